@@ -1,0 +1,54 @@
+"""The exception types funcgrad raises.
+
+Owns every error class. Errors about the user's code carry the user's file,
+line, column and source text (the way ``SyntaxError`` does) plus a hint of
+what to write instead.
+"""
+from __future__ import annotations
+
+
+class FuncgradError(Exception):
+    """Base class of funcgrad's own errors."""
+
+
+class TreeStructureError(FuncgradError, ValueError):
+    """Two pytrees that must have the same structure do not."""
+
+
+class UnsupportedSyntaxError(SyntaxError, FuncgradError):
+    """The function uses a construct the source transformation does not support.
+
+    Carries ``filename``, ``lineno``, ``offset`` and ``text`` like ``SyntaxError``,
+    plus ``hint``.
+    """
+
+    def __init__(self, msg, filename=None, lineno=None, offset=None, text=None, hint=None):
+        self.hint = hint
+        full = msg if not hint else f"{msg}\n  hint: {hint}"
+        super().__init__(full, (filename, lineno, offset, text))
+        self.msg = full
+
+    def __str__(self):
+        loc = f"{self.filename}:{self.lineno}" if self.filename else "<unknown>"
+        text = f"\n    {self.text.strip()}" if self.text else ""
+        return f"{loc}: {self.msg}{text}"
+
+
+class NoDerivativeError(FuncgradError, TypeError):
+    """A call inside a differentiated function has no registered derivative rule."""
+
+    def __init__(self, msg, filename=None, lineno=None, text=None):
+        self.filename, self.lineno, self.text = filename, lineno, text
+        loc = f"{filename}:{lineno}: " if filename else ""
+        src = f"\n    {text.strip()}" if text else ""
+        super().__init__(f"{loc}{msg}{src}")
+
+
+class TransformError(FuncgradError):
+    """A problem found while transforming the user's code (types, shapes, names), at the user's line."""
+
+    def __init__(self, msg, filename=None, lineno=None, text=None):
+        self.filename, self.lineno, self.text = filename, lineno, text
+        loc = f"{filename}:{lineno}: " if filename else ""
+        src = f"\n    {text.strip()}" if text else ""
+        super().__init__(f"{loc}{msg}{src}")

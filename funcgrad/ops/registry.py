@@ -1,0 +1,160 @@
+"""The primitive registry: every differentiable operation declared once.
+
+A primitive is keyed by the function object users call (``numpy.exp``,
+``numpy.matmul``, ``funcgrad.nn.conv2d``). Its declaration gives, side by side:
+
+* the forward: a Python function whose signature is the primitive's signature
+  and whose body calls the kernel of the same name in the kernel namespace
+  ``K`` (``funcgrad.kernels.cpu``); generated code calls ``K.<name>(...)``;
+* the VJP template: a function ``(y, *params)`` whose body assigns
+  ``d[param] = expr``; ``y`` is the result and ``d[y]`` its cotangent. The
+  template is parsed, never executed: the reverse pass fills it in with the
+  names at each call site. Parameters never assigned in ``d[...]`` are not
+  differentiable (axes, shapes, flags);
+* a ``sample`` spec the registry-driven property test draws arguments from.
+
+Guarantee: ``lookup(obj)`` returns the :class:`Primitive` for any registered
+callable (also for ``ndarray`` methods normalized to functions), and every
+registered primitive has a sample spec, so the property test covers it.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+__all__ = ["Primitive", "primitive", "vjp", "d", "lookup", "registry", "alias"]
+
+
+class _Cotangents:
+    """``d`` in VJP templates: ``d[x]`` names the cotangent of ``x``. Never evaluated."""
+
+    def __getitem__(self, item):  # pragma: no cover - templates are parsed, not run
+        raise RuntimeError("VJP templates are source templates; they are parsed, not executed")
+
+    __setitem__ = __getitem__
+
+
+d = _Cotangents()
+
+
+@dataclass
+class Template:
+    params: list[str]           # template parameter names after the result name
+    result: str                 # name bound to the primitive's result
+    body: list[ast.stmt]        # statements assigning d[param] = expr
+    diff_params: list[str]      # params with a cotangent assignment
+    globals: dict               # the template function's globals (resolves np, K, helpers)
+    filename: str
+    lineno: int
+
+
+@dataclass
+class Primitive:
+    key: Any
+    name: str
+    impl: Callable
+    signature: inspect.Signature
+    sample: Any = None
+    template: Template | None = None
+    elementwise: bool = False
+    extra_keys: list = field(default_factory=list)
+
+    @property
+    def params(self) -> list[str]:
+        return list(self.signature.parameters)
+
+    @property
+    def differentiable(self) -> bool:
+        return self.template is not None
+
+    def __repr__(self):
+        return f"<primitive {self.name}>"
+
+
+_BY_KEY: dict[int, Primitive] = {}
+_BY_NAME: dict[str, Primitive] = {}
+_KEEPALIVE: list = []
+
+
+def _register_key(key, prim):
+    _KEEPALIVE.append(key)
+    _BY_KEY[id(key)] = prim
+
+
+def primitive(key=None, *, name: str | None = None, sample=None, elementwise=False):
+    """Declare the forward of a primitive keyed by ``key`` (default: the decorated function)."""
+
+    def deco(fn):
+        k = fn if key is None else key
+        nm = name or fn.__name__
+        if nm in _BY_NAME:
+            raise ValueError(f"primitive {nm!r} is declared twice")
+        prim = Primitive(key=k, name=nm, impl=fn, signature=inspect.signature(fn), sample=sample,
+                         elementwise=elementwise)
+        _BY_NAME[nm] = prim
+        _register_key(k, prim)
+        if k is not fn:
+            _register_key(fn, prim)
+        return fn
+
+    return deco
+
+
+def alias(key, target_key):
+    """Make ``key`` (another callable) resolve to the primitive registered for ``target_key``."""
+    prim = lookup(target_key)
+    if prim is None:
+        raise KeyError(f"alias: {target_key!r} is not a registered primitive")
+    prim.extra_keys.append(key)
+    _register_key(key, prim)
+
+
+def vjp(key):
+    """Declare the VJP template of the primitive keyed by ``key``."""
+
+    def deco(fn):
+        prim = lookup(key)
+        if prim is None:
+            raise KeyError(f"vjp: {key!r} has no @primitive declaration; declare the forward first")
+        src = textwrap.dedent(inspect.getsource(fn))
+        tree = ast.parse(src)
+        fdef = tree.body[0]
+        assert isinstance(fdef, ast.FunctionDef)
+        names = [a.arg for a in fdef.args.args]
+        result, params = names[0], names[1:]
+        if params != prim.params:
+            raise TypeError(f"vjp template of {prim.name}: parameters {params} must match the forward's {prim.params}")
+        body = [s for s in fdef.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        diff = []
+        for s in ast.walk(fdef):
+            if isinstance(s, ast.Assign) and len(s.targets) == 1 and _is_d(s.targets[0]):
+                diff.append(s.targets[0].slice.id)
+        _, first = inspect.getsourcelines(fn)
+        prim.template = Template(params=params, result=result, body=body, diff_params=diff,
+                                 globals=fn.__globals__, filename=inspect.getsourcefile(fn), lineno=first)
+        return fn
+
+    return deco
+
+
+def _is_d(node) -> bool:
+    return (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "d"
+            and isinstance(node.slice, ast.Name))
+
+
+def lookup(obj) -> Primitive | None:
+    return _BY_KEY.get(id(obj))
+
+
+def by_name(name: str) -> Primitive | None:
+    return _BY_NAME.get(name)
+
+
+def registry() -> dict[str, Primitive]:
+    """All primitives by name (loads every ops module first)."""
+    from . import load_all
+    load_all()
+    return dict(_BY_NAME)
