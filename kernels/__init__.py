@@ -1,0 +1,1 @@
+"""funcgrad.kernels: the compute behind each primitive (cpu: Numba; cuda: numba.cuda)."""
