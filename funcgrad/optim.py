@@ -174,6 +174,13 @@ def _cast(g: np.ndarray, like_dtype) -> np.ndarray:
     return g if g.dtype == like_dtype else g.astype(like_dtype)
 
 
+def _fresh(ufunc, a, b, dtype=None) -> np.ndarray:
+    """``ufunc(a, b)`` into a new ndarray (also for 0-d inputs, where NumPy would return a scalar)."""
+    a = np.asarray(a)
+    dt = dtype if dtype is not None else np.result_type(a, b)
+    return ufunc(a, b, out=np.empty(np.broadcast_shapes(a.shape, np.shape(b)), dtype=dt))
+
+
 def _need_params(params, opt: str, why: str):
     if params is None:
         raise ValueError(f"{opt}: {why} needs the parameters; call update(grads, state, params)")
@@ -317,10 +324,10 @@ def apply_updates(params, updates):
 
     def add(p, u):
         pa = np.asarray(p)
-        out = pa + u
+        out = np.add(pa, u)
         if isinstance(p, np.ndarray):
-            return out.astype(pa.dtype, copy=False)
-        return out.astype(pa.dtype, copy=False) if np.issubdtype(pa.dtype, np.floating) else out
+            return np.asarray(out, dtype=pa.dtype)  # stays an ndarray (0-d too), in the param's dtype
+        return out.astype(pa.dtype) if np.issubdtype(pa.dtype, np.floating) else out
     return tree_map(add, params, updates)
 
 
@@ -404,7 +411,7 @@ def clip_by_global_norm(max_norm: float) -> GradientTransformation:
         coef = max_norm / (norm + 1e-6)
         if coef >= 1.0:
             return grads, state
-        return tree_map(lambda g: np.multiply(g, coef).astype(np.asarray(g).dtype, copy=False), grads), state
+        return tree_map(lambda g: _fresh(np.multiply, g, coef, _float_dtype(np.asarray(g))), grads), state
 
     return GradientTransformation(lambda params: EmptyState(), update)
 
@@ -416,7 +423,7 @@ def scale(step_size: float) -> GradientTransformation:
     f = float(step_size)
 
     def update(grads, state, params=None):
-        return tree_map(lambda g: np.multiply(g, f).astype(np.asarray(g).dtype, copy=False), grads), state
+        return tree_map(lambda g: _fresh(np.multiply, g, f, _float_dtype(np.asarray(g))), grads), state
     return GradientTransformation(lambda params: EmptyState(), update)
 
 
@@ -426,7 +433,7 @@ def scale_by_learning_rate(lr: ScalarOrSchedule) -> GradientTransformation:
 
     def update(grads, state, params=None):
         f = -sched(state.count)
-        u = tree_map(lambda g: np.multiply(g, f).astype(np.asarray(g).dtype, copy=False), grads)
+        u = tree_map(lambda g: _fresh(np.multiply, g, f, _float_dtype(np.asarray(g))), grads)
         return u, ScaleByScheduleState(state.count + 1)
     return GradientTransformation(lambda params: ScaleByScheduleState(0), update)
 
@@ -455,7 +462,7 @@ def add_decayed_weights(weight_decay: float = 0.0, mask=None) -> GradientTransfo
         for gi, pi, mi in zip(g, p, m):
             if mi and wd != 0.0:
                 pa = np.asarray(pi)
-                o = np.multiply(pa, wd)
+                o = _fresh(np.multiply, pa, wd)
                 np.add(o, gi, out=o, casting="same_kind")
                 out.append(o)
             else:
@@ -468,7 +475,7 @@ def add_decayed_weights(weight_decay: float = 0.0, mask=None) -> GradientTransfo
 
 def _l2(g: np.ndarray, p, wd: float) -> np.ndarray:
     """New array ``g + wd * p`` in g's dtype."""
-    d = np.multiply(np.asarray(p), wd, dtype=g.dtype)
+    d = _fresh(np.multiply, p, wd, g.dtype)
     np.add(d, g, out=d)
     return d
 
@@ -508,19 +515,19 @@ def sgd(lr: ScalarOrSchedule = 1e-3, momentum: float = 0.0, nesterov: bool = Fal
                 if state.count == 0:
                     buf = np.array(d, dtype=dt, copy=True)
                 else:
-                    buf = np.multiply(bi, mom)
+                    buf = _fresh(np.multiply, bi, mom)
                     if damp != 0.0:
                         buf += (1.0 - damp) * d
                     else:
                         buf += d
                 new_bufs.append(buf)
                 if nesterov:
-                    nd = np.multiply(buf, mom)
+                    nd = _fresh(np.multiply, buf, mom)
                     nd += d
                     d = nd
                 else:
                     d = buf
-            u = np.multiply(d, -lr_t)
+            u = _fresh(np.multiply, d, -lr_t)
             ups.append(u)
         new_m = tree_unflatten(gtd, new_bufs) if mom != 0.0 else None
         return tree_unflatten(gtd, ups), SGDState(state.count + 1, new_m)
@@ -560,22 +567,22 @@ def _adam_like(opt, lr, b1, b2, eps, weight_decay, decoupled, amsgrad):
             if wd != 0.0 and not decoupled:
                 gi = _l2(gi, pi, wd)
             # m = b1*m + (1-b1)*g ; v = b2*v + (1-b2)*g*g   (fresh arrays, temporaries in place)
-            m2 = np.multiply(m, b1)
-            tmp = np.multiply(gi, 1.0 - b1)
+            m2 = _fresh(np.multiply, m, b1)
+            tmp = _fresh(np.multiply, gi, 1.0 - b1)
             m2 += tmp
-            v2 = np.multiply(v, b2)
+            v2 = _fresh(np.multiply, v, b2)
             np.multiply(gi, gi, out=tmp)
             tmp *= 1.0 - b2
             v2 += tmp
             if amsgrad:
-                vm2 = np.maximum(vm, v2)
+                vm2 = _fresh(np.maximum, vm, v2)
                 new_max.append(vm2)
                 np.sqrt(vm2, out=tmp)
             else:
                 np.sqrt(v2, out=tmp)
             tmp /= bc2_sqrt
             tmp += eps
-            u = np.divide(m2, tmp)
+            u = _fresh(np.divide, m2, tmp)
             u *= -step_size
             if decoupled and wd != 0.0:
                 u -= (lr_t * wd) * np.asarray(pi, dtype=u.dtype)
@@ -634,13 +641,13 @@ def rmsprop(lr: ScalarOrSchedule = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
             gi = _cast(gi, s.dtype)
             if wd != 0.0:
                 gi = _l2(gi, pi, wd)
-            s2 = np.multiply(s, alpha)
-            tmp = np.multiply(gi, gi)
+            s2 = _fresh(np.multiply, s, alpha)
+            tmp = _fresh(np.multiply, gi, gi)
             tmp *= 1.0 - alpha
             s2 += tmp
             nsq.append(s2)
             if centered:
-                a2 = np.multiply(a, alpha)
+                a2 = _fresh(np.multiply, a, alpha)
                 np.multiply(gi, 1.0 - alpha, out=tmp)
                 a2 += tmp
                 nga.append(a2)
@@ -652,10 +659,10 @@ def rmsprop(lr: ScalarOrSchedule = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
             tmp += eps
             np.divide(gi, tmp, out=tmp)
             if mom > 0:
-                b2 = np.multiply(b, mom)
+                b2 = _fresh(np.multiply, b, mom)
                 b2 += tmp
                 nbuf.append(b2)
-                u = np.multiply(b2, -lr_t)
+                u = _fresh(np.multiply, b2, -lr_t)
             else:
                 tmp *= -lr_t
                 u = tmp
@@ -697,8 +704,8 @@ def adagrad(lr: ScalarOrSchedule = 1e-2, lr_decay: float = 0.0, weight_decay: fl
             gi = _cast(gi, s.dtype)
             if wd != 0.0:
                 gi = _l2(gi, pi, wd)
-            tmp = np.multiply(gi, gi)
-            s2 = np.add(s, tmp)
+            tmp = _fresh(np.multiply, gi, gi)
+            s2 = _fresh(np.add, s, tmp)
             nsum.append(s2)
             np.sqrt(s2, out=tmp)
             tmp += eps

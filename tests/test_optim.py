@@ -398,3 +398,20 @@ def test_namedtuple_params_and_state_are_namedtuples():
     new = optim.apply_updates(p, u)
     assert isinstance(new[0], Layer) and isinstance(st[1], optim.RMSPropState)
     assert isinstance(st[1].momentum[1], Layer)
+
+
+@pytest.mark.parametrize("make", [lambda: optim.sgd(0.1, momentum=0.9, nesterov=True, weight_decay=0.1),
+                                  lambda: optim.adam(0.1, amsgrad=True), lambda: optim.adamw(0.1),
+                                  lambda: optim.rmsprop(0.1, centered=True, momentum=0.5, weight_decay=0.1),
+                                  lambda: optim.adagrad(0.1, weight_decay=0.1),
+                                  lambda: optim.chain(optim.clip_by_global_norm(0.1), optim.add_decayed_weights(0.1),
+                                                      optim.scale_by_learning_rate(0.1))])
+def test_zero_d_params_stay_arrays(make):
+    p = {"s": np.array(1.5), "v": np.ones(2, np.float32)}
+    opt = make()
+    st = opt.init(p)
+    for _ in range(3):
+        u, st = opt.update({"s": np.array(0.5), "v": np.full(2, 0.5, np.float32)}, st, p)
+        p = optim.apply_updates(p, u)
+    assert type(p["s"]) is np.ndarray and p["s"].shape == () and p["s"] < 1.5
+    assert p["v"].dtype == np.float32
