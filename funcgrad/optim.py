@@ -104,8 +104,8 @@ def _check_hparam(name: str, value, *, low=0.0, high=None, high_open=False, opt=
                         f"received {value!r} of type {type(value).__name__}")
     v = float(value)
     if not math.isfinite(v) or v < low or (high is not None and (v >= high if high_open else v > high)):
-        rng = f"[{low}, {high}{')' if high_open else ']'}" if high is not None else f">= {low}"
-        raise ValueError(f"{opt}: invalid {name} {value!r}; expected a finite value in {rng}")
+        rng = f"in [{low:g}, {high:g}{')' if high_open else ']'}" if high is not None else f">= {low:g}"
+        raise ValueError(f"{opt}: invalid {name} {value!r}; expected a finite value {rng}")
 
 
 def _as_schedule(lr: ScalarOrSchedule, opt: str) -> Schedule:

@@ -293,3 +293,22 @@ def test_resume_is_bit_exact(tmp_path, make):
     assert_identical(full, resumed)
     # a sanity check that the comparison can fail: five extra steps change the params
     assert not np.array_equal(_train(make(), 5)["params"]["w"], full["params"]["w"])
+
+
+@pytest.mark.parametrize("make", [
+    lambda: optim.sgd(0.1, momentum=0.9), lambda: optim.adam(0.1, amsgrad=True), lambda: optim.adamw(0.1),
+    lambda: optim.rmsprop(0.1, centered=True, momentum=0.5), lambda: optim.adagrad(0.1),
+    lambda: optim.multi_transform({"a": optim.adam(0.1), "b": optim.chain(optim.clip_by_global_norm(1.0),
+                                                                          optim.sgd(0.1))},
+                                  {"W": "a", "b": "b"}),
+])
+def test_every_optimizer_state_round_trips(tmp_path, make):
+    params = {"W": np.ones((2, 3), np.float32), "b": np.zeros(3, np.float32)}
+    opt = make()
+    st = opt.init(params)
+    for _ in range(2):
+        u, st = opt.update({"W": np.full((2, 3), 0.3, np.float32), "b": np.ones(3, np.float32)}, st, params)
+        params = optim.apply_updates(params, u)
+    checkpoint.save(tmp_path / "s.npz", {"params": params, "opt": st})
+    back = checkpoint.load(tmp_path / "s.npz", like={"params": params, "opt": st})
+    assert_identical({"params": params, "opt": st}, back)
