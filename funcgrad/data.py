@@ -233,6 +233,9 @@ class DataLoader:
 
     def __init__(self, dataset, batch_size: int = 1, shuffle: bool = False, seed: int = 0,
                  drop_last: bool = False, prefetch: int = 2, sampler=None):
+        if isinstance(dataset, (tuple, list)):
+            raise TypeError(f"DataLoader: received a {type(dataset).__name__} of {len(dataset)} items; "
+                            "wrap arrays in ArrayDataset(X, y) so they are batched together")
         if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
             raise TypeError(f"DataLoader: dataset must support len() and indexing, received "
                             f"{type(dataset).__name__} (wrap arrays in ArrayDataset(X, y))")

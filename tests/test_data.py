@@ -159,6 +159,10 @@ def test_loader_argument_errors():
         DataLoader(ds, shuffle=True, sampler=DistributedSampler(len(ds), 0, 2))
     with pytest.raises(TypeError, match="ArrayDataset"):
         DataLoader(5)
+    with pytest.raises(TypeError, match=r"ArrayDataset\(X, y\)"):
+        DataLoader((np.zeros(3), np.zeros(3)), batch_size=2)
+    # a bare array is a dataset of rows
+    np.testing.assert_array_equal(next(iter(DataLoader(np.arange(5), batch_size=2))), [0, 1])
 
 
 # ---------------------------------------------------------------- DistributedSampler
