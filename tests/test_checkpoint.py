@@ -312,3 +312,31 @@ def test_every_optimizer_state_round_trips(tmp_path, make):
     checkpoint.save(tmp_path / "s.npz", {"params": params, "opt": st})
     back = checkpoint.load(tmp_path / "s.npz", like={"params": params, "opt": st})
     assert_identical({"params": params, "opt": st}, back)
+
+
+REAL_CHILD = textwrap.dedent("""
+    import sys, numpy as np
+    from funcgrad import checkpoint
+    checkpoint.save(sys.argv[1], {"w": np.full(8_000_000, 2.0), "step": 2})   # 64 MB, real writer
+""")
+
+
+def test_sigkill_real_writer_leaves_old_or_new_never_partial(tmp_path):
+    path = tmp_path / "ck.npz"
+    checkpoint.save(path, {"w": np.full(10, 1.0), "step": 1})
+    child = subprocess.Popen([sys.executable, "-c", REAL_CHILD, str(path)], env=_env(),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 30
+        while not any(f.endswith(".tmp") for f in os.listdir(tmp_path)) and child.poll() is None:
+            assert time.time() < deadline
+            time.sleep(0.001)
+        child.send_signal(signal.SIGKILL)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait(10)
+    back = checkpoint.load(path)       # whatever happened, the file is a complete checkpoint
+    assert back["step"] in (1, 2)
+    assert back["w"].shape == ((10,) if back["step"] == 1 else (8_000_000,))
+    assert np.all(back["w"] == back["step"])
