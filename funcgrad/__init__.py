@@ -1,11 +1,23 @@
-"""funcgrad: source-to-source reverse-mode autodiff for plain NumPy, compiled with Numba."""
+"""funcgrad: source-to-source reverse-mode autodiff for plain NumPy, compiled with Numba.
+
+Public API (everything else is internal):
+
+* transforms: :func:`grad`, :func:`value_and_grad`, :func:`vjp`, :func:`jit`,
+  :func:`custom_vjp`, :func:`stop_gradient`, :func:`source`;
+* pytrees: :func:`tree_flatten`, :func:`tree_unflatten`, :func:`tree_map`, ...;
+* errors: :class:`UnsupportedSyntaxError`, :class:`NoDerivativeError`, ...
+"""
+from .api import grad, value_and_grad, vjp, jit, custom_vjp, stop_gradient
+from . import source  # callable: funcgrad.source(f) -> generated source
 from .tree import (tree_flatten, tree_unflatten, tree_leaves, tree_structure, tree_map,
                    register_pytree_node)
-from .errors import FuncgradError, UnsupportedSyntaxError, NoDerivativeError, TreeStructureError
+from .errors import (FuncgradError, UnsupportedSyntaxError, NoDerivativeError, TreeStructureError,
+                     TransformError)
 
 __all__ = [
+    "grad", "value_and_grad", "vjp", "jit", "custom_vjp", "stop_gradient", "source",
     "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure", "tree_map",
     "register_pytree_node",
-    "FuncgradError", "UnsupportedSyntaxError", "NoDerivativeError", "TreeStructureError",
+    "FuncgradError", "UnsupportedSyntaxError", "NoDerivativeError", "TreeStructureError", "TransformError",
 ]
 __version__ = "0.1.0"

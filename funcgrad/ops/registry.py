@@ -60,6 +60,8 @@ class Primitive:
     sample: Any = None
     template: Template | None = None
     elementwise: bool = False
+    tested_via: Any = None        # a primitive whose VJP exercises this one (list-valued helpers)
+    operator: str | None = None   # emitted as Python operator syntax ("+", "@", "neg", ...)
     extra_keys: list = field(default_factory=list)
 
     @property
@@ -73,6 +75,9 @@ class Primitive:
     def __repr__(self):
         return f"<primitive {self.name}>"
 
+    def __deepcopy__(self, memo):  # AST nodes carry primitives; copying a tree shares them
+        return self
+
 
 _BY_KEY: dict[int, Primitive] = {}
 _BY_NAME: dict[str, Primitive] = {}
@@ -84,7 +89,8 @@ def _register_key(key, prim):
     _BY_KEY[id(key)] = prim
 
 
-def primitive(key=None, *, name: str | None = None, sample=None, elementwise=False):
+def primitive(key=None, *, name: str | None = None, sample=None, elementwise=False, operator=None,
+              tested_via=None):
     """Declare the forward of a primitive keyed by ``key`` (default: the decorated function)."""
 
     def deco(fn):
@@ -93,7 +99,7 @@ def primitive(key=None, *, name: str | None = None, sample=None, elementwise=Fal
         if nm in _BY_NAME:
             raise ValueError(f"primitive {nm!r} is declared twice")
         prim = Primitive(key=k, name=nm, impl=fn, signature=inspect.signature(fn), sample=sample,
-                         elementwise=elementwise)
+                         elementwise=elementwise, operator=operator, tested_via=tested_via)
         _BY_NAME[nm] = prim
         _register_key(k, prim)
         if k is not fn:

@@ -1,0 +1,503 @@
+"""The functional transforms: grad, value_and_grad, vjp, jit, custom_vjp, source.
+
+Owns argument checking (argnums, has_aux, differentiated dtypes, output
+shapes): it happens here and only here. Each transform returns a callable that
+on the first call with a new *signature* (pytree structure, dtypes, ndims of
+every leaf; not the values) runs the source pipeline once and caches the
+compiled result; later calls with that signature only flatten, call and
+unflatten.
+
+Modes: ``mode="auto"`` compiles the whole function with ``numba.njit`` when it
+has loops, and otherwise runs the generated Python over the kernel namespace
+(NumPy and compiled kernels: no compile wait). ``mode="njit"`` or
+``mode="python"`` force either. ``jit=False`` (or ``FUNCGRAD_DISABLE_JIT=1``)
+runs the same generated source with every Numba kernel replaced by its Python.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import os
+
+import numpy as np
+
+from .errors import FuncgradError, TreeStructureError
+from .tree import tree_flatten, tree_unflatten, tree_structure
+
+__all__ = ["grad", "value_and_grad", "vjp", "jit", "custom_vjp", "stop_gradient", "source"]
+
+_MODES = ("auto", "njit", "python")
+
+
+def _jit_disabled():
+    return os.environ.get("FUNCGRAD_DISABLE_JIT", "").strip() not in ("", "0", "false", "False")
+
+
+# ----------------------------------------------------------------------------- signatures
+def _leaf_spec(x):
+    if isinstance(x, np.ndarray):
+        return ("a", x.dtype.str, x.ndim)
+    if isinstance(x, bool):
+        return ("b",)
+    if isinstance(x, int):
+        return ("i",)
+    if isinstance(x, float):
+        return ("f",)
+    if isinstance(x, np.generic):
+        return ("s", x.dtype.str)
+    if isinstance(x, (str, type(None))):
+        return ("static", repr(x))
+    raise TypeError(f"funcgrad functions take arrays, numbers and pytrees of them; received a leaf of type "
+                    f"{type(x).__name__} ({x!r:.60})")
+
+
+def _is_float_leaf(x):
+    if isinstance(x, np.ndarray):
+        return np.issubdtype(x.dtype, np.floating)
+    if isinstance(x, np.generic):
+        return np.issubdtype(x.dtype, np.floating)
+    return isinstance(x, float)
+
+
+def _sanitize(s):
+    s = "".join(c if c.isalnum() or c == "_" else "_" for c in str(s))
+    while "__" in s:
+        s = s.replace("__", "_")
+    return s.strip("_")
+
+
+def _arg_names(fn, nargs):
+    import inspect
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(names) < nargs:
+        raise TypeError(f"{getattr(fn, '__qualname__', fn)}() takes {len(names)} positional arguments but "
+                        f"{nargs} were given")
+    return names, params
+
+
+def _check_argnums(argnums, nargs, fname):
+    single = isinstance(argnums, int)
+    nums = (argnums,) if single else tuple(argnums)
+    if not nums or not all(isinstance(i, int) for i in nums):
+        raise TypeError(f"argnums must be an int or a tuple of ints; received {argnums!r}")
+    norm = []
+    for i in nums:
+        j = i + nargs if i < 0 else i
+        if not 0 <= j < nargs:
+            raise ValueError(f"argnums={argnums!r} is out of range: {fname}() was called with {nargs} positional "
+                             f"argument(s); use argnums between {-nargs} and {nargs - 1}")
+        norm.append(j)
+    if len(set(norm)) != len(norm):
+        raise ValueError(f"argnums={argnums!r} names the same argument twice")
+    return single, tuple(norm)
+
+
+class _Transformed:
+    """A transformed function: caches one compiled specialization per signature."""
+
+    def __init__(self, fn, kind, argnums=0, has_aux=False, mode="auto", jit=True):
+        if not callable(fn):
+            raise TypeError(f"expected a function to transform; received {fn!r}")
+        if mode not in _MODES:
+            raise ValueError(f"mode must be one of {_MODES}; received {mode!r}")
+        self.fn = _as_python_function(fn)
+        self.kind = kind
+        self.argnums = argnums
+        self.has_aux = has_aux
+        self.mode = mode
+        self.jit = jit
+        self.cache: dict = {}
+        functools.update_wrapper(self, fn, updated=())
+
+    @property
+    def specializations(self):
+        return len(self.cache)
+
+    def _mode(self, built_has_loops):
+        if not self.jit or _jit_disabled():
+            return "nojit"
+        if self.mode == "auto":
+            return "njit" if built_has_loops else "python"
+        return self.mode
+
+    def _prepare(self, args):
+        fname = getattr(self.fn, "__qualname__", "f")
+        names, _ = _arg_names(self.fn, len(args))
+        if self.kind == "primal":
+            single, nums = True, ()
+        else:
+            single, nums = _check_argnums(self.argnums, len(args), fname)
+        flat = []
+        trees = []
+        key = []
+        for i, a in enumerate(args):
+            leaves, td = tree_flatten(a)
+            specs = tuple(_leaf_spec(x) for x in leaves)
+            trees.append(td)
+            flat.append(leaves)
+            key.append((td, specs, i in nums))
+            if i in nums:
+                for x in leaves:
+                    if not _is_float_leaf(x):
+                        what = (f"an array of dtype {x.dtype}" if isinstance(x, np.ndarray)
+                                else f"a value of type {type(x).__name__}")
+                        raise TypeError(
+                            f"{fname}: argument {i} ('{names[i]}') is differentiated (argnums={self.argnums!r}) but "
+                            f"contains {what}; only floating-point inputs can be differentiated. "
+                            f"Cast it with .astype(np.float64), or leave it out of argnums.")
+        return names, single, nums, flat, trees, tuple(key)
+
+    def _build(self, names, nums, flat, trees):
+        from .source.normalize import Dyn, Static, _map_struct
+        from .source.pipeline import build
+        import ast as _ast
+
+        leaf_names: list = []
+        diff: list = []
+
+        def arg_values_for(normalizer):
+            out = []
+            for i, (nm, td, leaves) in enumerate(zip(names, trees, flat)):
+                tree = tree_unflatten(td, list(range(len(leaves))))
+
+                def make(path, idx, i=i, nm=nm, leaves=leaves):
+                    x = leaves[idx]
+                    if isinstance(x, (str, type(None))):
+                        return Static(x)
+                    base = nm + ("_" + "_".join(_sanitize(p) for p in path) if path else "")
+                    n = normalizer.names.fresh(base)
+                    leaf_names.append(n)
+                    if i in nums:
+                        diff.append(n)
+                    return Dyn(_ast.Name(n, _ast.Load()))
+
+                if td.num_leaves == 1 and td.kind == "leaf":
+                    out.append((nm, make((), 0)))
+                else:
+                    out.append((nm, _map_struct(tree, lambda path, idx: make(path, idx))))
+            return out
+
+        kind = "primal" if self.kind == "primal" else "vjp"
+        # first pass in "python" to find loops; modes are picked from the function's shape
+        from .source.parse import parse
+        import ast as _a
+        has_loops = any(isinstance(n, (_a.For, _a.While)) for n in _a.walk(parse(self.fn).node))
+        mode = self._mode(has_loops)
+        built = build(self.fn, arg_values_for, diff, mode, kind=kind, allow_control_flow=False)
+        built.leaf_names = leaf_names
+        built.diff_names = diff
+        return built
+
+    def _lookup(self, args):
+        names, single, nums, flat, trees, key = self._prepare(args)
+        built = self.cache.get(key)
+        if built is not None:
+            cap = [g() for _, g in built.captured]
+            if built.cap_specs != tuple(_leaf_spec(c) for c in cap) or any(
+                    repr(g()) != r for g, r in built.static_checks):
+                built = None
+        if built is None:
+            built = self._build(names, nums, flat, trees)
+            cap = [g() for _, g in built.captured]
+            built.cap_specs = tuple(_leaf_spec(c) for c in cap)
+            self.cache[key] = built
+        return built, single, nums, flat, trees, cap
+
+    def _outputs(self, built, outs):
+        from .source.normalize import Dyn, Static, Struct
+        it = iter(outs)
+
+        def rebuild(v):
+            if isinstance(v, Struct):
+                items = [rebuild(x) for x in v.values()]
+                if v.kind == "dict":
+                    return dict(zip(v.items.keys(), items))
+                if v.kind == "namedtuple":
+                    return v.cls(*items)
+                return tuple(items) if v.kind == "tuple" else list(items)
+            if isinstance(v, Static):
+                next(it)
+                return v.obj
+            return next(it)
+
+        return rebuild(built.out_tree)
+
+    def _call_vjp(self, args, cotangent_fn):
+        built, single, nums, flat, trees, cap = self._lookup(args)
+        leaves = [x for ls in flat for x in ls if not isinstance(x, (str, type(None)))]
+        return built, single, nums, flat, trees, leaves, cap
+
+
+def _as_python_function(fn):
+    from .ops.registry import lookup
+    from . import ops
+    ops.load_all()
+    if lookup(fn) is not None and not hasattr(fn, "__code__") or (
+            lookup(fn) is not None and getattr(fn, "__module__", "").startswith("numpy")):
+        prim = lookup(fn)
+        n = len([p for p in prim.signature.parameters.values() if p.default is p.empty])
+        return _primitive_wrapper(prim, n)
+    return fn
+
+
+def _primitive_wrapper(prim, n):
+    """A Python function calling primitive ``prim`` with ``n`` positional args (for grad(np.sin))."""
+    import linecache
+    args = ", ".join(f"x{i}" for i in range(n))
+    src = f"def {prim.name}_({args}):\n    return _prim({args})\n"
+    filename = f"<funcgrad primitive {prim.name}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    ns = {"_prim": prim.key}
+    exec(compile(src, filename, "exec"), ns)
+    return ns[f"{prim.name}_"]
+
+
+def _scalar_output_check(fname, out, has_aux):
+    arr = np.asarray(out)
+    if arr.shape != ():
+        raise TypeError(f"grad of {fname} requires a scalar output; the function returned an array of shape "
+                        f"{arr.shape}. Reduce it (np.sum, np.mean) or use funcgrad.vjp for non-scalar outputs."
+                        + (" (with has_aux=True the function must return (scalar, aux))" if has_aux else ""))
+    if not np.issubdtype(arr.dtype, np.floating):
+        raise TypeError(f"grad of {fname} requires a floating-point output; it returned dtype {arr.dtype}")
+
+
+class _ValueAndGrad(_Transformed):
+    def __init__(self, fn, argnums=0, has_aux=False, mode="auto", jit=True, return_value=True):
+        super().__init__(fn, "vjp", argnums, has_aux, mode, jit)
+        self.return_value = return_value
+
+    def __call__(self, *args):
+        built, single, nums, flat, trees, leaves, cap = self._call_vjp(args, None)
+        fname = getattr(self.fn, "__qualname__", "f")
+        n_out = len(built.out_atoms)
+        if self.has_aux:
+            from .source.normalize import Struct
+            if not (isinstance(built.out_tree, Struct) and built.out_tree.kind in ("tuple", "list")
+                    and len(built.out_tree.values()) == 2):
+                raise TypeError(f"{fname} was differentiated with has_aux=True, so it must return a pair "
+                                f"(scalar, aux); it returns {_describe_out(built.out_tree)}")
+        # value seed: 1 for the (first) scalar output, 0 for aux outputs
+        # run once with the seed; the primal value determines the seed's dtype
+        seeds = _seeds(built, n_out, getattr(built, "seed_dtype", None))
+        outs, grads = built.fn(*leaves, *cap, *seeds)
+        outs = list(outs)
+        main = outs[0]
+        _scalar_output_check(fname, main, self.has_aux)
+        dt = np.asarray(main).dtype
+        if getattr(built, "seed_dtype", None) != dt:
+            built.seed_dtype = dt
+            if dt != np.float64:
+                seeds = _seeds(built, n_out, dt)
+                outs, grads = built.fn(*leaves, *cap, *seeds)
+                outs = list(outs)
+        grads = list(grads)
+        result = []
+        gi = 0
+        for i in nums:
+            n = len(flat[i])
+            gl = []
+            for x in flat[i]:
+                g = grads[gi]
+                gi += 1
+                gl.append(_match(g, x))
+            result.append(tree_unflatten(trees[i], gl))
+        g = result[0] if single else tuple(result)
+        value = self._outputs(built, outs)
+        if not self.return_value:
+            return (g, value[1]) if self.has_aux else g
+        if self.has_aux:
+            return (value[0], value[1]), g
+        return value, g
+
+
+def _describe_out(v):
+    from .source.normalize import Struct
+    if isinstance(v, Struct):
+        return f"a {v.kind} of {len(v.values())} values"
+    return "a single value"
+
+
+def _seeds(built, n_out, dtype=None):
+    seeds = []
+    for i in range(n_out):
+        if i == 0:
+            seeds.append(1.0 if dtype is None or dtype == np.float64 else np.ones((), dtype=dtype)[()])
+        else:
+            seeds.append(0.0)
+    return seeds
+
+
+def _match(g, x):
+    """A cotangent with the shape, dtype and Python type of its primal leaf."""
+    if isinstance(x, np.ndarray):
+        g = np.asarray(g)
+        if g.dtype != x.dtype:
+            g = g.astype(x.dtype)
+        if g.shape != x.shape:
+            g = np.broadcast_to(g, x.shape).copy()
+        return g
+    if isinstance(x, float):
+        return float(np.sum(g))
+    if isinstance(x, np.generic):
+        return x.dtype.type(np.sum(g))
+    return g
+
+
+def grad(fun, argnums=0, has_aux=False, *, mode="auto", jit=True):
+    """The gradient of a scalar-valued function with respect to argument(s) ``argnums``.
+
+    ``grad(f)(x, ...)`` returns a value with the structure of ``x`` (a pytree of
+    arrays). With a tuple ``argnums`` it returns a tuple of such. With
+    ``has_aux=True`` ``f`` returns ``(scalar, aux)`` and ``grad`` returns
+    ``(gradient, aux)``.
+    """
+    return _ValueAndGrad(fun, argnums, has_aux, mode, jit, return_value=False)
+
+
+def value_and_grad(fun, argnums=0, has_aux=False, *, mode="auto", jit=True):
+    """Like :func:`grad` but returns ``(value, gradient)`` (``((value, aux), gradient)`` with has_aux)."""
+    return _ValueAndGrad(fun, argnums, has_aux, mode, jit, return_value=True)
+
+
+class _VJP(_Transformed):
+    def __init__(self, fn, has_aux=False, mode="auto", jit=True):
+        super().__init__(fn, "vjp", 0, has_aux, mode, jit)
+
+    def run(self, primals):
+        argnums = tuple(range(len(primals)))
+        self.argnums = argnums
+        built, single, nums, flat, trees, leaves, cap = self._call_vjp(primals, None)
+        seeds = [0.0] * len(built.out_atoms)
+        outs, _ = built.fn(*leaves, *cap, *seeds)
+        value = self._outputs(built, list(outs))
+
+        def vjp_fn(cotangent):
+            ct_leaves, ct_td = tree_flatten(cotangent)
+            out_leaves, out_td = tree_flatten(value)
+            if ct_td != out_td:
+                raise TreeStructureError(f"vjp: the cotangent has structure {ct_td!r} but the output has {out_td!r}")
+            seeds = []
+            for c, o in zip(ct_leaves, out_leaves):
+                c = np.asarray(c, dtype=np.asarray(o).dtype)
+                if c.shape != np.shape(o):
+                    raise ValueError(f"vjp: a cotangent of shape {c.shape} was given for an output of shape "
+                                     f"{np.shape(o)}")
+                seeds.append(c if c.shape else c[()])
+            _, grads = built.fn(*leaves, *cap, *seeds)
+            grads = list(grads)
+            res, gi = [], 0
+            for i in nums:
+                gl = []
+                for x in flat[i]:
+                    gl.append(_match(grads[gi], x))
+                    gi += 1
+                res.append(tree_unflatten(trees[i], gl))
+            return tuple(res)
+
+        return value, vjp_fn
+
+
+def vjp(fun, *primals, mode="auto", jit=True):
+    """``(fun(*primals), vjp_fn)`` where ``vjp_fn(cotangent)`` returns one cotangent per primal."""
+    t = _cached_vjp(fun, mode, jit)
+    return t.run(primals)
+
+
+_VJP_CACHE: dict = {}
+
+
+def _cached_vjp(fun, mode, jit):
+    key = (id(fun), mode, jit)
+    t = _VJP_CACHE.get(key)
+    if t is None or t._fun_ref is not fun:
+        t = _VJP(fun, False, mode, jit)
+        t._fun_ref = fun
+        _VJP_CACHE[key] = t
+    return t
+
+
+class _Jit(_Transformed):
+    def __init__(self, fn, mode="auto"):
+        super().__init__(fn, "primal", 0, False, mode, True)
+
+    def __call__(self, *args):
+        built, single, nums, flat, trees, cap = self._lookup(args)
+        leaves = [x for ls in flat for x in ls if not isinstance(x, (str, type(None)))]
+        outs = built.fn(*leaves, *cap)
+        return self._outputs(built, list(outs))
+
+
+def jit(fun=None, *, mode="njit"):
+    """Compile a pure function without differentiating it (whole-function ``numba.njit`` by default)."""
+    if fun is None:
+        return lambda f: _Jit(f, mode)
+    return _Jit(fun, mode)
+
+
+def stop_gradient(x):
+    """The identity; inside a differentiated function its derivative is zero."""
+    return x
+
+
+class _CustomVJPFunction:
+    """A function with a user-supplied VJP, JAX-style (see :func:`custom_vjp`)."""
+
+    def __init__(self, fun):
+        self.fun = fun
+        self.fwd = None
+        self.bwd = None
+        functools.update_wrapper(self, fun)
+
+    def defvjp(self, fwd, bwd):
+        """``fwd(*args) -> (out, residuals)``; ``bwd(residuals, g) -> tuple of cotangents, one per arg``."""
+        self.fwd, self.bwd = fwd, bwd
+        return self
+
+    def __call__(self, *args):
+        return self.fun(*args)
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def bwd_from_args(self, args, g):
+        if self.fwd is None:
+            raise FuncgradError(f"custom_vjp function {self.fun.__qualname__} has no rule: call .defvjp(fwd, bwd)")
+        _, res = self.fwd(*args)
+        cts = self.bwd(res, g)
+        if not isinstance(cts, tuple) or len(cts) != len(args):
+            raise FuncgradError(f"the bwd rule of {self.fun.__qualname__} must return a tuple of {len(args)} "
+                                f"cotangents (one per argument); it returned {type(cts).__name__}"
+                                + (f" of length {len(cts)}" if isinstance(cts, tuple) else ""))
+        return cts
+
+
+def custom_vjp(fun):
+    """Give ``fun`` a hand-written VJP: ``f = custom_vjp(f); f.defvjp(fwd, bwd)``.
+
+    Inside differentiated code the call runs ``fun`` forward and, in the
+    adjoint, ``bwd(residuals, g)`` where ``residuals`` come from ``fwd``.
+    Functions using it run as Python over the kernels (not whole-``njit``).
+    """
+    return _CustomVJPFunction(fun)
+
+
+def source(fun, *example_args):
+    """The generated Python source of a transformed function (``grad``/``value_and_grad``/``jit``).
+
+    After the function has been called, returns the source of its most recent
+    specialization; with ``example_args`` it builds the specialization first.
+    """
+    if not isinstance(fun, _Transformed):
+        raise TypeError("funcgrad.source expects a function returned by funcgrad.grad, value_and_grad or jit; "
+                        f"received {fun!r}")
+    if example_args:
+        fun._lookup(example_args)
+    if not fun.cache:
+        raise ValueError("this function has not been called yet: call it once, or pass example arguments "
+                         "(funcgrad.source(f, *args))")
+    return list(fun.cache.values())[-1].source

@@ -1,0 +1,181 @@
+"""ANF: one primitive call per assignment, single assignment in straight-line code.
+
+Input: a normalized function (see normalize). Output guarantees, for every
+simple statement ``target = rhs``:
+
+* ``rhs`` is an atom (a name or a constant), one primitive call
+  ``K.<prim>(atoms...)`` (static arguments such as axes may be constant
+  tuples; index arguments of ``getitem`` are index expressions over atoms), a
+  non-differentiable call or metadata read (``np.zeros(n)``, ``x.shape[0]``),
+  or a comparison/boolean expression over atoms;
+* nested sub-expressions are hoisted into fresh temporaries ``_t1, _t2, ...``;
+* in straight-line code every name is assigned once: a rebinding gets a new
+  version (``x``, ``x_1``, ...) and later uses read the newest version.
+  Names assigned inside loops keep one name (the reverse pass tapes them).
+"""
+from __future__ import annotations
+
+import ast
+import copy
+
+_ATOMS = (ast.Name, ast.Constant)
+
+
+class ANF:
+    def __init__(self, used_names):
+        self.used = set(used_names)
+        self.count = 0
+        self.version: dict = {}     # user name -> current SSA name
+        self.loop_depth = 0
+
+    def tmp(self):
+        while True:
+            self.count += 1
+            n = f"_t{self.count}"
+            if n not in self.used:
+                self.used.add(n)
+                return n
+
+    def fresh_version(self, name):
+        i = 1
+        while f"{name}_{i}" in self.used:
+            i += 1
+        n = f"{name}_{i}"
+        self.used.add(n)
+        return n
+
+    # -------------------------------------------------------------- expressions
+    def rename(self, node):
+        """Rewrite loads of names to their current SSA version."""
+        if isinstance(node, ast.Name):
+            return ast.copy_location(ast.Name(self.version.get(node.id, node.id), ast.Load()), node)
+        for field, val in ast.iter_fields(node):
+            if isinstance(val, list):
+                setattr(node, field, [self.rename(v) if isinstance(v, ast.AST) else v for v in val])
+            elif isinstance(val, ast.AST):
+                setattr(node, field, self.rename(val))
+        return node
+
+    def atom(self, e, out, src):
+        """Make ``e`` an atom, hoisting it into a temporary when it is an operation."""
+        e = self.flat(e, out, src)
+        if isinstance(e, _ATOMS) or _is_static(e):
+            return e
+        t = self.tmp()
+        out.append(_assign(t, e, src))
+        return ast.Name(t, ast.Load())
+
+    def flat(self, e, out, src):
+        """Flatten the operands of ``e`` (which itself stays one operation)."""
+        if isinstance(e, _ATOMS) or _is_static(e):
+            return self.rename(copy.copy(e)) if isinstance(e, ast.Name) else e
+        if isinstance(e, ast.Call):
+            prim = getattr(e, "_funcgrad_prim", None)
+            new = copy.copy(e)
+            if prim is not None and prim.name == "getitem":
+                new.args = [self.atom(e.args[0], out, src), self.index(e.args[1], out, src)]
+            else:
+                new.args = [self.arg(a, out, src) for a in e.args]
+            new.keywords = [ast.keyword(arg=k.arg, value=self.arg(k.value, out, src)) for k in e.keywords]
+            if not (isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name)):
+                new.func = self.rename(copy.deepcopy(e.func)) if not isinstance(e.func, ast.Name) else e.func
+            elif isinstance(e.func.value, ast.Name) and e.func.value.id not in ("K", "np", "math"):
+                new.func = ast.Attribute(value=self.atom(e.func.value, out, src), attr=e.func.attr, ctx=ast.Load())
+            return new
+        if isinstance(e, ast.Attribute):
+            return ast.Attribute(value=self.atom(e.value, out, src), attr=e.attr, ctx=ast.Load())
+        if isinstance(e, ast.Subscript):  # metadata: x.shape[0]
+            return ast.Subscript(value=self.flat(e.value, out, src), slice=self.index(e.slice, out, src),
+                                 ctx=ast.Load())
+        if isinstance(e, ast.Compare):
+            return ast.Compare(left=self.atom(e.left, out, src), ops=e.ops,
+                               comparators=[self.atom(c, out, src) for c in e.comparators])
+        if isinstance(e, ast.BoolOp):
+            return ast.BoolOp(op=e.op, values=[self.atom(v, out, src) for v in e.values])
+        if isinstance(e, ast.UnaryOp):
+            return ast.UnaryOp(op=e.op, operand=self.atom(e.operand, out, src))
+        if isinstance(e, ast.BinOp):  # non-differentiable integer ops (//, %)
+            return ast.BinOp(left=self.atom(e.left, out, src), op=e.op, right=self.atom(e.right, out, src))
+        if isinstance(e, ast.Tuple):
+            return ast.Tuple(elts=[self.arg(x, out, src) for x in e.elts], ctx=ast.Load())
+        return self.rename(copy.deepcopy(e))
+
+    def arg(self, a, out, src):
+        if isinstance(a, ast.Tuple):
+            return ast.Tuple(elts=[self.arg(x, out, src) for x in a.elts], ctx=ast.Load())
+        if _is_static(a):
+            return a
+        return self.atom(a, out, src)
+
+    def index(self, idx, out, src):
+        if isinstance(idx, ast.Tuple):
+            return ast.Tuple(elts=[self.index(x, out, src) for x in idx.elts], ctx=ast.Load())
+        if isinstance(idx, ast.Slice):
+            return ast.Slice(*(None if p is None else self.atom(p, out, src) for p in (idx.lower, idx.upper, idx.step)))
+        if isinstance(idx, ast.Constant):
+            return idx
+        return self.atom(idx, out, src)
+
+    # -------------------------------------------------------------- statements
+    def block(self, stmts):
+        out = []
+        for s in stmts:
+            self.stmt(s, out)
+        return out
+
+    def stmt(self, s, out):
+        if isinstance(s, ast.Assign):
+            (t,) = s.targets
+            if isinstance(t, ast.Name):
+                rhs = self.flat(s.value, out, s)
+                if self.loop_depth == 0 and t.id in self.version:
+                    name = self.fresh_version(t.id)
+                elif self.loop_depth == 0 and t.id in self.used_params:
+                    name = self.fresh_version(t.id)
+                else:
+                    name = self.version.get(t.id, t.id) if self.loop_depth else t.id
+                self.used.add(name)
+                out.append(_assign(name, rhs, s))
+                self.version[t.id] = name
+                return
+            if isinstance(t, ast.Subscript):
+                val = self.atom(s.value, out, s)
+                base = self.rename(copy.copy(t.value))
+                idx = self.index(t.slice, out, s)
+                a = ast.Assign(targets=[ast.Subscript(value=base, slice=idx, ctx=ast.Store())], value=val)
+                out.append(ast.copy_location(a, s))
+                return
+        if isinstance(s, (ast.For, ast.While, ast.If)):
+            return self.control(s, out)
+        out.append(s)
+
+    def control(self, s, out):  # loops and branches: see reverse for the tape
+        raise NotImplementedError
+
+
+def _is_static(e):
+    if isinstance(e, ast.Constant):
+        return True
+    if isinstance(e, ast.Tuple):
+        return all(_is_static(x) for x in e.elts)
+    if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "np":
+        return True
+    if isinstance(e, ast.UnaryOp) and isinstance(e.operand, ast.Constant):
+        return True
+    return False
+
+
+def _assign(name, value, src):
+    a = ast.Assign(targets=[ast.Name(name, ast.Store())], value=value)
+    return ast.copy_location(a, src)
+
+
+def anf(fdef: ast.FunctionDef, params) -> ast.FunctionDef:
+    """Return a copy of ``fdef`` in A-normal form (see the module docstring)."""
+    used = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)} | set(params)
+    a = ANF(used)
+    a.used_params = set(params)
+    body = a.block(fdef.body)
+    new = ast.FunctionDef(name=fdef.name, args=fdef.args, body=body, decorator_list=[], returns=None)
+    new._anf_version = dict(a.version)
+    return ast.copy_location(new, fdef)

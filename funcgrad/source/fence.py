@@ -1,0 +1,136 @@
+"""Fence: refuse what the transformation does not support, at the user's line.
+
+Guarantee: after ``check`` returns, the function body uses only constructs the
+later passes handle. Everything else raises
+:class:`funcgrad.errors.UnsupportedSyntaxError` carrying the user's file, line,
+column and source text, with a hint of what to write instead. Nothing
+unsupported is ever silently transformed into wrong code.
+"""
+from __future__ import annotations
+
+import ast
+
+from ..errors import UnsupportedSyntaxError
+
+_HINTS = {
+    ast.Try: ("try/except is not supported in a differentiated function",
+              "move error handling outside the function you differentiate"),
+    ast.With: ("'with' blocks are not supported in a differentiated function",
+               "open files or contexts outside the function you differentiate"),
+    ast.AsyncWith: ("'async with' is not supported", "use a plain function"),
+    ast.Lambda: ("a lambda inside a differentiated function is not supported",
+                 "define a named helper with 'def' (it is transformed too)"),
+    ast.Yield: ("generators (yield) are not supported", "return an array or a tuple instead"),
+    ast.YieldFrom: ("generators (yield from) are not supported", "return an array or a tuple instead"),
+    ast.Await: ("await is not supported", "use a plain function"),
+    ast.Global: ("'global' is not supported: the function must be pure",
+                 "return the new value instead of assigning a global"),
+    ast.Nonlocal: ("'nonlocal' is not supported: the function must be pure",
+                   "return the new value instead of rebinding an outer variable"),
+    ast.ClassDef: ("class definitions inside a differentiated function are not supported",
+                   "define the class at module level"),
+    ast.Delete: ("'del' is not supported", "let the variable go out of use instead"),
+    ast.Import: ("imports inside a differentiated function are not supported", "import at module level"),
+    ast.ImportFrom: ("imports inside a differentiated function are not supported", "import at module level"),
+    ast.AsyncFunctionDef: ("async functions are not supported", "use a plain def"),
+    ast.AsyncFor: ("async for is not supported", "use a plain for loop"),
+    ast.Raise: ("'raise' is not supported in a differentiated function",
+                "validate inputs before calling the differentiated function"),
+    ast.Assert: ("'assert' is not supported in a differentiated function",
+                 "check inputs before calling the differentiated function"),
+    ast.ListComp: ("list comprehensions are not supported", "write a for loop, or use a NumPy expression"),
+    ast.SetComp: ("set comprehensions are not supported", "use arrays"),
+    ast.DictComp: ("dict comprehensions are not supported", "build the dict with explicit keys"),
+    ast.GeneratorExp: ("generator expressions are not supported", "write a for loop, or use np.sum"),
+    ast.NamedExpr: ("the walrus operator ':=' is not supported", "assign on a separate line"),
+    ast.JoinedStr: ("f-strings are not supported in a differentiated function",
+                    "format messages outside the function"),
+    ast.Set: ("set literals are not supported", "use a tuple"),
+    ast.Match: ("'match' statements are not supported", "use if/elif"),
+}
+
+
+def error(parsed, node, msg, hint=None, cls=UnsupportedSyntaxError):
+    lineno = getattr(node, "lineno", None)
+    col = getattr(node, "col_offset", None)
+    return cls(msg, parsed.filename, lineno, (col + 1) if col is not None else None,
+               parsed.line_text(lineno), hint=hint)
+
+
+class _Fence(ast.NodeVisitor):
+    def __init__(self, parsed, allow_control_flow: bool):
+        self.parsed = parsed
+        self.allow_control_flow = allow_control_flow
+        self.depth = 0
+
+    def generic_visit(self, node):
+        for cls, (msg, hint) in _HINTS.items():
+            if isinstance(node, cls):
+                raise error(self.parsed, node, msg, hint)
+        super().generic_visit(node)
+
+    def visit_FunctionDef(self, node):
+        a = node.args
+        if a.vararg or a.kwarg:
+            raise error(self.parsed, node, f"'{node.name}' takes *args/**kwargs, which are not supported",
+                        "list the parameters explicitly (pytrees such as tuples and dicts are fine)")
+        if a.kwonlyargs and any(d is None for d in a.kw_defaults):
+            raise error(self.parsed, node, "keyword-only parameters without defaults are not supported",
+                        "give them defaults or make them positional")
+        self.depth += 1
+        for s in node.body:
+            self.visit(s)
+        self.depth -= 1
+
+    def visit_Starred(self, node):
+        raise error(self.parsed, node, "starred arguments (*x) are not supported",
+                    "pass the elements explicitly, or pass the tuple itself")
+
+    def visit_Call(self, node):
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise error(self.parsed, node, "'**kwargs' in a call is not supported",
+                            "pass the keyword arguments explicitly")
+        self.generic_visit(node)
+
+    def _control(self, node, what):
+        if not self.allow_control_flow:
+            raise error(self.parsed, node, f"{what} is not supported yet",
+                        "write straight-line NumPy (np.where for element-wise choices)")
+
+    def visit_For(self, node):
+        self._control(node, "a 'for' loop")
+        if node.orelse:
+            raise error(self.parsed, node, "'for ... else' is not supported", "use a flag variable")
+        self.generic_visit(node)
+
+    def visit_While(self, node):
+        self._control(node, "a 'while' loop")
+        if node.orelse:
+            raise error(self.parsed, node, "'while ... else' is not supported", "use a flag variable")
+        self.generic_visit(node)
+
+    def visit_If(self, node):
+        self._control(node, "an 'if' statement")
+        self.generic_visit(node)
+
+    def visit_IfExp(self, node):
+        self._control(node, "a conditional expression (a if c else b)")
+        self.generic_visit(node)
+
+    def visit_Break(self, node):
+        self._control(node, "'break'")
+
+    def visit_Continue(self, node):
+        self._control(node, "'continue'")
+
+    def visit_Expr(self, node):
+        if isinstance(node.value, ast.Constant):  # docstring or bare constant
+            return
+        raise error(self.parsed, node, "an expression statement has no effect in a pure function",
+                    "assign the result to a variable, or remove the line (print does not run in compiled code)")
+
+
+def check(parsed, node=None, allow_control_flow: bool = False) -> None:
+    """Raise ``UnsupportedSyntaxError`` at the first unsupported construct in the function."""
+    _Fence(parsed, allow_control_flow).visit(node if node is not None else parsed.node)

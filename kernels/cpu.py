@@ -1,0 +1,633 @@
+"""The CPU kernel namespace ``K`` that generated code calls.
+
+Owns the compute behind every primitive on the CPU. Every name here is
+callable from plain Python (NumPy arrays in, NumPy arrays out) *and* from
+inside ``numba.njit`` code with the same results:
+
+* where NumPy's function already does the job in both worlds, the name is
+  NumPy's own function (``K.exp is np.exp``): no wrapper, no overhead;
+* where nopython NumPy lacks a feature (``axis``/``keepdims`` reductions,
+  broadcasting undone, transposes with axes), the name is a small Python
+  function over NumPy plus a ``numba.extending.overload`` that generates a
+  specialised nopython implementation per (ndim, axis, keepdims) at typing
+  time (``axis`` arrives as a literal: generated code writes constants);
+* loop kernels (conv, pools: :mod:`funcgrad.kernels.cpu_nn`) are
+  ``@njit(cache=True)`` dispatchers.
+
+``python_namespace()`` gives the same names with every Numba dispatcher
+replaced by its uncompiled Python (``FUNCGRAD_DISABLE_JIT=1`` / ``jit=False``).
+"""
+from __future__ import annotations
+
+import types as _pytypes
+
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+from numba.np import numpy_support
+
+# ----------------------------------------------------------------------------
+# NumPy's own functions, used directly (supported identically by nopython mode)
+exp = np.exp
+log = np.log
+log1p = np.log1p
+expm1 = np.expm1
+sqrt = np.sqrt
+sin = np.sin
+cos = np.cos
+tan = np.tan
+tanh = np.tanh
+sinh = np.sinh
+cosh = np.cosh
+arctan = np.arctan
+absolute = np.abs
+sign = np.sign
+negative = np.negative
+square = np.square
+reciprocal = np.reciprocal
+add = np.add
+subtract = np.subtract
+multiply = np.multiply
+divide = np.divide
+power = np.power
+maximum = np.maximum
+minimum = np.minimum
+where = np.where
+outer = np.outer
+equal = np.equal
+logical_not = np.logical_not
+
+_FUNCS_WITH_OVERLOADS = []
+
+
+def _register(fn):
+    _FUNCS_WITH_OVERLOADS.append(fn.__name__)
+    return fn
+
+
+def _literal(v, what):
+    """The Python value of a literal-typed argument (or its default)."""
+    if v is None or isinstance(v, (bool, int, tuple)):
+        return v
+    if isinstance(v, (types.NoneType, types.Omitted)):
+        return getattr(v, "value", None)
+    if isinstance(v, types.Literal):
+        return v.literal_value
+    if isinstance(v, types.BaseTuple):
+        vals = []
+        for t in v.types:
+            if not isinstance(t, types.Literal):
+                raise TypeError(f"{what} must be a constant inside compiled code, got {v}")
+            vals.append(t.literal_value)
+        return tuple(vals)
+    raise TypeError(f"{what} must be a constant inside compiled code, got {v}")
+
+
+def _norm_axes(axis, ndim):
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, int):
+        axis = (axis,)
+    out = []
+    for a in axis:
+        if not -ndim <= a < ndim:
+            raise ValueError(f"axis {a} is out of bounds for an array of dimension {ndim}")
+        out.append(a % ndim)
+    return tuple(sorted(set(out)))
+
+
+def _compile(src, name, env=None):
+    ns = {"np": np, "njit": njit}
+    ns.update(env or {})
+    exec(compile(src, f"<funcgrad.kernels.cpu:{name}>", "exec"), ns)
+    return ns[name]
+
+
+def _is_scalar_type(t):
+    return isinstance(t, (types.Number, types.Boolean))
+
+
+# ----------------------------------------------------------------------------
+# Reductions with axis/keepdims
+_REDUCE_INIT = {"sum": "0", "prod": "1", "max": "-np.inf", "min": "np.inf", "mean": "0"}
+_REDUCE_STEP = {"sum": "acc += v", "mean": "acc += v", "prod": "acc *= v",
+                "max": "acc = v if v > acc else acc", "min": "acc = v if v < acc else acc"}
+
+
+def _reduce_impl(op, ndim, axis, keepdims):
+    axes = _norm_axes(axis, ndim)
+    kept = [i for i in range(ndim) if i not in axes]
+    if not axes:
+        return _compile("def impl(x, axis=None, keepdims=False):\n    return x.copy()\n", "impl")
+    perm = tuple(kept) + tuple(axes)
+    outer = " * ".join(f"s[{i}]" for i in kept) or "1"
+    inner = " * ".join(f"s[{i}]" for i in axes)
+    if keepdims:
+        shape = "(" + "".join(("1, " if i in axes else f"s[{i}], ") for i in range(ndim)) + ")"
+    else:
+        shape = "(" + "".join(f"s[{i}], " for i in kept) + ")"
+    first = "x2[i, 0]" if op in ("max", "min") else _REDUCE_INIT[op]
+    start = "1" if op in ("max", "min") else "0"
+    fin = "acc / n" if op == "mean" else "acc"
+    scalar_out = (not keepdims) and not kept
+    src = f"""
+def impl(x, axis=None, keepdims=False):
+    s = x.shape
+    m = {outer}
+    n = {inner}
+    x2 = np.ascontiguousarray(np.transpose(x, {perm})).reshape((m, n))
+    out = np.empty(m, dtype=x.dtype)
+    for i in range(m):
+        acc = {first}
+        for j in range({start}, n):
+            v = x2[i, j]
+            {_REDUCE_STEP[op]}
+        out[i] = {fin}
+    {"return out[0]" if scalar_out else f"return out.reshape({shape})"}
+"""
+    return _compile(src, "impl")
+
+
+def _make_reduction(op, npfn):
+    def pyimpl(x, axis=None, keepdims=False):
+        return npfn(x, axis=axis, keepdims=keepdims)
+
+    pyimpl.__name__ = op
+    pyimpl.__qualname__ = op
+
+    @overload(pyimpl, prefer_literal=True)
+    def _ov(x, axis=None, keepdims=False):
+        if _is_scalar_type(x):
+            return lambda x, axis=None, keepdims=False: x
+        if not isinstance(x, types.Array):
+            return None
+        ax = _literal(axis, f"{op}(axis=...)")
+        kd = bool(_literal(keepdims, f"{op}(keepdims=...)"))
+        return _reduce_impl(op, x.ndim, ax, kd)
+
+    _FUNCS_WITH_OVERLOADS.append(op)
+    return pyimpl
+
+
+sum = _make_reduction("sum", np.sum)  # noqa: A001
+mean = _make_reduction("mean", np.mean)
+max = _make_reduction("max", np.max)  # noqa: A001
+min = _make_reduction("min", np.min)  # noqa: A001
+prod = _make_reduction("prod", np.prod)
+
+
+@_register
+def reduced_count(x, axis=None):
+    """How many elements of ``x`` each output of a reduction over ``axis`` combines."""
+    sh = np.shape(x)
+    n = 1
+    for a in _norm_axes(axis, len(sh)):
+        n *= sh[a]
+    return n
+
+
+@overload(reduced_count, prefer_literal=True)
+def _reduced_count_ov(x, axis=None):
+    if _is_scalar_type(x):
+        return lambda x, axis=None: 1
+    axes = _norm_axes(_literal(axis, "axis"), x.ndim)
+    expr = " * ".join(f"s[{a}]" for a in axes) or "1"
+    return _compile(f"def impl(x, axis=None):\n    s = x.shape\n    return {expr}\n", "impl")
+
+
+# ----------------------------------------------------------------------------
+# Broadcasting undone / reductions undone
+@_register
+def unbroadcast(g, x):
+    """Sum ``g`` down to the shape of ``x`` (undo NumPy broadcasting)."""
+    gs, xs = np.shape(g), np.shape(x)
+    if gs == xs:
+        return g
+    if not xs:
+        return np.sum(g).astype(np.result_type(g)) if isinstance(x, np.ndarray) else np.sum(g)
+    lead = len(gs) - len(xs)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(xs) if n == 1 and gs[lead + i] != 1)
+    return np.sum(g, axis=axes).reshape(xs)
+
+
+@overload(unbroadcast)
+def _unbroadcast_ov(g, x):
+    if _is_scalar_type(g):
+        return lambda g, x: g
+    if not isinstance(g, types.Array):
+        return None
+    if _is_scalar_type(x):
+        return lambda g, x: g.sum()
+    if x.ndim == 0:
+        return lambda g, x: g.sum()
+    G, X = g.ndim, x.ndim
+    lead = G - X
+    lines = ["def impl(g, x):", "    gs = g.shape", "    xs = x.shape"]
+    if lead == 0:
+        lines.append("    if gs == xs:\n        return np.ascontiguousarray(g)")
+    lines.append("    out = np.zeros(xs, dtype=g.dtype)")
+    ind = "    "
+    for i in range(G):
+        lines.append(f"{ind}for i{i} in range(gs[{i}]):")
+        ind += "    "
+    idx = ", ".join(f"(i{lead + j} if xs[{j}] != 1 else 0)" for j in range(X))
+    gidx = ", ".join(f"i{i}" for i in range(G))
+    lines.append(f"{ind}out[{idx},] += g[{gidx}]")
+    lines.append("    return out")
+    return _compile("\n".join(lines) + "\n", "impl")
+
+
+@_register
+def unreduce(g, x, axis=None, keepdims=False):
+    """Broadcast the reduced ``g`` back to the shape of ``x`` (undo a reduction)."""
+    xs = np.shape(x)
+    if not keepdims and axis is not None:
+        axes = _norm_axes(axis, len(xs))
+        g = np.reshape(g, tuple(1 if i in axes else n for i, n in enumerate(xs)))
+    return np.broadcast_to(g, xs)
+
+
+@overload(unreduce, prefer_literal=True)
+def _unreduce_ov(g, x, axis=None, keepdims=False):
+    if _is_scalar_type(x):
+        return lambda g, x, axis=None, keepdims=False: g
+    ax = _literal(axis, "axis")
+    kd = bool(_literal(keepdims, "keepdims"))
+    nd = x.ndim
+    axes = _norm_axes(ax, nd)
+    shape = "(" + "".join(("1, " if i in axes else f"xs[{i}], ") for i in range(nd)) + ")"
+    if _is_scalar_type(g):
+        body = "    return np.full(xs, g)\n"
+    elif kd or ax is None and g.ndim == nd:
+        body = "    return np.ascontiguousarray(np.broadcast_to(g, xs))\n"
+    else:
+        body = (f"    g2 = np.ascontiguousarray(g).reshape({shape})\n"
+                "    return np.ascontiguousarray(np.broadcast_to(g2, xs))\n")
+    return _compile("def impl(g, x, axis=None, keepdims=False):\n    xs = x.shape\n" + body, "impl")
+
+
+# ----------------------------------------------------------------------------
+# Shapes
+@_register
+def transpose(x, axes=None):
+    return np.transpose(x, axes)
+
+
+@overload(transpose, prefer_literal=True)
+def _transpose_ov(x, axes=None):
+    ax = _literal(axes, "axes")
+    if ax is None:
+        return lambda x, axes=None: np.transpose(x)
+    ax = tuple(a % x.ndim for a in ax)
+    return _compile(f"def impl(x, axes=None):\n    return np.transpose(x, {ax})\n", "impl")
+
+
+@_register
+def untranspose(g, axes=None):
+    """The inverse permutation of ``transpose(x, axes)`` applied to ``g``."""
+    if axes is None:
+        return np.transpose(g)
+    return np.transpose(g, np.argsort([a % np.ndim(g) for a in axes]))
+
+
+@overload(untranspose, prefer_literal=True)
+def _untranspose_ov(g, axes=None):
+    ax = _literal(axes, "axes")
+    if ax is None:
+        return lambda g, axes=None: np.transpose(g)
+    inv = tuple(int(i) for i in np.argsort([a % g.ndim for a in ax]))
+    return _compile(f"def impl(g, axes=None):\n    return np.transpose(g, {inv})\n", "impl")
+
+
+@_register
+def reshape(x, shape):
+    return np.reshape(x, shape)
+
+
+@overload(reshape)
+def _reshape_ov(x, shape):
+    if _is_scalar_type(x):
+        return lambda x, shape: np.full(shape, x)
+    return lambda x, shape: np.ascontiguousarray(x).reshape(shape)
+
+
+@_register
+def expand_dims(x, axis):
+    return np.expand_dims(x, axis)
+
+
+@overload(expand_dims, prefer_literal=True)
+def _expand_dims_ov(x, axis):
+    ax = _literal(axis, "axis")
+    nd = (0 if _is_scalar_type(x) else x.ndim)
+    axes = (ax,) if isinstance(ax, int) else tuple(ax)
+    out_nd = nd + len(axes)
+    axes = sorted(a % out_nd for a in axes)
+    parts, j = [], 0
+    for i in range(out_nd):
+        if i in axes:
+            parts.append("1, ")
+        else:
+            parts.append(f"s[{j}], ")
+            j += 1
+    if nd == 0:
+        return _compile(f"def impl(x, axis):\n    return np.full(({''.join(parts)}), x)\n", "impl")
+    return _compile("def impl(x, axis):\n    s = x.shape\n"
+                    f"    return np.ascontiguousarray(x).reshape(({''.join(parts)}))\n", "impl")
+
+
+@_register
+def squeeze(x, axis=None):
+    return np.squeeze(x, axis)
+
+
+@overload(squeeze, prefer_literal=True)
+def _squeeze_ov(x, axis=None):
+    ax = _literal(axis, "axis")
+    if ax is None:
+        raise TypeError("squeeze() inside compiled code needs an explicit axis")
+    axes = _norm_axes(ax, x.ndim)
+    parts = "".join(f"s[{i}], " for i in range(x.ndim) if i not in axes)
+    if not parts:
+        return _compile("def impl(x, axis=None):\n    return x.ravel()[0]\n", "impl")
+    return _compile(f"def impl(x, axis=None):\n    s = x.shape\n    return np.ascontiguousarray(x).reshape(({parts}))\n",
+                    "impl")
+
+
+@_register
+def broadcast_to(x, shape):
+    return np.broadcast_to(x, shape)
+
+
+@overload(broadcast_to)
+def _broadcast_to_ov(x, shape):
+    if _is_scalar_type(x):
+        return lambda x, shape: np.full(shape, x)
+    return lambda x, shape: np.ascontiguousarray(np.broadcast_to(x, shape))
+
+
+@_register
+def copy(x):
+    return np.copy(x)
+
+
+@overload(copy)
+def _copy_ov(x):
+    if _is_scalar_type(x):
+        return lambda x: x
+    return lambda x: x.copy()
+
+
+@_register
+def zeros_like(x):
+    """Zeros with the shape and dtype of ``x`` (a scalar of its type for scalars)."""
+    if isinstance(x, np.ndarray):
+        return np.zeros_like(x)
+    return type(x)(0) if isinstance(x, (float, int, np.generic)) else np.zeros_like(x)
+
+
+@overload(zeros_like)
+def _zeros_like_ov(x):
+    if _is_scalar_type(x):
+        return lambda x: x * 0
+    return lambda x: np.zeros_like(x)
+
+
+@_register
+def matmul(x, y):
+    return np.matmul(x, y)
+
+
+@overload(matmul)
+def _matmul_ov(x, y):
+    return lambda x, y: np.dot(x, y)
+
+
+@_register
+def dot(x, y):
+    return np.dot(x, y)
+
+
+@overload(dot)
+def _dot_ov(x, y):
+    return lambda x, y: np.dot(x, y)
+
+
+@_register
+def matmul_dx(g, x, y):
+    """Cotangent of ``x`` in ``x @ y`` (1-D and 2-D operands)."""
+    if np.ndim(y) == 1:
+        return np.outer(g, y) if np.ndim(x) == 2 else g * y
+    return g @ y.T if np.ndim(x) == 2 else y @ g
+
+
+@overload(matmul_dx)
+def _matmul_dx_ov(g, x, y):
+    if y.ndim == 1:
+        if x.ndim == 2:
+            return lambda g, x, y: np.outer(g, y)
+        return lambda g, x, y: g * y
+    if x.ndim == 2:
+        return lambda g, x, y: np.dot(np.ascontiguousarray(g), np.ascontiguousarray(y.T))
+    return lambda g, x, y: np.dot(np.ascontiguousarray(y), np.ascontiguousarray(g))
+
+
+@_register
+def matmul_dy(g, x, y):
+    """Cotangent of ``y`` in ``x @ y`` (1-D and 2-D operands)."""
+    if np.ndim(x) == 1:
+        return np.outer(x, g) if np.ndim(y) == 2 else g * x
+    return x.T @ g
+
+
+@overload(matmul_dy)
+def _matmul_dy_ov(g, x, y):
+    if x.ndim == 1:
+        if y.ndim == 2:
+            return lambda g, x, y: np.outer(x, g)
+        return lambda g, x, y: g * x
+    return lambda g, x, y: np.dot(np.ascontiguousarray(x.T), np.ascontiguousarray(g))
+
+
+@_register
+def concatenate(arrays, axis=0):
+    return np.concatenate(arrays, axis)
+
+
+@overload(concatenate, prefer_literal=True)
+def _concatenate_ov(arrays, axis=0):
+    ax = _literal(axis, "axis")
+    return _compile(f"def impl(arrays, axis=0):\n    return np.concatenate(arrays, axis={ax})\n", "impl")
+
+
+@_register
+def unconcatenate(g, arrays, axis=0):
+    """Split ``g`` into pieces shaped like ``arrays`` along ``axis`` (a list)."""
+    ax = axis % np.ndim(g)
+    out, start = [], 0
+    for a in arrays:
+        n = np.shape(a)[ax]
+        idx = (slice(None),) * ax + (slice(start, start + n),)
+        out.append(np.ascontiguousarray(g[idx]))
+        start += n
+    return out
+
+
+@overload(unconcatenate, prefer_literal=True)
+def _unconcatenate_ov(g, arrays, axis=0):
+    ax = _literal(axis, "axis") % g.ndim
+    sl = ":, " * ax
+    src = f"""
+def impl(g, arrays, axis=0):
+    out = []
+    start = 0
+    for a in arrays:
+        n = a.shape[{ax}]
+        out.append(np.ascontiguousarray(g[{sl}start:start + n]))
+        start += n
+    return out
+"""
+    return _compile(src, "impl")
+
+
+@_register
+def stack(arrays, axis=0):
+    return np.stack(arrays, axis)
+
+
+@overload(stack, prefer_literal=True)
+def _stack_ov(arrays, axis=0):
+    ax = _literal(axis, "axis")
+    return _compile(f"def impl(arrays, axis=0):\n    return np.stack(arrays, axis={ax})\n", "impl")
+
+
+@_register
+def unstack(g, arrays, axis=0):
+    """Split ``g`` along ``axis`` into ``len(arrays)`` pieces (the VJP of stack)."""
+    ax = axis % np.ndim(g)
+    return [np.ascontiguousarray(np.take(g, i, axis=ax)) for i in range(np.shape(g)[ax])]
+
+
+@overload(unstack, prefer_literal=True)
+def _unstack_ov(g, arrays, axis=0):
+    ax = _literal(axis, "axis") % g.ndim
+    sl = ":, " * ax
+    src = f"""
+def impl(g, arrays, axis=0):
+    out = []
+    for i in range(g.shape[{ax}]):
+        out.append(np.ascontiguousarray(g[{sl}i]))
+    return out
+"""
+    return _compile(src, "impl")
+
+
+@_register
+def clip(x, lo, hi):
+    return np.clip(x, lo, hi)
+
+
+@overload(clip)
+def _clip_ov(x, lo, hi):
+    if _is_scalar_type(x):
+        return lambda x, lo, hi: min_(max_(x, lo), hi)
+    return lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi)
+
+
+def max_(a, b):
+    return a if a > b else b
+
+
+def min_(a, b):
+    return a if a < b else b
+
+
+@_register
+def in_range(x, lo, hi):
+    """1 where ``lo <= x <= hi`` else 0, in the dtype of ``x`` (the mask of clip's VJP)."""
+    return ((x >= lo) & (x <= hi)).astype(np.result_type(x))
+
+
+@overload(in_range)
+def _in_range_ov(x, lo, hi):
+    if _is_scalar_type(x):
+        return lambda x, lo, hi: 1.0 if (x >= lo and x <= hi) else 0.0
+    return lambda x, lo, hi: ((x >= lo) & (x <= hi)).astype(x.dtype)
+
+
+@_register
+def mask(c, like):
+    """``c`` (a boolean condition) as 1/0 in the dtype of ``like``."""
+    return np.asarray(c).astype(np.result_type(like))
+
+
+@overload(mask)
+def _mask_ov(c, like):
+    dt = like.dtype if isinstance(like, types.Array) else like
+    if _is_scalar_type(c):
+        return lambda c, like: dt(1) if c else dt(0)
+    return lambda c, like: c.astype(dt)
+
+
+@_register
+def stop_gradient(x):
+    return x
+
+
+@overload(stop_gradient)
+def _stop_gradient_ov(x):
+    return lambda x: x
+
+
+@_register
+def untake(g, x, idx):
+    """Zeros like ``x`` with ``g`` added at ``idx`` (the VJP of ``x[idx]``)."""
+    out = np.zeros_like(x)
+    out[idx] += g
+    return out
+
+
+@overload(untake)
+def _untake_ov(g, x, idx):
+    def impl(g, x, idx):
+        out = np.zeros_like(x)
+        out[idx] += g
+        return out
+    return impl
+
+
+# ----------------------------------------------------------------------------
+# Tapes (loops)
+@_register
+def tape_new(x, n):
+    """A tape of ``n`` slots holding values like ``x`` (scalar or array)."""
+    return np.empty((n,) + np.shape(x), dtype=np.result_type(x))
+
+
+@overload(tape_new)
+def _tape_new_ov(x, n):
+    if _is_scalar_type(x):
+        dt = numpy_support.as_dtype(x)
+        return lambda x, n: np.empty(n, dtype=dt)
+    return lambda x, n: np.empty((n,) + x.shape, dtype=x.dtype)
+
+
+# ----------------------------------------------------------------------------
+try:  # neural-network kernels (conv, pools, activations, losses)
+    from .cpu_nn import *  # noqa: F401,F403
+    from . import cpu_nn as _cpu_nn
+except ImportError as _e:  # pragma: no cover
+    if getattr(_e, "name", "") not in ("funcgrad.kernels.cpu_nn",):
+        raise
+    _cpu_nn = None
+
+
+def python_namespace():
+    """This namespace with every Numba dispatcher replaced by its Python source function."""
+    ns = _pytypes.SimpleNamespace()
+    g = globals()
+    for k, v in g.items():
+        if k.startswith("__"):
+            continue
+        setattr(ns, k, getattr(v, "py_func", v))
+    return ns
