@@ -1,1 +1,1564 @@
-"""Neural-network kernels for the CPU (conv, pools, activations, losses); see funcgrad.nn."""
+"""Neural-network kernels for the CPU (conv, pools, activations, norms, losses); see funcgrad.nn.
+
+Owns: the compute behind every primitive declared in ``funcgrad/nn.py``. The
+kernel of primitive ``p`` is ``p`` here (re-exported by ``funcgrad.kernels.cpu``),
+with the primitive's parameters in the same order.
+
+Guarantee: every name in ``__all__`` is callable both from plain Python on
+NumPy arrays and from inside ``@njit`` code, with the same results (up to
+BLAS rounding). Two shapes of kernel do that:
+
+* an ``@njit(cache=True)`` function (most array kernels); ``stride``/``padding``
+  style parameters accept an int or a pair in both worlds through ``_pair``;
+* a plain Python function plus a ``numba.extending.overload`` when the result
+  type depends on a static argument (``reduction="none"|"sum"|"mean"``, integer
+  vs probability labels, scalar vs array inputs).
+
+Conventions: NCHW activations, OIHW conv weights, float32 or float64 (results
+keep the input's dtype); conv2d is im2col + one BLAS GEMM, im2col/col2im and
+the pools run in parallel over the batch (``prange``). With
+``NUMBA_DISABLE_JIT=1`` every kernel is plain NumPy/Python (the oracle).
+"""
+import math
+
+import numpy as np
+import numba
+from numba import njit, prange, types
+from numba.core import errors as _nberrors
+from numba.extending import overload
+from numba.np.unsafe.ndarray import to_fixed_tuple
+
+__all__ = [
+    # convolution and pooling
+    "conv2d", "conv2d_input_grad", "conv2d_weight_grad", "channel_sum", "channel_broadcast",
+    "max_pool2d", "max_pool2d_grad", "max_pool2d_select", "avg_pool2d", "avg_pool2d_grad",
+    # activations
+    "relu", "relu_grad", "leaky_relu", "leaky_relu_grad", "elu", "elu_grad", "gelu", "gelu_grad",
+    "gelu_grad2", "sigmoid", "sigmoid_grad", "softplus",
+    # softmax family
+    "softmax", "softmax_grad", "softmax_grad_y", "log_softmax", "log_softmax_grad",
+    "logsumexp", "logsumexp_grad",
+    # regularization, normalization, lookup
+    "dropout", "batch_norm", "batch_norm_grad_input", "batch_norm_grad_gamma", "batch_norm_stats",
+    "layer_norm", "layer_norm_grad_input", "layer_norm_grad_gamma", "layer_norm_grad_beta",
+    "embedding", "embedding_grad",
+    # losses
+    "mse", "mse_grad", "huber", "huber_grad",
+    "binary_cross_entropy", "binary_cross_entropy_grad", "binary_cross_entropy_grad_target",
+    "binary_cross_entropy_with_logits", "binary_cross_entropy_with_logits_grad",
+    "binary_cross_entropy_with_logits_grad_target",
+    "cross_entropy", "cross_entropy_grad", "cross_entropy_grad_target", "nll", "nll_grad",
+]
+
+_NEG_INF = -np.inf
+
+
+# --------------------------------------------------------------------------- static-argument helpers
+def _pair(v):
+    """int or 2-sequence -> (int, int)."""
+    if isinstance(v, (tuple, list)):
+        return int(v[0]), int(v[1])
+    return int(v), int(v)
+
+
+@overload(_pair)
+def _ov_pair(v):
+    if isinstance(v, types.Integer):
+        return lambda v: (int(v), int(v))
+    if isinstance(v, (types.UniTuple, types.Tuple)):
+        return lambda v: (int(v[0]), int(v[1]))
+    raise _nberrors.TypingError(f"expected an int or a pair of ints, got {v}")
+
+
+def _pair_or(v, default):
+    """Like _pair, but None -> default (already a pair)."""
+    if v is None:
+        return default
+    return _pair(v)
+
+
+@overload(_pair_or)
+def _ov_pair_or(v, default):
+    if isinstance(v, (types.NoneType, types.Omitted)) or v is None:
+        return lambda v, default: default
+    return lambda v, default: _pair(v)
+
+
+def _drop_axis(shape, ax):
+    return tuple(s for k, s in enumerate(shape) if k != ax)
+
+
+@overload(_drop_axis)
+def _ov_drop_axis(shape, ax):
+    m = len(shape) - 1
+
+    def impl(shape, ax):
+        a = np.empty(max(m, 1), np.int64)
+        k = 0
+        for i in range(m + 1):
+            if i != ax:
+                a[k] = shape[i]
+                k += 1
+        return to_fixed_tuple(a, m)
+    return impl
+
+
+def _flat(g):
+    """Cotangent (scalar, 0-d or n-d array) -> contiguous 1-d float array."""
+    return np.ascontiguousarray(np.asarray(g, dtype=np.float64) if np.ndim(g) == 0 else g).reshape(-1)
+
+
+@overload(_flat)
+def _ov_flat(g):
+    if isinstance(g, types.Array):
+        return lambda g: np.ascontiguousarray(g).reshape(-1)
+    if isinstance(g, (types.Float, types.Integer)):
+        return lambda g: np.full(1, g, np.float64)
+    raise _nberrors.TypingError(f"cotangent must be a number or an array, got {g}")
+
+
+def _static_str(v):
+    """Typing-time value of a static string argument, or None when it is not known yet."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, types.Omitted):
+        return v.value
+    if isinstance(v, types.StringLiteral):
+        return v.literal_value
+    return None
+
+
+@njit(cache=True)
+def _axis3(shape, axis):
+    """View an n-d array as (outer, n, inner) around ``axis``."""
+    nd = len(shape)
+    ax = axis + nd if axis < 0 else axis
+    if ax < 0 or ax >= nd:
+        raise ValueError("axis out of range")
+    outer = 1
+    inner = 1
+    for i in range(ax):
+        outer *= shape[i]
+    for i in range(ax + 1, nd):
+        inner *= shape[i]
+    return ax, outer, shape[ax], inner
+
+
+# --------------------------------------------------------------------------- conv2d
+@njit(cache=True)
+def _out_size(n, k, s, p, dl):
+    return (n + 2 * p - dl * (k - 1) - 1) // s + 1
+
+
+@njit(cache=True, parallel=True)
+def _im2col(x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+    """(N, C, H, W) -> (C*KH*KW, N*OH*OW), zero padded."""
+    N, C, H, W = x.shape
+    P = OH * OW
+    cols = np.empty((C * KH * KW, N * P), x.dtype)
+    for n in prange(N):
+        for c in range(C):
+            for i in range(KH):
+                for j in range(KW):
+                    r = (c * KH + i) * KW + j
+                    for oh in range(OH):
+                        h = oh * sh - ph + i * dh
+                        base = n * P + oh * OW
+                        if h < 0 or h >= H:
+                            for ow in range(OW):
+                                cols[r, base + ow] = 0
+                        else:
+                            for ow in range(OW):
+                                ww = ow * sw - pw + j * dw
+                                if ww >= 0 and ww < W:
+                                    cols[r, base + ow] = x[n, c, h, ww]
+                                else:
+                                    cols[r, base + ow] = 0
+    return cols
+
+
+@njit(cache=True, parallel=True)
+def _col2im(cols, N, C, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+    """Adjoint of _im2col: scatter-add (C*KH*KW, N*OH*OW) into (N, C, H, W)."""
+    P = OH * OW
+    dx = np.zeros((N, C, H, W), cols.dtype)
+    for n in prange(N):
+        for c in range(C):
+            for i in range(KH):
+                for j in range(KW):
+                    r = (c * KH + i) * KW + j
+                    for oh in range(OH):
+                        h = oh * sh - ph + i * dh
+                        if h < 0 or h >= H:
+                            continue
+                        base = n * P + oh * OW
+                        for ow in range(OW):
+                            ww = ow * sw - pw + j * dw
+                            if ww >= 0 and ww < W:
+                                dx[n, c, h, ww] += cols[r, base + ow]
+    return dx
+
+
+@njit(cache=True, parallel=True)
+def _onp_to_nop(y2, N, O, P):
+    """(O, N*P) -> (N, O, P)."""
+    out = np.empty((N, O, P), y2.dtype)
+    for n in prange(N):
+        for o in range(O):
+            for p in range(P):
+                out[n, o, p] = y2[o, n * P + p]
+    return out
+
+
+@njit(cache=True, parallel=True)
+def _nop_to_onp(dy):
+    """(N, O, OH, OW) -> contiguous (O, N*OH*OW)."""
+    N, O, OH, OW = dy.shape
+    P = OH * OW
+    out = np.empty((O, N * P), dy.dtype)
+    for o in prange(O):
+        for n in range(N):
+            for a in range(OH):
+                for b in range(OW):
+                    out[o, n * P + a * OW + b] = dy[n, o, a, b]
+    return out
+
+
+@njit(cache=True)
+def conv2d(x, w, b=None, stride=1, padding=0, dilation=1):
+    """y[n,o] = sum_c x[n,c] (*) w[o,c] + b[o]; NCHW x, OIHW w, b None or (O,)."""
+    sh, sw = _pair(stride)
+    ph, pw = _pair(padding)
+    dh, dw = _pair(dilation)
+    N, C, H, W = x.shape
+    O, Cw, KH, KW = w.shape
+    if Cw != C:
+        raise ValueError("conv2d: input channels of x and w differ")
+    OH = _out_size(H, KH, sh, ph, dh)
+    OW = _out_size(W, KW, sw, pw, dw)
+    if OH <= 0 or OW <= 0:
+        raise ValueError("conv2d: kernel larger than the padded input")
+    cols = _im2col(x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
+    w2 = np.ascontiguousarray(w).reshape((O, C * KH * KW))
+    y2 = np.dot(w2, cols)
+    if b is not None:
+        for o in range(O):
+            bo = b[o]
+            for q in range(y2.shape[1]):
+                y2[o, q] += bo
+    return _onp_to_nop(y2, N, O, OH * OW).reshape((N, O, OH, OW))
+
+
+@njit(cache=True)
+def conv2d_input_grad(dy, w, x_shape, stride=1, padding=0, dilation=1):
+    """d conv2d / d x applied to dy (the transposed convolution), shaped x_shape."""
+    sh, sw = _pair(stride)
+    ph, pw = _pair(padding)
+    dh, dw = _pair(dilation)
+    N, C, H, W = x_shape
+    O, _, KH, KW = w.shape
+    OH = dy.shape[2]
+    OW = dy.shape[3]
+    dy2 = _nop_to_onp(dy)
+    w2t = np.ascontiguousarray(np.ascontiguousarray(w).reshape((O, C * KH * KW)).T)
+    dcols = np.dot(w2t, dy2)
+    return _col2im(dcols, N, C, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
+
+
+@njit(cache=True)
+def conv2d_weight_grad(dy, x, w_shape, stride=1, padding=0, dilation=1):
+    """d conv2d / d w applied to dy, shaped w_shape."""
+    sh, sw = _pair(stride)
+    ph, pw = _pair(padding)
+    dh, dw = _pair(dilation)
+    O, C, KH, KW = w_shape
+    OH = dy.shape[2]
+    OW = dy.shape[3]
+    cols = _im2col(x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
+    dy2 = _nop_to_onp(dy)
+    dw2 = np.dot(dy2, cols.T)
+    return dw2.reshape((O, C, KH, KW))
+
+
+@njit(cache=True)
+def channel_sum(x):
+    """Sum over every axis but 1: (N, C, ...) -> (C,)."""
+    N = x.shape[0]
+    C = x.shape[1]
+    S = x.size // max(N * C, 1)
+    x3 = np.ascontiguousarray(x).reshape((N, C, S))
+    out = np.zeros(C, x.dtype)
+    for c in range(C):
+        acc = 0.0
+        for n in range(N):
+            for s in range(S):
+                acc += x3[n, c, s]
+        out[c] = acc
+    return out
+
+
+@njit(cache=True)
+def channel_broadcast(g, shape):
+    """Adjoint of channel_sum: (C,) -> shape, g[c] along axis 1."""
+    out = np.empty(shape, g.dtype)
+    N = shape[0]
+    C = shape[1]
+    S = out.size // max(N * C, 1)
+    o3 = out.reshape((N, C, S))
+    for n in range(N):
+        for c in range(C):
+            for s in range(S):
+                o3[n, c, s] = g[c]
+    return out
+
+
+# --------------------------------------------------------------------------- pools
+@njit(cache=True)
+def _pool_geom(x_shape, kernel_size, stride, padding):
+    kh, kw = _pair(kernel_size)
+    sh, sw = _pair_or(stride, (kh, kw))
+    ph, pw = _pair(padding)
+    H = x_shape[2]
+    W = x_shape[3]
+    OH = (H + 2 * ph - kh) // sh + 1
+    OW = (W + 2 * pw - kw) // sw + 1
+    if OH <= 0 or OW <= 0:
+        raise ValueError("pool: window larger than the padded input")
+    return kh, kw, sh, sw, ph, pw, OH, OW
+
+
+@njit(cache=True)
+def _argmax_window(x, n, c, oh, ow, kh, kw, sh, sw, ph, pw):
+    """Flat index h*W+w of the first maximum of a pooling window (-1 if all padding)."""
+    H = x.shape[2]
+    W = x.shape[3]
+    best = -1
+    m = _NEG_INF
+    for i in range(kh):
+        h = oh * sh - ph + i
+        if h < 0 or h >= H:
+            continue
+        for j in range(kw):
+            ww = ow * sw - pw + j
+            if ww < 0 or ww >= W:
+                continue
+            v = x[n, c, h, ww]
+            if best < 0 or v > m:
+                m = v
+                best = h * W + ww
+    return best
+
+
+@njit(cache=True, parallel=True)
+def max_pool2d(x, kernel_size, stride=None, padding=0):
+    """Max over kh x kw windows (padding counts as -inf)."""
+    kh, kw, sh, sw, ph, pw, OH, OW = _pool_geom(x.shape, kernel_size, stride, padding)
+    N, C, H, W = x.shape
+    out = np.empty((N, C, OH, OW), x.dtype)
+    for nc in prange(N * C):
+        n = nc // C
+        c = nc % C
+        for oh in range(OH):
+            for ow in range(OW):
+                m = _NEG_INF
+                for i in range(kh):
+                    h = oh * sh - ph + i
+                    if h < 0 or h >= H:
+                        continue
+                    for j in range(kw):
+                        ww = ow * sw - pw + j
+                        if ww >= 0 and ww < W:
+                            v = x[n, c, h, ww]
+                            if v > m:
+                                m = v
+                out[n, c, oh, ow] = m
+    return out
+
+
+@njit(cache=True, parallel=True)
+def max_pool2d_grad(dy, x, kernel_size, stride=None, padding=0):
+    """Route dy to each window's (first) maximum of x; shaped like x."""
+    kh, kw, sh, sw, ph, pw, OH, OW = _pool_geom(x.shape, kernel_size, stride, padding)
+    N, C, H, W = x.shape
+    dx = np.zeros(x.shape, dy.dtype)
+    for nc in prange(N * C):
+        n = nc // C
+        c = nc % C
+        for oh in range(OH):
+            for ow in range(OW):
+                k = _argmax_window(x, n, c, oh, ow, kh, kw, sh, sw, ph, pw)
+                if k >= 0:
+                    dx[n, c, k // W, k % W] += dy[n, c, oh, ow]
+    return dx
+
+
+@njit(cache=True, parallel=True)
+def max_pool2d_select(g, x, kernel_size, stride=None, padding=0):
+    """g (shaped like x) read at each window's (first) maximum of x: adjoint of max_pool2d_grad in dy."""
+    kh, kw, sh, sw, ph, pw, OH, OW = _pool_geom(x.shape, kernel_size, stride, padding)
+    N, C, H, W = x.shape
+    out = np.empty((N, C, OH, OW), g.dtype)
+    for nc in prange(N * C):
+        n = nc // C
+        c = nc % C
+        for oh in range(OH):
+            for ow in range(OW):
+                k = _argmax_window(x, n, c, oh, ow, kh, kw, sh, sw, ph, pw)
+                out[n, c, oh, ow] = g[n, c, k // W, k % W] if k >= 0 else 0
+    return out
+
+
+@njit(cache=True, parallel=True)
+def avg_pool2d(x, kernel_size, stride=None, padding=0):
+    """Mean over kh x kw windows; zero padding counts in the divisor (count_include_pad)."""
+    kh, kw, sh, sw, ph, pw, OH, OW = _pool_geom(x.shape, kernel_size, stride, padding)
+    N, C, H, W = x.shape
+    out = np.empty((N, C, OH, OW), x.dtype)
+    inv = 1.0 / (kh * kw)
+    for nc in prange(N * C):
+        n = nc // C
+        c = nc % C
+        for oh in range(OH):
+            for ow in range(OW):
+                acc = 0.0
+                for i in range(kh):
+                    h = oh * sh - ph + i
+                    if h < 0 or h >= H:
+                        continue
+                    for j in range(kw):
+                        ww = ow * sw - pw + j
+                        if ww >= 0 and ww < W:
+                            acc += x[n, c, h, ww]
+                out[n, c, oh, ow] = acc * inv
+    return out
+
+
+@njit(cache=True, parallel=True)
+def avg_pool2d_grad(dy, x_shape, kernel_size, stride=None, padding=0):
+    """Adjoint of avg_pool2d (linear), shaped x_shape."""
+    kh, kw, sh, sw, ph, pw, OH, OW = _pool_geom(x_shape, kernel_size, stride, padding)
+    N, C, H, W = x_shape
+    dx = np.zeros((N, C, H, W), dy.dtype)
+    inv = 1.0 / (kh * kw)
+    for nc in prange(N * C):
+        n = nc // C
+        c = nc % C
+        for oh in range(OH):
+            for ow in range(OW):
+                g = dy[n, c, oh, ow] * inv
+                for i in range(kh):
+                    h = oh * sh - ph + i
+                    if h < 0 or h >= H:
+                        continue
+                    for j in range(kw):
+                        ww = ow * sw - pw + j
+                        if ww >= 0 and ww < W:
+                            dx[n, c, h, ww] += g
+    return dx
+
+
+# --------------------------------------------------------------------------- elementwise activations
+# Each activation works on a number or on an array of any shape (same shape out).
+# Scalar math lives in a small @njit function; _ew1/_ew2 build the array loop
+# and a Python dispatcher with a numba overload for scalar-or-array.
+
+@njit(cache=True)
+def _s_relu(v):
+    return v if v > 0 else 0.0 * abs(v)
+
+
+@njit(cache=True)
+def _s_relu_grad(g, v):
+    return g if v > 0 else 0.0 * abs(g)
+
+
+@njit(cache=True)
+def _s_leaky_relu(v, a):
+    return v if v > 0 else a * v
+
+
+@njit(cache=True)
+def _s_leaky_relu_grad(g, v, a):
+    return g if v > 0 else a * g
+
+
+@njit(cache=True)
+def _s_elu(v, a):
+    return v if v > 0 else a * math.expm1(v)
+
+
+@njit(cache=True)
+def _s_elu_grad(g, v, a):
+    return g if v > 0 else g * a * math.exp(v)
+
+
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+@njit(cache=True)
+def _s_gelu(v):
+    return 0.5 * v * (1.0 + math.erf(v * _INV_SQRT2))
+
+
+@njit(cache=True)
+def _s_gelu_grad(g, v):
+    return g * (0.5 * (1.0 + math.erf(v * _INV_SQRT2)) + v * _INV_SQRT2PI * math.exp(-0.5 * v * v))
+
+
+@njit(cache=True)
+def _s_gelu_grad2(g, v):
+    return g * _INV_SQRT2PI * math.exp(-0.5 * v * v) * (2.0 - v * v)
+
+
+@njit(cache=True)
+def _s_sigmoid(v):
+    if v >= 0:
+        return 1.0 / (1.0 + math.exp(-v))
+    e = math.exp(v)
+    return e / (1.0 + e)
+
+
+@njit(cache=True)
+def _s_sigmoid_grad(g, y):
+    return g * y * (1.0 - y)
+
+
+@njit(cache=True)
+def _s_softplus(v):
+    return max(v, 0.0) + math.log1p(math.exp(-abs(v)))
+
+
+# Array loops, one per op (written out: njit functions taking functions as arguments do not cache).
+@njit(cache=True)
+def _a_relu(x):
+    xf = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty(xf.size, x.dtype)
+    for i in range(xf.size):
+        out[i] = _s_relu(xf[i])
+    return out.reshape(x.shape)
+
+
+@njit(cache=True)
+def _a_gelu(x):
+    xf = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty(xf.size, x.dtype)
+    for i in range(xf.size):
+        out[i] = _s_gelu(xf[i])
+    return out.reshape(x.shape)
+
+
+@njit(cache=True)
+def _a_sigmoid(x):
+    xf = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty(xf.size, x.dtype)
+    for i in range(xf.size):
+        out[i] = _s_sigmoid(xf[i])
+    return out.reshape(x.shape)
+
+
+@njit(cache=True)
+def _a_softplus(x):
+    xf = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty(xf.size, x.dtype)
+    for i in range(xf.size):
+        out[i] = _s_softplus(xf[i])
+    return out.reshape(x.shape)
+
+
+@njit(cache=True)
+def _a_leaky_relu(x, a):
+    xf = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty(xf.size, x.dtype)
+    for i in range(xf.size):
+        out[i] = _s_leaky_relu(xf[i], a)
+    return out.reshape(x.shape)
+
+
+@njit(cache=True)
+def _a_elu(x, a):
+    xf = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty(xf.size, x.dtype)
+    for i in range(xf.size):
+        out[i] = _s_elu(xf[i], a)
+    return out.reshape(x.shape)
+
+
+@njit(cache=True)
+def _a_relu_grad(g, x):
+    gf = np.ascontiguousarray(g).reshape(-1)
+    xf = np.ascontiguousarray(x).reshape(-1)
+    if gf.size != xf.size:
+        raise ValueError("elementwise gradient: shapes differ")
+    out = np.empty(xf.size, x.dtype)
+    for i in range(xf.size):
+        out[i] = _s_relu_grad(gf[i], xf[i])
+    return out.reshape(x.shape)
+
+
+@njit(cache=True)
+def _a_gelu_grad(g, x):
+    gf = np.ascontiguousarray(g).reshape(-1)
+    xf = np.ascontiguousarray(x).reshape(-1)
+    if gf.size != xf.size:
+        raise ValueError("elementwise gradient: shapes differ")
+    out = np.empty(xf.size, x.dtype)
+    for i in range(xf.size):
+        out[i] = _s_gelu_grad(gf[i], xf[i])
+    return out.reshape(x.shape)
+
+
+@njit(cache=True)
+def _a_gelu_grad2(g, x):
+    gf = np.ascontiguousarray(g).reshape(-1)
+    xf = np.ascontiguousarray(x).reshape(-1)
+    if gf.size != xf.size:
+        raise ValueError("elementwise gradient: shapes differ")
+    out = np.empty(xf.size, x.dtype)
+    for i in range(xf.size):
+        out[i] = _s_gelu_grad2(gf[i], xf[i])
+    return out.reshape(x.shape)
+
+
+@njit(cache=True)
+def _a_sigmoid_grad(g, x):
+    gf = np.ascontiguousarray(g).reshape(-1)
+    xf = np.ascontiguousarray(x).reshape(-1)
+    if gf.size != xf.size:
+        raise ValueError("elementwise gradient: shapes differ")
+    out = np.empty(xf.size, x.dtype)
+    for i in range(xf.size):
+        out[i] = _s_sigmoid_grad(gf[i], xf[i])
+    return out.reshape(x.shape)
+
+
+@njit(cache=True)
+def _a_leaky_relu_grad(g, x, a):
+    gf = np.ascontiguousarray(g).reshape(-1)
+    xf = np.ascontiguousarray(x).reshape(-1)
+    if gf.size != xf.size:
+        raise ValueError("elementwise gradient: shapes differ")
+    out = np.empty(xf.size, x.dtype)
+    for i in range(xf.size):
+        out[i] = _s_leaky_relu_grad(gf[i], xf[i], a)
+    return out.reshape(x.shape)
+
+
+@njit(cache=True)
+def _a_elu_grad(g, x, a):
+    gf = np.ascontiguousarray(g).reshape(-1)
+    xf = np.ascontiguousarray(x).reshape(-1)
+    if gf.size != xf.size:
+        raise ValueError("elementwise gradient: shapes differ")
+    out = np.empty(xf.size, x.dtype)
+    for i in range(xf.size):
+        out[i] = _s_elu_grad(gf[i], xf[i], a)
+    return out.reshape(x.shape)
+
+
+def _is_arr(t):
+    return isinstance(t, types.Array)
+
+
+def _make_ew1(name, s, arr):
+    def kern(x):
+        if isinstance(x, np.ndarray):
+            return arr(x)
+        return s(x)
+
+    @overload(kern)
+    def _ov(x):
+        if _is_arr(x):
+            return lambda x: arr(x)
+        return lambda x: s(x)
+    kern.__name__ = kern.__qualname__ = name
+    return kern
+
+
+def _make_ew2(name, s, arr):
+    def kern(g, x):
+        if isinstance(x, np.ndarray) or isinstance(g, np.ndarray):
+            return arr(np.asarray(g), np.asarray(x))
+        return s(g, x)
+
+    @overload(kern)
+    def _ov(g, x):
+        if _is_arr(x) and _is_arr(g):
+            return lambda g, x: arr(g, x)
+        if not _is_arr(x) and not _is_arr(g):
+            return lambda g, x: s(g, x)
+        raise _nberrors.TypingError(f"{name}: cotangent and input must both be arrays or both numbers")
+    kern.__name__ = kern.__qualname__ = name
+    return kern
+
+
+relu = _make_ew1("relu", _s_relu, _a_relu)
+gelu = _make_ew1("gelu", _s_gelu, _a_gelu)
+sigmoid = _make_ew1("sigmoid", _s_sigmoid, _a_sigmoid)
+softplus = _make_ew1("softplus", _s_softplus, _a_softplus)
+relu_grad = _make_ew2("relu_grad", _s_relu_grad, _a_relu_grad)
+gelu_grad = _make_ew2("gelu_grad", _s_gelu_grad, _a_gelu_grad)
+gelu_grad2 = _make_ew2("gelu_grad2", _s_gelu_grad2, _a_gelu_grad2)
+sigmoid_grad = _make_ew2("sigmoid_grad", _s_sigmoid_grad, _a_sigmoid_grad)
+
+
+# the parametric activations, written out so their parameter names match the primitives'
+def leaky_relu(x, negative_slope=0.01):
+    if isinstance(x, np.ndarray):
+        return _a_leaky_relu(x, float(negative_slope))
+    return _s_leaky_relu(x, float(negative_slope))
+
+
+@overload(leaky_relu)
+def _ov_leaky_relu(x, negative_slope=0.01):
+    if _is_arr(x):
+        return lambda x, negative_slope=0.01: _a_leaky_relu(x, float(negative_slope))
+    return lambda x, negative_slope=0.01: _s_leaky_relu(x, float(negative_slope))
+
+
+def leaky_relu_grad(g, x, negative_slope=0.01):
+    if isinstance(x, np.ndarray) or isinstance(g, np.ndarray):
+        return _a_leaky_relu_grad(np.asarray(g), np.asarray(x), float(negative_slope))
+    return _s_leaky_relu_grad(g, x, float(negative_slope))
+
+
+@overload(leaky_relu_grad)
+def _ov_leaky_relu_grad(g, x, negative_slope=0.01):
+    if _is_arr(x) and _is_arr(g):
+        return lambda g, x, negative_slope=0.01: _a_leaky_relu_grad(g, x, float(negative_slope))
+    if not _is_arr(x) and not _is_arr(g):
+        return lambda g, x, negative_slope=0.01: _s_leaky_relu_grad(g, x, float(negative_slope))
+    raise _nberrors.TypingError("leaky_relu_grad: cotangent and input must both be arrays or both numbers")
+
+
+def elu(x, alpha=1.0):
+    if isinstance(x, np.ndarray):
+        return _a_elu(x, float(alpha))
+    return _s_elu(x, float(alpha))
+
+
+@overload(elu)
+def _ov_elu(x, alpha=1.0):
+    if _is_arr(x):
+        return lambda x, alpha=1.0: _a_elu(x, float(alpha))
+    return lambda x, alpha=1.0: _s_elu(x, float(alpha))
+
+
+def elu_grad(g, x, alpha=1.0):
+    if isinstance(x, np.ndarray) or isinstance(g, np.ndarray):
+        return _a_elu_grad(np.asarray(g), np.asarray(x), float(alpha))
+    return _s_elu_grad(g, x, float(alpha))
+
+
+@overload(elu_grad)
+def _ov_elu_grad(g, x, alpha=1.0):
+    if _is_arr(x) and _is_arr(g):
+        return lambda g, x, alpha=1.0: _a_elu_grad(g, x, float(alpha))
+    if not _is_arr(x) and not _is_arr(g):
+        return lambda g, x, alpha=1.0: _s_elu_grad(g, x, float(alpha))
+    raise _nberrors.TypingError("elu_grad: cotangent and input must both be arrays or both numbers")
+
+
+# --------------------------------------------------------------------------- softmax family
+@njit(cache=True)
+def softmax(x, axis=-1):
+    ax, O, n, I = _axis3(x.shape, axis)
+    x3 = np.ascontiguousarray(x).reshape((O, n, I))
+    out = np.empty((O, n, I), x.dtype)
+    for o in range(O):
+        for k in range(I):
+            m = _NEG_INF
+            for j in range(n):
+                if x3[o, j, k] > m:
+                    m = x3[o, j, k]
+            s = 0.0
+            for j in range(n):
+                e = math.exp(x3[o, j, k] - m)
+                out[o, j, k] = e
+                s += e
+            inv = 1.0 / s
+            for j in range(n):
+                out[o, j, k] *= inv
+    return out.reshape(x.shape)
+
+
+@njit(cache=True)
+def softmax_grad(g, y, axis=-1):
+    """y * (g - sum(g * y, axis)) for y = softmax(x, axis)."""
+    ax, O, n, I = _axis3(y.shape, axis)
+    g3 = np.ascontiguousarray(g).reshape((O, n, I))
+    y3 = np.ascontiguousarray(y).reshape((O, n, I))
+    out = np.empty((O, n, I), y.dtype)
+    for o in range(O):
+        for k in range(I):
+            s = 0.0
+            for j in range(n):
+                s += g3[o, j, k] * y3[o, j, k]
+            for j in range(n):
+                out[o, j, k] = y3[o, j, k] * (g3[o, j, k] - s)
+    return out.reshape(y.shape)
+
+
+@njit(cache=True)
+def softmax_grad_y(r, g, y, axis=-1):
+    """Cotangent of y in r = softmax_grad(g, y): r*(g - <g,y>) - <r,y> g."""
+    ax, O, n, I = _axis3(y.shape, axis)
+    r3 = np.ascontiguousarray(r).reshape((O, n, I))
+    g3 = np.ascontiguousarray(g).reshape((O, n, I))
+    y3 = np.ascontiguousarray(y).reshape((O, n, I))
+    out = np.empty((O, n, I), y.dtype)
+    for o in range(O):
+        for k in range(I):
+            s = 0.0
+            t = 0.0
+            for j in range(n):
+                s += g3[o, j, k] * y3[o, j, k]
+                t += r3[o, j, k] * y3[o, j, k]
+            for j in range(n):
+                out[o, j, k] = r3[o, j, k] * (g3[o, j, k] - s) - t * g3[o, j, k]
+    return out.reshape(y.shape)
+
+
+@njit(cache=True)
+def log_softmax(x, axis=-1):
+    ax, O, n, I = _axis3(x.shape, axis)
+    x3 = np.ascontiguousarray(x).reshape((O, n, I))
+    out = np.empty((O, n, I), x.dtype)
+    for o in range(O):
+        for k in range(I):
+            m = _NEG_INF
+            for j in range(n):
+                if x3[o, j, k] > m:
+                    m = x3[o, j, k]
+            s = 0.0
+            for j in range(n):
+                s += math.exp(x3[o, j, k] - m)
+            lse = m + math.log(s)
+            for j in range(n):
+                out[o, j, k] = x3[o, j, k] - lse
+    return out.reshape(x.shape)
+
+
+@njit(cache=True)
+def log_softmax_grad(g, y, axis=-1):
+    """g - exp(y) * sum(g, axis) for y = log_softmax(x, axis)."""
+    ax, O, n, I = _axis3(y.shape, axis)
+    g3 = np.ascontiguousarray(g).reshape((O, n, I))
+    y3 = np.ascontiguousarray(y).reshape((O, n, I))
+    out = np.empty((O, n, I), y.dtype)
+    for o in range(O):
+        for k in range(I):
+            s = 0.0
+            for j in range(n):
+                s += g3[o, j, k]
+            for j in range(n):
+                out[o, j, k] = g3[o, j, k] - math.exp(y3[o, j, k]) * s
+    return out.reshape(y.shape)
+
+
+@njit(cache=True)
+def _lse3(x3):
+    O, n, I = x3.shape
+    out = np.empty((O, I), x3.dtype)
+    for o in range(O):
+        for k in range(I):
+            m = _NEG_INF
+            for j in range(n):
+                if x3[o, j, k] > m:
+                    m = x3[o, j, k]
+            if m == _NEG_INF:
+                out[o, k] = m
+                continue
+            s = 0.0
+            for j in range(n):
+                s += math.exp(x3[o, j, k] - m)
+            out[o, k] = m + math.log(s)
+    return out
+
+
+@njit(cache=True)
+def logsumexp(x, axis=-1):
+    """log(sum(exp(x), axis)), stable; the axis is removed from the shape."""
+    ax, O, n, I = _axis3(x.shape, axis)
+    out = _lse3(np.ascontiguousarray(x).reshape((O, n, I)))
+    return out.reshape(_drop_axis(x.shape, ax))
+
+
+@njit(cache=True)
+def logsumexp_grad(g, x, y, axis=-1):
+    """g[..., None] * exp(x - y[..., None]) along axis."""
+    ax, O, n, I = _axis3(x.shape, axis)
+    x3 = np.ascontiguousarray(x).reshape((O, n, I))
+    y2 = np.ascontiguousarray(y).reshape((O, I))
+    g2 = np.ascontiguousarray(g).reshape((O, I))
+    out = np.empty((O, n, I), x.dtype)
+    for o in range(O):
+        for k in range(I):
+            for j in range(n):
+                out[o, j, k] = g2[o, k] * math.exp(x3[o, j, k] - y2[o, k])
+    return out.reshape(x.shape)
+
+
+# --------------------------------------------------------------------------- dropout
+_M1 = np.uint64(0x9E3779B97F4A7C15)
+_M2 = np.uint64(0xBF58476D1CE4E5B9)
+_M3 = np.uint64(0x94D049BB133111EB)
+_S30 = np.uint64(30)
+_S27 = np.uint64(27)
+_S31 = np.uint64(31)
+_S11 = np.uint64(11)
+_TWO_M53 = 1.0 / 9007199254740992.0
+
+
+@njit(cache=True)
+def _uniform(seed, i):
+    """Counter-based uniform in [0, 1) from (seed, i): splitmix64; identical in Python and njit."""
+    z = np.uint64(seed) * _M2 + (np.uint64(i) + np.uint64(1)) * _M1
+    z = (z ^ (z >> _S30)) * _M2
+    z = (z ^ (z >> _S27)) * _M3
+    z = z ^ (z >> _S31)
+    return float(z >> _S11) * _TWO_M53
+
+
+@njit(cache=True)
+def dropout(x, rate, seed):
+    """Zero each element with probability rate (mask from seed), scale the rest by 1/(1-rate).
+
+    Linear in x with a mask fixed by (seed, element index), so its VJP is itself."""
+    xf = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty(xf.size, x.dtype)
+    scale = 1.0 / (1.0 - rate) if rate < 1.0 else 0.0
+    for i in range(xf.size):
+        out[i] = xf[i] * scale if _uniform(seed, i) >= rate else 0
+    return out.reshape(x.shape)
+
+
+# --------------------------------------------------------------------------- batch norm / layer norm
+@njit(cache=True)
+def _ncs(x):
+    N = x.shape[0]
+    C = x.shape[1]
+    S = x.size // max(N * C, 1)
+    return np.ascontiguousarray(x).reshape((N, C, S)), N, C, S
+
+
+@njit(cache=True)
+def _bn_moments(x3):
+    N, C, S = x3.shape
+    M = N * S
+    mean = np.empty(C)
+    var = np.empty(C)
+    for c in range(C):
+        s = 0.0
+        for n in range(N):
+            for k in range(S):
+                s += x3[n, c, k]
+        mu = s / M
+        v = 0.0
+        for n in range(N):
+            for k in range(S):
+                t = x3[n, c, k] - mu
+                v += t * t
+        mean[c] = mu
+        var[c] = v / M
+    return mean, var
+
+
+@njit(cache=True)
+def _bn_stats(x3, running_mean, running_var, train):
+    if train:
+        return _bn_moments(x3)
+    C = x3.shape[1]
+    mean = np.empty(C)
+    var = np.empty(C)
+    for c in range(C):
+        mean[c] = running_mean[c]
+        var[c] = running_var[c]
+    return mean, var
+
+
+@njit(cache=True)
+def batch_norm(x, gamma, beta, running_mean, running_var, train=True, eps=1e-5):
+    """Per channel (axis 1): gamma * (x - mean) / sqrt(var + eps) + beta.
+
+    train: batch statistics (biased variance); else the running statistics."""
+    x3, N, C, S = _ncs(x)
+    mean, var = _bn_stats(x3, running_mean, running_var, train)
+    out = np.empty((N, C, S), x.dtype)
+    for c in range(C):
+        a = gamma[c] / math.sqrt(var[c] + eps)
+        b = beta[c] - mean[c] * a
+        for n in range(N):
+            for k in range(S):
+                out[n, c, k] = x3[n, c, k] * a + b
+    return out.reshape(x.shape)
+
+
+@njit(cache=True)
+def batch_norm_grad_input(dy, x, gamma, running_mean, running_var, train=True, eps=1e-5):
+    x3, N, C, S = _ncs(x)
+    dy3 = np.ascontiguousarray(dy).reshape((N, C, S))
+    mean, var = _bn_stats(x3, running_mean, running_var, train)
+    out = np.empty((N, C, S), x.dtype)
+    M = N * S
+    for c in range(C):
+        inv = 1.0 / math.sqrt(var[c] + eps)
+        gc = gamma[c]
+        if train:
+            s1 = 0.0
+            s2 = 0.0
+            for n in range(N):
+                for k in range(S):
+                    g = dy3[n, c, k]
+                    s1 += g
+                    s2 += g * (x3[n, c, k] - mean[c]) * inv
+            for n in range(N):
+                for k in range(S):
+                    xh = (x3[n, c, k] - mean[c]) * inv
+                    out[n, c, k] = gc * inv * (dy3[n, c, k] - s1 / M - xh * s2 / M)
+        else:
+            for n in range(N):
+                for k in range(S):
+                    out[n, c, k] = dy3[n, c, k] * gc * inv
+    return out.reshape(x.shape)
+
+
+@njit(cache=True)
+def batch_norm_grad_gamma(dy, x, running_mean, running_var, train=True, eps=1e-5):
+    x3, N, C, S = _ncs(x)
+    dy3 = np.ascontiguousarray(dy).reshape((N, C, S))
+    mean, var = _bn_stats(x3, running_mean, running_var, train)
+    out = np.empty(C, x.dtype)
+    for c in range(C):
+        inv = 1.0 / math.sqrt(var[c] + eps)
+        s = 0.0
+        for n in range(N):
+            for k in range(S):
+                s += dy3[n, c, k] * (x3[n, c, k] - mean[c]) * inv
+        out[c] = s
+    return out
+
+
+@njit(cache=True)
+def batch_norm_stats(x, running_mean, running_var, momentum=0.1):
+    """New running statistics after one training batch, stacked (2, C): [mean, var].
+
+    new = (1 - momentum) * running + momentum * batch, with the unbiased batch
+    variance (PyTorch's convention)."""
+    x3, N, C, S = _ncs(x)
+    mean, var = _bn_moments(x3)
+    M = N * S
+    corr = M / (M - 1.0) if M > 1 else 1.0
+    out = np.empty((2, C), running_mean.dtype)
+    for c in range(C):
+        out[0, c] = (1.0 - momentum) * running_mean[c] + momentum * mean[c]
+        out[1, c] = (1.0 - momentum) * running_var[c] + momentum * var[c] * corr
+    return out
+
+
+@njit(cache=True)
+def _rows(x):
+    D = x.shape[x.ndim - 1]
+    R = x.size // max(D, 1)
+    return np.ascontiguousarray(x).reshape((R, D)), R, D
+
+
+@njit(cache=True)
+def _ln_row(x2, r, D, eps):
+    s = 0.0
+    for j in range(D):
+        s += x2[r, j]
+    mu = s / D
+    v = 0.0
+    for j in range(D):
+        t = x2[r, j] - mu
+        v += t * t
+    return mu, 1.0 / math.sqrt(v / D + eps)
+
+
+@njit(cache=True)
+def layer_norm(x, gamma, beta, eps=1e-5):
+    """Normalize over the last axis: gamma * (x - mean) / sqrt(var + eps) + beta."""
+    x2, R, D = _rows(x)
+    out = np.empty((R, D), x.dtype)
+    for r in range(R):
+        mu, inv = _ln_row(x2, r, D, eps)
+        for j in range(D):
+            out[r, j] = (x2[r, j] - mu) * inv * gamma[j] + beta[j]
+    return out.reshape(x.shape)
+
+
+@njit(cache=True)
+def layer_norm_grad_input(dy, x, gamma, eps=1e-5):
+    x2, R, D = _rows(x)
+    dy2 = np.ascontiguousarray(dy).reshape((R, D))
+    out = np.empty((R, D), x.dtype)
+    for r in range(R):
+        mu, inv = _ln_row(x2, r, D, eps)
+        s1 = 0.0
+        s2 = 0.0
+        for j in range(D):
+            gh = dy2[r, j] * gamma[j]
+            s1 += gh
+            s2 += gh * (x2[r, j] - mu) * inv
+        for j in range(D):
+            xh = (x2[r, j] - mu) * inv
+            out[r, j] = inv * (dy2[r, j] * gamma[j] - s1 / D - xh * s2 / D)
+    return out.reshape(x.shape)
+
+
+@njit(cache=True)
+def layer_norm_grad_gamma(dy, x, eps=1e-5):
+    x2, R, D = _rows(x)
+    dy2 = np.ascontiguousarray(dy).reshape((R, D))
+    out = np.zeros(D, x.dtype)
+    for r in range(R):
+        mu, inv = _ln_row(x2, r, D, eps)
+        for j in range(D):
+            out[j] += dy2[r, j] * (x2[r, j] - mu) * inv
+    return out
+
+
+@njit(cache=True)
+def layer_norm_grad_beta(dy):
+    """Sum over every axis but the last."""
+    dy2, R, D = _rows(dy)
+    out = np.zeros(D, dy.dtype)
+    for r in range(R):
+        for j in range(D):
+            out[j] += dy2[r, j]
+    return out
+
+
+# --------------------------------------------------------------------------- embedding
+@njit(cache=True)
+def embedding(table, ids):
+    """table[ids]: ids of any shape -> ids.shape + (D,)."""
+    V = table.shape[0]
+    D = table.shape[1]
+    idf = np.ascontiguousarray(ids).reshape(-1)
+    out = np.empty((idf.size, D), table.dtype)
+    for i in range(idf.size):
+        k = idf[i]
+        if k < 0 or k >= V:
+            raise IndexError("embedding: id out of range")
+        for j in range(D):
+            out[i, j] = table[k, j]
+    return out.reshape(ids.shape + (D,))
+
+
+@njit(cache=True)
+def embedding_grad(dy, ids, table_shape):
+    """Scatter-add of dy rows into a zero table (adjoint of embedding in table)."""
+    V, D = table_shape
+    out = np.zeros((V, D), dy.dtype)
+    idf = np.ascontiguousarray(ids).reshape(-1)
+    dy2 = np.ascontiguousarray(dy).reshape((idf.size, D))
+    for i in range(idf.size):
+        k = idf[i]
+        for j in range(D):
+            out[k, j] += dy2[i, j]
+    return out
+
+
+# --------------------------------------------------------------------------- losses
+# Each loss has a per-element core (returns the unreduced losses) and a grad core
+# taking the cotangent as a flat array (length 1 = broadcast) times a scale.
+# reduction is static: "none" (per-element array), "sum", "mean" (numbers).
+
+def _reduce_py(e, reduction):
+    if reduction == "none":
+        return e
+    if reduction == "sum":
+        return e.sum()
+    if reduction == "mean":
+        return e.sum() / max(e.size, 1)
+    raise ValueError(f"reduction must be 'none', 'sum' or 'mean', got {reduction!r}")
+
+
+def _grad_prep_py(g, reduction, n):
+    gf = _flat(g)
+    if reduction == "mean":
+        return gf, 1.0 / max(n, 1)
+    if reduction in ("sum", "none"):
+        return gf, 1.0
+    raise ValueError(f"reduction must be 'none', 'sum' or 'mean', got {reduction!r}")
+
+
+def _check_red(name, r):
+    if r not in ("none", "sum", "mean"):
+        raise _nberrors.TypingError(f"{name}: reduction must be 'none', 'sum' or 'mean', got {r!r}")
+
+
+@njit(cache=True)
+def _mean(e):
+    return e.sum() / max(e.size, 1)
+
+
+@njit(cache=True)
+def _gscale(n):
+    return 1.0 / max(n, 1)
+
+
+def _make_loss(name, elems, nelems):
+    """Forward kernel (a, b, reduction) from elems(a, b) -> per-element losses."""
+    def kern(a, b, reduction="mean"):
+        return _reduce_py(elems(a, b), reduction)
+
+    @overload(kern)
+    def _ov(a, b, reduction="mean"):
+        r = _static_str(reduction)
+        if r is None:
+            return lambda a, b, reduction="mean": numba.literally(reduction)
+        _check_red(name, r)
+        if r == "none":
+            return lambda a, b, reduction="mean": elems(a, b)
+        if r == "sum":
+            return lambda a, b, reduction="mean": elems(a, b).sum()
+        return lambda a, b, reduction="mean": _mean(elems(a, b))
+    kern.__name__ = kern.__qualname__ = name
+    return kern
+
+
+def _make_loss_grad(name, core, nelems):
+    """Grad kernel (g, a, b, reduction) from core(gflat, scale, a, b); nelems(a) = #losses."""
+    def kern(g, a, b, reduction="mean"):
+        gf, scale = _grad_prep_py(g, reduction, nelems(a))
+        return core(gf, scale, a, b)
+
+    @overload(kern)
+    def _ov(g, a, b, reduction="mean"):
+        r = _static_str(reduction)
+        if r is None:
+            return lambda g, a, b, reduction="mean": numba.literally(reduction)
+        _check_red(name, r)
+        if r == "mean":
+            return lambda g, a, b, reduction="mean": core(_flat(g), _gscale(nelems(a)), a, b)
+        return lambda g, a, b, reduction="mean": core(_flat(g), 1.0, a, b)
+    kern.__name__ = kern.__qualname__ = name
+    return kern
+
+
+@njit(cache=True)
+def _n_all(a):
+    return a.size
+
+
+@njit(cache=True)
+def _n_rows(a):
+    return a.shape[0]
+
+
+@njit(cache=True)
+def _gi(gf, i):
+    return gf[0] if gf.size == 1 else gf[i]
+
+
+# mse ---------------------------------------------------------------
+@njit(cache=True)
+def _mse_elems(p, t):
+    pf = np.ascontiguousarray(p).reshape(-1)
+    tf = np.ascontiguousarray(t).reshape(-1)
+    out = np.empty(pf.size, p.dtype)
+    for i in range(pf.size):
+        r = pf[i] - tf[i]
+        out[i] = r * r
+    return out.reshape(p.shape)
+
+
+@njit(cache=True)
+def _mse_grad(gf, scale, p, t):
+    pf = np.ascontiguousarray(p).reshape(-1)
+    tf = np.ascontiguousarray(t).reshape(-1)
+    out = np.empty(pf.size, p.dtype)
+    for i in range(pf.size):
+        out[i] = 2.0 * scale * _gi(gf, i) * (pf[i] - tf[i])
+    return out.reshape(p.shape)
+
+
+mse = _make_loss("mse", _mse_elems, _n_all)
+mse_grad = _make_loss_grad("mse_grad", _mse_grad, _n_all)
+
+
+# huber (delta is static and comes before reduction) ------------------
+@njit(cache=True)
+def _huber_elems(p, t, delta):
+    pf = np.ascontiguousarray(p).reshape(-1)
+    tf = np.ascontiguousarray(t).reshape(-1)
+    out = np.empty(pf.size, p.dtype)
+    for i in range(pf.size):
+        r = abs(pf[i] - tf[i])
+        out[i] = 0.5 * r * r if r <= delta else delta * (r - 0.5 * delta)
+    return out.reshape(p.shape)
+
+
+@njit(cache=True)
+def _huber_grad(gf, scale, p, t, delta):
+    pf = np.ascontiguousarray(p).reshape(-1)
+    tf = np.ascontiguousarray(t).reshape(-1)
+    out = np.empty(pf.size, p.dtype)
+    for i in range(pf.size):
+        r = pf[i] - tf[i]
+        c = r if abs(r) <= delta else (delta if r > 0 else -delta)
+        out[i] = scale * _gi(gf, i) * c
+    return out.reshape(p.shape)
+
+
+def huber(a, b, delta=1.0, reduction="mean"):
+    return _reduce_py(_huber_elems(a, b, float(delta)), reduction)
+
+
+@overload(huber)
+def _ov_huber(a, b, delta=1.0, reduction="mean"):
+    r = _static_str(reduction)
+    if r is None:
+        return lambda a, b, delta=1.0, reduction="mean": numba.literally(reduction)
+    _check_red("huber", r)
+    if r == "none":
+        return lambda a, b, delta=1.0, reduction="mean": _huber_elems(a, b, float(delta))
+    if r == "sum":
+        return lambda a, b, delta=1.0, reduction="mean": _huber_elems(a, b, float(delta)).sum()
+    return lambda a, b, delta=1.0, reduction="mean": _mean(_huber_elems(a, b, float(delta)))
+
+
+def huber_grad(g, a, b, delta=1.0, reduction="mean"):
+    gf, scale = _grad_prep_py(g, reduction, a.size)
+    return _huber_grad(gf, scale, a, b, float(delta))
+
+
+@overload(huber_grad)
+def _ov_huber_grad(g, a, b, delta=1.0, reduction="mean"):
+    r = _static_str(reduction)
+    if r is None:
+        return lambda g, a, b, delta=1.0, reduction="mean": numba.literally(reduction)
+    _check_red("huber_grad", r)
+    if r == "mean":
+        return lambda g, a, b, delta=1.0, reduction="mean": _huber_grad(_flat(g), _gscale(a.size), a, b,
+                                                                         float(delta))
+    return lambda g, a, b, delta=1.0, reduction="mean": _huber_grad(_flat(g), 1.0, a, b, float(delta))
+
+
+# binary cross-entropy on probabilities (log clamped at -100 like PyTorch) ------
+@njit(cache=True)
+def _clog(v):
+    return math.log(v) if v > 3.720075976020836e-44 else -100.0
+
+
+@njit(cache=True)
+def _bce_elems(p, t):
+    pf = np.ascontiguousarray(p).reshape(-1)
+    tf = np.ascontiguousarray(t).reshape(-1)
+    out = np.empty(pf.size, p.dtype)
+    for i in range(pf.size):
+        out[i] = -(tf[i] * _clog(pf[i]) + (1.0 - tf[i]) * _clog(1.0 - pf[i]))
+    return out.reshape(p.shape)
+
+
+@njit(cache=True)
+def _bce_grad(gf, scale, p, t):
+    pf = np.ascontiguousarray(p).reshape(-1)
+    tf = np.ascontiguousarray(t).reshape(-1)
+    out = np.empty(pf.size, p.dtype)
+    for i in range(pf.size):
+        q = pf[i]
+        out[i] = scale * _gi(gf, i) * (q - tf[i]) / max(q * (1.0 - q), 1e-12)
+    return out.reshape(p.shape)
+
+
+@njit(cache=True)
+def _bce_grad_t(gf, scale, p, t):
+    pf = np.ascontiguousarray(p).reshape(-1)
+    out = np.empty(pf.size, p.dtype)
+    for i in range(pf.size):
+        out[i] = scale * _gi(gf, i) * (_clog(1.0 - pf[i]) - _clog(pf[i]))
+    return out.reshape(p.shape)
+
+
+binary_cross_entropy = _make_loss("binary_cross_entropy", _bce_elems, _n_all)
+binary_cross_entropy_grad = _make_loss_grad("binary_cross_entropy_grad", _bce_grad, _n_all)
+binary_cross_entropy_grad_target = _make_loss_grad("binary_cross_entropy_grad_target", _bce_grad_t, _n_all)
+
+
+# binary cross-entropy on logits --------------------------------------
+@njit(cache=True)
+def _bcel_elems(z, t):
+    zf = np.ascontiguousarray(z).reshape(-1)
+    tf = np.ascontiguousarray(t).reshape(-1)
+    out = np.empty(zf.size, z.dtype)
+    for i in range(zf.size):
+        v = zf[i]
+        out[i] = max(v, 0.0) - v * tf[i] + math.log1p(math.exp(-abs(v)))
+    return out.reshape(z.shape)
+
+
+@njit(cache=True)
+def _bcel_grad(gf, scale, z, t):
+    zf = np.ascontiguousarray(z).reshape(-1)
+    tf = np.ascontiguousarray(t).reshape(-1)
+    out = np.empty(zf.size, z.dtype)
+    for i in range(zf.size):
+        out[i] = scale * _gi(gf, i) * (_s_sigmoid(zf[i]) - tf[i])
+    return out.reshape(z.shape)
+
+
+@njit(cache=True)
+def _bcel_grad_t(gf, scale, z, t):
+    zf = np.ascontiguousarray(z).reshape(-1)
+    out = np.empty(zf.size, z.dtype)
+    for i in range(zf.size):
+        out[i] = -scale * _gi(gf, i) * zf[i]
+    return out.reshape(z.shape)
+
+
+binary_cross_entropy_with_logits = _make_loss("binary_cross_entropy_with_logits", _bcel_elems, _n_all)
+binary_cross_entropy_with_logits_grad = _make_loss_grad("binary_cross_entropy_with_logits_grad",
+                                                        _bcel_grad, _n_all)
+binary_cross_entropy_with_logits_grad_target = _make_loss_grad(
+    "binary_cross_entropy_with_logits_grad_target", _bcel_grad_t, _n_all)
+
+
+# cross-entropy over the last axis of (N, C) logits; labels (N,) ints or (N, C) probabilities
+@njit(cache=True)
+def _row_lse(z, i):
+    C = z.shape[1]
+    m = _NEG_INF
+    for j in range(C):
+        if z[i, j] > m:
+            m = z[i, j]
+    s = 0.0
+    for j in range(C):
+        s += math.exp(z[i, j] - m)
+    return m + math.log(s)
+
+
+@njit(cache=True)
+def _ce_elems_int(z, y):
+    N, C = z.shape
+    out = np.empty(N, z.dtype)
+    for i in range(N):
+        k = y[i]
+        if k < 0 or k >= C:
+            raise IndexError("cross_entropy: label out of range")
+        out[i] = _row_lse(z, i) - z[i, k]
+    return out
+
+
+@njit(cache=True)
+def _ce_elems_prob(z, t):
+    N, C = z.shape
+    out = np.empty(N, z.dtype)
+    for i in range(N):
+        lse = _row_lse(z, i)
+        s = 0.0
+        for j in range(C):
+            s += t[i, j] * (lse - z[i, j])
+        out[i] = s
+    return out
+
+
+@njit(cache=True)
+def _ce_grad_int(gf, scale, z, y):
+    N, C = z.shape
+    out = np.empty((N, C), z.dtype)
+    for i in range(N):
+        lse = _row_lse(z, i)
+        g = scale * _gi(gf, i)
+        for j in range(C):
+            out[i, j] = g * math.exp(z[i, j] - lse)
+        out[i, y[i]] -= g
+    return out
+
+
+@njit(cache=True)
+def _ce_grad_prob(gf, scale, z, t):
+    N, C = z.shape
+    out = np.empty((N, C), z.dtype)
+    for i in range(N):
+        lse = _row_lse(z, i)
+        g = scale * _gi(gf, i)
+        st = 0.0
+        for j in range(C):
+            st += t[i, j]
+        for j in range(C):
+            out[i, j] = g * (math.exp(z[i, j] - lse) * st - t[i, j])
+    return out
+
+
+@njit(cache=True)
+def _ce_grad_t_int(gf, scale, z, y):
+    return np.zeros(y.shape, z.dtype)
+
+
+@njit(cache=True)
+def _ce_grad_t_prob(gf, scale, z, t):
+    N, C = z.shape
+    out = np.empty((N, C), z.dtype)
+    for i in range(N):
+        lse = _row_lse(z, i)
+        g = scale * _gi(gf, i)
+        for j in range(C):
+            out[i, j] = g * (lse - z[i, j])
+    return out
+
+
+def _ce_int_or_prob(int_core, prob_core):
+    def kern2(a, b):
+        if np.issubdtype(np.asarray(b).dtype, np.integer):
+            return int_core(a, b)
+        return prob_core(a, b)
+
+    @overload(kern2)
+    def _ov2(a, b):
+        if isinstance(b, types.Array) and isinstance(b.dtype, types.Integer):
+            return lambda a, b: int_core(a, b)
+        return lambda a, b: prob_core(a, b)
+    return kern2
+
+
+def _ce_int_or_prob4(int_core, prob_core):
+    def kern4(gf, scale, a, b):
+        if np.issubdtype(np.asarray(b).dtype, np.integer):
+            return int_core(gf, scale, a, b)
+        return prob_core(gf, scale, a, b)
+
+    @overload(kern4)
+    def _ov4(gf, scale, a, b):
+        if isinstance(b, types.Array) and isinstance(b.dtype, types.Integer):
+            return lambda gf, scale, a, b: int_core(gf, scale, a, b)
+        return lambda gf, scale, a, b: prob_core(gf, scale, a, b)
+    return kern4
+
+
+_ce_elems = _ce_int_or_prob(_ce_elems_int, _ce_elems_prob)
+_ce_grad = _ce_int_or_prob4(_ce_grad_int, _ce_grad_prob)
+_ce_grad_t = _ce_int_or_prob4(_ce_grad_t_int, _ce_grad_t_prob)
+
+cross_entropy = _make_loss("cross_entropy", _ce_elems, _n_rows)
+cross_entropy_grad = _make_loss_grad("cross_entropy_grad", _ce_grad, _n_rows)
+cross_entropy_grad_target = _make_loss_grad("cross_entropy_grad_target", _ce_grad_t, _n_rows)
+
+
+# nll on log-probabilities ------------------------------------------------
+@njit(cache=True)
+def _nll_elems(lp, y):
+    N, C = lp.shape
+    out = np.empty(N, lp.dtype)
+    for i in range(N):
+        k = y[i]
+        if k < 0 or k >= C:
+            raise IndexError("nll: label out of range")
+        out[i] = -lp[i, k]
+    return out
+
+
+@njit(cache=True)
+def _nll_grad(gf, scale, lp, y):
+    N, C = lp.shape
+    out = np.zeros((N, C), lp.dtype)
+    for i in range(N):
+        out[i, y[i]] = -scale * _gi(gf, i)
+    return out
+
+
+nll = _make_loss("nll", _nll_elems, _n_rows)
+nll_grad = _make_loss_grad("nll_grad", _nll_grad, _n_rows)
