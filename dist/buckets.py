@@ -1,0 +1,157 @@
+"""Pytree collectives: :func:`allreduce_tree` and :func:`broadcast_tree`.
+
+Owns the packing of a pytree's leaves into contiguous buffers in one
+canonical order (``funcgrad.tree.tree_flatten``: dicts by sorted key), the
+reuse of those buffers across steps (cached per tree signature), and the
+agreement check that makes a rank passing a different tree fail on every rank
+with :class:`CommMismatchError` instead of reducing garbage.
+
+``allreduce_tree`` groups consecutive leaves of one dtype into buckets of at
+most ``bucket_bytes`` (a larger leaf gets a bucket of its own) and runs one
+:func:`ring_allreduce` per bucket, in place. ``broadcast_tree`` packs every
+leaf into one byte buffer and broadcasts it with a deadline-bounded
+``Ibcast``. Results are fresh arrays (the reused buffers are never handed
+out); Python scalars come back as the same Python type.
+"""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+import funcgrad.tree as ftree
+
+from .comm import World, world
+from .ring import OPS, ring_allreduce
+
+__all__ = ["allreduce_tree", "broadcast_tree", "tree_signature"]
+
+DEFAULT_BUCKET_BYTES = 25 * 2 ** 20
+
+
+def _as_leaf_array(leaf):
+    a = np.asarray(leaf)
+    if a.dtype == object:
+        raise TypeError(f"funcgrad.dist: pytree leaves must be numbers or numeric arrays, received "
+                        f"{type(leaf).__name__}")
+    return a
+
+
+def tree_signature(leaves, treedef) -> int:
+    """A 63-bit hash of the tree structure plus every leaf's shape and dtype."""
+    parts = [repr(treedef)]
+    for a in leaves:
+        parts.append(f"{a.dtype.str}{a.shape}")
+    return zlib.crc32("|".join(parts).encode()) | (len(leaves) << 32)
+
+
+def _restore(orig, arr):
+    """Give back the same kind of leaf the caller passed (Python scalar or array)."""
+    if isinstance(orig, np.ndarray):
+        return arr
+    if isinstance(orig, (bool, int, float, complex)) and not isinstance(orig, np.generic):
+        return type(orig)(arr.item())
+    if isinstance(orig, np.generic):
+        return arr.dtype.type(arr.item()) if arr.ndim == 0 else arr
+    return arr
+
+
+class _Plan:
+    """Buckets for one tree signature: (dtype, [(leaf index, offset, size, shape)], buffer)."""
+
+    def __init__(self, arrays, bucket_bytes):
+        self.buckets = []
+        cur = None
+        for i, a in enumerate(arrays):
+            nb = a.nbytes
+            if (cur is None or cur[0] != a.dtype or
+                    (cur[2] > 0 and (cur[2] + a.size) * a.dtype.itemsize > bucket_bytes)):
+                cur = [a.dtype, [], 0]
+                self.buckets.append(cur)
+            cur[1].append((i, cur[2], a.size, a.shape))
+            cur[2] += a.size
+            del nb
+        self.buffers = [np.empty(max(b[2], 1), dtype=b[0])[: b[2]] for b in self.buckets]
+
+
+_PLANS: dict = {}
+_MAX_PLANS = 16
+
+
+def allreduce_tree(tree, op="mean", bucket_bytes=DEFAULT_BUCKET_BYTES, *, timeout=None,
+                   comm: World | None = None):
+    """Allreduce every leaf of ``tree`` (sum or mean over ranks); same structure back.
+
+    One agreement check per call (tree structure, shapes, dtypes, op) and one
+    :func:`ring_allreduce` per bucket. Bucket buffers are allocated on the
+    first call with a given tree signature and reused afterwards. In a world
+    of size 1 the leaves are returned as copies.
+    """
+    w = comm if comm is not None else world()
+    if op not in OPS:
+        raise ValueError(f"allreduce_tree: op must be 'sum' or 'mean', received {op!r}")
+    if not bucket_bytes or bucket_bytes <= 0:
+        raise ValueError(f"allreduce_tree: bucket_bytes must be > 0, received {bucket_bytes!r}")
+    leaves, treedef = ftree.tree_flatten(tree)
+    arrays = [_as_leaf_array(l) for l in leaves]
+    if op == "mean":
+        for a in arrays:
+            if a.dtype.kind != "f":
+                raise TypeError(f"allreduce_tree: op='mean' needs floating leaves, received a leaf of "
+                                f"dtype {a.dtype}; cast it or use op='sum'")
+    if w.comm is None or w.size == 1:
+        return ftree.tree_unflatten(treedef, [_restore(l, a.copy()) for l, a in zip(leaves, arrays)])
+    sig = tree_signature(arrays, treedef)
+    w.check_same("allreduce_tree", {"tree signature": sig, "op": OPS[op],
+                                    "bucket_bytes": int(bucket_bytes)}, timeout=timeout)
+    key = (sig, int(bucket_bytes))
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.pop(next(iter(_PLANS)))
+        plan = _PLANS[key] = _Plan(arrays, bucket_bytes)
+    out_leaves = [None] * len(arrays)
+    for (dt, items, total), buf in zip(plan.buckets, plan.buffers):
+        for i, off, size, _ in items:
+            buf[off:off + size] = arrays[i].reshape(-1)
+        ring_allreduce(buf, op=op, out=buf, timeout=timeout, check=False, comm=w)
+        for i, off, size, shape in items:
+            out_leaves[i] = _restore(leaves[i], buf[off:off + size].reshape(shape).copy())
+    return ftree.tree_unflatten(treedef, out_leaves)
+
+
+def broadcast_tree(tree, root=0, *, timeout=None, comm: World | None = None):
+    """Every rank gets ``root``'s leaves, in the structure every rank passed.
+
+    All ranks pass a tree of the same structure, shapes and dtypes (e.g. the
+    freshly initialised parameters); a mismatch raises
+    :class:`CommMismatchError` on every rank. One ``Ibcast`` of one packed
+    byte buffer.
+    """
+    w = comm if comm is not None else world()
+    leaves, treedef = ftree.tree_flatten(tree)
+    arrays = [_as_leaf_array(l) for l in leaves]
+    if w.comm is None or w.size == 1:
+        if root != 0:
+            w.require_multi(f"broadcast_tree(root={root})", min_size=root + 1)
+        return ftree.tree_unflatten(treedef, [_restore(l, a.copy()) for l, a in zip(leaves, arrays)])
+    if not 0 <= root < w.size:
+        raise ValueError(f"broadcast_tree: root must be a rank in [0, {w.size}), received {root}")
+    sig = tree_signature(arrays, treedef)
+    w.check_same("broadcast_tree", {"tree signature": sig, "root": root}, timeout=timeout)
+    sizes = [a.nbytes for a in arrays]
+    offs = np.concatenate([[0], np.cumsum([(s + 7) // 8 * 8 for s in sizes])]).astype(int)
+    buf = np.empty(max(int(offs[-1]), 1), dtype=np.uint8)
+    if w.rank == root:
+        for a, o, s in zip(arrays, offs, sizes):
+            buf[o:o + s] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    seq = w.next_seq()
+    req = w.comm.Ibcast(buf, root=root)
+    w.wait([req], lambda: f"broadcast_tree #{seq} from rank {root}",
+           peers=[root] if w.rank != root else None, timeout=timeout, seq=seq)
+    out = []
+    for l, a, o, s in zip(leaves, arrays, offs, sizes):
+        b = np.empty(a.shape, dtype=a.dtype)
+        b.reshape(-1).view(np.uint8)[:] = buf[o:o + s]
+        out.append(_restore(l, b))
+    return ftree.tree_unflatten(treedef, out)

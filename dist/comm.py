@@ -1,0 +1,398 @@
+"""The communicator: who am I, how long do I wait, and what happens on failure.
+
+Owns :func:`world` (rank, size and local rank on a duplicated ``COMM_WORLD``),
+the deadline-bounded wait every other module uses instead of a blocking
+``Wait`` (:meth:`World.wait`), the cross-rank agreement check that turns
+mismatched lengths/dtypes/trees into the same clear error on every rank
+(:meth:`World.check_same`), the diagnosis that names the ranks that never
+joined a collective, and the job-wide abort on an uncaught exception.
+
+A plain ``python train.py`` (no ``mpiexec``) is a world of size 1, also when
+mpi4py is not installed; multi-rank features then raise
+:class:`MPIUnavailableError` with what to install or how to launch.
+
+Deadline: ``timeout=`` arguments everywhere, else ``FUNCGRAD_COMM_TIMEOUT``
+(seconds) from the environment, else 120 s.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import time
+import zlib
+
+import numpy as np
+
+from .errors import CommMismatchError, CommTimeout, MPIUnavailableError
+
+__all__ = ["World", "world", "default_timeout", "install_abort_hook"]
+
+_DEFAULT_TIMEOUT = 120.0
+_DIAG_TAG_BASE = 1 << 20           # tags on the diagnosis communicator
+_YIELD_AFTER = 8                    # polls before we start yielding the core
+
+
+def default_timeout() -> float:
+    """The deadline in seconds: ``FUNCGRAD_COMM_TIMEOUT`` or 120."""
+    v = os.environ.get("FUNCGRAD_COMM_TIMEOUT")
+    if v is None or v.strip() == "":
+        return _DEFAULT_TIMEOUT
+    try:
+        t = float(v)
+    except ValueError:
+        raise ValueError(f"FUNCGRAD_COMM_TIMEOUT must be a number of seconds, received {v!r}") from None
+    if not t > 0:
+        raise ValueError(f"FUNCGRAD_COMM_TIMEOUT must be > 0 seconds, received {v!r}")
+    return t
+
+
+def _import_mpi():
+    """mpi4py.MPI, or (None, reason) when it cannot be imported."""
+    try:
+        from mpi4py import MPI  # noqa: WPS433
+    except ImportError as e:  # missing mpi4py or missing MPI library
+        return None, f"{type(e).__name__}: {e}"
+    return MPI, None
+
+
+def _launched_by_mpiexec() -> bool:
+    keys = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALRANKID",
+            "HYDRA_CONTROL_FD", "PMI_FD")
+    return any(k in os.environ for k in keys)
+
+
+_ABORT_HOOK_INSTALLED = False
+
+
+def install_abort_hook():
+    """Make an uncaught exception on any rank abort the whole job (``MPI_Abort``).
+
+    Installed by :func:`world` when the world has more than one rank. The
+    traceback is printed first, prefixed with the rank, so the job's output
+    shows which rank failed and why.
+    """
+    global _ABORT_HOOK_INSTALLED
+    if _ABORT_HOOK_INSTALLED:
+        return
+    MPI, _ = _import_mpi()
+    if MPI is None:
+        return
+    previous = sys.excepthook
+
+    def _hook(etype, value, tb):
+        try:
+            rank = MPI.COMM_WORLD.Get_rank()
+            sys.stderr.write(f"[funcgrad.dist] rank {rank}: uncaught {etype.__name__}; aborting the job\n")
+            previous(etype, value, tb)
+            sys.stderr.flush()
+            sys.stdout.flush()
+        finally:
+            if not issubclass(etype, (SystemExit,)):
+                MPI.COMM_WORLD.Abort(1)
+
+    sys.excepthook = _hook
+    # Threads too: an exception in a worker thread must not leave the job hanging.
+    try:
+        import threading
+
+        def _thook(args):
+            _hook(args.exc_type, args.exc_value, args.exc_traceback)
+
+        threading.excepthook = _thook
+    except Exception:  # pragma: no cover
+        pass
+    _ABORT_HOOK_INSTALLED = True
+
+
+class World:
+    """One process's view of the job.
+
+    Attributes: ``rank``, ``size``, ``local_rank``, ``comm`` (a duplicate of
+    ``COMM_WORLD``, or ``None`` without MPI), ``timeout`` (seconds),
+    ``MPI`` (the ``mpi4py.MPI`` module or ``None``).
+    """
+
+    def __init__(self, comm=None, timeout=None, _mpi=None, _reason=None):
+        self.MPI = _mpi
+        self._mpi_reason = _reason
+        self.timeout = float(timeout) if timeout is not None else default_timeout()
+        self._seq = 0
+        self._check_bufs = {}
+        self.dead = set()            # ranks known to have died (parameter-server drop)
+        if comm is None or _mpi is None:
+            self.comm = None
+            self._diag = None
+            self.rank, self.size, self.local_rank, self.local_size = 0, 1, 0, 1
+            return
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+        self._diag = comm.Dup() if self.size > 1 else None
+        self.local_rank, self.local_size = self._local_rank()
+
+    # ------------------------------------------------------------------ info
+    def _local_rank(self):
+        for rk, sk in (("MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+                       ("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+                       ("PMI_LOCAL_RANK", "PMI_LOCAL_SIZE")):
+            if rk in os.environ:
+                try:
+                    return int(os.environ[rk]), int(os.environ.get(sk, self.size))
+                except ValueError:
+                    pass
+        if self.size == 1:
+            return 0, 1
+        node = self.comm.Split_type(self.MPI.COMM_TYPE_SHARED, key=self.rank)
+        try:
+            return node.Get_rank(), node.Get_size()
+        finally:
+            node.Free()
+
+    @property
+    def is_root(self) -> bool:
+        return self.rank == 0
+
+    def __repr__(self):
+        return (f"World(rank={self.rank}, size={self.size}, local_rank={self.local_rank}, "
+                f"timeout={self.timeout:g}s, mpi={'yes' if self.comm is not None else 'no'})")
+
+    def require_multi(self, feature: str, min_size: int = 2):
+        """Raise a clear error when ``feature`` needs more ranks than we have."""
+        if self.size >= min_size:
+            return
+        if self.MPI is None:
+            why = (f"mpi4py could not be imported ({self._mpi_reason}); install it with "
+                   f"`pip install 'funcgrad[mpi]'` (mpi4py + an MPI library such as the `mpich` wheel)")
+        else:
+            why = "this process is a world of size 1 (it was not launched by mpiexec)"
+        raise MPIUnavailableError(
+            f"{feature} needs at least {min_size} MPI ranks, but {why}. "
+            f"Launch it with `mpiexec -n {max(min_size, 2)} python -m mpi4py your_script.py`.")
+
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    # --------------------------------------------------------------- waiting
+    def wait(self, requests, what, peers=None, timeout=None, seq=None):
+        """Complete every request before the deadline or raise :class:`CommTimeout`.
+
+        Polls ``Request.Test``/``Testall`` (yielding the core between polls,
+        which matters when there are more ranks than cores) instead of a
+        blocking ``Waitall``. ``what`` is a string or a zero-argument callable
+        (formatted only on timeout); ``peers`` the ranks waited for (default:
+        all others). On timeout the ranks that never joined collective
+        ``seq`` are determined with the other ranks (see :meth:`diagnose`)
+        and named in the error.
+        """
+        if len(requests) == 1:
+            req = requests[0]
+            test = req.Test
+            if test():
+                return
+        else:
+            testall = self.MPI.Request.Testall
+            test = lambda: testall(requests)  # noqa: E731
+            if test():
+                return
+        t = self.timeout if timeout is None else float(timeout)
+        mono = time.monotonic
+        deadline = mono() + t
+        polls = 0
+        sched_yield = os.sched_yield
+        while not test():
+            polls += 1
+            if polls > _YIELD_AFTER:
+                sched_yield()
+                if mono() > deadline:
+                    if callable(what):
+                        what = what()
+                    if peers is None:
+                        peers = [r for r in range(self.size) if r != self.rank]
+                    raise self._timeout(what, peers, t, seq)
+
+    def _timeout(self, what, peers, t, seq):
+        missing = self.diagnose(seq) if seq is not None else None
+        peers = sorted(set(int(p) for p in peers))
+        if missing:
+            msg = (f"{what} timed out after {t:g} s on rank {self.rank}: rank(s) {missing} never "
+                   f"joined it (waited for rank(s) {peers}). Every rank must make the same "
+                   f"collective calls in the same order; raise FUNCGRAD_COMM_TIMEOUT if a rank "
+                   f"is just slow.")
+            ranks = missing
+        else:
+            msg = (f"{what} timed out after {t:g} s on rank {self.rank} waiting for rank(s) {peers}. "
+                   f"Every rank must make the same calls in the same order; raise "
+                   f"FUNCGRAD_COMM_TIMEOUT (or pass timeout=) if a rank is just slow.")
+            ranks = peers
+        return CommTimeout(msg, ranks=ranks, operation=what, timeout=t)
+
+    def diagnose(self, seq, grace=None):
+        """After a timeout in collective ``seq``: which ranks never joined it?
+
+        Every rank that times out in the same collective announces itself to
+        all others on a separate communicator and listens for a short grace
+        period; ranks not heard from are the ones that never arrived.
+        """
+        if self._diag is None:
+            return []
+        MPI = self.MPI
+        tag = _DIAG_TAG_BASE + (seq % (1 << 20))
+        me = np.array([seq], dtype=np.int64)
+        others = [r for r in range(self.size) if r != self.rank and r not in self.dead]
+        sends = [self._diag.Isend(me, dest=r, tag=tag) for r in others]
+        heard = set()
+        buf = np.empty(1, dtype=np.int64)
+        if grace is None:
+            grace = min(max(1.0, 0.25 * self.timeout), 5.0)
+        end = time.monotonic() + grace
+        status = MPI.Status()
+        while time.monotonic() < end and len(heard) < len(others):
+            if self._diag.Iprobe(MPI.ANY_SOURCE, tag, status):
+                src = status.Get_source()
+                self._diag.Recv(buf, source=src, tag=tag)
+                heard.add(src)
+            else:
+                time.sleep(0.002)
+        for r in sends:  # eager 8-byte sends: complete locally or are abandoned with the job
+            try:
+                r.Cancel()
+            except Exception:
+                pass
+        return sorted(set(others) - heard)
+
+    def barrier(self, what="barrier", timeout=None):
+        if self.comm is None or self.size == 1:
+            return
+        seq = self.next_seq()
+        req = self.comm.Ibarrier()
+        self.wait([req], what, peers=[r for r in range(self.size) if r != self.rank],
+                  timeout=timeout, seq=seq)
+
+    # ------------------------------------------------------------- agreement
+    def check_same(self, what: str, fields: dict, timeout=None):
+        """Every rank must pass equal integer ``fields``; else the same
+        :class:`CommMismatchError` is raised on every rank, listing each
+        rank's values. One small MAX-allreduce on the fast path."""
+        if self.comm is None or self.size == 1:
+            return
+        names = list(fields)
+        k = len(names)
+        bufs = self._check_bufs.get(k)
+        if bufs is None:
+            bufs = self._check_bufs[k] = (np.empty(2 * k, dtype=np.int64), np.empty(2 * k, dtype=np.int64))
+        buf, out = bufs
+        v = [int(fields[name]) for name in names]
+        buf[:] = v + [-a for a in v]
+        seq = self.next_seq()
+        req = self.comm.Iallreduce(buf, out, op=self.MPI.MAX)
+        self.wait([req], what, timeout=timeout, seq=seq)
+        o = out.tolist()
+        if o[:k] == [-a for a in o[k:]]:
+            return
+        vals = np.array(v, dtype=np.int64)
+        # Slow path: everyone learns everyone's values and raises the same error.
+        allv = np.empty((self.size, k), dtype=np.int64)
+        seq = self.next_seq()
+        req = self.comm.Iallgather(vals, allv)
+        self.wait([req], f"{what} (mismatch report)",
+                  peers=[r for r in range(self.size) if r != self.rank], timeout=timeout, seq=seq)
+        bad = [names[j] for j in range(k) if not np.all(allv[:, j] == allv[0, j])]
+        lines = []
+        for j, name in enumerate(names):
+            if name in bad:
+                per = ", ".join(f"rank {r}: {_describe(name, allv[r, j])}" for r in range(self.size))
+                lines.append(f"  {name}: {per}")
+        raise CommMismatchError(
+            f"{what}: the ranks passed different {', '.join(bad)} (seen on rank {self.rank}):\n"
+            + "\n".join(lines)
+            + "\nEvery rank must call it with arrays of the same length and dtype (and the same op/tree).")
+
+    # --------------------------------------------------------------- shutdown
+    def _shutdown(self):
+        """At interpreter exit: a deadline-bounded barrier so a dead rank
+        makes the job fail instead of hanging in MPI_Finalize."""
+        if self.comm is None or self.size == 1:
+            return
+        if self.dead:
+            # Survivors of a dropped worker: MPI_Finalize would wait for the
+            # dead rank forever; leave without it (output flushed first).
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+        try:
+            self.barrier("shutdown barrier")
+        except CommTimeout as e:
+            sys.stderr.write(f"[funcgrad.dist] rank {self.rank}: {e}\n")
+            sys.stderr.flush()
+            self.MPI.COMM_WORLD.Abort(1)
+
+    def abort(self, code=1):
+        if self.MPI is not None:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            self.MPI.COMM_WORLD.Abort(code)
+        raise SystemExit(code)
+
+
+_DTYPE_CODES = {}
+_DTYPE_CODE_CACHE = {}
+
+
+def dtype_code(dt) -> int:
+    """A small stable integer for a dtype (for the agreement check)."""
+    c = _DTYPE_CODE_CACHE.get(dt)
+    if c is None:
+        s = np.dtype(dt).str
+        c = zlib.crc32(s.encode()) & 0x7FFFFFFF
+        _DTYPE_CODES[s] = c
+        _DTYPE_CODE_CACHE[dt] = c
+    return c
+
+
+def _describe(name, v):
+    if name == "dtype":
+        for s, c in _DTYPE_CODES.items():
+            if c == v:
+                return np.dtype(s).name
+    if name == "op":
+        return {1: "sum", 2: "mean"}.get(int(v), str(v))
+    return str(int(v))
+
+
+_WORLD: World | None = None
+
+
+def world(timeout=None) -> World:
+    """The process's :class:`World` (created once, then cached).
+
+    Duplicates ``COMM_WORLD`` so funcgrad's messages never mix with the
+    user's. ``timeout`` (seconds) sets the default deadline; when omitted it
+    comes from ``FUNCGRAD_COMM_TIMEOUT`` or is 120 s. With more than one rank
+    an uncaught exception on any rank aborts the whole job.
+    """
+    global _WORLD
+    if _WORLD is not None:
+        if timeout is not None:
+            _WORLD.timeout = float(timeout)
+        return _WORLD
+    MPI, reason = _import_mpi()
+    if MPI is None:
+        if _launched_by_mpiexec():
+            sys.stderr.write(f"[funcgrad.dist] warning: launched by mpiexec but mpi4py is unavailable "
+                             f"({reason}); every process runs as a world of size 1\n")
+        _WORLD = World(None, timeout, None, reason)
+        return _WORLD
+    base = MPI.COMM_WORLD
+    if base.Get_size() > 1:
+        install_abort_hook()
+        comm = base.Dup()
+        comm.Set_errhandler(MPI.ERRORS_RETURN)
+    else:
+        comm = base.Dup()
+    w = World(comm, timeout, MPI, None)
+    _WORLD = w
+    if w.size > 1:
+        atexit.register(w._shutdown)
+    return w

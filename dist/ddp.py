@@ -1,0 +1,249 @@
+"""Data-parallel training: every rank holds the full model and a shard of the batch.
+
+Owns :class:`DataParallel` and :func:`data_parallel_step`: local gradients
+(from a ``grad_fn(params, *batch) -> grads``, or ``funcgrad.value_and_grad``
+of a ``loss_fn``, resolved lazily), optional accumulation over ``k``
+micro-batches, averaging with :func:`allreduce_tree` (the local loss rides in
+the same buckets), the optimizer (any object with optax-style
+``init``/``update``) applied identically on every rank, a periodic
+cross-rank parameter checksum (``crc32`` of the parameters' bytes) that
+raises :class:`ParameterDivergenceError` on every rank when they differ, and
+rank-0 checkpointing with resume (rank 0 writes; on resume rank 0 reads and
+broadcasts, so other ranks need not see the file).
+
+Equivalence: with equal per-rank batches, the mean over ranks of per-rank
+mean gradients is the mean gradient of the global batch, so ``N`` ranks with
+batch ``B/N`` follow one process with batch ``B`` (up to summation order).
+"""
+from __future__ import annotations
+
+import os
+import zlib
+
+import numpy as np
+
+import funcgrad.tree as ftree
+
+from . import checkpoint as _ckpt
+from .buckets import DEFAULT_BUCKET_BYTES, allreduce_tree, broadcast_tree
+from .comm import World, world
+from .errors import CommMismatchError, ParameterDivergenceError
+
+__all__ = ["DataParallel", "data_parallel_step", "params_checksum", "check_params_in_sync",
+           "apply_updates"]
+
+
+def apply_updates(params, updates):
+    """``params + updates`` leaf by leaf (``funcgrad.optim.apply_updates`` when present)."""
+    try:
+        from funcgrad.optim import apply_updates as ap  # noqa: WPS433
+    except Exception:
+        ap = None
+    if ap is not None:
+        return ap(params, updates)
+    return ftree.tree_map(lambda p, u: np.asarray(p) + np.asarray(u, dtype=np.asarray(p).dtype),
+                          params, updates)
+
+
+def params_checksum(params) -> int:
+    """crc32 over every leaf's bytes in canonical order (plus shapes), as a non-negative int."""
+    crc = 0
+    for leaf in ftree.tree_leaves(params):
+        a = np.ascontiguousarray(np.asarray(leaf))
+        crc = zlib.crc32(f"{a.dtype.str}{a.shape}".encode(), crc)
+        crc = zlib.crc32(a.reshape(-1).view(np.uint8), crc)
+    return crc
+
+
+def check_params_in_sync(params, step=None, *, timeout=None, comm: World | None = None):
+    """Raise :class:`ParameterDivergenceError` on every rank unless all ranks hold bit-identical params."""
+    w = comm if comm is not None else world()
+    if w.comm is None or w.size == 1:
+        return
+    crc = params_checksum(params)
+    try:
+        w.check_same("parameter checksum", {"checksum": crc}, timeout=timeout)
+    except CommMismatchError as e:
+        at = f" after step {step}" if step is not None else ""
+        raise ParameterDivergenceError(
+            f"parameters diverged across ranks{at}: their crc32 checksums differ.\n{e}\n"
+            f"Every rank must start from the same parameters (broadcast_tree), see the same "
+            f"averaged gradients and apply the same optimizer; a rank that updates its parameters "
+            f"outside the data-parallel step breaks this.") from None
+
+
+def _resolve_grad(loss_fn):
+    try:
+        import funcgrad  # noqa: WPS433
+        vg = getattr(funcgrad, "value_and_grad", None)
+        if vg is not None:
+            return vg(loss_fn), True
+        g = getattr(funcgrad, "grad", None)
+        if g is not None:
+            return g(loss_fn), False
+    except Exception as e:  # pragma: no cover
+        raise RuntimeError(f"DataParallel: could not build the gradient of loss_fn with funcgrad ({e}); "
+                           f"pass grad_fn=(params, *batch) -> grads instead") from e
+    raise RuntimeError("DataParallel: funcgrad.grad is not available; pass grad_fn=(params, *batch) -> grads")
+
+
+def _split(batch, k):
+    """Split every array of ``batch`` along axis 0 into k nearly equal parts -> [(weight, mb)]."""
+    n = len(batch[0])
+    bounds = np.linspace(0, n, k + 1).round().astype(int)
+    out = []
+    for i in range(k):
+        lo, hi = bounds[i], bounds[i + 1]
+        if hi > lo:
+            out.append(((hi - lo) / n, tuple(b[lo:hi] for b in batch)))
+    return out
+
+
+def data_parallel_step(grad_fn, optimizer, params, opt_state, *batch, accum_steps=1,
+                       micro_batches=None, returns_loss=False, bucket_bytes=DEFAULT_BUCKET_BYTES,
+                       timeout=None, comm: World | None = None):
+    """One synchronous data-parallel step; returns ``(params, opt_state, loss)``.
+
+    ``grad_fn(params, *micro_batch)`` returns the local mean gradient (or
+    ``(loss, grads)`` when ``returns_loss``). With ``accum_steps=k`` the
+    local batch is split along axis 0 into ``k`` micro-batches whose
+    gradients are averaged (weighted by size) before the one allreduce;
+    ``micro_batches=[(x, y), ...]`` passes them explicitly (equal weights).
+    ``loss`` is the mean over ranks of the local loss, or ``None``.
+    """
+    w = comm if comm is not None else world()
+    if micro_batches is not None:
+        if batch:
+            raise TypeError("data_parallel_step: pass either *batch or micro_batches=, not both")
+        mbs = [(1.0 / len(micro_batches), tuple(mb)) for mb in micro_batches]
+    elif accum_steps and accum_steps > 1:
+        mbs = _split(batch, int(accum_steps))
+    else:
+        mbs = [(1.0, batch)]
+    if not mbs:
+        raise ValueError("data_parallel_step: empty batch")
+    acc = None
+    loss = 0.0 if returns_loss else None
+    for wgt, mb in mbs:
+        r = grad_fn(params, *mb)
+        if returns_loss:
+            l, g = r
+            loss += wgt * float(l)
+        else:
+            g = r
+        if len(mbs) == 1:
+            acc = g
+        elif acc is None:
+            acc = ftree.tree_map(lambda a: np.asarray(a) * wgt, g)
+        else:
+            acc = ftree.tree_map(lambda a, b: a + np.asarray(b) * wgt, acc, g)
+    payload = {"g": acc, "loss": np.float64(loss if loss is not None else 0.0)}
+    red = allreduce_tree(payload, op="mean", bucket_bytes=bucket_bytes, timeout=timeout, comm=w)
+    grads = red["g"]
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    params = apply_updates(params, updates)
+    return params, opt_state, (float(red["loss"]) if returns_loss else None)
+
+
+class DataParallel:
+    """Synchronous data-parallel trainer.
+
+    >>> dp = DataParallel(funcgrad.optim.sgd(0.1), grad_fn=my_grad)       # doctest: +SKIP
+    >>> params, opt_state = dp.init(params)           # rank 0's params everywhere
+    >>> for x, y in shard_batches:                    # each rank its own shard
+    ...     params, opt_state = dp.step(params, opt_state, x, y)
+
+    ``grad_fn(params, *batch) -> grads`` (``returns_loss=True``: ``-> (loss,
+    grads)``), or ``loss_fn`` whose gradient ``funcgrad.value_and_grad``
+    builds on first use. ``accum_steps`` micro-batches per step;
+    ``check_every`` steps between parameter checksums (0: never);
+    ``timeout`` the deadline of every collective. ``last_loss`` holds the
+    rank-averaged loss of the last step when known.
+    """
+
+    def __init__(self, optimizer, grad_fn=None, *, loss_fn=None, returns_loss=False, accum_steps=1,
+                 check_every=100, bucket_bytes=DEFAULT_BUCKET_BYTES, timeout=None,
+                 comm: World | None = None):
+        if not (hasattr(optimizer, "init") and hasattr(optimizer, "update")):
+            raise TypeError(f"DataParallel: optimizer must have .init(params) and "
+                            f".update(grads, state, params), received {type(optimizer).__name__}")
+        if grad_fn is None and loss_fn is None:
+            raise TypeError("DataParallel: pass grad_fn=(params, *batch) -> grads or loss_fn=")
+        if accum_steps < 1:
+            raise ValueError(f"DataParallel: accum_steps must be >= 1, received {accum_steps}")
+        self.optimizer = optimizer
+        self._grad_fn = grad_fn
+        self._loss_fn = loss_fn
+        self.returns_loss = returns_loss
+        self.accum_steps = int(accum_steps)
+        self.check_every = int(check_every or 0)
+        self.bucket_bytes = bucket_bytes
+        self.timeout = timeout
+        self.world = comm if comm is not None else world()
+        self.step_count = 0
+        self.last_loss = None
+
+    @property
+    def rank(self):
+        return self.world.rank
+
+    @property
+    def size(self):
+        return self.world.size
+
+    def _grad(self):
+        if self._grad_fn is None:
+            self._grad_fn, self.returns_loss = _resolve_grad(self._loss_fn)
+        return self._grad_fn
+
+    def init(self, params, root=0):
+        """Broadcast ``root``'s params to all ranks and initialise the optimizer state."""
+        params = broadcast_tree(params, root=root, timeout=self.timeout, comm=self.world)
+        return params, self.optimizer.init(params)
+
+    def sampler(self, n, shuffle=True, seed=0, drop_last=True):
+        """``funcgrad.data.DistributedSampler`` for this rank."""
+        from funcgrad.data import DistributedSampler  # noqa: WPS433
+        return DistributedSampler(n, rank=self.rank, world_size=self.size, shuffle=shuffle,
+                                  seed=seed, drop_last=drop_last)
+
+    def step(self, params, opt_state, *batch, micro_batches=None):
+        params, opt_state, loss = data_parallel_step(
+            self._grad(), self.optimizer, params, opt_state, *batch, accum_steps=self.accum_steps,
+            micro_batches=micro_batches, returns_loss=self.returns_loss,
+            bucket_bytes=self.bucket_bytes, timeout=self.timeout, comm=self.world)
+        self.step_count += 1
+        self.last_loss = loss
+        if self.check_every and self.step_count % self.check_every == 0:
+            self.check(params)
+        return params, opt_state
+
+    def check(self, params):
+        """Cross-rank checksum of ``params``; raises ParameterDivergenceError on every rank."""
+        check_params_in_sync(params, self.step_count, timeout=self.timeout, comm=self.world)
+
+    # ------------------------------------------------------------ checkpoints
+    def save(self, path, params, opt_state, metadata=None):
+        """Rank 0 writes ``{params, opt_state}`` + step atomically; every rank waits for it."""
+        if self.world.rank == 0:
+            meta = {"step": self.step_count, "world_size": self.world.size}
+            if metadata:
+                meta["user"] = metadata
+            _ckpt.save(path, {"params": params, "opt_state": opt_state}, metadata=meta)
+        self.world.barrier("DataParallel.save barrier", timeout=self.timeout)
+
+    def restore(self, path, params, opt_state):
+        """Resume: rank 0 reads ``path`` (``params``/``opt_state`` give the structure) and
+        broadcasts; returns ``(params, opt_state)`` and sets ``step_count``."""
+        like = {"params": params, "opt_state": opt_state}
+        step = np.zeros((), dtype=np.int64)
+        if self.world.rank == 0:
+            if not os.path.exists(path):
+                raise FileNotFoundError(f"DataParallel.restore: no checkpoint at {path!r}")
+            tree, meta = _ckpt.load(path, like=like)
+            step = np.asarray(int((meta or {}).get("step", 0)), dtype=np.int64)
+        else:
+            tree = like
+        tree, step = broadcast_tree((tree, step), timeout=self.timeout, comm=self.world)
+        self.step_count = int(step)
+        return tree["params"], tree["opt_state"]

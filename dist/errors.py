@@ -1,0 +1,46 @@
+"""The exception types of funcgrad.dist.
+
+Owns every error the distributed layer raises. Each message says what was
+wrong, which ranks are involved and what to do instead.
+"""
+from __future__ import annotations
+
+from funcgrad.errors import FuncgradError
+
+__all__ = ["DistError", "CommTimeout", "CommMismatchError", "ParameterDivergenceError",
+           "MPIUnavailableError", "WorkerFailure"]
+
+
+class DistError(FuncgradError):
+    """Base class of funcgrad.dist's errors."""
+
+
+class CommTimeout(DistError, TimeoutError):
+    """A blocking communication did not complete before its deadline.
+
+    ``ranks`` are the ranks it waited for (the ones that never showed up when
+    that could be determined, else the direct peers), ``operation`` names the
+    call and ``timeout`` is the deadline in seconds.
+    """
+
+    def __init__(self, message, ranks=(), operation="", timeout=None):
+        super().__init__(message)
+        self.ranks = tuple(int(r) for r in ranks)
+        self.operation = operation
+        self.timeout = timeout
+
+
+class CommMismatchError(DistError, ValueError):
+    """Ranks called the same collective with different lengths, dtypes, ops or trees."""
+
+
+class ParameterDivergenceError(DistError, RuntimeError):
+    """Parameters that must be bit-identical on every rank are not."""
+
+
+class MPIUnavailableError(DistError, RuntimeError):
+    """A multi-rank feature was asked for but mpi4py is missing or the world has one rank."""
+
+
+class WorkerFailure(DistError, RuntimeError):
+    """A parameter-server worker stopped responding where the mode cannot go on without it."""
