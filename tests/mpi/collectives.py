@@ -1,0 +1,157 @@
+"""Run under mpiexec -n p: ring_allreduce, allreduce_tree, broadcast_tree, mismatches.
+
+Every check is an assert; a failure on any rank aborts the job (non-zero
+exit), and rank 0 prints ``COLLECTIVES OK p=<p> checks=<n>`` at the end.
+"""
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+import funcgrad.dist as fd
+from funcgrad.dist import buckets
+
+w = fd.world()
+comm = MPI.COMM_WORLD
+p, r = w.size, w.rank
+checks = 0
+
+
+def same_on_all_ranks(a):
+    b = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    allb = np.empty((p, b.size), np.uint8)
+    comm.Allgather(b, allb)
+    return bool((allb == allb[0]).all())
+
+
+def everyone(flag):
+    return comm.allreduce(bool(flag), op=MPI.LAND)
+
+
+# ---------------------------------------------------------------- ring_allreduce
+sizes = [1, p - 1, p, p + 1, 7, 1000, 65539, 2 ** 20]
+for algo in ("auto", "ring", "mpi"):
+    for n in sizes:
+        for dt in (np.float32, np.float64, np.int64):
+            rng = np.random.default_rng(1000 * r + n)
+            x = rng.integers(-1000, 1000, n).astype(dt)          # integer-valued: sums exact
+            x0 = x.copy()
+            ref = np.empty_like(x)
+            comm.Allreduce(x, ref, op=MPI.SUM)
+            y = fd.ring_allreduce(x, algorithm=algo)
+            assert np.array_equal(x, x0), f"input modified {algo} n={n} {dt}"
+            assert y.dtype == x.dtype and y.shape == x.shape
+            assert np.array_equal(y, ref), f"ring != Allreduce: {algo} n={n} {dt}"
+            assert same_on_all_ranks(y), f"not bit-identical across ranks: {algo} n={n} {dt}"
+            checks += 3
+            if dt is not np.int64:
+                # general floats: close to MPI, and identical bits on every rank
+                xf = rng.standard_normal(n).astype(dt)
+                reff = np.empty_like(xf)
+                comm.Allreduce(xf, reff, op=MPI.SUM)
+                yf = fd.ring_allreduce(xf, op="mean", algorithm=algo)
+                tol = 1e-5 if dt is np.float32 else 1e-12
+                assert np.allclose(yf, reff / p, rtol=tol, atol=tol), f"mean wrong {algo} n={n}"
+                assert same_on_all_ranks(yf), f"mean not bit-identical {algo} n={n} {dt}"
+                checks += 2
+# in place, 2-D, out=
+x = np.arange(12 * 5, dtype=np.float64).reshape(12, 5) * (r + 1)
+expect = np.arange(60, dtype=np.float64).reshape(12, 5) * (p * (p + 1) / 2)
+out = fd.ring_allreduce(x, out=x, algorithm="ring")
+assert out is x and np.array_equal(x, expect)
+o = np.empty((12, 5))
+res = fd.ring_allreduce(np.ones((12, 5)), out=o)
+assert res is o and np.all(o == p)
+checks += 2
+# int32
+yi = fd.ring_allreduce(np.full(100, r, dtype=np.int32), algorithm="ring")
+assert yi.dtype == np.int32 and np.all(yi == sum(range(p)))
+checks += 1
+
+# ------------------------------------------------------------- mismatch errors
+def expect_mismatch(fn, words):
+    global checks
+    try:
+        fn()
+    except fd.CommMismatchError as e:
+        msg = str(e)
+        ok = all(wd in msg for wd in words)
+        assert ok, f"mismatch message lacks {words}: {msg}"
+        raised = True
+    else:
+        raised = False
+    assert everyone(raised), "a mismatch must raise on every rank"
+    checks += 1
+
+
+expect_mismatch(lambda: fd.ring_allreduce(np.ones(10 + (r == p - 1))), ["length", "rank 0: 10", f"rank {p - 1}: 11"])
+expect_mismatch(lambda: fd.ring_allreduce(np.ones(2 ** 18 + r)), ["length"])
+expect_mismatch(lambda: fd.ring_allreduce(np.ones(10, dtype=np.float32 if r == 0 else np.float64)),
+                ["dtype", "float32", "float64"])
+expect_mismatch(lambda: fd.ring_allreduce(np.ones(10), op="sum" if r else "mean"), ["op"])
+expect_mismatch(lambda: fd.allreduce_tree({"a": np.ones(3), "b": np.ones(2 + (r == 1))}), ["tree signature"])
+expect_mismatch(lambda: fd.broadcast_tree([np.ones(3)] * (1 + (r == 0))), ["tree signature"])
+# after the mismatches the communicator still works
+assert np.all(fd.ring_allreduce(np.ones(5)) == p)
+checks += 1
+
+# ------------------------------------------------------------- allreduce_tree
+rng = np.random.default_rng(r)
+tree = {"w": rng.standard_normal((30, 40)), "b": rng.standard_normal(40).astype(np.float32),
+        "layers": [rng.standard_normal(7), (rng.standard_normal((3, 3)), 2.5 * (r + 1))],
+        "count": np.int64(r), "none": None}
+
+
+def ref_mean(a):
+    a = np.asarray(a)
+    if a.dtype.kind != "f":
+        a = a.astype(np.float64)
+    o = np.empty_like(a)
+    comm.Allreduce(np.ascontiguousarray(a), o)
+    return o / p
+
+
+tree_f = {k: v for k, v in tree.items() if k != "count"}
+for bb in (25 * 2 ** 20, 1000, 1):  # one bucket, several, one per leaf
+    red = fd.allreduce_tree(tree_f, op="mean", bucket_bytes=bb)
+    assert set(red) == set(tree_f) and red["none"] is None
+    assert np.allclose(red["w"], ref_mean(tree["w"]), rtol=1e-12)
+    assert red["b"].dtype == np.float32 and np.allclose(red["b"], ref_mean(tree["b"]), rtol=1e-5)
+    assert isinstance(red["layers"][1][1], float) and abs(red["layers"][1][1] - 2.5 * (p + 1) / 2) < 1e-12
+    assert red["layers"][1][0].shape == (3, 3)
+    assert same_on_all_ranks(red["w"])
+    checks += 5
+plans_before = len(buckets._PLANS)
+plan = buckets._PLANS[next(iter(buckets._PLANS))]
+bufs_before = [id(b) for b in plan.buffers]
+red2 = fd.allreduce_tree(tree_f, op="mean")
+assert len(buckets._PLANS) == plans_before, "buffers not reused across steps"
+assert [id(b) for b in plan.buffers] == bufs_before
+assert not any(np.shares_memory(red2["w"], b) for b in plan.buffers), "results must not alias buffers"
+checks += 3
+sm = fd.allreduce_tree({"c": np.int64(r), "v": np.arange(5, dtype=np.int64)}, op="sum")
+assert int(sm["c"]) == sum(range(p)) and np.array_equal(sm["v"], np.arange(5) * p)
+checks += 1
+# buckets split by dtype and by size
+pl = buckets._Plan([np.ones(10), np.ones(10), np.ones(3, np.float32), np.ones(10)], 100)
+assert [b[2] for b in pl.buckets] == [10, 10, 3, 10]
+pl = buckets._Plan([np.ones(4), np.ones(4), np.ones(40)], 100)
+assert [b[2] for b in pl.buckets] == [8, 40]
+checks += 2
+
+# ------------------------------------------------------------- broadcast_tree
+t = {"a": np.full((3, 2), float(r)), "n": r, "f": float(r) + 0.5, "t": (np.arange(4, dtype=np.int32) + r,)}
+for root in range(p):
+    bt = fd.broadcast_tree(t, root=root)
+    assert np.all(bt["a"] == root) and bt["a"].shape == (3, 2)
+    assert bt["n"] == root and isinstance(bt["n"], int)
+    assert bt["f"] == root + 0.5 and isinstance(bt["f"], float)
+    assert bt["t"][0].dtype == np.int32 and np.array_equal(bt["t"][0], np.arange(4) + root)
+    checks += 4
+assert np.all(t["a"] == r), "broadcast_tree must not modify its input"
+checks += 1
+
+w.barrier()
+if r == 0:
+    print(f"COLLECTIVES OK p={p} checks={checks}", flush=True)
+sys.stdout.flush()
