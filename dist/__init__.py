@@ -16,11 +16,13 @@ from .comm import World, world, default_timeout, install_abort_hook
 from .ring import ring_allreduce
 from .buckets import allreduce_tree, broadcast_tree
 from .ddp import DataParallel, data_parallel_step, params_checksum, check_params_in_sync
+from .ps import ParameterServer
 
 __all__ = [
     "World", "world", "default_timeout", "install_abort_hook",
     "ring_allreduce", "allreduce_tree", "broadcast_tree",
     "DataParallel", "data_parallel_step", "params_checksum", "check_params_in_sync",
+    "ParameterServer",
     "DistError", "CommTimeout", "CommMismatchError", "ParameterDivergenceError",
     "MPIUnavailableError", "WorkerFailure",
 ]
