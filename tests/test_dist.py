@@ -1,0 +1,225 @@
+"""funcgrad.dist: MPI programs in tests/mpi launched under mpiexec, plus the size-1 path.
+
+Each launch uses the ``mpiexec`` next to ``sys.executable`` (the mpich wheel
+in the venv) and is bounded by a timeout; many checks are batched into each
+launch because a launch costs about a second.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+MPI_DIR = HERE / "mpi"
+MPIEXEC = Path(sys.executable).parent / "mpiexec"
+
+try:
+    import mpi4py  # noqa: F401  (only the package: MPI itself is initialised in the children)
+    HAVE_MPI4PY = True
+except ImportError:
+    HAVE_MPI4PY = False
+
+needs_mpi = pytest.mark.skipif(not (MPIEXEC.exists() and HAVE_MPI4PY),
+                               reason=f"mpiexec not found next to sys.executable ({MPIEXEC}) or mpi4py missing")
+
+
+def run_mpi(p, script, *args, timeout=60, comm_timeout=30, module=True, flags=(), env=None):
+    """Launch ``script`` on p ranks; returns (returncode, stdout, stderr, seconds)."""
+    e = dict(os.environ)
+    e["FUNCGRAD_COMM_TIMEOUT"] = str(comm_timeout)
+    e.setdefault("PYTHONUNBUFFERED", "1")
+    if env:
+        e.update(env)
+    cmd = [str(MPIEXEC), *flags, "-n", str(p), sys.executable]
+    if module:
+        cmd += ["-m", "mpi4py"]
+    cmd += [str(script), *map(str, args)]
+    t0 = time.monotonic()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e, cwd=ROOT)
+    except subprocess.TimeoutExpired as ex:
+        pytest.fail(f"{' '.join(cmd)} did not finish within {timeout} s (a hang):\n"
+                    f"{(ex.stdout or b'')[-3000:]}\n{(ex.stderr or b'')[-3000:]}")
+    return r.returncode, r.stdout, r.stderr, time.monotonic() - t0
+
+
+def ok(res, marker):
+    rc, out, err, _ = res
+    assert rc == 0 and marker in out, f"rc={rc}\nstdout:\n{out[-4000:]}\nstderr:\n{err[-4000:]}"
+    return out
+
+
+# ---------------------------------------------------------------- collectives
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("p", [2, 3, 4])
+def test_ring_and_tree_collectives(p):
+    """ring_allreduce == comm.Allreduce for every size/dtype/path, input unchanged, bit-identical
+    across ranks; allreduce_tree/broadcast_tree; mismatched lengths/dtypes/ops/trees raise on every rank."""
+    out = ok(run_mpi(p, MPI_DIR / "collectives.py", timeout=100), f"COLLECTIVES OK p={p}")
+    assert int(out.split("checks=")[1].split()[0]) > 300
+
+
+# ---------------------------------------------------------------- data parallel
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("p", [2, 3, 4])
+def test_data_parallel_matches_single_process(p, tmp_path):
+    """N ranks x B/N == 1 process x B after 20 steps (1e-10, float64), accumulation, checksum, resume."""
+    out = ok(run_mpi(p, MPI_DIR / "ddp.py", tmp_path, timeout=80), f"DDP OK p={p}")
+    maxdiff = float(out.split("maxdiff=")[1].split()[0])
+    assert maxdiff < 1e-10
+
+
+# ---------------------------------------------------------------- parameter server
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("test,servers", [("sync", 1), ("sync", 2), ("ssp", 1), ("ssp", 2),
+                                          ("async", 1), ("async", 2)])
+def test_parameter_server(test, servers, tmp_path):
+    """sync == sequential SGD on the averaged gradient (and resumes exactly); ssp gap <= s and
+    reaches s; async converges on a convex quadratic."""
+    out = ok(run_mpi(4, MPI_DIR / "ps.py", tmp_path, test, servers, timeout=80), f"PS OK {test}")
+    if test == "sync":
+        assert "maxdiff=0" in out or float(out.split("maxdiff=")[1].split()[0]) <= 1e-12
+
+
+# ---------------------------------------------------------------- faults
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("module", [False, True], ids=["plain-python", "python-m-mpi4py"])
+def test_rank_that_raises_aborts_job(module):
+    rc, out, err, dt = run_mpi(3, MPI_DIR / "faults.py", "raise", timeout=25, comm_timeout=60, module=module)
+    assert rc != 0 and dt < 10, (rc, dt, err[-2000:])
+    assert "deliberate failure on rank 1" in err
+    assert "should not get here" not in out
+
+
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(30)
+def test_rank_that_calls_os_exit_ends_job():
+    rc, out, err, dt = run_mpi(3, MPI_DIR / "faults.py", "exit", timeout=25, comm_timeout=3)
+    assert rc != 0 and dt < 10, (rc, dt, err[-2000:])
+    assert "should not get here" not in out
+
+
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("mode", ["absent", "absent-mpi"])
+def test_rank_that_never_joins_is_named_in_comm_timeout(mode):
+    rc, out, err, dt = run_mpi(4, MPI_DIR / "faults.py", mode, timeout=35, comm_timeout=2)
+    lines = [l for l in out.splitlines() if l.startswith("TIMEOUT_NAMED")]
+    ranks = sorted(int(l.split("rank=")[1].split()[0]) for l in lines)
+    assert ranks == [0, 1, 3], f"every waiting rank must raise CommTimeout:\n{out}\n{err[-2000:]}"
+    for l in lines:
+        assert "ranks=(2,)" in l and "rank(s) [2] never joined" in l, l
+    assert dt < 15
+
+
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(40)
+def test_async_parameter_server_drops_dead_worker(tmp_path):
+    # -disable-auto-cleanup: MPICH's launcher otherwise kills every rank when one dies
+    rc, out, err, dt = run_mpi(4, MPI_DIR / "ps.py", tmp_path, "die-async", timeout=35, comm_timeout=5,
+                               flags=["-disable-auto-cleanup"])
+    assert "PS OK die-async dropped=[2]" in out, f"rc={rc}\n{out}\n{err[-3000:]}"
+    assert "dropped worker rank 2" in err
+    assert rc in (0, 7), rc          # 7 is the dead worker's own exit code
+    assert dt < 20
+
+
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(40)
+def test_sync_parameter_server_stops_on_dead_worker(tmp_path):
+    rc, out, err, dt = run_mpi(4, MPI_DIR / "ps.py", tmp_path, "die-sync", timeout=35, comm_timeout=5,
+                               flags=["-disable-auto-cleanup"])
+    assert rc != 0 and "PS OK" not in out
+    assert "WorkerFailure" in err and "worker rank(s) [2]" in err, err[-3000:]
+    assert dt < 15
+
+
+# ---------------------------------------------------------------- size 1, no mpiexec
+SIZE1 = textwrap.dedent("""
+    import sys, numpy as np
+    BLOCK = sys.argv[1] == "nompi"
+    if BLOCK:
+        sys.modules["mpi4py"] = None          # as if mpi4py were not installed
+    import funcgrad.dist as fd
+    w = fd.world()
+    assert (w.rank, w.size, w.local_rank) == (0, 1, 0), w
+    assert (w.MPI is None) == BLOCK
+    x = np.arange(5.0)
+    y = fd.ring_allreduce(x, op="mean")
+    assert np.array_equal(y, x) and y is not x
+    assert fd.ring_allreduce(x, out=x) is x
+    t = fd.allreduce_tree({"a": x, "b": 2.0})
+    assert np.array_equal(t["a"], x) and t["b"] == 2.0 and t["a"] is not x
+    b = fd.broadcast_tree([x, 3])
+    assert np.array_equal(b[0], x) and b[1] == 3
+    class SGD:
+        def init(self, p): return None
+        def update(self, g, s, p): return {k: -0.1 * v for k, v in g.items()}, s
+    dp = fd.DataParallel(SGD(), grad_fn=lambda p, x: {"w": p["w"] - x.mean()}, check_every=1)
+    params, st = dp.init({"w": np.ones(3)})
+    params, st = dp.step(params, st, np.zeros(4))
+    assert np.allclose(params["w"], 0.9)
+    try:
+        fd.ParameterServer({"w": np.ones(3)}, SGD())
+    except fd.MPIUnavailableError as e:
+        msg = str(e)
+        assert "mpiexec -n" in msg
+        assert ("pip install" in msg) == BLOCK, msg
+    else:
+        raise AssertionError("ParameterServer must refuse a world of size 1")
+    try:
+        fd.ring_allreduce(np.ones(3, dtype=np.int64), op="mean")
+    except TypeError as e:
+        assert "floating" in str(e)
+    print("SIZE1 OK", sys.argv[1])
+""")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("variant", ["mpi", "nompi"])
+def test_world_of_size_one_without_mpiexec(variant):
+    if variant == "mpi" and not HAVE_MPI4PY:
+        pytest.skip("mpi4py not installed")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "HYDRA_", "MPI_LOCALRANKID"))}
+    r = subprocess.run([sys.executable, "-c", SIZE1, variant], capture_output=True, text=True, timeout=50,
+                       cwd=ROOT, env=env)
+    assert r.returncode == 0 and f"SIZE1 OK {variant}" in r.stdout, r.stdout + r.stderr
+
+
+def test_comm_timeout_env_var(monkeypatch):
+    from funcgrad.dist.comm import default_timeout
+    monkeypatch.setenv("FUNCGRAD_COMM_TIMEOUT", "2.5")
+    assert default_timeout() == 2.5
+    monkeypatch.delenv("FUNCGRAD_COMM_TIMEOUT")
+    assert default_timeout() == 120.0
+    monkeypatch.setenv("FUNCGRAD_COMM_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="FUNCGRAD_COMM_TIMEOUT"):
+        default_timeout()
+    monkeypatch.setenv("FUNCGRAD_COMM_TIMEOUT", "-1")
+    with pytest.raises(ValueError, match="> 0"):
+        default_timeout()
+
+
+def test_public_names():
+    import funcgrad.dist as fd
+    for name in ["world", "ring_allreduce", "allreduce_tree", "broadcast_tree", "DataParallel",
+                 "data_parallel_step", "ParameterServer", "CommTimeout", "CommMismatchError"]:
+        assert name in fd.__all__ and hasattr(fd, name)
+    assert issubclass(fd.CommTimeout, TimeoutError)
