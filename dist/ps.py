@@ -190,13 +190,16 @@ class ParameterServer:
     def _ckpt_path(self, j):
         return os.path.join(self.checkpoint_dir, f"ps_server{j}.npz")
 
-    def run(self, grad_fn, num_clocks):
+    def run(self, grad_fn, num_clocks, on_clock=None):
         """Train for ``num_clocks`` clocks per worker; returns the final parameters on every rank.
 
         ``grad_fn(params, clock) -> grads`` (same structure as params) runs on
         the workers; use ``self.worker_index`` / ``self.num_workers`` to pick
-        the worker's data shard.
+        the worker's data shard. ``on_clock(clock)`` is called on the servers
+        whenever their clock (sync) or the slowest worker's clock (async,
+        ssp) advances, e.g. to print progress on rank 0.
         """
+        self._on_clock = on_clock
         if self.is_server:
             return self._serve(int(num_clocks))
         return self._work(grad_fn, int(num_clocks))
@@ -379,6 +382,8 @@ class ParameterServer:
             got.clear()
             clock_started = now()
             maybe_checkpoint(clock)
+            if self._on_clock is not None:
+                self._on_clock(clock)
             for w in list(pending):
                 try_grant(w)
 
@@ -445,6 +450,8 @@ class ParameterServer:
                     after = slowest()
                     if after > before:
                         maybe_checkpoint(after)
+                        if self._on_clock is not None and after < (1 << 62):
+                            self._on_clock(after)
                         for w in list(pending):
                             try_grant(w)
             else:
