@@ -223,3 +223,34 @@ def test_public_names():
                  "data_parallel_step", "ParameterServer", "CommTimeout", "CommMismatchError"]:
         assert name in fd.__all__ and hasattr(fd, name)
     assert issubclass(fd.CommTimeout, TimeoutError)
+
+
+# ---------------------------------------------------------------- examples
+def _final_accuracy(out):
+    line = [l for l in out.splitlines() if l.startswith("final test accuracy:")]
+    assert len(line) == 1, f"the accuracy must be printed once (rank 0):\n{out}"
+    return float(line[0].split(":")[1].split()[0])
+
+
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_example_ddp_digits(tmp_path):
+    ck = tmp_path / "ddp.npz"
+    out = ok(run_mpi(4, ROOT / "examples" / "ddp_digits.py", "--epochs", "4", "--handwritten",
+                     "--checkpoint", ck, timeout=110), "final test accuracy")
+    assert _final_accuracy(out) > 0.9
+    assert out.count("epoch ") == 4 and ck.exists()
+
+
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("mode,servers", [("sync", 1), ("async", 2), ("ssp", 2)])
+def test_example_ps_digits(mode, servers):
+    out = ok(run_mpi(4, ROOT / "examples" / "ps_digits.py", "--mode", mode, "--servers", servers,
+                     "--clocks", 150, "--handwritten", timeout=110), "final test accuracy")
+    assert _final_accuracy(out) > 0.85
+    assert f"mode={mode} servers={servers}" in out
