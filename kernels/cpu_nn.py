@@ -63,6 +63,9 @@ def _pair(v):
 
 @overload(_pair)
 def _ov_pair(v):
+    if isinstance(v, types.Omitted):
+        val = _pair(v.value)
+        return lambda v: val
     if isinstance(v, types.Integer):
         return lambda v: (int(v), int(v))
     if isinstance(v, (types.UniTuple, types.Tuple)):
@@ -225,11 +228,7 @@ def _nop_to_onp(dy):
 
 
 @njit(cache=True)
-def conv2d(x, w, b=None, stride=1, padding=0, dilation=1):
-    """y[n,o] = sum_c x[n,c] (*) w[o,c] + b[o]; NCHW x, OIHW w, b None or (O,)."""
-    sh, sw = _pair(stride)
-    ph, pw = _pair(padding)
-    dh, dw = _pair(dilation)
+def _conv2d(x, w, b, has_b, sh, sw, ph, pw, dh, dw):
     N, C, H, W = x.shape
     O, Cw, KH, KW = w.shape
     if Cw != C:
@@ -241,7 +240,7 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1):
     cols = _im2col(x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
     w2 = np.ascontiguousarray(w).reshape((O, C * KH * KW))
     y2 = np.dot(w2, cols)
-    if b is not None:
+    if has_b:
         for o in range(O):
             bo = b[o]
             for q in range(y2.shape[1]):
@@ -250,12 +249,7 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1):
 
 
 @njit(cache=True)
-def conv2d_input_grad(dy, w, x_shape, stride=1, padding=0, dilation=1):
-    """d conv2d / d x applied to dy (the transposed convolution), shaped x_shape."""
-    sh, sw = _pair(stride)
-    ph, pw = _pair(padding)
-    dh, dw = _pair(dilation)
-    N, C, H, W = x_shape
+def _conv2d_input_grad(dy, w, N, C, H, W, sh, sw, ph, pw, dh, dw):
     O, _, KH, KW = w.shape
     OH = dy.shape[2]
     OW = dy.shape[3]
@@ -266,18 +260,87 @@ def conv2d_input_grad(dy, w, x_shape, stride=1, padding=0, dilation=1):
 
 
 @njit(cache=True)
-def conv2d_weight_grad(dy, x, w_shape, stride=1, padding=0, dilation=1):
-    """d conv2d / d w applied to dy, shaped w_shape."""
-    sh, sw = _pair(stride)
-    ph, pw = _pair(padding)
-    dh, dw = _pair(dilation)
-    O, C, KH, KW = w_shape
+def _conv2d_weight_grad(dy, x, O, C, KH, KW, sh, sw, ph, pw, dh, dw):
     OH = dy.shape[2]
     OW = dy.shape[3]
     cols = _im2col(x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
     dy2 = _nop_to_onp(dy)
     dw2 = np.dot(dy2, cols.T)
     return dw2.reshape((O, C, KH, KW))
+
+
+# Public conv kernels: Python functions normalizing the static arguments (int or
+# pair, None bias) into plain ints before calling one compiled core, plus
+# overloads doing the same inside njit code. One core specialization per dtype
+# keeps compile time and the on-disk cache small.
+def _no_bias(w):
+    return np.empty(0, w.dtype)
+
+
+def conv2d(x, w, b=None, stride=1, padding=0, dilation=1):
+    """y[n,o] = sum_c x[n,c] (*) w[o,c] + b[o]; NCHW x, OIHW w, b None or (O,)."""
+    sh, sw = _pair(stride)
+    ph, pw = _pair(padding)
+    dh, dw = _pair(dilation)
+    if b is None:
+        return _conv2d(x, w, _no_bias(w), False, sh, sw, ph, pw, dh, dw)
+    return _conv2d(x, w, b, True, sh, sw, ph, pw, dh, dw)
+
+
+@overload(conv2d)
+def _ov_conv2d(x, w, b=None, stride=1, padding=0, dilation=1):
+    if b is None or isinstance(b, (types.NoneType, types.Omitted)):
+        def impl(x, w, b=None, stride=1, padding=0, dilation=1):
+            sh, sw = _pair(stride)
+            ph, pw = _pair(padding)
+            dh, dw = _pair(dilation)
+            return _conv2d(x, w, np.empty(0, w.dtype), False, sh, sw, ph, pw, dh, dw)
+        return impl
+
+    def impl_b(x, w, b=None, stride=1, padding=0, dilation=1):
+        sh, sw = _pair(stride)
+        ph, pw = _pair(padding)
+        dh, dw = _pair(dilation)
+        return _conv2d(x, w, b, True, sh, sw, ph, pw, dh, dw)
+    return impl_b
+
+
+def conv2d_input_grad(dy, w, x_shape, stride=1, padding=0, dilation=1):
+    """d conv2d / d x applied to dy (the transposed convolution), shaped x_shape."""
+    sh, sw = _pair(stride)
+    ph, pw = _pair(padding)
+    dh, dw = _pair(dilation)
+    N, C, H, W = x_shape
+    return _conv2d_input_grad(dy, w, N, C, H, W, sh, sw, ph, pw, dh, dw)
+
+
+@overload(conv2d_input_grad)
+def _ov_conv2d_input_grad(dy, w, x_shape, stride=1, padding=0, dilation=1):
+    def impl(dy, w, x_shape, stride=1, padding=0, dilation=1):
+        sh, sw = _pair(stride)
+        ph, pw = _pair(padding)
+        dh, dw = _pair(dilation)
+        return _conv2d_input_grad(dy, w, x_shape[0], x_shape[1], x_shape[2], x_shape[3], sh, sw, ph, pw, dh, dw)
+    return impl
+
+
+def conv2d_weight_grad(dy, x, w_shape, stride=1, padding=0, dilation=1):
+    """d conv2d / d w applied to dy, shaped w_shape."""
+    sh, sw = _pair(stride)
+    ph, pw = _pair(padding)
+    dh, dw = _pair(dilation)
+    O, C, KH, KW = w_shape
+    return _conv2d_weight_grad(dy, x, O, C, KH, KW, sh, sw, ph, pw, dh, dw)
+
+
+@overload(conv2d_weight_grad)
+def _ov_conv2d_weight_grad(dy, x, w_shape, stride=1, padding=0, dilation=1):
+    def impl(dy, x, w_shape, stride=1, padding=0, dilation=1):
+        sh, sw = _pair(stride)
+        ph, pw = _pair(padding)
+        dh, dw = _pair(dilation)
+        return _conv2d_weight_grad(dy, x, w_shape[0], w_shape[1], w_shape[2], w_shape[3], sh, sw, ph, pw, dh, dw)
+    return impl
 
 
 @njit(cache=True)
@@ -314,17 +377,12 @@ def channel_broadcast(g, shape):
 
 # --------------------------------------------------------------------------- pools
 @njit(cache=True)
-def _pool_geom(x_shape, kernel_size, stride, padding):
-    kh, kw = _pair(kernel_size)
-    sh, sw = _pair_or(stride, (kh, kw))
-    ph, pw = _pair(padding)
-    H = x_shape[2]
-    W = x_shape[3]
+def _pool_out(H, W, kh, kw, sh, sw, ph, pw):
     OH = (H + 2 * ph - kh) // sh + 1
     OW = (W + 2 * pw - kw) // sw + 1
     if OH <= 0 or OW <= 0:
         raise ValueError("pool: window larger than the padded input")
-    return kh, kw, sh, sw, ph, pw, OH, OW
+    return OH, OW
 
 
 @njit(cache=True)
@@ -350,10 +408,10 @@ def _argmax_window(x, n, c, oh, ow, kh, kw, sh, sw, ph, pw):
 
 
 @njit(cache=True, parallel=True)
-def max_pool2d(x, kernel_size, stride=None, padding=0):
+def _max_pool2d(x, kh, kw, sh, sw, ph, pw):
     """Max over kh x kw windows (padding counts as -inf)."""
-    kh, kw, sh, sw, ph, pw, OH, OW = _pool_geom(x.shape, kernel_size, stride, padding)
     N, C, H, W = x.shape
+    OH, OW = _pool_out(H, W, kh, kw, sh, sw, ph, pw)
     out = np.empty((N, C, OH, OW), x.dtype)
     for nc in prange(N * C):
         n = nc // C
@@ -376,10 +434,10 @@ def max_pool2d(x, kernel_size, stride=None, padding=0):
 
 
 @njit(cache=True, parallel=True)
-def max_pool2d_grad(dy, x, kernel_size, stride=None, padding=0):
+def _max_pool2d_grad(dy, x, kh, kw, sh, sw, ph, pw):
     """Route dy to each window's (first) maximum of x; shaped like x."""
-    kh, kw, sh, sw, ph, pw, OH, OW = _pool_geom(x.shape, kernel_size, stride, padding)
     N, C, H, W = x.shape
+    OH, OW = _pool_out(H, W, kh, kw, sh, sw, ph, pw)
     dx = np.zeros(x.shape, dy.dtype)
     for nc in prange(N * C):
         n = nc // C
@@ -393,10 +451,10 @@ def max_pool2d_grad(dy, x, kernel_size, stride=None, padding=0):
 
 
 @njit(cache=True, parallel=True)
-def max_pool2d_select(g, x, kernel_size, stride=None, padding=0):
+def _max_pool2d_select(g, x, kh, kw, sh, sw, ph, pw):
     """g (shaped like x) read at each window's (first) maximum of x: adjoint of max_pool2d_grad in dy."""
-    kh, kw, sh, sw, ph, pw, OH, OW = _pool_geom(x.shape, kernel_size, stride, padding)
     N, C, H, W = x.shape
+    OH, OW = _pool_out(H, W, kh, kw, sh, sw, ph, pw)
     out = np.empty((N, C, OH, OW), g.dtype)
     for nc in prange(N * C):
         n = nc // C
@@ -409,10 +467,10 @@ def max_pool2d_select(g, x, kernel_size, stride=None, padding=0):
 
 
 @njit(cache=True, parallel=True)
-def avg_pool2d(x, kernel_size, stride=None, padding=0):
+def _avg_pool2d(x, kh, kw, sh, sw, ph, pw):
     """Mean over kh x kw windows; zero padding counts in the divisor (count_include_pad)."""
-    kh, kw, sh, sw, ph, pw, OH, OW = _pool_geom(x.shape, kernel_size, stride, padding)
     N, C, H, W = x.shape
+    OH, OW = _pool_out(H, W, kh, kw, sh, sw, ph, pw)
     out = np.empty((N, C, OH, OW), x.dtype)
     inv = 1.0 / (kh * kw)
     for nc in prange(N * C):
@@ -434,10 +492,9 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0):
 
 
 @njit(cache=True, parallel=True)
-def avg_pool2d_grad(dy, x_shape, kernel_size, stride=None, padding=0):
+def _avg_pool2d_grad(dy, N, C, H, W, kh, kw, sh, sw, ph, pw):
     """Adjoint of avg_pool2d (linear), shaped x_shape."""
-    kh, kw, sh, sw, ph, pw, OH, OW = _pool_geom(x_shape, kernel_size, stride, padding)
-    N, C, H, W = x_shape
+    OH, OW = _pool_out(H, W, kh, kw, sh, sw, ph, pw)
     dx = np.zeros((N, C, H, W), dy.dtype)
     inv = 1.0 / (kh * kw)
     for nc in prange(N * C):
@@ -455,6 +512,89 @@ def avg_pool2d_grad(dy, x_shape, kernel_size, stride=None, padding=0):
                         if ww >= 0 and ww < W:
                             dx[n, c, h, ww] += g
     return dx
+
+
+def _pool_args(kernel_size, stride, padding):
+    kh, kw = _pair(kernel_size)
+    sh, sw = _pair_or(stride, (kh, kw))
+    ph, pw = _pair(padding)
+    return kh, kw, sh, sw, ph, pw
+
+
+@overload(_pool_args)
+def _ov_pool_args(kernel_size, stride, padding):
+    def impl(kernel_size, stride, padding):
+        kh, kw = _pair(kernel_size)
+        sh, sw = _pair_or(stride, (kh, kw))
+        ph, pw = _pair(padding)
+        return kh, kw, sh, sw, ph, pw
+    return impl
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0):
+    """Max over kh x kw windows of NCHW x (padding counts as -inf); stride defaults to kernel_size."""
+    return _max_pool2d(x, *_pool_args(kernel_size, stride, padding))
+
+
+@overload(max_pool2d)
+def _ov_max_pool2d(x, kernel_size, stride=None, padding=0):
+    def impl(x, kernel_size, stride=None, padding=0):
+        kh, kw, sh, sw, ph, pw = _pool_args(kernel_size, stride, padding)
+        return _max_pool2d(x, kh, kw, sh, sw, ph, pw)
+    return impl
+
+
+def max_pool2d_grad(dy, x, kernel_size, stride=None, padding=0):
+    """Route dy to each window's (first) maximum of x; shaped like x."""
+    return _max_pool2d_grad(dy, x, *_pool_args(kernel_size, stride, padding))
+
+
+@overload(max_pool2d_grad)
+def _ov_max_pool2d_grad(dy, x, kernel_size, stride=None, padding=0):
+    def impl(dy, x, kernel_size, stride=None, padding=0):
+        kh, kw, sh, sw, ph, pw = _pool_args(kernel_size, stride, padding)
+        return _max_pool2d_grad(dy, x, kh, kw, sh, sw, ph, pw)
+    return impl
+
+
+def max_pool2d_select(g, x, kernel_size, stride=None, padding=0):
+    """g (shaped like x) read at each window's (first) maximum of x: adjoint of max_pool2d_grad in dy."""
+    return _max_pool2d_select(g, x, *_pool_args(kernel_size, stride, padding))
+
+
+@overload(max_pool2d_select)
+def _ov_max_pool2d_select(g, x, kernel_size, stride=None, padding=0):
+    def impl(g, x, kernel_size, stride=None, padding=0):
+        kh, kw, sh, sw, ph, pw = _pool_args(kernel_size, stride, padding)
+        return _max_pool2d_select(g, x, kh, kw, sh, sw, ph, pw)
+    return impl
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0):
+    """Mean over kh x kw windows; zero padding counts in the divisor (count_include_pad)."""
+    return _avg_pool2d(x, *_pool_args(kernel_size, stride, padding))
+
+
+@overload(avg_pool2d)
+def _ov_avg_pool2d(x, kernel_size, stride=None, padding=0):
+    def impl(x, kernel_size, stride=None, padding=0):
+        kh, kw, sh, sw, ph, pw = _pool_args(kernel_size, stride, padding)
+        return _avg_pool2d(x, kh, kw, sh, sw, ph, pw)
+    return impl
+
+
+def avg_pool2d_grad(dy, x_shape, kernel_size, stride=None, padding=0):
+    """Adjoint of avg_pool2d (linear), shaped x_shape."""
+    N, C, H, W = x_shape
+    return _avg_pool2d_grad(dy, N, C, H, W, *_pool_args(kernel_size, stride, padding))
+
+
+@overload(avg_pool2d_grad)
+def _ov_avg_pool2d_grad(dy, x_shape, kernel_size, stride=None, padding=0):
+    def impl(dy, x_shape, kernel_size, stride=None, padding=0):
+        kh, kw, sh, sw, ph, pw = _pool_args(kernel_size, stride, padding)
+        return _avg_pool2d_grad(dy, x_shape[0], x_shape[1], x_shape[2], x_shape[3], kh, kw, sh, sw, ph, pw)
+    return impl
 
 
 # --------------------------------------------------------------------------- elementwise activations
