@@ -22,6 +22,7 @@ import numpy as np
 import funcgrad.tree as ftree
 
 from .comm import World, world
+from .errors import CommMismatchError
 from .ring import OPS, ring_allreduce
 
 __all__ = ["allreduce_tree", "broadcast_tree", "tree_signature"]
@@ -78,14 +79,26 @@ _PLANS: dict = {}
 _MAX_PLANS = 16
 
 
-def allreduce_tree(tree, op="mean", bucket_bytes=DEFAULT_BUCKET_BYTES, *, timeout=None,
-                   comm: World | None = None):
+def _plan_for(arrays, treedef, bucket_bytes):
+    """(signature, plan) for this tree layout; cached so steady-state steps allocate nothing."""
+    key = (treedef, tuple((a.shape, a.dtype.str) for a in arrays), int(bucket_bytes))
+    hit = _PLANS.get(key)
+    if hit is None:
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.pop(next(iter(_PLANS)))
+        hit = _PLANS[key] = (tree_signature(arrays, treedef), _Plan(arrays, bucket_bytes))
+    return hit
+
+
+def allreduce_tree(tree, op="mean", bucket_bytes=DEFAULT_BUCKET_BYTES, *, timeout=None, check=True,
+                   comm: World | None = None, _expect_signature=None):
     """Allreduce every leaf of ``tree`` (sum or mean over ranks); same structure back.
 
-    One agreement check per call (tree structure, shapes, dtypes, op) and one
+    One agreement check per call (tree structure, shapes, dtypes, op; skip it
+    with ``check=False`` only when the ranks are known to agree) and one
     :func:`ring_allreduce` per bucket. Bucket buffers are allocated on the
-    first call with a given tree signature and reused afterwards. In a world
-    of size 1 the leaves are returned as copies.
+    first call with a given tree layout and reused afterwards. In a world of
+    size 1 the leaves are returned as copies.
     """
     w = comm if comm is not None else world()
     if op not in OPS:
@@ -101,15 +114,15 @@ def allreduce_tree(tree, op="mean", bucket_bytes=DEFAULT_BUCKET_BYTES, *, timeou
                                 f"dtype {a.dtype}; cast it or use op='sum'")
     if w.comm is None or w.size == 1:
         return ftree.tree_unflatten(treedef, [_restore(l, a.copy()) for l, a in zip(leaves, arrays)])
-    sig = tree_signature(arrays, treedef)
-    w.check_same("allreduce_tree", {"tree signature": sig, "op": OPS[op],
-                                    "bucket_bytes": int(bucket_bytes)}, timeout=timeout)
-    key = (sig, int(bucket_bytes))
-    plan = _PLANS.get(key)
-    if plan is None:
-        if len(_PLANS) >= _MAX_PLANS:
-            _PLANS.pop(next(iter(_PLANS)))
-        plan = _PLANS[key] = _Plan(arrays, bucket_bytes)
+    sig, plan = _plan_for(arrays, treedef, bucket_bytes)
+    if check:
+        w.check_same("allreduce_tree", {"tree signature": sig, "op": OPS[op],
+                                        "bucket_bytes": int(bucket_bytes)}, timeout=timeout)
+    elif _expect_signature is not None and sig != _expect_signature:
+        raise CommMismatchError(
+            f"allreduce_tree on rank {w.rank}: the tree changed since it was checked against the other "
+            f"ranks (now {treedef} with shapes {[a.shape for a in arrays]}); every step must reduce the "
+            f"same structure, shapes and dtypes on every rank")
     out_leaves = [None] * len(arrays)
     for (dt, items, total), buf in zip(plan.buckets, plan.buffers):
         for i, off, size, _ in items:

@@ -25,7 +25,7 @@ import numpy as np
 import funcgrad.tree as ftree
 
 from . import checkpoint as _ckpt
-from .buckets import DEFAULT_BUCKET_BYTES, allreduce_tree, broadcast_tree
+from .buckets import DEFAULT_BUCKET_BYTES, _plan_for, allreduce_tree, broadcast_tree
 from .comm import World, world
 from .errors import CommMismatchError, ParameterDivergenceError
 
@@ -101,7 +101,7 @@ def _split(batch, k):
 
 def data_parallel_step(grad_fn, optimizer, params, opt_state, *batch, accum_steps=1,
                        micro_batches=None, returns_loss=False, bucket_bytes=DEFAULT_BUCKET_BYTES,
-                       timeout=None, comm: World | None = None):
+                       timeout=None, comm: World | None = None, _sig_state=None):
     """One synchronous data-parallel step; returns ``(params, opt_state, loss)``.
 
     ``grad_fn(params, *micro_batch)`` returns the local mean gradient (or
@@ -138,7 +138,17 @@ def data_parallel_step(grad_fn, optimizer, params, opt_state, *batch, accum_step
         else:
             acc = ftree.tree_map(lambda a, b: a + np.asarray(b) * wgt, acc, g)
     payload = {"g": acc, "loss": np.float64(loss if loss is not None else 0.0)}
-    red = allreduce_tree(payload, op="mean", bucket_bytes=bucket_bytes, timeout=timeout, comm=w)
+    if _sig_state is None:
+        red = allreduce_tree(payload, op="mean", bucket_bytes=bucket_bytes, timeout=timeout, comm=w)
+    else:
+        # DataParallel: check the gradient tree against the other ranks on the first step only;
+        # later steps compare it locally with the checked signature (no extra round trip).
+        first = _sig_state.get("sig") is None
+        red = allreduce_tree(payload, op="mean", bucket_bytes=bucket_bytes, timeout=timeout, comm=w,
+                             check=first, _expect_signature=_sig_state.get("sig"))
+        if first and w.size > 1:
+            leaves, td = ftree.tree_flatten(payload)
+            _sig_state["sig"] = _plan_for([np.asarray(l) for l in leaves], td, bucket_bytes)[0]
     grads = red["g"]
     updates, opt_state = optimizer.update(grads, opt_state, params)
     params = apply_updates(params, updates)
@@ -182,6 +192,7 @@ class DataParallel:
         self.world = comm if comm is not None else world()
         self.step_count = 0
         self.last_loss = None
+        self._sig_state = {}
 
     @property
     def rank(self):
@@ -211,7 +222,8 @@ class DataParallel:
         params, opt_state, loss = data_parallel_step(
             self._grad(), self.optimizer, params, opt_state, *batch, accum_steps=self.accum_steps,
             micro_batches=micro_batches, returns_loss=self.returns_loss,
-            bucket_bytes=self.bucket_bytes, timeout=self.timeout, comm=self.world)
+            bucket_bytes=self.bucket_bytes, timeout=self.timeout, comm=self.world,
+            _sig_state=self._sig_state)
         self.step_count += 1
         self.last_loss = loss
         if self.check_every and self.step_count % self.check_every == 0:

@@ -122,7 +122,7 @@ for bb in (25 * 2 ** 20, 1000, 1):  # one bucket, several, one per leaf
     assert same_on_all_ranks(red["w"])
     checks += 5
 plans_before = len(buckets._PLANS)
-plan = buckets._PLANS[next(iter(buckets._PLANS))]
+plan = buckets._PLANS[next(iter(buckets._PLANS))][1]
 bufs_before = [id(b) for b in plan.buffers]
 red2 = fd.allreduce_tree(tree_f, op="mean")
 assert len(buckets._PLANS) == plans_before, "buffers not reused across steps"
