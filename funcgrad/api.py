@@ -283,7 +283,10 @@ class _ValueAndGrad(_Transformed):
                                 f"(scalar, aux); it returns {_describe_out(built.out_tree)}")
         # value seed: 1 for the (first) scalar output, 0 for aux outputs
         # run once with the seed; the primal value determines the seed's dtype
-        seeds = _seeds(built, n_out, getattr(built, "seed_dtype", None))
+        if getattr(built, "seed_dtype", None) is None:
+            fl = [x for i in nums for x in flat[i]]
+            built.seed_dtype = np.result_type(*fl) if fl else np.dtype(np.float64)
+        seeds = _seeds(built, n_out, built.seed_dtype)
         outs, grads = built.fn(*leaves, *cap, *seeds)
         outs = list(outs)
         main = outs[0]
@@ -368,12 +371,10 @@ class _VJP(_Transformed):
     def __init__(self, fn, has_aux=False, mode="auto", jit=True):
         super().__init__(fn, "vjp", 0, has_aux, mode, jit)
 
-    def run(self, primals):
-        argnums = tuple(range(len(primals)))
-        self.argnums = argnums
+    def run(self, primals, argnums=None):
+        self.argnums = tuple(range(len(primals))) if argnums is None else argnums
         built, single, nums, flat, trees, leaves, cap = self._call_vjp(primals, None)
-        seeds = [0.0] * len(built.out_atoms)
-        outs, _ = built.fn(*leaves, *cap, *seeds)
+        outs = built.primal_fn(*leaves, *cap)
         value = self._outputs(built, list(outs))
 
         def vjp_fn(cotangent):
@@ -402,10 +403,13 @@ class _VJP(_Transformed):
         return value, vjp_fn
 
 
-def vjp(fun, *primals, mode="auto", jit=True):
-    """``(fun(*primals), vjp_fn)`` where ``vjp_fn(cotangent)`` returns one cotangent per primal."""
+def vjp(fun, *primals, argnums=None, mode="auto", jit=True):
+    """``(fun(*primals), vjp_fn)`` where ``vjp_fn(cotangent)`` returns one cotangent per primal.
+
+    ``argnums`` (default: all) limits the primals that get cotangents.
+    """
     t = _cached_vjp(fun, mode, jit)
-    return t.run(primals)
+    return t.run(primals, argnums)
 
 
 _VJP_CACHE: dict = {}

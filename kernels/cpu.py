@@ -393,6 +393,24 @@ def _zeros_like_ov(x):
     return lambda x: np.zeros_like(x)
 
 
+def _common(*arrs):
+    """The common NumPy dtype of numba array/scalar types (np.dot needs equal dtypes)."""
+    return np.result_type(*[numpy_support.as_dtype(a.dtype if isinstance(a, types.Array) else a) for a in arrs])
+
+
+@njit(cache=True)
+def _dot(a, b):
+    return np.dot(np.ascontiguousarray(a), np.ascontiguousarray(b))
+
+
+def _dot_impl(x, y, tx="x", ty="y"):
+    """Source of ``np.dot`` on two arrays of possibly different dtype/layout."""
+    dt = _common(x, y)
+    cx = f"np.ascontiguousarray({tx}).astype(dt)" if x.dtype != dt else f"np.ascontiguousarray({tx})"
+    cy = f"np.ascontiguousarray({ty}).astype(dt)" if y.dtype != dt else f"np.ascontiguousarray({ty})"
+    return dt, f"np.dot({cx}, {cy})"
+
+
 @_register
 def matmul(x, y):
     return np.matmul(x, y)
@@ -400,7 +418,8 @@ def matmul(x, y):
 
 @overload(matmul)
 def _matmul_ov(x, y):
-    return lambda x, y: np.dot(x, y)
+    dt, e = _dot_impl(x, y)
+    return _compile(f"def impl(x, y):\n    return {e}\n", "impl", {"dt": dt})
 
 
 @_register
@@ -410,7 +429,8 @@ def dot(x, y):
 
 @overload(dot)
 def _dot_ov(x, y):
-    return lambda x, y: np.dot(x, y)
+    dt, e = _dot_impl(x, y)
+    return _compile(f"def impl(x, y):\n    return {e}\n", "impl", {"dt": dt})
 
 
 @_register
@@ -428,8 +448,10 @@ def _matmul_dx_ov(g, x, y):
             return lambda g, x, y: np.outer(g, y)
         return lambda g, x, y: g * y
     if x.ndim == 2:
-        return lambda g, x, y: np.dot(np.ascontiguousarray(g), np.ascontiguousarray(y.T))
-    return lambda g, x, y: np.dot(np.ascontiguousarray(y), np.ascontiguousarray(g))
+        dt, e = _dot_impl(g, y, "g", "y.T")
+    else:
+        dt, e = _dot_impl(y, g, "y", "g")
+    return _compile(f"def impl(g, x, y):\n    return {e}\n", "impl", {"dt": dt})
 
 
 @_register
@@ -446,7 +468,8 @@ def _matmul_dy_ov(g, x, y):
         if y.ndim == 2:
             return lambda g, x, y: np.outer(x, g)
         return lambda g, x, y: g * x
-    return lambda g, x, y: np.dot(np.ascontiguousarray(x.T), np.ascontiguousarray(g))
+    dt, e = _dot_impl(x, g, "x.T", "g")
+    return _compile(f"def impl(g, x, y):\n    return {e}\n", "impl", {"dt": dt})
 
 
 @_register
@@ -505,7 +528,7 @@ def _stack_ov(arrays, axis=0):
 def unstack(g, arrays, axis=0):
     """Split ``g`` along ``axis`` into ``len(arrays)`` pieces (the VJP of stack)."""
     ax = axis % np.ndim(g)
-    return [np.ascontiguousarray(np.take(g, i, axis=ax)) for i in range(np.shape(g)[ax])]
+    return [np.array(np.take(g, i, axis=ax)) for i in range(np.shape(g)[ax])]
 
 
 @overload(unstack, prefer_literal=True)
@@ -545,7 +568,8 @@ def min_(a, b):
 @_register
 def in_range(x, lo, hi):
     """1 where ``lo <= x <= hi`` else 0, in the dtype of ``x`` (the mask of clip's VJP)."""
-    return ((x >= lo) & (x <= hi)).astype(np.result_type(x))
+    r = np.asarray((x >= lo) & (x <= hi)).astype(np.result_type(x))
+    return r if isinstance(x, np.ndarray) else r[()]
 
 
 @overload(in_range)
@@ -558,7 +582,8 @@ def _in_range_ov(x, lo, hi):
 @_register
 def mask(c, like):
     """``c`` (a boolean condition) as 1/0 in the dtype of ``like``."""
-    return np.asarray(c).astype(np.result_type(like))
+    r = np.asarray(c).astype(np.result_type(like))
+    return r if isinstance(c, np.ndarray) else r[()]
 
 
 @overload(mask)

@@ -66,7 +66,7 @@ def matmul_dy(g, x, y):
 
 @vjp(unbroadcast)
 def _unbroadcast_vjp(y, g, x):
-    d[g] = np.broadcast_to(d[y], g.shape)
+    d[g] = np.broadcast_to(d[y], np.shape(g))
 
 
 @vjp(unreduce)

@@ -69,7 +69,11 @@ def unary(domain="real", distinct=False, min_dims=0):
 def binary(domain_x="real", domain_y="real", distinct=False):
     def sample(draw, dtype=np.float64):
         sx, sy = broadcastable_shapes(draw)
-        return (array(draw, sx, dtype, domain_x, distinct), array(draw, sy, dtype, domain_y, distinct)), {}
+        x = array(draw, sx, dtype, domain_x, distinct)
+        y = array(draw, sy, dtype, domain_y, distinct)
+        if distinct:  # never equal to x, even when hypothesis shrinks both draws to the same seed
+            y = y + 0.1234 if isinstance(y, float) else (y + 0.1234).astype(dtype)
+        return (x, y), {}
     return sample
 
 

@@ -556,6 +556,8 @@ class Normalizer:
                 except Exception:
                     pass
             return self.call_prim(prim, args, kwargs, scope, out, node)
+        if fn is slice and all(isinstance(a, Static) for a in args):
+            return Static(slice(*[a.obj for a in args]))
         if fn is range:
             return _Range([self.as_expr(a, scope, node) for a in args])
         if fn in (enumerate, zip):

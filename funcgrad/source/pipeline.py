@@ -30,6 +30,7 @@ def _debug(title, text):
 @dataclass
 class Built:
     fn: object                # the compiled callable
+    primal_fn: object         # the primal alone (outputs only)
     source: str               # the generated module's source
     name: str
     params: list              # argument leaf names (flatten order)
@@ -93,9 +94,11 @@ def build(fn, arg_values_for, diff_leaves, mode, kind="vjp", allow_control_flow=
                                          ctx=ast.Load()))
         body = adj.primal + adj.adjoint + [ret]
         fname = f"{name}_vjp"
-        src = module_source(header, [(fname, params + g_params, body)], None)
+        primal_body = list(a.body) + [ast.Return(value=_returns(atoms))]
+        src = module_source(header, [(fname, params + g_params, body), (name, params, primal_body)], None)
     _debug("emit", src)
     mod = write_module(fname, src)
     compiled = compile_function(mod, fname, mode, low.externals)
-    return Built(fn=compiled, source=src, name=fname, params=params, captured=low.captured, out_tree=low.output,
+    primal = compile_function(mod, name, mode, low.externals) if kind != "primal" else compiled
+    return Built(fn=compiled, primal_fn=primal, source=src, name=fname, params=params, captured=low.captured, out_tree=low.output,
                  out_atoms=atoms, mode=mode, static_checks=list(low.static_key))
