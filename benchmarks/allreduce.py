@@ -9,8 +9,10 @@ Both sides reduce the same preallocated contiguous buffers (same malloc
 settings: nothing is allocated inside the timed loops). Columns: time per
 call of ``comm.Allreduce`` (blocking, MPICH's tuned algorithms), of
 ``ring_allreduce`` as shipped (``auto``: MPI's Iallreduce below
-``SMALL_BYTES``, the ring above, argument check included) and of the ring
-forced at every size (how ``SMALL_BYTES`` was chosen); bus bandwidth
+``SMALL_BYTES``, the ring above, argument check included), of the ring
+forced at every size and of the MPI path forced at every size (how the
+thresholds were chosen), and of ``auto`` with ``check=False`` (the cost of
+the cross-rank length/dtype agreement check); bus bandwidth
 ``2 (p-1)/p * bytes / time``; and the ratio auto / MPI (target <= 1.1 at
 >= 1e5 elements, <= 1.5 below). Each figure is the median over rounds of the
 slowest rank's mean time per call.
@@ -94,9 +96,10 @@ def main():
     if a.child:
         run_ranks(a.reps)
         return
-    from funcgrad.dist.ring import SMALL_BYTES
-    print(f"ring_allreduce vs comm.Allreduce, float32, SMALL_BYTES={SMALL_BYTES} "
-          f"(auto uses MPI below it); GB/s* = bus bandwidth")
+    from funcgrad.dist.ring import OVERSUBSCRIBED_SMALL_BYTES, SMALL_BYTES
+    print(f"ring_allreduce vs comm.Allreduce, float32; auto = MPI Iallreduce below {SMALL_BYTES} bytes "
+          f"({OVERSUBSCRIBED_SMALL_BYTES} when ranks > cores, here {os.cpu_count()} cores), ring above; "
+          f"GB/s* = bus bandwidth")
     print(HEADER, flush=True)
     for p in [int(s) for s in a.ps.split(",")]:
         cmd = [_mpiexec(), "-n", str(p), sys.executable, "-m", "mpi4py", os.path.abspath(__file__),

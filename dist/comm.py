@@ -322,6 +322,8 @@ class World:
             sys.stderr.flush()
             os._exit(0)
         try:
+            if self.MPI.Is_finalized():
+                return
             self.barrier("shutdown barrier")
         except CommTimeout as e:
             sys.stderr.write(f"[funcgrad.dist] rank {self.rank}: {e}\n")

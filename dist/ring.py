@@ -14,18 +14,42 @@ Messages go as ``Isend``/``Irecv`` pairs on preallocated contiguous buffers,
 completed by the deadline-bounded poll of :meth:`World.wait`. Messages
 smaller than ``SMALL_BYTES`` (measured with ``benchmarks/allreduce.py`` on
 MPICH shared memory, where the ring's ``2 (p-1)`` latencies cost more than
-the bandwidth it saves) go to MPI's own ``Iallreduce``.
+the bandwidth it saves) go to MPI's own ``Iallreduce``. When a node runs
+more ranks than it has cores (``mpiexec -n 4`` on 2 cores) each of the ring's
+``2 (p-1)`` rounds waits for a descheduled neighbour, and MPICH's own
+algorithms (fewer rounds) stay ahead up to a few MB: the threshold is then
+``OVERSUBSCRIBED_SMALL_BYTES`` (measured: ring 1.35x MPI at 4 MB, 1.0x at
+8-16 MB, 0.7-0.8x at 40 MB for p = 4 on 2 cores). Splitting each ring step
+into 64 KB or 256 KB ``Isend``/``Irecv`` pieces to overlap the additions with
+the transfers was measured too and did not pay on shared memory (equal at
+256 KB pieces, up to 1.6x slower at 64 KB), so each step is one message.
 """
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
 from .comm import World, dtype_code, world
 
-__all__ = ["ring_allreduce", "SMALL_BYTES", "OPS"]
+__all__ = ["ring_allreduce", "SMALL_BYTES", "OVERSUBSCRIBED_SMALL_BYTES", "OPS"]
 
 #: Below this many bytes ring_allreduce uses MPI's Iallreduce (see module docstring).
 SMALL_BYTES = 256 * 1024
+#: The same threshold when a node runs more ranks than it has cores.
+OVERSUBSCRIBED_SMALL_BYTES = 8 * 2 ** 20
+
+
+def _small_bytes(w) -> int:
+    v = getattr(w, "_small_bytes", None)
+    if v is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+        v = OVERSUBSCRIBED_SMALL_BYTES if w.local_size > cores else SMALL_BYTES
+        w._small_bytes = v
+    return v
 
 OPS = {"sum": 1, "mean": 2}
 
@@ -73,8 +97,9 @@ def ring_allreduce(x, op="sum", out=None, *, algorithm="auto", timeout=None, che
         Preallocated contiguous result buffer with ``x``'s shape and dtype;
         ``out=x`` reduces in place.
     algorithm : "auto", "ring" or "mpi"
-        ``"auto"`` uses MPI's Iallreduce below ``SMALL_BYTES`` and the ring
-        above; the others force one path.
+        ``"auto"`` uses MPI's Iallreduce below ``SMALL_BYTES`` (or
+        ``OVERSUBSCRIBED_SMALL_BYTES`` when the node runs more ranks than
+        cores) and the ring above; the others force one path.
     timeout : float, optional
         Deadline in seconds (default: the world's, ``FUNCGRAD_COMM_TIMEOUT``).
     check : bool
@@ -122,7 +147,7 @@ def ring_allreduce(x, op="sum", out=None, *, algorithm="auto", timeout=None, che
                      timeout=timeout)
     flat_out = out.reshape(-1)
     flat_in = xa.reshape(-1)
-    use_mpi = algorithm == "mpi" or (algorithm == "auto" and n * dt.itemsize < SMALL_BYTES)
+    use_mpi = algorithm == "mpi" or (algorithm == "auto" and n * dt.itemsize < _small_bytes(w))
     if use_mpi:
         _mpi_allreduce(w, flat_in, flat_out, op, timeout, inplace=out is xa)
     else:
