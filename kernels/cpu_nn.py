@@ -227,6 +227,114 @@ def _nop_to_onp(dy):
     return out
 
 
+# Fused per-image kernels (im2col of one image kept in cache + a loop GEMM), parallel
+# over the batch. No BLAS call and no batch-sized intermediate: faster than the
+# im2col + GEMM route for small channel counts (LeNet-sized layers), and free of
+# BLAS/OpenMP thread oversubscription.
+@njit(cache=True)
+def _im2col_one(x, n, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+    C = x.shape[1]
+    H = x.shape[2]
+    W = x.shape[3]
+    for c in range(C):
+        for i in range(KH):
+            for j in range(KW):
+                r = (c * KH + i) * KW + j
+                for oh in range(OH):
+                    h = oh * sh - ph + i * dh
+                    base = oh * OW
+                    if h < 0 or h >= H:
+                        for ow in range(OW):
+                            cols[r, base + ow] = 0
+                    else:
+                        for ow in range(OW):
+                            ww = ow * sw - pw + j * dw
+                            if ww >= 0 and ww < W:
+                                cols[r, base + ow] = x[n, c, h, ww]
+                            else:
+                                cols[r, base + ow] = 0
+
+
+@njit(cache=True, parallel=True, fastmath=True)
+def _conv2d_direct(x, w2, b, has_b, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+    N = x.shape[0]
+    O, R = w2.shape
+    P = OH * OW
+    out = np.empty((N, O, P), x.dtype)
+    for n in prange(N):
+        cols = np.empty((R, P), x.dtype)
+        _im2col_one(x, n, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
+        for o in range(O):
+            acc = out[n, o]
+            b0 = b[o] if has_b else 0
+            for q in range(P):
+                acc[q] = b0
+            for r in range(R):
+                wr = w2[o, r]
+                for q in range(P):
+                    acc[q] += wr * cols[r, q]
+    return out
+
+
+@njit(cache=True, parallel=True, fastmath=True)
+def _conv2d_weight_grad_direct(dy3, x, O, R, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+    N = x.shape[0]
+    P = OH * OW
+    part = np.zeros((N, O, R), np.float64)
+    for n in prange(N):
+        cols = np.empty((R, P), x.dtype)
+        _im2col_one(x, n, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
+        for o in range(O):
+            g = dy3[n, o]
+            for r in range(R):
+                s = 0.0
+                for q in range(P):
+                    s += g[q] * cols[r, q]
+                part[n, o, r] = s
+    out = np.zeros((O, R), x.dtype)
+    for n in range(N):
+        for o in range(O):
+            for r in range(R):
+                out[o, r] += part[n, o, r]
+    return out
+
+
+@njit(cache=True, parallel=True, fastmath=True)
+def _conv2d_input_grad_direct(dy3, w2, N, C, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+    O, R = w2.shape
+    P = OH * OW
+    dx = np.zeros((N, C, H, W), dy3.dtype)
+    for n in prange(N):
+        dcols = np.zeros((R, P), dy3.dtype)
+        for o in range(O):
+            g = dy3[n, o]
+            for r in range(R):
+                wr = w2[o, r]
+                for q in range(P):
+                    dcols[r, q] += wr * g[q]
+        for c in range(C):
+            for i in range(KH):
+                for j in range(KW):
+                    r = (c * KH + i) * KW + j
+                    for oh in range(OH):
+                        h = oh * sh - ph + i * dh
+                        if h < 0 or h >= H:
+                            continue
+                        for ow in range(OW):
+                            ww = ow * sw - pw + j * dw
+                            if ww >= 0 and ww < W:
+                                dx[n, c, h, ww] += dcols[r, oh * OW + ow]
+    return dx
+
+
+# Route choice: the fused per-image loops win for LeNet-sized layers (and never
+# oversubscribe threads); im2col + one BLAS GEMM wins once the reduction
+# dimension R = C*KH*KW is large. Measured on this 2-core machine: see
+# benchmarks/lenet_step.py.
+_BLAS_MIN_R_FWD = 512
+_BLAS_MIN_R_WGRAD = 128
+
+
 @njit(cache=True)
 def _conv2d(x, w, b, has_b, sh, sw, ph, pw, dh, dw):
     N, C, H, W = x.shape
@@ -237,8 +345,11 @@ def _conv2d(x, w, b, has_b, sh, sw, ph, pw, dh, dw):
     OW = _out_size(W, KW, sw, pw, dw)
     if OH <= 0 or OW <= 0:
         raise ValueError("conv2d: kernel larger than the padded input")
+    R = C * KH * KW
+    w2 = np.ascontiguousarray(w).reshape((O, R))
+    if R < _BLAS_MIN_R_FWD:
+        return _conv2d_direct(x, w2, b, has_b, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW).reshape((N, O, OH, OW))
     cols = _im2col(x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
-    w2 = np.ascontiguousarray(w).reshape((O, C * KH * KW))
     y2 = np.dot(w2, cols)
     if has_b:
         for o in range(O):
@@ -253,16 +364,26 @@ def _conv2d_input_grad(dy, w, N, C, H, W, sh, sw, ph, pw, dh, dw):
     O, _, KH, KW = w.shape
     OH = dy.shape[2]
     OW = dy.shape[3]
+    R = C * KH * KW
+    w2 = np.ascontiguousarray(w).reshape((O, R))
+    if R < _BLAS_MIN_R_FWD:
+        dy3 = np.ascontiguousarray(dy).reshape((N, O, OH * OW))
+        return _conv2d_input_grad_direct(dy3, w2, N, C, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
     dy2 = _nop_to_onp(dy)
-    w2t = np.ascontiguousarray(np.ascontiguousarray(w).reshape((O, C * KH * KW)).T)
-    dcols = np.dot(w2t, dy2)
+    dcols = np.dot(np.ascontiguousarray(w2.T), dy2)
     return _col2im(dcols, N, C, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
 
 
 @njit(cache=True)
 def _conv2d_weight_grad(dy, x, O, C, KH, KW, sh, sw, ph, pw, dh, dw):
+    N = x.shape[0]
     OH = dy.shape[2]
     OW = dy.shape[3]
+    R = C * KH * KW
+    if R < _BLAS_MIN_R_WGRAD:
+        dy3 = np.ascontiguousarray(dy).reshape((N, O, OH * OW))
+        return _conv2d_weight_grad_direct(dy3, x, O, R, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW).reshape(
+            (O, C, KH, KW))
     cols = _im2col(x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
     dy2 = _nop_to_onp(dy)
     dw2 = np.dot(dy2, cols.T)

@@ -466,3 +466,17 @@ def test_kernels_same_from_python_and_njit():
           K.batch_norm_grad_input(xb, xb, gamma, rm, rv, True, 1e-5), K.batch_norm_stats(xb, rm, rv, 0.1),
           K.embedding(table, ids), K.embedding_grad(K.embedding(table, ids), ids, table.shape))
     _same(py, _njit_norms(xb, gamma, beta, rm, rv, table, ids))
+
+
+def test_conv2d_blas_route_for_wide_reductions():
+    # C*KH*KW >= 512 takes the im2col + GEMM route for all three kernels (>= 128 for the weight grad)
+    rng = np.random.default_rng(10)
+    for C, k, s, p, dl in [(21, 5, 1, 2, 1), (9, 4, 2, (1, 0), (1, 2)), (40, 4, 1, 1, 1)]:
+        x = rng.normal(size=(2, C, 7, 8))
+        w = rng.normal(size=(3, C, k, k))
+        b = rng.normal(size=3)
+        y = K.conv2d(x, w, b, s, p, dl)
+        np.testing.assert_allclose(y, conv2d_ref(x, w, b, s, p, dl), rtol=1e-9, atol=1e-9)
+        g = rng.normal(size=y.shape)
+        _check_vjp(lambda x_: K.conv2d(x_, w, b, s, p, dl), x, g, K.conv2d_input_grad(g, w, x.shape, s, p, dl))
+        _check_vjp(lambda w_: K.conv2d(x, w_, b, s, p, dl), w, g, K.conv2d_weight_grad(g, x, w.shape, s, p, dl))
