@@ -1,0 +1,116 @@
+"""funcgrad.grad end to end through funcgrad.nn (primitives, losses, serial layers) vs finite differences."""
+import inspect
+
+import numpy as np
+import pytest
+
+import funcgrad
+import funcgrad.nn as nn
+
+
+def fd_grad(f, x, eps=1e-6):
+    g = np.zeros_like(x)
+    for i in range(x.size):
+        e = np.zeros(x.size)
+        e[i] = eps
+        e = e.reshape(x.shape)
+        g.flat[i] = (f(x + e) - f(x - e)) / (2 * eps)
+    return g
+
+
+def check(f, args, argnum, rtol=1e-5, atol=1e-7):
+    g = funcgrad.grad(f, argnums=argnum)(*args)
+
+    def fi(v):
+        a = list(args)
+        a[argnum] = v
+        return float(f(*a))
+    np.testing.assert_allclose(g, fd_grad(fi, args[argnum]), rtol=rtol, atol=atol)
+
+
+RNG = np.random.default_rng(11)
+
+
+def cnn_loss(w1, b1, w2, wd, x, y):
+    h = nn.conv2d(x, w1, b1, stride=(1, 2), padding=1)
+    h = nn.relu(h)
+    h = nn.max_pool2d(h, 2, stride=1)
+    h = nn.conv2d(h, w2, None, 1, (0, 1), 2)
+    h = nn.avg_pool2d(h, 2)
+    h = np.reshape(h, (h.shape[0], -1))
+    return nn.cross_entropy(h @ wd, y)
+
+
+def test_grad_through_small_cnn_matches_finite_differences():
+    x = RNG.normal(size=(2, 2, 9, 10))
+    w1, b1 = RNG.normal(size=(3, 2, 3, 3)) * 0.5, RNG.normal(size=3) * 0.1
+    w2 = RNG.normal(size=(4, 3, 2, 2)) * 0.5
+    h = nn.avg_pool2d(nn.conv2d(nn.max_pool2d(nn.relu(nn.conv2d(x, w1, b1, (1, 2), 1)), 2, 1), w2, None, 1, (0, 1), 2), 2)
+    wd = RNG.normal(size=(h[0].size, 5)) * 0.3
+    y = np.array([1, 4])
+    args = (w1, b1, w2, wd, x, y)
+    for i in range(5):
+        check(cnn_loss, args, i)
+
+
+def misc_loss(x, gamma, beta, table, ids, t):
+    h = nn.batch_norm(x, gamma, beta, np.zeros(3), np.ones(3), True, 1e-5)
+    h = nn.gelu(h) + nn.elu(h, 0.7) + nn.softplus(h) + nn.sigmoid(h) + nn.leaky_relu(h, 0.1)
+    h = nn.dropout(h, 0.25, 5)
+    e = nn.embedding(table, ids)                       # (4, 3)
+    h = nn.layer_norm(h + e, gamma, beta)
+    return (nn.mse(nn.softmax(h, 0), t) + nn.huber(h, t, 0.5, "sum") + np.sum(nn.logsumexp(h, 1))
+            + nn.nll(nn.log_softmax(h), np.array([0, 2, 1, 1]))
+            + nn.binary_cross_entropy_with_logits(h, t) + nn.cross_entropy(h, nn.softmax(t), "sum"))
+
+
+def test_grad_through_other_primitives_matches_finite_differences():
+    x = RNG.normal(size=(4, 3))
+    gamma, beta = RNG.uniform(0.5, 1.5, 3), RNG.normal(size=3) * 0.1
+    table, ids = RNG.normal(size=(5, 3)), np.array([4, 0, 4, 2])
+    t = RNG.uniform(0.1, 0.9, (4, 3))
+    args = (x, gamma, beta, table, ids, t)
+    for i in (0, 1, 2, 3, 5):
+        check(misc_loss, args, i, rtol=1e-4, atol=1e-6)
+
+
+def test_serial_generates_readable_straight_line_source():
+    init, apply = nn.serial(nn.Conv2D(3, 3, padding=1), nn.Relu, nn.MaxPool2D(2), nn.Flatten, nn.Dense(4), nn.Tanh,
+                            nn.Dropout(0.5), nn.Dense(2))
+    src = inspect.getsource(apply)
+    assert "for " not in src and src.count("_layer") == 8
+    assert "conv2d(x, params['w'], params['b'], (1, 1), (1, 1), (1, 1))" in inspect.getsource(nn.Conv2D(3, 3, padding=1)[1])
+    shape, params = init(0, (2, 1, 6, 6))
+    assert shape == (2, 2)
+    assert params[0]["w"].shape == (3, 1, 3, 3) and params[4]["w"].shape == (27, 4)
+    x = RNG.normal(size=(2, 1, 6, 6))
+    y = apply(params, x)
+    assert y.shape == (2, 2)
+    np.testing.assert_array_equal(apply(params, x, False, 3), y)          # dropout off in eval
+    assert not np.array_equal(apply(params, x, True, 3), y)               # and on in training
+    _, params2 = init(0, (2, 1, 6, 6))
+    np.testing.assert_array_equal(params2[0]["w"], params[0]["w"])       # seeded init
+    with pytest.raises(TypeError):
+        init(None, (2, 1, 6, 6))
+
+
+_init, _apply = nn.serial(nn.Conv2D(3, 3, padding=1), nn.Relu, nn.AvgPool2D(2), nn.BatchNorm(), nn.Flatten,
+                          nn.Dense(4), nn.Tanh, nn.Dense(3))
+
+
+def serial_loss(params, x, y):
+    return nn.cross_entropy(_apply(params, x, True, 0), y)
+
+
+def test_grad_through_serial_layers_matches_finite_differences():
+    _, params = _init(1, (3, 1, 6, 6))
+    x = RNG.normal(size=(3, 1, 6, 6))
+    y = np.array([0, 2, 1])
+    g = funcgrad.grad(serial_loss)(params, x, y)
+    for li, name in [(0, "w"), (0, "b"), (3, "gamma"), (3, "beta"), (5, "w"), (7, "b")]:
+        def f(v):
+            p = [dict(q) if isinstance(q, dict) else q for q in params]
+            p[li] = dict(p[li])
+            p[li][name] = v
+            return float(serial_loss(tuple(p), x, y))
+        np.testing.assert_allclose(g[li][name], fd_grad(f, params[li][name]), rtol=1e-5, atol=1e-7)
