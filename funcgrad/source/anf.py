@@ -62,7 +62,7 @@ class ANF:
         if isinstance(e, _ATOMS) or _is_static(e):
             return e
         t = self.tmp()
-        out.append(_assign(t, e, src))
+        out.append(_assign(t, e, e if hasattr(e, "lineno") else src))
         return ast.Name(t, ast.Load())
 
     def flat(self, e, out, src):
@@ -128,6 +128,8 @@ class ANF:
             (t,) = s.targets
             if isinstance(t, ast.Name):
                 rhs = self.flat(s.value, out, s)
+                if getattr(s.value, "_funcgrad_src", None):
+                    rhs._funcgrad_src = s.value._funcgrad_src
                 if self.loop_depth == 0 and t.id in self.version:
                     name = self.fresh_version(t.id)
                 elif self.loop_depth == 0 and t.id in self.used_params:
@@ -167,6 +169,7 @@ def _is_static(e):
 
 def _assign(name, value, src):
     a = ast.Assign(targets=[ast.Name(name, ast.Store())], value=value)
+    a._funcgrad_src = getattr(value, "_funcgrad_src", None) or getattr(src, "_funcgrad_src", None)
     return ast.copy_location(a, src)
 
 

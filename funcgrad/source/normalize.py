@@ -600,6 +600,7 @@ class Normalizer:
                             keywords=[ast.keyword(arg=k, value=self.as_expr(v, scope, node)) for k, v in kwargs.items()])
             ast.copy_location(call, node)
             call._funcgrad_nondiff = getattr(fn, "__name__", repr(fn))
+            call._funcgrad_src = (P.filename, getattr(node, "lineno", None))
             return Dyn(call)
         raise error(P, node, f"'{getattr(fn, '__qualname__', fn)}' has no derivative rule and is not a Python "
                              f"function funcgrad can read",

@@ -115,8 +115,8 @@ class Reverse:
         return False
 
     def nd_error(self, stmt, msg, hint="give it a rule with funcgrad.custom_vjp, or register a primitive"):
-        fn, line = getattr(stmt, "_funcgrad_src", (None, None)) if hasattr(stmt, "_funcgrad_src") else (None, None)
-        fn, line = self.src_lookup(stmt)
+        where = getattr(stmt.value, "_funcgrad_src", None) or getattr(stmt, "_funcgrad_src", None)
+        fn, line = where if where else self.src_lookup(stmt)
         return NoDerivativeError(f"{msg}\n  hint: {hint}", fn, line, _line_text(fn, line))
 
     # ------------------------------------------------------------------ accumulation
@@ -168,9 +168,10 @@ class Reverse:
         if x in self.active and dx in self.defined:
             idx = t.slice
             if self.is_active(s.value) and isinstance(s.value, ast.Name):
-                contrib = ast.Call(func=_K("unbroadcast"), args=[ast.Subscript(value=ast.Name(dx, ast.Load()),
-                                                                               slice=copy.deepcopy(idx), ctx=ast.Load()),
-                                                                 s.value], keywords=[])
+                piece = ast.Call(func=_K("copy"), args=[ast.Subscript(value=ast.Name(dx, ast.Load()),
+                                                                      slice=copy.deepcopy(idx), ctx=ast.Load())],
+                                 keywords=[])  # a copy: d_x[idx] is zeroed next
+                contrib = ast.Call(func=_K("unbroadcast"), args=[piece, s.value], keywords=[])
                 self.accumulate(s.value.id, contrib, out)
             if dx not in self.owned:
                 out.append(ast.Assign(targets=[ast.Name(dx, ast.Store())],
