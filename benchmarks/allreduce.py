@@ -55,7 +55,12 @@ def run_ranks(reps_scale):
     for n in SIZES:
         x = np.random.default_rng(w.rank).standard_normal(n).astype(np.float32)
         out = np.empty_like(x)
-        reps = max(3, int(reps_scale * min(2000, 3e7 / (n + 2000))))
+        # calibrate: about 0.1 s of MPI Allreduce per timed block (times --reps)
+        for _ in range(3):
+            comm.Allreduce(x, out, op=MPI.SUM)
+        t1 = _time(lambda: comm.Allreduce(x, out, op=MPI.SUM), 3, comm)
+        reps = int(max(3, min(2000, reps_scale * 0.1 / max(t1, 1e-7))))
+        reps = comm.bcast(reps, root=0)
         fns = {
             "mpi": lambda: comm.Allreduce(x, out, op=MPI.SUM),
             "auto": lambda: fd.ring_allreduce(x, out=out),

@@ -87,6 +87,7 @@ def install_abort_hook():
             previous(etype, value, tb)
             sys.stderr.flush()
             sys.stdout.flush()
+            time.sleep(0.2)   # let the launcher forward this rank's output before the job is killed
         finally:
             if not issubclass(etype, (SystemExit,)):
                 MPI.COMM_WORLD.Abort(1)
