@@ -240,8 +240,9 @@ def _final_accuracy(out):
 @pytest.mark.timeout(120)
 def test_example_ddp_digits(tmp_path):
     ck = tmp_path / "ddp.npz"
+    # launched the way the issue writes it: plain `python script.py` under mpiexec
     out = ok(run_mpi(4, ROOT / "examples" / "ddp_digits.py", "--epochs", "4", "--handwritten",
-                     "--checkpoint", ck, timeout=110), "final test accuracy")
+                     "--checkpoint", ck, timeout=110, module=False), "final test accuracy")
     assert _final_accuracy(out) > 0.9
     assert out.count("epoch ") == 4 and ck.exists()
 
@@ -253,6 +254,19 @@ def test_example_ddp_digits(tmp_path):
 @pytest.mark.parametrize("mode,servers", [("sync", 1), ("async", 2), ("ssp", 2)])
 def test_example_ps_digits(mode, servers):
     out = ok(run_mpi(4, ROOT / "examples" / "ps_digits.py", "--mode", mode, "--servers", servers,
-                     "--clocks", 150, "--handwritten", timeout=110), "final test accuracy")
+                     "--clocks", 150, "--handwritten", timeout=110, module=False), "final test accuracy")
     assert _final_accuracy(out) > 0.85
     assert f"mode={mode} servers={servers}" in out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_examples_without_mpiexec():
+    """A plain `python example.py` is a world of one rank: DDP trains, the PS explains what it needs."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "HYDRA_", "MPI_LOCALRANKID"))}
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / "ddp_digits.py"), "--epochs", "2", "--handwritten"],
+                       capture_output=True, text=True, timeout=100, cwd=ROOT, env=env)
+    assert r.returncode == 0 and "1 rank(s)" in r.stdout and _final_accuracy(r.stdout) > 0.8, r.stdout + r.stderr
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / "ps_digits.py"), "--handwritten"],
+                       capture_output=True, text=True, timeout=100, cwd=ROOT, env=env)
+    assert r.returncode != 0 and "needs at least 2 MPI ranks" in r.stderr and "mpiexec -n" in r.stderr, r.stderr
