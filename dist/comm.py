@@ -129,7 +129,8 @@ class World:
         self.comm = comm
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
-        self._diag = comm.Dup() if self.size > 1 else None
+        self._diag = _dup(comm, self.timeout, "world(): duplicating the communicator for diagnostics") \
+            if self.size > 1 else None
         self.local_rank, self.local_size = self._local_rank()
 
     # ------------------------------------------------------------------ info
@@ -364,6 +365,21 @@ def _describe(name, v):
     return str(int(v))
 
 
+def _dup(comm, timeout, what):
+    """``comm.Idup()`` completed before the deadline (every rank must call world())."""
+    new, req = comm.Idup()
+    deadline = time.monotonic() + timeout
+    while not req.Test():
+        os.sched_yield()
+        if time.monotonic() > deadline:
+            me = comm.Get_rank()
+            others = [r for r in range(comm.Get_size()) if r != me]
+            raise CommTimeout(f"{what} timed out after {timeout:g} s on rank {me}: not every rank of "
+                              f"{others} called funcgrad.dist.world() (or a collective using it)",
+                              ranks=others, operation=what, timeout=timeout)
+    return new
+
+
 _WORLD: World | None = None
 
 
@@ -388,12 +404,11 @@ def world(timeout=None) -> World:
         _WORLD = World(None, timeout, None, reason)
         return _WORLD
     base = MPI.COMM_WORLD
+    t = float(timeout) if timeout is not None else default_timeout()
     if base.Get_size() > 1:
         install_abort_hook()
-        comm = base.Dup()
-        comm.Set_errhandler(MPI.ERRORS_RETURN)
-    else:
-        comm = base.Dup()
+    comm = _dup(base, t, "world(): duplicating COMM_WORLD")
+    comm.Set_errhandler(MPI.ERRORS_RETURN)
     w = World(comm, timeout, MPI, None)
     _WORLD = w
     if w.size > 1:
