@@ -15,6 +15,9 @@ w = fd.world()
 comm = MPI.COMM_WORLD
 p, r = w.size, w.rank
 checks = 0
+assert w.comm is not None and w.comm != comm, "world() must use a duplicate of COMM_WORLD"
+assert (w.rank, w.size) == (comm.Get_rank(), comm.Get_size())
+assert w.local_rank == r and w.local_size == p, (w.local_rank, w.local_size)   # one node here
 
 
 def same_on_all_ranks(a):
