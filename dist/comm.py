@@ -11,8 +11,11 @@ A plain ``python train.py`` (no ``mpiexec``) is a world of size 1, also when
 mpi4py is not installed; multi-rank features then raise
 :class:`MPIUnavailableError` with what to install or how to launch.
 
-Polling yields the core after ``FUNCGRAD_COMM_YIELD_AFTER`` (default 8) failed tests,
-which measured better than pure spinning when ranks share cores.
+Polling yields the core (``sched_yield``) after ``FUNCGRAD_COMM_YIELD_AFTER``
+(default 8) failed tests, which measured better than pure spinning when ranks
+share cores, and after ``FUNCGRAD_COMM_SLEEP_AFTER`` seconds (default 1 ms)
+of waiting sleeps ``FUNCGRAD_COMM_SLEEP`` (20 us) between tests so a long
+wait for a straggler frees its core.
 
 Deadline: ``timeout=`` arguments everywhere, else ``FUNCGRAD_COMM_TIMEOUT``
 (seconds) from the environment, else 120 s.
@@ -34,6 +37,8 @@ __all__ = ["World", "world", "default_timeout", "install_abort_hook"]
 _DEFAULT_TIMEOUT = 120.0
 _DIAG_TAG_BASE = 1 << 20           # tags on the diagnosis communicator
 _YIELD_AFTER = int(os.environ.get("FUNCGRAD_COMM_YIELD_AFTER", "8"))  # polls before yielding the core
+_SLEEP_AFTER = float(os.environ.get("FUNCGRAD_COMM_SLEEP_AFTER", "1e-3"))  # seconds of polling before sleeping
+_SLEEP = float(os.environ.get("FUNCGRAD_COMM_SLEEP", "2e-5"))
 
 
 def default_timeout() -> float:
@@ -206,11 +211,16 @@ class World:
         deadline = mono() + t
         polls = 0
         sched_yield = os.sched_yield
+        sleep_at = mono() + _SLEEP_AFTER
         while not test():
             polls += 1
             if polls > _YIELD_AFTER:
-                sched_yield()
-                if mono() > deadline:
+                tt = mono()
+                if tt > sleep_at:
+                    time.sleep(_SLEEP)
+                else:
+                    sched_yield()
+                if tt > deadline:
                     if callable(what):
                         what = what()
                     if peers is None:

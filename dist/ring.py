@@ -151,9 +151,7 @@ def ring_allreduce(x, op="sum", out=None, *, algorithm="auto", timeout=None, che
     if use_mpi:
         _mpi_allreduce(w, flat_in, flat_out, op, timeout, inplace=out is xa)
     else:
-        if flat_out is not flat_in and out is not xa:
-            np.copyto(flat_out, flat_in)
-        _ring(w, flat_out, op, timeout)
+        _ring(w, flat_in, flat_out, op, timeout)
     return out
 
 
@@ -170,8 +168,14 @@ def _mpi_allreduce(w, flat_in, flat_out, op, timeout, inplace):
         flat_out /= w.size
 
 
-def _ring(w, buf, op, timeout):
-    """In-place ring allreduce of the contiguous 1-D ``buf``."""
+def _ring(w, src, buf, op, timeout):
+    """Ring allreduce of the contiguous 1-D ``src`` into ``buf`` (``src`` may be ``buf``).
+
+    Out of place, ``src`` is never copied whole: the first reduce-scatter
+    step sends straight from ``src``, each later step writes ``src + received``
+    into ``buf``, and the one chunk that is never reduced locally arrives by
+    the allgather. That saves a full read+write pass over the vector.
+    """
     p, r = w.size, w.rank
     comm = w.comm
     n = buf.size
@@ -187,14 +191,13 @@ def _ring(w, buf, op, timeout):
     for s in range(p - 1):
         sc = (r - s) % p
         rc = (r - s - 1) % p
-        send = buf[offs[sc]:offs[sc + 1]]
+        send = (src if s == 0 else buf)[offs[sc]:offs[sc + 1]]
         lo, hi = offs[rc], offs[rc + 1]
         recv = tmp[: hi - lo]
         rq = comm.Irecv(recv, source=left, tag=tag)
         sq = comm.Isend(send, dest=right, tag=tag)
         wait([rq, sq], what, peers=(left, right), timeout=timeout, seq=seq)
-        dst = buf[lo:hi]
-        np.add(dst, recv, out=dst)
+        np.add(src[lo:hi], recv, out=buf[lo:hi])
     own = (r + 1) % p
     if op == "mean":
         c = buf[offs[own]:offs[own + 1]]
