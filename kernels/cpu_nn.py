@@ -227,10 +227,25 @@ def _nop_to_onp(dy):
     return out
 
 
-# Fused per-image kernels (im2col of one image kept in cache + a loop GEMM), parallel
-# over the batch. No BLAS call and no batch-sized intermediate: faster than the
-# im2col + GEMM route for small channel counts (LeNet-sized layers), and free of
-# BLAS/OpenMP thread oversubscription.
+# Fused per-image kernels (im2col of one image kept in cache + a loop GEMM). Each
+# is a serial body over a batch range [lo, hi) plus a parallel driver splitting the
+# batch over the threads; the caller runs the body directly when the work is
+# small (a parallel launch costs ~10-100 us idle and far more on a loaded machine).
+# No BLAS call and no batch-sized intermediate: faster than im2col + GEMM for
+# small C*KH*KW (LeNet-sized layers), and no BLAS/OpenMP oversubscription.
+_PAR_MIN_WORK = 1 << 18      # multiply-adds (or elements) below which kernels run serially
+# Chunks for the parallel drivers. A compile-time constant (numba.get_num_threads()
+# would make the kernels uncacheable); it only sets how work is split, never results.
+_PAR_CHUNKS = max(1, int(numba.config.NUMBA_NUM_THREADS))
+
+
+@njit(cache=True)
+def _nchunks(total, work):
+    if work < _PAR_MIN_WORK:
+        return 1
+    return max(1, min(total, _PAR_CHUNKS))
+
+
 @njit(cache=True)
 def _im2col_one(x, n, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
     C = x.shape[1]
@@ -255,14 +270,12 @@ def _im2col_one(x, n, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
                                 cols[r, base + ow] = 0
 
 
-@njit(cache=True, parallel=True, fastmath=True)
-def _conv2d_direct(x, w2, b, has_b, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
-    N = x.shape[0]
+@njit(cache=True, fastmath=True)
+def _conv_fwd_body(x, w2, b, has_b, out, lo, hi, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
     O, R = w2.shape
     P = OH * OW
-    out = np.empty((N, O, P), x.dtype)
-    for n in prange(N):
-        cols = np.empty((R, P), x.dtype)
+    cols = np.empty((R, P), x.dtype)
+    for n in range(lo, hi):
         _im2col_one(x, n, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
         for o in range(O):
             acc = out[n, o]
@@ -273,16 +286,35 @@ def _conv2d_direct(x, w2, b, has_b, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
                 wr = w2[o, r]
                 for q in range(P):
                     acc[q] += wr * cols[r, q]
+
+
+@njit(cache=True, parallel=True)
+def _conv_fwd_par(x, w2, b, has_b, out, nch, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+    N = x.shape[0]
+    for t in prange(nch):
+        _conv_fwd_body(x, w2, b, has_b, out, N * t // nch, N * (t + 1) // nch, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
+
+
+@njit(cache=True)
+def _conv2d_direct(x, w2, b, has_b, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+    N = x.shape[0]
+    O, R = w2.shape
+    out = np.empty((N, O, OH * OW), x.dtype)
+    nch = _nchunks(N, N * O * R * OH * OW)
+    if nch == 1:
+        _conv_fwd_body(x, w2, b, has_b, out, 0, N, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
+    else:
+        _conv_fwd_par(x, w2, b, has_b, out, nch, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
     return out
 
 
-@njit(cache=True, parallel=True, fastmath=True)
-def _conv2d_weight_grad_direct(dy3, x, O, R, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
-    N = x.shape[0]
+@njit(cache=True, fastmath=True)
+def _conv_wgrad_body(dy3, x, part, t, lo, hi, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+    O = part.shape[1]
+    R = part.shape[2]
     P = OH * OW
-    part = np.zeros((N, O, R), np.float64)
-    for n in prange(N):
-        cols = np.empty((R, P), x.dtype)
+    cols = np.empty((R, P), x.dtype)
+    for n in range(lo, hi):
         _im2col_one(x, n, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
         for o in range(O):
             g = dy3[n, o]
@@ -290,22 +322,43 @@ def _conv2d_weight_grad_direct(dy3, x, O, R, KH, KW, sh, sw, ph, pw, dh, dw, OH,
                 s = 0.0
                 for q in range(P):
                     s += g[q] * cols[r, q]
-                part[n, o, r] = s
+                part[t, o, r] += s
+
+
+@njit(cache=True, parallel=True)
+def _conv_wgrad_par(dy3, x, part, nch, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+    N = x.shape[0]
+    for t in prange(nch):
+        _conv_wgrad_body(dy3, x, part, t, N * t // nch, N * (t + 1) // nch, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
+
+
+@njit(cache=True)
+def _conv2d_weight_grad_direct(dy3, x, O, R, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+    N = x.shape[0]
+    nch = _nchunks(N, N * O * R * OH * OW)
+    part = np.zeros((nch, O, R), np.float64)
+    if nch == 1:
+        _conv_wgrad_body(dy3, x, part, 0, 0, N, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
+    else:
+        _conv_wgrad_par(dy3, x, part, nch, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
     out = np.zeros((O, R), x.dtype)
-    for n in range(N):
+    for t in range(nch):
         for o in range(O):
             for r in range(R):
-                out[o, r] += part[n, o, r]
+                out[o, r] += part[t, o, r]
     return out
 
 
-@njit(cache=True, parallel=True, fastmath=True)
-def _conv2d_input_grad_direct(dy3, w2, N, C, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+@njit(cache=True, fastmath=True)
+def _conv_igrad_body(dy3, w2, dx, lo, hi, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
     O, R = w2.shape
+    C = dx.shape[1]
+    H = dx.shape[2]
+    W = dx.shape[3]
     P = OH * OW
-    dx = np.zeros((N, C, H, W), dy3.dtype)
-    for n in prange(N):
-        dcols = np.zeros((R, P), dy3.dtype)
+    dcols = np.empty((R, P), dy3.dtype)
+    for n in range(lo, hi):
+        dcols[:, :] = 0
         for o in range(O):
             g = dy3[n, o]
             for r in range(R):
@@ -324,6 +377,24 @@ def _conv2d_input_grad_direct(dy3, w2, N, C, H, W, KH, KW, sh, sw, ph, pw, dh, d
                             ww = ow * sw - pw + j * dw
                             if ww >= 0 and ww < W:
                                 dx[n, c, h, ww] += dcols[r, oh * OW + ow]
+
+
+@njit(cache=True, parallel=True)
+def _conv_igrad_par(dy3, w2, dx, nch, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+    N = dx.shape[0]
+    for t in prange(nch):
+        _conv_igrad_body(dy3, w2, dx, N * t // nch, N * (t + 1) // nch, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
+
+
+@njit(cache=True)
+def _conv2d_input_grad_direct(dy3, w2, N, C, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+    O, R = w2.shape
+    dx = np.zeros((N, C, H, W), dy3.dtype)
+    nch = _nchunks(N, N * O * R * OH * OW)
+    if nch == 1:
+        _conv_igrad_body(dy3, w2, dx, 0, N, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
+    else:
+        _conv_igrad_par(dy3, w2, dx, nch, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
     return dx
 
 
@@ -506,133 +577,238 @@ def _pool_out(H, W, kh, kw, sh, sw, ph, pw):
     return OH, OW
 
 
+# Pools work on (N*C, H, W) views: a serial body over a range of planes plus a
+# parallel driver over plane chunks, picked by the amount of work (see _nchunks).
 @njit(cache=True)
-def _argmax_window(x, n, c, oh, ow, kh, kw, sh, sw, ph, pw):
+def _argmax3(x3, nc, oh, ow, kh, kw, sh, sw, ph, pw):
     """Flat index h*W+w of the first maximum of a pooling window (-1 if all padding)."""
-    H = x.shape[2]
-    W = x.shape[3]
+    H = x3.shape[1]
+    W = x3.shape[2]
     best = -1
     m = _NEG_INF
+    h0 = oh * sh - ph
+    w0 = ow * sw - pw
     for i in range(kh):
-        h = oh * sh - ph + i
+        h = h0 + i
         if h < 0 or h >= H:
             continue
         for j in range(kw):
-            ww = ow * sw - pw + j
+            ww = w0 + j
             if ww < 0 or ww >= W:
                 continue
-            v = x[n, c, h, ww]
+            v = x3[nc, h, ww]
             if best < 0 or v > m:
                 m = v
                 best = h * W + ww
     return best
 
 
-@njit(cache=True, parallel=True)
-def _max_pool2d(x, kh, kw, sh, sw, ph, pw):
-    """Max over kh x kw windows (padding counts as -inf)."""
-    N, C, H, W = x.shape
-    OH, OW = _pool_out(H, W, kh, kw, sh, sw, ph, pw)
-    out = np.empty((N, C, OH, OW), x.dtype)
-    for nc in prange(N * C):
-        n = nc // C
-        c = nc % C
+@njit(cache=True)
+def _maxpool_body(x3, out3, lo, hi, kh, kw, sh, sw, ph, pw):
+    H = x3.shape[1]
+    W = x3.shape[2]
+    OH = out3.shape[1]
+    OW = out3.shape[2]
+    for nc in range(lo, hi):
         for oh in range(OH):
+            h0 = oh * sh - ph
             for ow in range(OW):
+                w0 = ow * sw - pw
                 m = _NEG_INF
                 for i in range(kh):
-                    h = oh * sh - ph + i
+                    h = h0 + i
                     if h < 0 or h >= H:
                         continue
                     for j in range(kw):
-                        ww = ow * sw - pw + j
+                        ww = w0 + j
                         if ww >= 0 and ww < W:
-                            v = x[n, c, h, ww]
+                            v = x3[nc, h, ww]
                             if v > m:
                                 m = v
-                out[n, c, oh, ow] = m
-    return out
+                out3[nc, oh, ow] = m
 
 
 @njit(cache=True, parallel=True)
-def _max_pool2d_grad(dy, x, kh, kw, sh, sw, ph, pw):
-    """Route dy to each window's (first) maximum of x; shaped like x."""
-    N, C, H, W = x.shape
-    OH, OW = _pool_out(H, W, kh, kw, sh, sw, ph, pw)
-    dx = np.zeros(x.shape, dy.dtype)
-    for nc in prange(N * C):
-        n = nc // C
-        c = nc % C
+def _maxpool_par(x3, out3, nch, kh, kw, sh, sw, ph, pw):
+    M = x3.shape[0]
+    for t in prange(nch):
+        _maxpool_body(x3, out3, M * t // nch, M * (t + 1) // nch, kh, kw, sh, sw, ph, pw)
+
+
+@njit(cache=True)
+def _maxpool_grad_body(dy3, x3, dx3, lo, hi, kh, kw, sh, sw, ph, pw):
+    W = x3.shape[2]
+    OH = dy3.shape[1]
+    OW = dy3.shape[2]
+    for nc in range(lo, hi):
         for oh in range(OH):
             for ow in range(OW):
-                k = _argmax_window(x, n, c, oh, ow, kh, kw, sh, sw, ph, pw)
+                k = _argmax3(x3, nc, oh, ow, kh, kw, sh, sw, ph, pw)
                 if k >= 0:
-                    dx[n, c, k // W, k % W] += dy[n, c, oh, ow]
-    return dx
+                    dx3[nc, k // W, k % W] += dy3[nc, oh, ow]
 
 
 @njit(cache=True, parallel=True)
-def _max_pool2d_select(g, x, kh, kw, sh, sw, ph, pw):
-    """g (shaped like x) read at each window's (first) maximum of x: adjoint of max_pool2d_grad in dy."""
-    N, C, H, W = x.shape
-    OH, OW = _pool_out(H, W, kh, kw, sh, sw, ph, pw)
-    out = np.empty((N, C, OH, OW), g.dtype)
-    for nc in prange(N * C):
-        n = nc // C
-        c = nc % C
+def _maxpool_grad_par(dy3, x3, dx3, nch, kh, kw, sh, sw, ph, pw):
+    M = x3.shape[0]
+    for t in prange(nch):
+        _maxpool_grad_body(dy3, x3, dx3, M * t // nch, M * (t + 1) // nch, kh, kw, sh, sw, ph, pw)
+
+
+@njit(cache=True)
+def _maxpool_select_body(g3, x3, out3, lo, hi, kh, kw, sh, sw, ph, pw):
+    W = x3.shape[2]
+    OH = out3.shape[1]
+    OW = out3.shape[2]
+    for nc in range(lo, hi):
         for oh in range(OH):
             for ow in range(OW):
-                k = _argmax_window(x, n, c, oh, ow, kh, kw, sh, sw, ph, pw)
-                out[n, c, oh, ow] = g[n, c, k // W, k % W] if k >= 0 else 0
-    return out
+                k = _argmax3(x3, nc, oh, ow, kh, kw, sh, sw, ph, pw)
+                out3[nc, oh, ow] = g3[nc, k // W, k % W] if k >= 0 else 0
 
 
 @njit(cache=True, parallel=True)
-def _avg_pool2d(x, kh, kw, sh, sw, ph, pw):
-    """Mean over kh x kw windows; zero padding counts in the divisor (count_include_pad)."""
-    N, C, H, W = x.shape
-    OH, OW = _pool_out(H, W, kh, kw, sh, sw, ph, pw)
-    out = np.empty((N, C, OH, OW), x.dtype)
+def _maxpool_select_par(g3, x3, out3, nch, kh, kw, sh, sw, ph, pw):
+    M = x3.shape[0]
+    for t in prange(nch):
+        _maxpool_select_body(g3, x3, out3, M * t // nch, M * (t + 1) // nch, kh, kw, sh, sw, ph, pw)
+
+
+@njit(cache=True)
+def _avgpool_body(x3, out3, lo, hi, kh, kw, sh, sw, ph, pw):
+    H = x3.shape[1]
+    W = x3.shape[2]
+    OH = out3.shape[1]
+    OW = out3.shape[2]
     inv = 1.0 / (kh * kw)
-    for nc in prange(N * C):
-        n = nc // C
-        c = nc % C
+    for nc in range(lo, hi):
         for oh in range(OH):
+            h0 = oh * sh - ph
             for ow in range(OW):
+                w0 = ow * sw - pw
                 acc = 0.0
                 for i in range(kh):
-                    h = oh * sh - ph + i
+                    h = h0 + i
                     if h < 0 or h >= H:
                         continue
                     for j in range(kw):
-                        ww = ow * sw - pw + j
+                        ww = w0 + j
                         if ww >= 0 and ww < W:
-                            acc += x[n, c, h, ww]
-                out[n, c, oh, ow] = acc * inv
-    return out
+                            acc += x3[nc, h, ww]
+                out3[nc, oh, ow] = acc * inv
 
 
 @njit(cache=True, parallel=True)
-def _avg_pool2d_grad(dy, N, C, H, W, kh, kw, sh, sw, ph, pw):
-    """Adjoint of avg_pool2d (linear), shaped x_shape."""
-    OH, OW = _pool_out(H, W, kh, kw, sh, sw, ph, pw)
-    dx = np.zeros((N, C, H, W), dy.dtype)
+def _avgpool_par(x3, out3, nch, kh, kw, sh, sw, ph, pw):
+    M = x3.shape[0]
+    for t in prange(nch):
+        _avgpool_body(x3, out3, M * t // nch, M * (t + 1) // nch, kh, kw, sh, sw, ph, pw)
+
+
+@njit(cache=True)
+def _avgpool_grad_body(dy3, dx3, lo, hi, kh, kw, sh, sw, ph, pw):
+    H = dx3.shape[1]
+    W = dx3.shape[2]
+    OH = dy3.shape[1]
+    OW = dy3.shape[2]
     inv = 1.0 / (kh * kw)
-    for nc in prange(N * C):
-        n = nc // C
-        c = nc % C
+    for nc in range(lo, hi):
         for oh in range(OH):
+            h0 = oh * sh - ph
             for ow in range(OW):
-                g = dy[n, c, oh, ow] * inv
+                w0 = ow * sw - pw
+                g = dy3[nc, oh, ow] * inv
                 for i in range(kh):
-                    h = oh * sh - ph + i
+                    h = h0 + i
                     if h < 0 or h >= H:
                         continue
                     for j in range(kw):
-                        ww = ow * sw - pw + j
+                        ww = w0 + j
                         if ww >= 0 and ww < W:
-                            dx[n, c, h, ww] += g
-    return dx
+                            dx3[nc, h, ww] += g
+
+
+@njit(cache=True, parallel=True)
+def _avgpool_grad_par(dy3, dx3, nch, kh, kw, sh, sw, ph, pw):
+    M = dx3.shape[0]
+    for t in prange(nch):
+        _avgpool_grad_body(dy3, dx3, M * t // nch, M * (t + 1) // nch, kh, kw, sh, sw, ph, pw)
+
+
+@njit(cache=True)
+def _planes(a, N, C):
+    return np.ascontiguousarray(a).reshape((N * C, a.shape[2], a.shape[3]))
+
+
+@njit(cache=True)
+def _max_pool2d(x, kh, kw, sh, sw, ph, pw):
+    N, C, H, W = x.shape
+    OH, OW = _pool_out(H, W, kh, kw, sh, sw, ph, pw)
+    x3 = _planes(x, N, C)
+    out3 = np.empty((N * C, OH, OW), x.dtype)
+    nch = _nchunks(N * C, x.size * 2)
+    if nch == 1:
+        _maxpool_body(x3, out3, 0, N * C, kh, kw, sh, sw, ph, pw)
+    else:
+        _maxpool_par(x3, out3, nch, kh, kw, sh, sw, ph, pw)
+    return out3.reshape((N, C, OH, OW))
+
+
+@njit(cache=True)
+def _max_pool2d_grad(dy, x, kh, kw, sh, sw, ph, pw):
+    N, C, H, W = x.shape
+    OH, OW = _pool_out(H, W, kh, kw, sh, sw, ph, pw)
+    x3 = _planes(x, N, C)
+    dy3 = _planes(dy, N, C)
+    dx3 = np.zeros((N * C, H, W), dy.dtype)
+    nch = _nchunks(N * C, x.size * 2)
+    if nch == 1:
+        _maxpool_grad_body(dy3, x3, dx3, 0, N * C, kh, kw, sh, sw, ph, pw)
+    else:
+        _maxpool_grad_par(dy3, x3, dx3, nch, kh, kw, sh, sw, ph, pw)
+    return dx3.reshape((N, C, H, W))
+
+
+@njit(cache=True)
+def _max_pool2d_select(g, x, kh, kw, sh, sw, ph, pw):
+    N, C, H, W = x.shape
+    OH, OW = _pool_out(H, W, kh, kw, sh, sw, ph, pw)
+    x3 = _planes(x, N, C)
+    g3 = _planes(g, N, C)
+    out3 = np.empty((N * C, OH, OW), g.dtype)
+    nch = _nchunks(N * C, x.size * 2)
+    if nch == 1:
+        _maxpool_select_body(g3, x3, out3, 0, N * C, kh, kw, sh, sw, ph, pw)
+    else:
+        _maxpool_select_par(g3, x3, out3, nch, kh, kw, sh, sw, ph, pw)
+    return out3.reshape((N, C, OH, OW))
+
+
+@njit(cache=True)
+def _avg_pool2d(x, kh, kw, sh, sw, ph, pw):
+    N, C, H, W = x.shape
+    OH, OW = _pool_out(H, W, kh, kw, sh, sw, ph, pw)
+    x3 = _planes(x, N, C)
+    out3 = np.empty((N * C, OH, OW), x.dtype)
+    nch = _nchunks(N * C, x.size * 2)
+    if nch == 1:
+        _avgpool_body(x3, out3, 0, N * C, kh, kw, sh, sw, ph, pw)
+    else:
+        _avgpool_par(x3, out3, nch, kh, kw, sh, sw, ph, pw)
+    return out3.reshape((N, C, OH, OW))
+
+
+@njit(cache=True)
+def _avg_pool2d_grad(dy, N, C, H, W, kh, kw, sh, sw, ph, pw):
+    OH, OW = _pool_out(H, W, kh, kw, sh, sw, ph, pw)
+    dy3 = _planes(dy, N, C)
+    dx3 = np.zeros((N * C, H, W), dy.dtype)
+    nch = _nchunks(N * C, N * C * H * W * 2)
+    if nch == 1:
+        _avgpool_grad_body(dy3, dx3, 0, N * C, kh, kw, sh, sw, ph, pw)
+    else:
+        _avgpool_grad_par(dy3, dx3, nch, kh, kw, sh, sw, ph, pw)
+    return dx3.reshape((N, C, H, W))
 
 
 def _pool_args(kernel_size, stride, padding):

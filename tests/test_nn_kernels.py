@@ -480,3 +480,37 @@ def test_conv2d_blas_route_for_wide_reductions():
         g = rng.normal(size=y.shape)
         _check_vjp(lambda x_: K.conv2d(x_, w, b, s, p, dl), x, g, K.conv2d_input_grad(g, w, x.shape, s, p, dl))
         _check_vjp(lambda w_: K.conv2d(x, w_, b, s, p, dl), w, g, K.conv2d_weight_grad(g, x, w.shape, s, p, dl))
+
+
+def test_parallel_drivers_match_serial_bodies():
+    # big enough for the parallel path (>= 2**18 multiply-adds); each sample alone runs serially
+    rng = np.random.default_rng(12)
+    x = rng.normal(size=(6, 4, 30, 30))
+    w = rng.normal(size=(8, 4, 3, 3))
+    b = rng.normal(size=8)
+    y = K.conv2d(x, w, b, 1, 1, 1)
+    g = rng.normal(size=y.shape)
+    dx = K.conv2d_input_grad(g, w, x.shape, 1, 1, 1)
+    dw = K.conv2d_weight_grad(g, x, w.shape, 1, 1, 1)
+    dw_sum = np.zeros_like(w)
+    for i in range(6):
+        np.testing.assert_allclose(y[i:i + 1], K.conv2d(x[i:i + 1], w, b, 1, 1, 1), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(dx[i:i + 1], K.conv2d_input_grad(g[i:i + 1], w, (1, 4, 30, 30), 1, 1, 1),
+                                   rtol=1e-12, atol=1e-12)
+        dw_sum += K.conv2d_weight_grad(g[i:i + 1], x[i:i + 1], w.shape, 1, 1, 1)
+    np.testing.assert_allclose(dw, dw_sum, rtol=1e-10, atol=1e-10)
+    xp = rng.normal(size=(8, 16, 40, 40))
+    for k, s, p in [(2, None, 0), (3, 2, 1)]:
+        m = K.max_pool2d(xp, k, s, p)
+        a = K.avg_pool2d(xp, k, s, p)
+        gm = rng.normal(size=m.shape)
+        dmx = K.max_pool2d_grad(gm, xp, k, s, p)
+        dav = K.avg_pool2d_grad(gm, xp.shape, k, s, p)
+        sel = K.max_pool2d_select(xp, xp, k, s, p)
+        for i in (0, 7):
+            sl = slice(i, i + 1)
+            np.testing.assert_array_equal(m[sl], K.max_pool2d(xp[sl], k, s, p))
+            np.testing.assert_allclose(a[sl], K.avg_pool2d(xp[sl], k, s, p), rtol=1e-14)
+            np.testing.assert_array_equal(dmx[sl], K.max_pool2d_grad(gm[sl], xp[sl], k, s, p))
+            np.testing.assert_allclose(dav[sl], K.avg_pool2d_grad(gm[sl], (1, 16, 40, 40), k, s, p), rtol=1e-14)
+        np.testing.assert_array_equal(sel, m)
