@@ -187,7 +187,7 @@ class _Transformed:
         import ast as _a
         has_loops = any(isinstance(n, (_a.For, _a.While)) for n in _a.walk(parse(self.fn).node))
         mode = self._mode(has_loops)
-        built = build(self.fn, arg_values_for, diff, mode, kind=kind, allow_control_flow=False)
+        built = build(self.fn, arg_values_for, diff, mode, kind=kind, allow_control_flow=True)
         built.leaf_names = leaf_names
         built.diff_names = diff
         return built

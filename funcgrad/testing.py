@@ -69,15 +69,15 @@ def check_grads(f, args, argnums=0, eps=None, atol=None, rtol=None, seed=0, max_
     atol = atol if atol is not None else (1e-2 if low else 1e-6)
     rtol = rtol if rtol is not None else (1e-2 if low else 1e-5)
     rng = np.random.default_rng(seed)
-    out, vjp_fn = vjp(f, *args, **transform_kwargs)
+    out, vjp_fn = vjp(f, *args, argnums=nums, **transform_kwargs)
     out_leaves, out_td = tree_flatten(out)
     ct = tree_unflatten(out_td, [(rng.standard_normal(np.shape(o)).astype(np.asarray(o).dtype)
                                   if np.shape(o) else float(rng.standard_normal())) for o in out_leaves])
     cts = vjp_fn(ct)
-    for i in nums:
+    for k, i in enumerate(nums):
         leaves, td = tree_flatten(args[i])
         n = sum(int(np.size(x)) for x in leaves)
-        got = cts[i]
+        got = cts[k]
         if n <= max_full:
             want = numerical_vjp(f, args, i, ct, eps)
             for (a, b) in zip(tree_flatten(got)[0], tree_flatten(want)[0]):

@@ -553,16 +553,8 @@ def clip(x, lo, hi):
 @overload(clip)
 def _clip_ov(x, lo, hi):
     if _is_scalar_type(x):
-        return lambda x, lo, hi: min_(max_(x, lo), hi)
+        return lambda x, lo, hi: (lo if x < lo else (hi if x > hi else x))
     return lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi)
-
-
-def max_(a, b):
-    return a if a > b else b
-
-
-def min_(a, b):
-    return a if a < b else b
 
 
 @_register

@@ -662,9 +662,9 @@ def unconcatenate(g, arrays, axis=0):
 
 def _sample_stack(draw, dt, st, array, shapes):
     n = draw(st.integers(1, 3))
-    base = shapes(draw, 0, 2)
-    axis = draw(st.integers(0, len(base)))
-    return (tuple(array(draw, base, dt) if base else np.asarray(array(draw, base, dt)) for _ in range(n)),), {"axis": axis}
+    base = shapes(draw, 1, 2)
+    axis = draw(st.integers(-len(base) - 1, len(base)))
+    return (tuple(array(draw, base, dt) for _ in range(n)),), {"axis": axis}
 
 
 @primitive(np.stack, sample=S.custom(_sample_stack))

@@ -130,12 +130,12 @@ class ANF:
                 rhs = self.flat(s.value, out, s)
                 if getattr(s.value, "_funcgrad_src", None):
                     rhs._funcgrad_src = s.value._funcgrad_src
-                if self.loop_depth == 0 and t.id in self.version:
-                    name = self.fresh_version(t.id)
-                elif self.loop_depth == 0 and t.id in self.used_params:
+                if t.id in self.cf_names:  # assigned inside a loop or branch: one name throughout
+                    name = t.id
+                elif t.id in self.version or t.id in self.used_params:
                     name = self.fresh_version(t.id)
                 else:
-                    name = self.version.get(t.id, t.id) if self.loop_depth else t.id
+                    name = t.id
                 self.used.add(name)
                 out.append(_assign(name, rhs, s))
                 self.version[t.id] = name
@@ -151,8 +151,58 @@ class ANF:
             return self.control(s, out)
         out.append(s)
 
-    def control(self, s, out):  # loops and branches: see reverse for the tape
-        raise NotImplementedError
+    def control(self, s, out):
+        """Compound statements: tests become atoms computed before (and, for while, at the end of the body)."""
+        if isinstance(s, ast.If):
+            test = self.atom(s.test, out, s)
+            self.loop_depth += 1
+            body, orelse = self.block(s.body), self.block(s.orelse)
+            self.loop_depth -= 1
+            out.append(ast.copy_location(ast.If(test=test, body=body or [ast.Pass()], orelse=orelse), s))
+            return
+        if isinstance(s, ast.While):
+            pre = []
+            test = self.atom(s.test, pre, s)
+            if not isinstance(test, ast.Name):  # a constant test: still a name the loop can re-read
+                t = self.tmp()
+                pre.append(_assign(t, test, s))
+                test = ast.Name(t, ast.Load())
+            out.extend(pre)
+            self.loop_depth += 1
+            body = self.block(s.body)
+            body.extend(copy.deepcopy(pre))  # re-evaluate the test at the end of every iteration
+            self.loop_depth -= 1
+            out.append(ast.copy_location(ast.While(test=test, body=body, orelse=[]), s))
+            return
+        if isinstance(s, ast.For):
+            it = s.iter
+            args = [self.atom(a, out, s) for a in it.args]
+            self.loop_depth += 1
+            body = self.block(s.body)
+            self.loop_depth -= 1
+            new = ast.For(target=s.target, iter=ast.Call(func=it.func, args=args, keywords=[]), body=body or [ast.Pass()],
+                          orelse=[])
+            out.append(ast.copy_location(new, s))
+            return
+        out.append(s)
+
+
+def cf_assigned(stmts):
+    """Names assigned inside any loop or branch (they keep one name: no SSA versions)."""
+    names = set()
+
+    def walk(ss, inside):
+        for s in ss:
+            if isinstance(s, (ast.For, ast.While, ast.If)):
+                if isinstance(s, ast.For):
+                    names.add(s.target.id)
+                walk(s.body, True)
+                walk(s.orelse, True)
+            elif inside and isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name):
+                names.add(s.targets[0].id)
+
+    walk(stmts, False)
+    return names
 
 
 def _is_static(e):
@@ -178,6 +228,7 @@ def anf(fdef: ast.FunctionDef, params) -> ast.FunctionDef:
     used = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)} | set(params)
     a = ANF(used)
     a.used_params = set(params)
+    a.cf_names = cf_assigned(fdef.body)
     body = a.block(fdef.body)
     new = ast.FunctionDef(name=fdef.name, args=fdef.args, body=body, decorator_list=[], returns=None)
     new._anf_version = dict(a.version)

@@ -166,7 +166,7 @@ class Normalizer:
                 if isinstance(leaf, Dyn):
                     params.append(leaf.expr.id)
         self.body = body
-        out = self.block(p.node.body, scope, body, top=True)
+        out = self.block(self.structured(p, p.node), scope, body, top=True)
         if out is None:
             raise error(p, p.node, "the function returns nothing", "return the value to differentiate",
                         cls=UnsupportedSyntaxError)
@@ -189,6 +189,23 @@ class Normalizer:
             body.append(ast.copy_location(ast.Assign(targets=[ast.Name(n, ast.Store())], value=val.expr), node))
             return Dyn(ast.Name(n, ast.Load()))
         return val
+
+    def structured(self, parsed, fdef):
+        """The function body with single exit and loops without break/continue (see structure)."""
+        from .structure import RET, StructureError, single_exit, structure_loops
+        body = fdef.body
+        has_cf = any(isinstance(n, (ast.If, ast.For, ast.While)) for s in body for n in ast.walk(s))
+        if not has_cf:
+            return body
+        try:
+            new = single_exit(structure_loops(body))
+        except StructureError as e:
+            raise error(parsed, e.node, e.msg, e.hint) from None
+        ret = ast.Return(value=ast.Name(RET, ast.Load()))
+        ast.copy_location(ret, body[-1])
+        if not any(isinstance(n, ast.Name) and n.id == RET for s in new for n in ast.walk(s)):
+            return new
+        return new + [ret]
 
     # ------------------------------------------------------------ statements
     def block(self, stmts, scope, out, top=False):
@@ -236,13 +253,162 @@ class Normalizer:
             return self.control(s, scope, out)
         raise error(P, s, f"unsupported statement '{type(s).__name__}'", None)
 
+    # ------------------------------------------------------------ control flow
+    def prepare_cf(self, stmts, scope, out, node):
+        """Give every variable assigned in ``stmts`` one runtime name before a branch or loop."""
+        for name in _assigned(stmts):
+            cur = scope.vars.get(name)
+            if isinstance(cur, Dyn) and isinstance(cur.expr, ast.Name) and self.owns(cur.expr.id, name, scope):
+                continue
+            if isinstance(cur, (Struct, LocalFunction)) or (isinstance(cur, Static) and not isinstance(
+                    cur.obj, (int, float, bool, np.number))):
+                raise error(scope.parsed, node, f"'{name}' holds a {type(cur).__name__.lower()} value and is "
+                                                f"reassigned inside a loop or branch",
+                            "only arrays and numbers can change inside loops and branches; give the container "
+                            "another name")
+            outname = self.var_name(name, scope)
+            if cur is not None:
+                out.append(ast.copy_location(ast.Assign(targets=[ast.Name(outname, ast.Store())],
+                                                        value=self.as_expr(cur, scope, node)), node))
+            scope.vars[name] = Dyn(ast.Name(outname, ast.Load()))
+
+    def owns(self, outname, name, scope):
+        return getattr(self, "_owned", {}).get(outname) == ("var", id(scope), name)
+
     def control(self, s, scope, out):
-        raise error(scope.parsed, s, "control flow is not supported yet",
-                    "write straight-line NumPy (np.where for element-wise choices)")
+        P = scope.parsed
+        if isinstance(s, ast.If):
+            test = self.expr(s.test, scope, out)
+            if isinstance(test, Static):  # decided now (e.g. `if b is None`): only one branch exists
+                self.block_cf(s.body if test.obj else s.orelse, scope, out, dynamic=False)
+                return None
+            self.prepare_cf(s.body + s.orelse, scope, out, s)
+            body, orelse = [], []
+            self.block_cf(s.body, scope, body)
+            self.block_cf(s.orelse, scope, orelse)
+            out.append(ast.copy_location(ast.If(test=self.as_expr(test, scope, s), body=body or [ast.Pass()],
+                                                orelse=orelse), s))
+            return None
+        if isinstance(s, ast.While):
+            self.has_loops = True
+            self.prepare_cf(s.body, scope, out, s)
+            test = self.expr(s.test, scope, out)
+            body = []
+            self.block_cf(s.body, scope, body)
+            out.append(ast.copy_location(ast.While(test=self.as_expr(test, scope, s), body=body or [ast.Pass()],
+                                                   orelse=[]), s))
+            return None
+        if isinstance(s, ast.For):
+            return self.for_loop(s, scope, out)
+        if isinstance(s, ast.Break):
+            out.append(ast.copy_location(ast.Break(), s))
+            return None
+        raise error(P, s, f"unsupported statement '{type(s).__name__}'", None)
+
+    def block_cf(self, stmts, scope, out, dynamic=True):
+        self.cf_depth = getattr(self, "cf_depth", 0) + (1 if dynamic else 0)
+        try:
+            ret = self.block(stmts, scope, out)
+        finally:
+            self.cf_depth -= (1 if dynamic else 0)
+        if ret is not None:  # pragma: no cover - structure() removed returns from branches
+            raise error(scope.parsed, stmts[-1], "'return' inside a branch or loop", None)
+
+    def for_loop(self, s, scope, out):
+        P = scope.parsed
+        it = self.expr(s.iter, scope, out)
+        # a loop over a container known now (a list of layers, a tuple of params): unrolled
+        if isinstance(it, (Struct, Static)) and not isinstance(it, _Range):
+            items = it.values() if isinstance(it, Struct) else [Static(v) for v in it.obj]
+            if _contains(s.body, (ast.Break,)) or any(isinstance(n, ast.Name) and n.id.startswith("__brk")
+                                                        for n in ast.walk(ast.Module(body=s.body, type_ignores=[]))):
+                raise error(P, s, "'break' in a loop over a Python list/tuple is not supported",
+                            "loop over range(len(...)) instead")
+            for v in items:
+                self.assign(s.target, v, scope, out, s)
+                self.block(s.body, scope, out)
+            return None
+        if isinstance(it, _Iter) and all(isinstance(a, (Struct, Static)) for a in it.args):
+            if it.fn is enumerate:
+                seq = it.args[0]
+                items = seq.values() if isinstance(seq, Struct) else [Static(v) for v in seq.obj]
+                pairs = [Struct("tuple", [Static(i), v]) for i, v in enumerate(items)]
+            else:
+                cols = [a.values() if isinstance(a, Struct) else [Static(v) for v in a.obj] for a in it.args]
+                pairs = [Struct("tuple", list(t)) for t in zip(*cols)]
+            for v in pairs:
+                self.assign(s.target, v, scope, out, s)
+                self.block(s.body, scope, out)
+            return None
+        self.has_loops = True
+        if isinstance(it, _Range):
+            rng = ast.Call(func=ast.Name("range", ast.Load()), args=it.args, keywords=[])
+            target = s.target
+            if not isinstance(target, ast.Name):
+                raise error(P, s, "a range loop needs a single loop variable", None)
+            self.prepare_cf([ast.Assign(targets=[target], value=ast.Constant(0))] + s.body, scope, out, s)
+            tname = scope.vars[target.id].expr.id
+            body = []
+            self.block_cf(s.body, scope, body)
+            out.append(ast.copy_location(ast.For(target=ast.Name(tname, ast.Store()), iter=rng, body=body or [ast.Pass()],
+                                                 orelse=[]), s))
+            return None
+        # enumerate / zip / rows of an array: a range loop over the shortest length
+        if isinstance(it, _Iter):
+            seqs = it.args if it.fn is zip else [it.args[0]]
+        elif isinstance(it, Dyn):
+            seqs = [it]
+        else:
+            raise error(P, s, "cannot loop over this value", "loop over range(...), an array, enumerate or zip")
+        lens = []
+        for q in seqs:
+            if isinstance(q, Struct):
+                lens.append(ast.Constant(len(q.values())))
+            elif isinstance(q, _Range):
+                raise error(P, s, "range() inside zip/enumerate is not supported", "index with the loop counter")
+            else:
+                lens.append(ast.Subscript(value=ast.Attribute(value=self.as_expr(q, scope, s), attr="shape",
+                                                              ctx=ast.Load()), slice=ast.Constant(0), ctx=ast.Load()))
+        n = lens[0] if len(lens) == 1 else ast.Call(func=ast.Name("min", ast.Load()), args=lens, keywords=[])
+        idx = self.names.fresh("_i")
+        self.prepare_cf(s.body, scope, out, s)
+        for t in _target_names(s.target):
+            if t not in scope.vars or not isinstance(scope.vars[t], Dyn):
+                self.prepare_cf([ast.Assign(targets=[ast.Name(t, ast.Store())], value=ast.Constant(0))], scope, out, s)
+        body = []
+        self.cf_depth = getattr(self, "cf_depth", 0) + 1
+        try:
+            ival = Dyn(ast.Name(idx, ast.Load()))
+            elems = [self.subscript_dyn(q, ival, scope, body, s) for q in seqs]
+            if isinstance(it, _Iter) and it.fn is enumerate:
+                val = Struct("tuple", [ival, elems[0]])
+            elif isinstance(it, _Iter):
+                val = Struct("tuple", elems)
+            else:
+                val = elems[0]
+            self.assign(s.target, val, scope, body, s)
+            self.block(s.body, scope, body)
+        finally:
+            self.cf_depth -= 1
+        rng = ast.Call(func=ast.Name("range", ast.Load()), args=[n], keywords=[])
+        out.append(ast.copy_location(ast.For(target=ast.Name(idx, ast.Store()), iter=rng, body=body, orelse=[]), s))
+        return None
+
+    def subscript_dyn(self, q, ival, scope, out, node):
+        if isinstance(q, Struct):
+            raise error(scope.parsed, node, "zip/enumerate over a Python list mixed with arrays is not supported",
+                        "stack the list into an array first")
+        return self.call_prim(lookup_getitem(), [q, ival], {}, scope, out, node)
 
     def assign(self, target, val, scope, out, stmt):
         P = scope.parsed
         if isinstance(target, ast.Name):
+            if getattr(self, "cf_depth", 0) and isinstance(val, Static) and isinstance(
+                    val.obj, (int, float, bool, np.number)):
+                val = Dyn(ast.Constant(val.obj.item() if isinstance(val.obj, np.generic) else val.obj))
+            elif getattr(self, "cf_depth", 0) and not isinstance(val, Dyn):
+                raise error(P, stmt, f"'{target.id}' is bound to a container or function inside a loop or branch",
+                            "only arrays and numbers can be assigned inside loops and branches")
             if isinstance(val, Dyn):
                 outname = self.var_name(target.id, scope)
                 a = ast.Assign(targets=[ast.Name(outname, ast.Store())], value=val.expr)
@@ -454,8 +620,18 @@ class Normalizer:
         test = self.expr(node.test, scope, out)
         if isinstance(test, Static):
             return self.expr(node.body if test.obj else node.orelse, scope, out)
-        raise error(scope.parsed, node, "a conditional expression on a runtime value is not supported yet",
-                    "use np.where(cond, a, b)")
+        tmp = self.names.fresh("_ifx")
+        body, orelse = [], []
+        self.cf_depth = getattr(self, "cf_depth", 0) + 1
+        try:
+            for branch, lst in ((node.body, body), (node.orelse, orelse)):
+                v = self.expr(branch, scope, lst)
+                lst.append(ast.copy_location(ast.Assign(targets=[ast.Name(tmp, ast.Store())],
+                                                        value=self.as_expr(v, scope, node)), node))
+        finally:
+            self.cf_depth -= 1
+        out.append(ast.copy_location(ast.If(test=self.as_expr(test, scope, node), body=body, orelse=orelse), node))
+        return Dyn(ast.Name(tmp, ast.Load()))
 
     def attribute(self, base, node, scope, out):
         P = scope.parsed
@@ -710,7 +886,7 @@ class Normalizer:
                 out.append(ast.copy_location(ast.Assign(targets=[ast.Name(tmp, ast.Store())], value=v.expr), node))
                 v = Dyn(ast.Name(tmp, ast.Load()))
             scope.vars[k] = v
-        body = fdef.body
+        body = self.structured(parsed, fdef)
         ret = self.block(body, scope, out)
         self.inline_stack.pop()
         self.depth -= 1
@@ -853,6 +1029,37 @@ def _arguments(names):
 
 def _assigned_names(node):
     return set()
+
+
+def _target_names(t):
+    if isinstance(t, ast.Name):
+        return [t.id]
+    if isinstance(t, (ast.Tuple, ast.List)):
+        return [n for e in t.elts for n in _target_names(e)]
+    return []
+
+
+def _assigned(stmts):
+    """Names assigned (rebound) anywhere in ``stmts``, in first-seen order (not in nested defs)."""
+    names = []
+    for s in stmts:
+        for n in ast.walk(s):
+            tgts = []
+            if isinstance(n, ast.Assign):
+                tgts = n.targets
+            elif isinstance(n, (ast.AugAssign, ast.AnnAssign)):
+                tgts = [n.target]
+            elif isinstance(n, ast.For):
+                tgts = [n.target]
+            for t in tgts:
+                for nm in _target_names(t):
+                    if nm not in names:
+                        names.append(nm)
+    return names
+
+
+def _contains(stmts, kinds):
+    return any(isinstance(n, kinds) for s in stmts for n in ast.walk(s))
 
 
 _CONST_BIN = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,

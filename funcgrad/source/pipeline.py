@@ -90,7 +90,7 @@ def build(fn, arg_values_for, diff_leaves, mode, kind="vjp", allow_control_flow=
 
         adj = reverse(a, list(diff_leaves), atoms, src_lookup)
         g_params = [f"g_out{i}" for i in range(len(atoms))]
-        ret = ast.Return(value=ast.Tuple(elts=[_returns(atoms), ast.Tuple(elts=adj.grads, ctx=ast.Load())],
+        ret = ast.Return(value=ast.Tuple(elts=[_returns(adj.outputs), ast.Tuple(elts=adj.grads, ctx=ast.Load())],
                                          ctx=ast.Load()))
         body = adj.primal + adj.adjoint + [ret]
         fname = f"{name}_vjp"

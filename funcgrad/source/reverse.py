@@ -62,6 +62,13 @@ class Reverse:
         self.count = 0
         self.float_params = float_params
         self.int_params = int_params
+        self.depth = 0                   # nesting of loops/branches being reversed
+        self.nonssa: set = set()         # names assigned more than once (in loops/branches)
+        self.special: set = set()        # trip counters and loop flags handled by the loop code
+        self.result_adjoint = None
+        self.result_value = None
+        self.home: dict = {}             # nonssa name -> id of the block where it is first assigned
+        self.loop_tapes: list = []
 
     def tmp(self, base="_v"):
         self.count += 1
@@ -76,15 +83,24 @@ class Reverse:
         return False
 
     def mark(self, stmts):
-        """Forward activity over straight-line statements."""
+        """Forward activity (monotone: a name active anywhere is active everywhere; loops to a fixpoint)."""
         for s in stmts:
+            if isinstance(s, (ast.For, ast.While)):
+                while True:
+                    before = set(self.active)
+                    self.mark(s.body)
+                    if self.active == before:
+                        break
+                continue
+            if isinstance(s, ast.If):
+                self.mark(s.body)
+                self.mark(s.orelse)
+                continue
             if isinstance(s, ast.Assign):
                 t = s.targets[0]
                 if isinstance(t, ast.Name):
                     if self.rhs_active(s.value, s):
                         self.active.add(t.id)
-                    else:
-                        self.active.discard(t.id)
                 elif isinstance(t, ast.Subscript) and self.is_active(s.value):
                     self.active.add(t.value.id)
 
@@ -142,6 +158,16 @@ class Reverse:
         if isinstance(t, ast.Subscript):
             return self.adjoint_setitem(s, out, comment)
         tname = t.id
+        if tname in self.special:
+            return
+        if tname in self.nonssa:
+            start = len(out)
+            restored = self.adjoint_overwrite(s, out) if tname in self.active else False
+            if not restored:
+                out.append(_marker(tname))
+            if len(out) > start:
+                out[start]._funcgrad_comment = comment
+            return
         dt = adname(tname)
         if tname not in self.active or dt not in self.defined:
             return
@@ -158,6 +184,45 @@ class Reverse:
                 self.custom(e, tname, out)
         if len(out) > start and out[start] is not None:
             out[start]._funcgrad_comment = comment
+
+    def adjoint_overwrite(self, s, out):
+        """Adjoint of ``v = rhs`` where ``v`` is assigned more than once (in loops/branches).
+
+        ``d_v`` (the cotangent of the value assigned here) is consumed: afterwards ``d_v`` is
+        undefined again, so uses of the previous value start a fresh cotangent.
+        """
+        tname = s.targets[0].id
+        dv = adname(tname)
+        if dv not in self.defined:
+            return False
+        e = s.value
+        reads_self = any(isinstance(n, ast.Name) and n.id == tname for n in ast.walk(e))
+        if reads_self:  # the operand is the old value: keep the new one aside and restore the old one first
+            res = self.tmp("_dres")
+            val = self.tmp("_new")
+            out.append(ast.Assign(targets=[ast.Name(res, ast.Store())], value=ast.Name(dv, ast.Load())))
+            out.append(ast.Assign(targets=[ast.Name(val, ast.Store())], value=ast.Name(tname, ast.Load())))
+            out.append(_marker(tname))
+            self.result_value = val
+        else:
+            res = dv
+        self.defined.discard(dv)
+        self.owned.discard(dv)
+        self.result_adjoint = res
+        try:
+            if isinstance(e, ast.Name):
+                if e.id in self.active:
+                    self.accumulate(e.id, ast.Name(res, ast.Load()), out)
+            elif isinstance(e, ast.Call):
+                prim = getattr(e, "_funcgrad_prim", None)
+                if prim is not None:
+                    self.fill(prim, e, tname, out, s)
+                elif getattr(e, "_funcgrad_custom", None) is not None:
+                    self.custom(e, tname, out)
+        finally:
+            self.result_adjoint = None
+            self.result_value = None
+        return reads_self
 
     def adjoint_setitem(self, s, out, comment):
         t = s.targets[0]
@@ -192,7 +257,8 @@ class Reverse:
                               value=ast.Call(func=ast.Attribute(value=copy.deepcopy(e.func), attr="bwd_from_args",
                                                                 ctx=ast.Load()),
                                              args=[ast.Tuple(elts=list(e.args), ctx=ast.Load()),
-                                                   ast.Name(adname(tname), ast.Load())], keywords=[])))
+                                                   ast.Name(self.result_adjoint or adname(tname), ast.Load())],
+                                             keywords=[])))
         for i, a in enumerate(e.args):
             if self.is_active(a):
                 self.accumulate(a.id, ast.Subscript(value=ast.Name(res, ast.Load()), slice=ast.Constant(i),
@@ -212,7 +278,7 @@ class Reverse:
                 ba[p] = ast.Constant(dflt) if not isinstance(dflt, tuple) else ast.Tuple(
                     elts=[ast.Constant(x) for x in dflt], ctx=ast.Load())
         subst = dict(ba)
-        subst[tpl.result] = ast.Name(tname, ast.Load())
+        subst[tpl.result] = ast.Name(self.result_value or tname, ast.Load())
         local = {}
         pending = []  # (stmt) template locals, emitted lazily if used
         for ts in tpl.body:
@@ -239,7 +305,7 @@ class Reverse:
                     out.append(ast.Assign(targets=[ast.Name(new, ast.Store())], value=pexpr))
                     self.defined.add(new)
             if prim.name == "getitem" and p == "x":
-                self.scatter(arg.id, call.args[1], ast.Name(adname(tname), ast.Load()), out)
+                self.scatter(arg.id, call.args[1], ast.Name(self.result_adjoint or adname(tname), ast.Load()), out)
                 continue
             if isinstance(arg, ast.Tuple):  # a sequence parameter (concatenate, stack)
                 seq = self.tmp("_seq")
@@ -277,7 +343,7 @@ class Reverse:
                 if isinstance(node.value, ast.Name) and node.value.id == "d" and isinstance(node.slice, ast.Name):
                     if node.slice.id != tpl.result:
                         raise TransformError(f"VJP template of {prim.name}: only d[{tpl.result}] can be read")
-                    return ast.Name(adname(tname), ast.Load())
+                    return ast.Name(self.result_adjoint or adname(tname), ast.Load())
                 self_.generic_visit(node)
                 return node
 
@@ -345,11 +411,22 @@ def _line_text(fn, line):
     return linecache.getline(fn, line) if fn and line else None
 
 
+def _marker(name):
+    """Where the value ``name`` had before this assignment is restored (filled in once tapes are known)."""
+    m = ast.Expr(value=ast.Constant(("restore", name)))
+    m._funcgrad_marker = name
+    return m
+
+
 def save_inplace(stmts, tmpgen):
     """Before each in-place write ``x[idx] = v``, save ``x[idx]`` so the adjoint can restore it."""
     out = []
     for s in stmts:
-        if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Subscript):
+        if isinstance(s, (ast.For, ast.While, ast.If)):
+            s.body = save_inplace(s.body, tmpgen)
+            if isinstance(s, ast.If):
+                s.orelse = save_inplace(s.orelse, tmpgen)
+        elif isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Subscript):
             t = s.targets[0]
             saved = tmpgen("_saved")
             out.append(ast.copy_location(ast.Assign(
@@ -362,30 +439,290 @@ def save_inplace(stmts, tmpgen):
     return out
 
 
+def _assigned_in(stmts, inside=False, acc=None):
+    acc = set() if acc is None else acc
+    for s in stmts:
+        if isinstance(s, (ast.For, ast.While, ast.If)):
+            if isinstance(s, ast.For):
+                acc.add(s.target.id)
+            _assigned_in(s.body, True, acc)
+            _assigned_in(s.orelse, True, acc)
+        elif inside and isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name):
+            acc.add(s.targets[0].id)
+    return acc
+
+
+def _homes(stmts, home, path=()):
+    """For each name, the innermost block (list) holding all its assignments and uses."""
+    here = path + (id(stmts),)
+
+    def note(name):
+        p = home.get(name)
+        if p is None:
+            home[name] = here
+        else:
+            k = 0
+            while k < min(len(p), len(here)) and p[k] == here[k]:
+                k += 1
+            home[name] = p[:k]
+
+    for s in stmts:
+        if isinstance(s, (ast.For, ast.While, ast.If)):
+            for n in ast.walk(s.iter if isinstance(s, ast.For) else s.test):
+                if isinstance(n, ast.Name):
+                    note(n.id)
+            _homes(s.body, home, here)
+            if isinstance(s, ast.If):
+                _homes(s.orelse, home, here)
+            continue
+        for n in ast.walk(s):
+            if isinstance(n, ast.Name):
+                note(n.id)
+
+
+class _Loops:
+    """Adds trip counters to loops: ``_n<k> = 0`` before, ``_n<k> = _n<k> + 1`` first in the body."""
+
+    def __init__(self):
+        self.k = 0
+        self.counters = []
+
+    def add(self, stmts, in_loop):
+        out = []
+        for s in stmts:
+            if isinstance(s, (ast.For, ast.While)):
+                self.k += 1
+                n = f"_n{self.k}"
+                self.counters.append(n)
+                s._funcgrad_counter = n
+                s._funcgrad_in_loop = in_loop
+                out.append(ast.copy_location(ast.Assign(targets=[ast.Name(n, ast.Store())], value=ast.Constant(0)), s))
+                inc = ast.Assign(targets=[ast.Name(n, ast.Store())],
+                                 value=ast.BinOp(left=ast.Name(n, ast.Load()), op=ast.Add(), right=ast.Constant(1)))
+                pre = [ast.copy_location(inc, s)]
+                if isinstance(s, ast.For):  # the loop variable as a plain assignment (taped if needed)
+                    it = f"_it{self.k}"
+                    pre.append(ast.copy_location(ast.Assign(targets=[ast.Name(s.target.id, ast.Store())],
+                                                            value=ast.Name(it, ast.Load())), s))
+                    s.target = ast.Name(it, ast.Store())
+                s.body = pre + self.add(s.body, True)
+                out.append(s)
+                if in_loop:  # each run of an inner loop has its own trip count: keep them on a tape
+                    out.append(ast.Expr(value=ast.Call(func=ast.Attribute(value=ast.Name(f"_tape{n}", ast.Load()),
+                                                                          attr="append", ctx=ast.Load()),
+                                                       args=[ast.Name(n, ast.Load())], keywords=[])))
+                continue
+            if isinstance(s, ast.If):
+                s.body = self.add(s.body, in_loop)
+                s.orelse = self.add(s.orelse, in_loop)
+            out.append(s)
+        return out
+
+
+def _rev_block(R, stmts, out):
+    """The adjoint of a block, statements in reverse order (compound statements recursively)."""
+    for s in reversed(stmts):
+        if isinstance(s, (ast.For, ast.While)):
+            _rev_loop(R, s, out)
+        elif isinstance(s, ast.If):
+            _rev_if(R, s, out)
+        elif isinstance(s, ast.Assign):
+            R.adjoint_stmt(s, out)
+
+
+def _zero(R, dn, out):
+    out.append(ast.Assign(targets=[ast.Name(dn, ast.Store())],
+                          value=ast.Call(func=_K("zeros_like"), args=[ast.Name(R.d_to_name[dn], ast.Load())],
+                                         keywords=[])))
+
+
+def _rev_if(R, s, out):
+    """Both branches reversed from the same cotangent state; they are made to agree at the merge."""
+    d0, o0 = set(R.defined), set(R.owned)
+    R.depth += 1
+    rb = []
+    _rev_block(R, s.body, rb)
+    db, ob = R.defined, R.owned
+    R.defined, R.owned = set(d0), set(o0)
+    ro = []
+    _rev_block(R, s.orelse, ro)
+    do, oo = R.defined, R.owned
+    R.depth -= 1
+    for dn in sorted(db - do):
+        _zero(R, dn, ro)
+        oo.add(dn)
+    for dn in sorted(do - db):
+        _zero(R, dn, rb)
+        ob.add(dn)
+    R.defined = db | do
+    R.owned = ob & oo
+    if not (rb or ro):
+        return
+    new = ast.If(test=s.test, body=rb or [ast.Pass()], orelse=ro)
+    new._funcgrad_comment = f"if {ast.unparse(s.test)}:"
+    out.append(new)
+
+
+def _rev_loop(R, s, out):
+    """The reversed loop: the cotangent state at the start of every reversed iteration is the same."""
+    n = s._funcgrad_counter
+    pre = []
+    for _ in range(4):  # fixpoint of (defined, owned) at the iteration boundary; nesting depth bounds it
+        d0, o0 = set(R.defined), set(R.owned)
+        save_count = R.count
+        R.depth += 1
+        body = []
+        _rev_block(R, s.body, body)
+        R.depth -= 1
+        d1, o1 = R.defined, R.owned
+        grow = d1 - d0
+        lose_owned = (o0 - o1) & d1
+        if not grow and not lose_owned:
+            for dn in sorted(d0 - d1):  # consumed and not re-created: the next iteration needs them back
+                _zero(R, dn, body)
+                R.owned.add(dn)
+            R.defined = d0 | d1
+            R.owned = o0 & (o1 | (d0 - d1))
+            break
+        R.count = save_count
+        for dn in sorted(grow):  # created inside: must exist (and accumulate) across iterations
+            _zero(R, dn, pre)
+        for dn in sorted(lose_owned):
+            pre.append(ast.Assign(targets=[ast.Name(dn, ast.Store())],
+                                  value=ast.Call(func=_K("copy"), args=[ast.Name(dn, ast.Load())], keywords=[])))
+        R.defined = d0 | grow
+        R.owned = (o0 - lose_owned) | grow | lose_owned
+        R.owned -= set()
+        # owned names that a body binding aliases cannot be scattered into in place: drop ownership
+        R.owned &= o1 | grow
+    else:  # pragma: no cover
+        raise TransformError("reverse: the cotangent state of a loop did not settle")
+    out.extend(pre)
+    if not body:
+        return
+    if s._funcgrad_in_loop:
+        out.append(ast.Assign(targets=[ast.Name(n, ast.Store())],
+                              value=ast.Call(func=ast.Attribute(value=ast.Name(f"_tape{n}", ast.Load()), attr="pop",
+                                                                ctx=ast.Load()), args=[], keywords=[])))
+    k = "_k" + n[2:]
+    rng = ast.Call(func=ast.Name("range", ast.Load()), args=[ast.Name(n, ast.Load())], keywords=[])
+    loop = ast.For(target=ast.Name(k, ast.Store()), iter=rng, body=body, orelse=[])
+    head = f"for {ast.unparse(s.target)} in {ast.unparse(s.iter)}:" if isinstance(s, ast.For) \
+        else f"while {ast.unparse(s.test)}:"
+    loop._funcgrad_comment = f"reversed: {head}"
+    out.append(loop)
+
+
+_INTERNAL = ("_v", "_seq", "_res", "_dres", "_new", "_tape", "_k", "_n")
+
+
+def _needed(code):
+    """Names whose values the adjoint reads (so their overwritten values go on a tape)."""
+    need = set()
+    for st in ast.walk(ast.Module(body=code, type_ignores=[])):
+        if getattr(st, "_funcgrad_init", False):
+            continue
+        if isinstance(st, ast.stmt) and not isinstance(st, (ast.For, ast.While, ast.If)):
+            for n in ast.walk(st):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                    need.add(n.id)
+            if isinstance(st, ast.Assign) and isinstance(st.value, ast.Call) and getattr(st, "_funcgrad_init", False):
+                pass
+        elif isinstance(st, (ast.If, ast.While)):
+            for n in ast.walk(st.test):
+                if isinstance(n, ast.Name):
+                    need.add(n.id)
+    # zeros_like(v) only needs v's shape: it does not make v needed
+    return need
+
+
+def _tape_pushes(stmts, taped):
+    out = []
+    for s in stmts:
+        out.append(s)
+        if isinstance(s, (ast.For, ast.While, ast.If)):
+            s.body = _tape_pushes(s.body, taped)
+            if isinstance(s, ast.If):
+                s.orelse = _tape_pushes(s.orelse, taped)
+        elif isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name) and s.targets[0].id in taped:
+            n = s.targets[0].id
+            out.append(ast.Expr(value=ast.Call(func=ast.Attribute(value=ast.Name(f"_tape_{n}", ast.Load()),
+                                                                  attr="append", ctx=ast.Load()),
+                                               args=[ast.Name(n, ast.Load())], keywords=[])))
+    return out
+
+
+def _expand_markers(code, taped, params):
+    out = []
+    for s in code:
+        m = getattr(s, "_funcgrad_marker", None)
+        if m is not None:
+            if m in taped:
+                tape = ast.Name(f"_tape_{m}", ast.Load())
+                pop = ast.Expr(value=ast.Call(func=ast.Attribute(value=tape, attr="pop", ctx=ast.Load()), args=[],
+                                              keywords=[]))
+                restore = ast.Assign(targets=[ast.Name(m, ast.Store())],
+                                     value=ast.Subscript(value=ast.Name(f"_tape_{m}", ast.Load()),
+                                                         slice=ast.UnaryOp(op=ast.USub(), operand=ast.Constant(1)),
+                                                         ctx=ast.Load()))
+                test = ast.Compare(left=ast.Call(func=ast.Name("len", ast.Load()), args=[tape], keywords=[]),
+                                   ops=[ast.Gt()], comparators=[ast.Constant(0)])
+                if getattr(s, "_funcgrad_comment", None):
+                    pop._funcgrad_comment = s._funcgrad_comment
+                out.append(pop)
+                out.append(ast.If(test=test, body=[restore], orelse=[]))
+            continue
+        if isinstance(s, (ast.For, ast.While, ast.If)):
+            s.body = _expand_markers(s.body, taped, params) or [ast.Pass()]
+            if isinstance(s, ast.If):
+                s.orelse = _expand_markers(s.orelse, taped, params)
+        out.append(s)
+    return out
+
+
 def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_params=(), int_params=()):
-    """Build the primal + adjoint of a straight-line ANF function (see the module docstring)."""
+    """Build the primal + adjoint of an ANF function (see the module docstring)."""
     R = Reverse(src_lookup, float_params, int_params)
     R.active = set(diff_params)
-    primal = save_inplace(list(fdef.body), R.tmp)
-    R.mark(primal)
+    params = [a.arg for a in fdef.args.args]
+    loops = _Loops()
+    body = loops.add(save_inplace(copy.deepcopy(list(fdef.body)), R.tmp), False)
+    R.special = set(loops.counters) | {f"_it{k}" for k in range(1, loops.k + 1)}
+    R.nonssa = _assigned_in(body) - R.special
+    R.mark(body)
+    all_names = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)} | set(params)
+    R.d_to_name = {adname(n): n for n in all_names}
     adj = []
-    # seed: output cotangents
+    # outputs: snapshot names the sweep will restore or arrays it will undo writes in
+    pre = []
+    written = {s.targets[0].value.id for s in ast.walk(ast.Module(body=body, type_ignores=[]))
+               if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Subscript)}
+    outs = []
+    for i, o in enumerate(output_atoms):
+        if isinstance(o, ast.Name) and (o.id in R.nonssa or o.id in written):
+            snap = f"_out{i}"
+            val = ast.Call(func=_K("copy"), args=[o], keywords=[]) if o.id in written else o
+            pre.append(ast.Assign(targets=[ast.Name(snap, ast.Store())], value=val))
+            outs.append(ast.Name(snap, ast.Load()))
+        else:
+            outs.append(o)
     for i, o in enumerate(output_atoms):
         if isinstance(o, ast.Name) and o.id in R.active:
             R.accumulate(o.id, ast.Name(f"g_out{i}", ast.Load()), adj, comment=None)
-    # activity at each statement must be the activity *at that point*: recompute per statement going back
-    snapshots = []
-    act = set(diff_params)
-    R2 = Reverse(src_lookup, float_params, int_params)
-    R2.active = act
-    for s in primal:
-        snapshots.append(set(R2.active))
-        R2.mark([s])
-    for s, snap in zip(reversed(primal), reversed(snapshots)):
-        after = set(snap)
-        R.active = after
-        R.mark([s])
-        R.adjoint_stmt(s, adj)
+    _rev_block(R, body, adj)
+    need = _needed(adj)
+    taped = R.nonssa & need
+    body = _tape_pushes(body, taped)
+    adj = _expand_markers(adj, taped, params)
+    tapes = []
+    for n in sorted(taped):
+        init = ast.List(elts=[ast.Name(n, ast.Load())] if n in params else [], ctx=ast.Load())
+        tapes.append(ast.Assign(targets=[ast.Name(f"_tape_{n}", ast.Store())], value=init))
+    for n in loops.counters:
+        if any(getattr(s, "_funcgrad_counter", None) == n and s._funcgrad_in_loop
+               for s in ast.walk(ast.Module(body=body, type_ignores=[]))):
+            tapes.append(ast.Assign(targets=[ast.Name(f"_tape{n}", ast.Store())],
+                                    value=ast.List(elts=[], ctx=ast.Load())))
     grads = []
     for p in diff_params:
         dp = adname(p)
@@ -393,4 +730,4 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
             grads.append(ast.Name(dp, ast.Load()))
         else:
             grads.append(ast.Call(func=_K("zeros_like"), args=[ast.Name(p, ast.Load())], keywords=[]))
-    return Adjoint(primal=primal, adjoint=adj, grads=grads, outputs=output_atoms)
+    return Adjoint(primal=tapes + body + pre, adjoint=adj, grads=grads, outputs=outs)

@@ -1,0 +1,145 @@
+"""Structure: early ``return``, ``break`` and ``continue`` rewritten as structured control flow.
+
+Part of normalize (run on the user's AST before lowering). Guarantees on its
+output:
+
+* a function body has a single exit: every ``return v`` became an assignment
+  to the result variable ``__ret`` and the statements after an ``if`` that may
+  return moved into the branches that do not return;
+* inside a loop body, ``continue`` and ``break`` are gone: they set the flags
+  ``__cont<n>`` / ``__brk<n>``, the rest of the body is guarded by
+  ``if not (flags)``, and the body ends with ``if __brk<n>: break`` (the only
+  ``break`` left, which the reverse pass treats as a loop exit it counts);
+* ``return`` inside a loop is refused with a hint (use ``break`` and return
+  after the loop).
+"""
+from __future__ import annotations
+
+import ast
+import copy
+
+RET = "__ret"
+
+
+class StructureError(Exception):
+    def __init__(self, node, msg, hint):
+        self.node, self.msg, self.hint = node, msg, hint
+
+
+def _has(stmts, kinds, stop_at_loops=True):
+    for s in stmts:
+        for n in _walk_no_loops(s) if stop_at_loops else ast.walk(s):
+            if isinstance(n, kinds):
+                return True
+    return False
+
+
+def _walk_no_loops(node):
+    """ast.walk that does not descend into nested loops or function definitions."""
+    yield node
+    if isinstance(node, (ast.FunctionDef, ast.Lambda)):
+        return
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.For, ast.While, ast.FunctionDef)):
+            yield child  # the loop itself, not its body
+            continue
+        yield from _walk_no_loops(child)
+
+
+def _loc(new, old):
+    ast.copy_location(new, old)
+    ast.fix_missing_locations(new)
+    return new
+
+
+def single_exit(body):
+    """Rewrite ``body`` so that it ends by falling through, with every return assigning ``__ret``."""
+    for s in body:
+        for n in ast.walk(s):
+            if isinstance(n, (ast.For, ast.While)):
+                for m in ast.walk(n):
+                    if isinstance(m, ast.Return):
+                        raise StructureError(m, "'return' inside a loop is not supported",
+                                             "set a variable and 'break', then return after the loop")
+    out, _ = _se(body)
+    return out
+
+
+def _se(stmts):
+    """(statements, always_returns): the continuation after an if that may return moves into its branches."""
+    out = []
+    for i, s in enumerate(stmts):
+        if isinstance(s, ast.Return):
+            out.append(_loc(ast.Assign(targets=[ast.Name(RET, ast.Store())],
+                                       value=s.value if s.value is not None else ast.Constant(None)), s))
+            return out, True
+        if isinstance(s, ast.If) and _has([s], ast.Return, stop_at_loops=False):
+            rest = stmts[i + 1:]
+            b, rb = _se(list(s.body) + copy.deepcopy(rest))
+            o, ro = _se(list(s.orelse) + copy.deepcopy(rest))
+            out.append(_loc(ast.If(test=s.test, body=b or [ast.Pass()], orelse=o), s))
+            return out, rb and ro
+        out.append(s)
+    return out, False
+
+
+class _Counter:
+    n = 0
+
+
+def structure_loops(stmts):
+    """Rewrite break/continue in every loop of ``stmts`` (recursively)."""
+    out = []
+    for s in stmts:
+        if isinstance(s, (ast.For, ast.While)):
+            s = copy.copy(s)
+            s.body = structure_loops(s.body)
+            s.body = _loop_body(s.body, s)
+        elif isinstance(s, ast.If):
+            s = copy.copy(s)
+            s.body = structure_loops(s.body)
+            s.orelse = structure_loops(s.orelse)
+        out.append(s)
+    return out
+
+
+def _loop_body(body, loop):
+    if not _has(body, (ast.Break, ast.Continue)):
+        return body
+    _Counter.n += 1
+    k = _Counter.n
+    brk, cont = f"__brk{k}", f"__cont{k}"
+    uses_brk = _has(body, ast.Break)
+    uses_cont = _has(body, ast.Continue)
+    flags = ([brk] if uses_brk else []) + ([cont] if uses_cont else [])
+    init = [_loc(ast.Assign(targets=[ast.Name(f, ast.Store())], value=ast.Constant(False)), loop) for f in flags]
+    new = init + _guard(body, brk, cont, flags, loop)
+    if uses_brk:
+        new.append(_loc(ast.If(test=ast.Name(brk, ast.Load()), body=[ast.Break()], orelse=[]), loop))
+    return new
+
+
+def _guard(stmts, brk, cont, flags, loop):
+    out = []
+    for i, s in enumerate(stmts):
+        if isinstance(s, ast.Break):
+            out.append(_loc(ast.Assign(targets=[ast.Name(brk, ast.Store())], value=ast.Constant(True)), s))
+            return out
+        if isinstance(s, ast.Continue):
+            out.append(_loc(ast.Assign(targets=[ast.Name(cont, ast.Store())], value=ast.Constant(True)), s))
+            return out
+        if isinstance(s, ast.If) and _has([s], (ast.Break, ast.Continue)):
+            s = copy.copy(s)
+            s.body = _guard(s.body, brk, cont, flags, loop) or [ast.Pass()]
+            s.orelse = _guard(s.orelse, brk, cont, flags, loop)
+            out.append(s)
+            rest = stmts[i + 1:]
+            if rest:
+                test = ast.UnaryOp(op=ast.Not(), operand=(ast.Name(flags[0], ast.Load()) if len(flags) == 1 else
+                                                          ast.BoolOp(op=ast.Or(), values=[ast.Name(f, ast.Load())
+                                                                                          for f in flags])))
+                out.append(_loc(ast.If(test=test, body=_guard(rest, brk, cont, flags, loop) or [ast.Pass()],
+                                       orelse=[]), rest[0]))
+            return out
+        out.append(s)
+    return out
