@@ -35,6 +35,11 @@ def _jit_disabled():
 
 # ----------------------------------------------------------------------------- signatures
 def _leaf_spec(x):
+    t = type(x)
+    if t is float:
+        return ("f",)
+    if t is int:
+        return ("i",)
     if isinstance(x, np.ndarray):
         return ("a", x.dtype.str, x.ndim)
     if isinstance(x, bool):
@@ -111,6 +116,7 @@ class _Transformed:
         self.mode = mode
         self.jit = jit
         self.cache: dict = {}
+        self._memo: dict = {}
         functools.update_wrapper(self, fn, updated=())
 
     @property
@@ -126,11 +132,17 @@ class _Transformed:
 
     def _prepare(self, args):
         fname = getattr(self.fn, "__qualname__", "f")
-        names, _ = _arg_names(self.fn, len(args))
-        if self.kind == "primal":
-            single, nums = True, ()
-        else:
-            single, nums = _check_argnums(self.argnums, len(args), fname)
+        nargs = len(args)
+        memo = self._memo.get(nargs)
+        if memo is None or memo[0] != self.argnums:
+            names, _ = _arg_names(self.fn, nargs)
+            if self.kind == "primal":
+                single, nums = True, ()
+            else:
+                single, nums = _check_argnums(self.argnums, nargs, fname)
+            memo = (self.argnums, names, single, nums)
+            self._memo[nargs] = memo
+        _, names, single, nums = memo
         flat = []
         trees = []
         key = []
@@ -140,6 +152,13 @@ class _Transformed:
             trees.append(td)
             flat.append(leaves)
             key.append((td, specs, i in nums))
+        key = tuple(key)
+        if key not in self.cache:
+            self._check_differentiable(args, names, nums, flat, fname)
+        return names, single, nums, flat, trees, key
+
+    def _check_differentiable(self, args, names, nums, flat, fname):
+        for i, leaves in enumerate(flat):
             if i in nums:
                 for x in leaves:
                     if not _is_float_leaf(x):
@@ -149,7 +168,6 @@ class _Transformed:
                             f"{fname}: argument {i} ('{names[i]}') is differentiated (argnums={self.argnums!r}) but "
                             f"contains {what}; only floating-point inputs can be differentiated. "
                             f"Cast it with .astype(np.float64), or leave it out of argnums.")
-        return names, single, nums, flat, trees, tuple(key)
 
     def _build(self, names, nums, flat, trees):
         from .source.normalize import Dyn, Static, _map_struct
@@ -170,6 +188,7 @@ class _Transformed:
                         return Static(x)
                     base = nm + ("_" + "_".join(_sanitize(p) for p in path) if path else "")
                     n = normalizer.names.fresh(base)
+                    normalizer.param_ranks[n] = np.ndim(x)
                     leaf_names.append(n)
                     if i in nums:
                         diff.append(n)
@@ -349,9 +368,9 @@ def _match(g, x):
             g = np.broadcast_to(g, x.shape).copy()
         return g
     if isinstance(x, float):
-        return float(np.sum(g))
+        return float(g) if np.ndim(g) == 0 else float(np.sum(g))
     if isinstance(x, np.generic):
-        return x.dtype.type(np.sum(g))
+        return x.dtype.type(g if np.ndim(g) == 0 else np.sum(g))
     return g
 
 

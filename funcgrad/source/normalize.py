@@ -91,6 +91,7 @@ class Lowered:
     static_key: tuple            # captured static values that the compiled code depends on
     has_loops: bool
     filename: str
+    ranks: dict = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- method map
@@ -150,6 +151,7 @@ class Normalizer:
         self.depth = 0
         self.inline_stack: list = []
         self.tmp_count = 0
+        self.param_ranks: dict = {}    # output name -> ndim of argument leaves and captured values
 
     # ------------------------------------------------------------ entry
     def lower(self, arg_values_for) -> Lowered:
@@ -174,7 +176,8 @@ class Normalizer:
         fdef = ast.FunctionDef(name=_safe(p.node.name), args=_arguments(params + [c[0] for c in self.captured_list]),
                                body=body or [ast.Pass()], decorator_list=[], returns=None)
         ast.fix_missing_locations(fdef)
-        return Lowered(node=fdef, params=params, captured=list(self.captured_list), output=out,
+        self.lowered_ranks = self.param_ranks
+        return Lowered(node=fdef, params=params, captured=list(self.captured_list), output=out, ranks=self.param_ranks,
                        externals=self.externals, static_key=tuple(self.static_key),
                        has_loops=self.has_loops, filename=p.filename)
 
@@ -530,6 +533,7 @@ class Normalizer:
             key = (id(scope.parsed.fn), name, getattr(getter, "_path", ()))
             if key not in self.captured:
                 outname = self.names.fresh(name)
+                self.param_ranks[outname] = np.ndim(obj)
                 self.captured[key] = outname
                 self.captured_list.append((outname, getter))
             return Dyn(ast.Name(self.captured[key], ast.Load()))

@@ -67,6 +67,7 @@ class Reverse:
         self.special: set = set()        # trip counters and loop flags handled by the loop code
         self.result_adjoint = None
         self.result_value = None
+        self.ranks: dict = {}
         self.home: dict = {}             # nonssa name -> id of the block where it is first assigned
         self.loop_tapes: list = []
 
@@ -358,6 +359,11 @@ class Reverse:
                 f = node.func
                 obj = _resolve(f, G)
                 p = lookup(obj) if obj is not None else None
+                if p is not None and p.name == "unbroadcast" and len(node.args) == 2:
+                    target = node.args[1]
+                    if isinstance(target, ast.Name) and self.ranks.get(target.id) == 0 and \
+                            self.ranks.get(tname) == 0:
+                        return node.args[0]  # a scalar operand of a scalar result: nothing was broadcast
                 if p is not None:
                     node.func = _K(p.name)
                     node._funcgrad_prim = p
@@ -613,18 +619,145 @@ def _rev_loop(R, s, out):
     out.append(loop)
 
 
+_REDUCTIONS = {"sum", "mean", "max", "min", "prod"}
+
+
+def infer_ranks(stmts, ranks):
+    """ndim of every name where it can be known (None where not); loops iterate to a fixpoint."""
+    def rk(e):
+        if isinstance(e, ast.Constant):
+            return 0 if isinstance(e.value, (int, float, bool)) else None
+        if isinstance(e, ast.Name):
+            return ranks.get(e.id)
+        return None
+
+    def rhs(e):
+        if isinstance(e, (ast.Name, ast.Constant)):
+            return rk(e)
+        if isinstance(e, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
+            vals = [rk(x) for x in ast.iter_child_nodes(e) if isinstance(x, (ast.Name, ast.Constant))]
+            return None if any(v is None for v in vals) else max(vals, default=0)
+        if isinstance(e, ast.BinOp):  # integer arithmetic kept as operators
+            a, b = rk(e.left), rk(e.right)
+            return None if a is None or b is None else max(a, b)
+        if isinstance(e, ast.Subscript) or isinstance(e, ast.Attribute):
+            node = e
+            while isinstance(node, ast.Subscript):
+                node = node.value
+            if isinstance(node, ast.Attribute) and node.attr in ("ndim", "size"):
+                return 0
+            if isinstance(node, ast.Attribute) and node.attr == "shape":
+                return 0 if isinstance(e, ast.Subscript) else None
+            return None
+        if isinstance(e, ast.Call):
+            prim = getattr(e, "_funcgrad_prim", None)
+            if prim is None:
+                if isinstance(e.func, ast.Name) and e.func.id in ("int", "float", "len", "min", "max", "abs"):
+                    return 0
+                return None
+            args = [rk(a) for a in e.args]
+            kw = {k.arg: k.value for k in e.keywords}
+            if prim.elementwise:
+                return None if any(a is None for a in args) else max(args, default=0)
+            if prim.name in _REDUCTIONS:
+                r = args[0]
+                if r is None:
+                    return None
+                axis = kw.get("axis", ast.Constant(None))
+                keep = kw.get("keepdims", ast.Constant(False))
+                if not isinstance(keep, ast.Constant):
+                    return None
+                if keep.value:
+                    return r
+                if isinstance(axis, ast.Constant):
+                    return 0 if axis.value is None else r - 1
+                if isinstance(axis, ast.Tuple):
+                    return r - len(axis.elts)
+                return None
+            if prim.name in ("matmul", "dot"):
+                a, b = args
+                if a is None or b is None:
+                    return None
+                return max(a + b - 2, 0)
+            if prim.name == "getitem":
+                r = args[0]
+                idx = e.args[1]
+                parts = idx.elts if isinstance(idx, ast.Tuple) else [idx]
+                if r is None:
+                    return None
+                n_int = 0
+                for p in parts:
+                    if isinstance(p, ast.Slice):
+                        continue
+                    if isinstance(p, ast.Constant) and isinstance(p.value, int):
+                        n_int += 1
+                    elif isinstance(p, ast.Name) and ranks.get(p.id) == 0:
+                        n_int += 1
+                    else:
+                        return None
+                return r - n_int
+            if prim.name in ("copy", "stop_gradient", "negative"):
+                return args[0]
+            return None
+        return None
+
+    def walk(ss):
+        changed = False
+        for st in ss:
+            if isinstance(st, (ast.For, ast.While, ast.If)):
+                if isinstance(st, ast.For) and ranks.get(st.target.id) != 0:
+                    ranks[st.target.id] = 0
+                    changed = True
+                changed |= walk(st.body)
+                changed |= walk(st.orelse)
+            elif isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name):
+                n = st.targets[0].id
+                r = rhs(st.value)
+                if n in ranks and ranks[n] != r:
+                    if ranks[n] is not None:
+                        ranks[n] = None
+                        changed = True
+                elif n not in ranks:
+                    ranks[n] = r
+                    changed = True
+        return changed
+
+    for _ in range(10):
+        if not walk(stmts):
+            break
+    return ranks
+
+
+_SHAPE_ONLY = {"zeros_like": (0,), "unbroadcast": (1,), "unreduce": (1,), "reduced_count": (0,)}
+
+
 _INTERNAL = ("_v", "_seq", "_res", "_dres", "_new", "_tape", "_k", "_n")
 
 
-def _needed(code):
-    """Names whose values the adjoint reads (so their overwritten values go on a tape)."""
+def _needed(code, ranks=None):
+    """Names whose values the adjoint reads (so their overwritten values go on a tape).
+
+    Reading a scalar only for its shape (``zeros_like(v)``, ``unbroadcast(g, v)``) does not count.
+    """
+    ranks = ranks or {}
     need = set()
+
+    def shape_only(call):
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and isinstance(
+                call.func.value, ast.Name) and call.func.value.id == "K" and call.func.attr in _SHAPE_ONLY:
+            return [a for i, a in enumerate(call.args) if i in _SHAPE_ONLY[call.func.attr]
+                    and isinstance(a, ast.Name) and ranks.get(a.id) == 0]
+        return []
+
     for st in ast.walk(ast.Module(body=code, type_ignores=[])):
         if getattr(st, "_funcgrad_init", False):
             continue
         if isinstance(st, ast.stmt) and not isinstance(st, (ast.For, ast.While, ast.If)):
+            skip = set()
             for n in ast.walk(st):
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                skip.update(id(a) for a in shape_only(n))
+            for n in ast.walk(st):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in skip:
                     need.add(n.id)
             if isinstance(st, ast.Assign) and isinstance(st.value, ast.Call) and getattr(st, "_funcgrad_init", False):
                 pass
@@ -634,6 +767,26 @@ def _needed(code):
                     need.add(n.id)
     # zeros_like(v) only needs v's shape: it does not make v needed
     return need
+
+
+def _drop_unused_new(code):
+    """Remove ``_newN = v`` copies of a result value that no template read."""
+    used = {n.id for n in ast.walk(ast.Module(body=code, type_ignores=[])) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)}
+
+    def clean(ss):
+        out = []
+        for st in ss:
+            if isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name) and \
+                    st.targets[0].id.startswith("_new") and st.targets[0].id not in used:
+                continue
+            if isinstance(st, (ast.For, ast.While, ast.If)):
+                st.body = clean(st.body) or [ast.Pass()]
+                st.orelse = clean(st.orelse)
+            out.append(st)
+        return out
+
+    return clean(code)
 
 
 def _tape_pushes(stmts, taped):
@@ -680,7 +833,8 @@ def _expand_markers(code, taped, params):
     return out
 
 
-def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_params=(), int_params=()):
+def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_params=(), int_params=(),
+            param_ranks=None):
     """Build the primal + adjoint of an ANF function (see the module docstring)."""
     R = Reverse(src_lookup, float_params, int_params)
     R.active = set(diff_params)
@@ -689,6 +843,7 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
     body = loops.add(save_inplace(copy.deepcopy(list(fdef.body)), R.tmp), False)
     R.special = set(loops.counters) | {f"_it{k}" for k in range(1, loops.k + 1)}
     R.nonssa = _assigned_in(body) - R.special
+    R.ranks = infer_ranks(body, dict(param_ranks or {}))
     R.mark(body)
     all_names = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)} | set(params)
     R.d_to_name = {adname(n): n for n in all_names}
@@ -710,7 +865,8 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
         if isinstance(o, ast.Name) and o.id in R.active:
             R.accumulate(o.id, ast.Name(f"g_out{i}", ast.Load()), adj, comment=None)
     _rev_block(R, body, adj)
-    need = _needed(adj)
+    adj = _drop_unused_new(adj)
+    need = _needed(adj, R.ranks)
     taped = R.nonssa & need
     body = _tape_pushes(body, taped)
     adj = _expand_markers(adj, taped, params)
