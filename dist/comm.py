@@ -12,8 +12,9 @@ mpi4py is not installed; multi-rank features then raise
 :class:`MPIUnavailableError` with what to install or how to launch.
 
 Polling yields the core (``sched_yield``) after ``FUNCGRAD_COMM_YIELD_AFTER``
-(default 8) failed tests, which measured better than pure spinning when ranks
-share cores, and after ``FUNCGRAD_COMM_SLEEP_AFTER`` seconds (default 1 ms)
+failed tests: 8 when the node runs more ranks than cores (measured better than
+pure spinning there), 2000 otherwise (spinning like MPI's own blocking calls:
+``check=False`` small allreduces then match ``MPI_Allreduce``), and after ``FUNCGRAD_COMM_SLEEP_AFTER`` seconds (default 1 ms)
 of waiting sleeps ``FUNCGRAD_COMM_SLEEP`` (20 us) between tests so a long
 wait for a straggler frees its core.
 
@@ -36,7 +37,8 @@ __all__ = ["World", "world", "default_timeout", "install_abort_hook"]
 
 _DEFAULT_TIMEOUT = 120.0
 _DIAG_TAG_BASE = 1 << 20           # tags on the diagnosis communicator
-_YIELD_AFTER = int(os.environ.get("FUNCGRAD_COMM_YIELD_AFTER", "8"))  # polls before yielding the core
+_YIELD_AFTER_ENV = os.environ.get("FUNCGRAD_COMM_YIELD_AFTER")  # polls before yielding the core
+_YIELD_AFTER = 8
 _SLEEP_AFTER = float(os.environ.get("FUNCGRAD_COMM_SLEEP_AFTER", "1e-3"))  # seconds of polling before sleeping
 _SLEEP = float(os.environ.get("FUNCGRAD_COMM_SLEEP", "2e-5"))
 
@@ -128,6 +130,7 @@ class World:
         self.timeout = float(timeout) if timeout is not None else default_timeout()
         self._seq = 0
         self._check_bufs = {}
+        self._yield_after = _YIELD_AFTER
         self.dead = set()            # ranks known to have died (parameter-server drop)
         if comm is None or _mpi is None:
             self.comm = None
@@ -140,6 +143,14 @@ class World:
         self._diag = _dup(comm, self.timeout, "world(): duplicating the communicator for diagnostics") \
             if self.size > 1 else None
         self.local_rank, self.local_size = self._local_rank()
+        if _YIELD_AFTER_ENV is not None:
+            self._yield_after = int(_YIELD_AFTER_ENV)
+        else:
+            try:
+                cores = len(os.sched_getaffinity(0))
+            except (AttributeError, OSError):
+                cores = os.cpu_count() or 1
+            self._yield_after = _YIELD_AFTER if self.local_size > cores else 2000
 
     # ------------------------------------------------------------------ info
     def _local_rank(self):
@@ -207,6 +218,7 @@ class World:
             if test():
                 return
         t = self.timeout if timeout is None else float(timeout)
+        yield_after = self._yield_after
         mono = time.monotonic
         deadline = mono() + t
         polls = 0
@@ -214,7 +226,7 @@ class World:
         sleep_at = mono() + _SLEEP_AFTER
         while not test():
             polls += 1
-            if polls > _YIELD_AFTER:
+            if polls > yield_after:
                 tt = mono()
                 if tt > sleep_at:
                     time.sleep(_SLEEP)
@@ -366,6 +378,10 @@ def dtype_code(dt) -> int:
         _DTYPE_CODES[s] = c
         _DTYPE_CODE_CACHE[dt] = c
     return c
+
+
+for _t in ("f2", "f4", "f8", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "c8", "c16", "b1"):
+    dtype_code(np.dtype(_t))
 
 
 def _describe(name, v):
