@@ -137,7 +137,12 @@ def data_parallel_step(grad_fn, optimizer, params, opt_state, *batch, accum_step
             acc = ftree.tree_map(lambda a: np.asarray(a) * wgt, g)
         else:
             acc = ftree.tree_map(lambda a, b: a + np.asarray(b) * wgt, acc, g)
-    payload = {"g": acc, "loss": np.float64(loss if loss is not None else 0.0)}
+    # the loss rides in the gradients' bucket (same dtype) instead of costing a bucket of its own
+    gdt = {np.asarray(l).dtype for l in ftree.tree_leaves(acc)}
+    ldt = gdt.pop() if len(gdt) == 1 else np.dtype(np.float64)
+    if ldt.kind != "f":
+        ldt = np.dtype(np.float64)
+    payload = {"g": acc, "loss": np.asarray(loss if loss is not None else 0.0, dtype=ldt)}
     if _sig_state is None:
         red = allreduce_tree(payload, op="mean", bucket_bytes=bucket_bytes, timeout=timeout, comm=w)
     else:
