@@ -323,6 +323,7 @@ class ParameterServer:
             o.hdr[:] = (kind, me, clock if self.mode == "sync" else wclock[w], aux)
             o.data[:] = theta
             o.req = comm.Isend([o.raw, MPI.BYTE], dest=w, tag=kind)
+            last_heard[w] = now()         # its silence is counted from when it got what it waited for
 
         def try_grant(w):
             c, hello = pending[w]
@@ -410,7 +411,8 @@ class ParameterServer:
                                 f"worker_timeout / FUNCGRAD_COMM_TIMEOUT if they are just slow.")
                     else:
                         for w in sorted(alive - done):
-                            if t - last_heard[w] > self.worker_timeout:
+                            # a worker whose pull we have not answered yet is waiting on us, not silent
+                            if w not in pending and t - last_heard[w] > self.worker_timeout:
                                 drop(w, f"silent for {t - last_heard[w]:.1f} s")
                                 for v in list(pending):
                                     try_grant(v)

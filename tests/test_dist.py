@@ -132,12 +132,14 @@ def test_rank_that_never_joins_is_named_in_comm_timeout(mode):
 @needs_mpi
 @pytest.mark.mpi
 @pytest.mark.timeout(40)
-def test_async_parameter_server_drops_dead_worker(tmp_path):
+@pytest.mark.parametrize("test,servers", [("die-async", 1), ("die-ssp", 2)])
+def test_async_parameter_server_drops_dead_worker(test, servers, tmp_path):
     # -disable-auto-cleanup: MPICH's launcher otherwise kills every rank when one dies
-    rc, out, err, dt = run_mpi(4, MPI_DIR / "ps.py", tmp_path, "die-async", timeout=35, comm_timeout=5,
+    rc, out, err, dt = run_mpi(4, MPI_DIR / "ps.py", tmp_path, test, servers, timeout=35, comm_timeout=5,
                                flags=["-disable-auto-cleanup"])
-    assert "PS OK die-async dropped=[2]" in out, f"rc={rc}\n{out}\n{err[-3000:]}"
-    assert "dropped worker rank 2" in err
+    victim = servers + 1
+    assert f"PS OK {test} dropped=[{victim}]" in out, f"rc={rc}\n{out}\n{err[-3000:]}"
+    assert f"dropped worker rank {victim}" in err
     assert rc in (0, 7), rc          # 7 is the dead worker's own exit code
     assert dt < 20
 

@@ -145,9 +145,9 @@ elif test == "async":
         print(f"PS OK async servers={ns} loss={loss:.3g} (start {x0:.3g}) pushes={ps.stats['pushes_applied']}",
               flush=True)
 
-elif test in ("die-async", "die-sync"):
+elif test in ("die-async", "die-sync", "die-ssp"):
     mode = test.split("-")[1]
-    ps = make(mode, worker_timeout=1.5)
+    ps = make(mode, worker_timeout=1.5, staleness=2)
     victim = ns + 1          # the second worker
 
     def g(prm, c):
