@@ -61,7 +61,7 @@ def _import_mpi():
     """mpi4py.MPI, or (None, reason) when it cannot be imported."""
     try:
         from mpi4py import MPI  # noqa: WPS433
-    except ImportError as e:  # missing mpi4py or missing MPI library
+    except (ImportError, RuntimeError, OSError) as e:  # missing mpi4py or missing MPI library
         return None, f"{type(e).__name__}: {e}"
     return MPI, None
 
