@@ -136,6 +136,8 @@ def ring_allreduce(x, op="sum", out=None, *, algorithm="auto", timeout=None, che
             raise ValueError(f"ring_allreduce: out must be a writeable C-contiguous array of shape "
                              f"{xa.shape} and dtype {dt}; received "
                              f"{getattr(out, 'shape', type(out))} {getattr(out, 'dtype', '')}")
+        if np.may_share_memory(out, xa):   # a different view of the same memory: MPI forbids aliasing
+            xa = xa.copy()
     n = xa.size
     p = w.size
     if w.comm is None or p == 1:

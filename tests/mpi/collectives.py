@@ -66,6 +66,12 @@ o = np.empty((12, 5))
 res = fd.ring_allreduce(np.ones((12, 5)), out=o)
 assert res is o and np.all(o == p)
 checks += 2
+# out aliasing x through another view
+for algo in ("ring", "mpi"):
+    base = np.arange(10, dtype=np.float64) + r
+    res = fd.ring_allreduce(base, out=base[:], algorithm=algo)
+    assert np.array_equal(res, np.arange(10) * p + sum(range(p))), (algo, res)
+    checks += 1
 # int32
 yi = fd.ring_allreduce(np.full(100, r, dtype=np.int32), algorithm="ring")
 assert yi.dtype == np.int32 and np.all(yi == sum(range(p)))
