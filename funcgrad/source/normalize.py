@@ -357,7 +357,11 @@ class Normalizer:
                                                  orelse=[]), s))
             return None
         # enumerate / zip / rows of an array: a range loop over the shortest length
-        if isinstance(it, _Iter):
+        inner_zip = isinstance(it, _Iter) and it.fn is enumerate and isinstance(it.args[0], _Iter) \
+            and it.args[0].fn is zip
+        if inner_zip:  # enumerate(zip(a, b, ...))
+            seqs = it.args[0].args
+        elif isinstance(it, _Iter):
             seqs = it.args if it.fn is zip else [it.args[0]]
         elif isinstance(it, Dyn):
             seqs = [it]
@@ -383,7 +387,9 @@ class Normalizer:
         try:
             ival = Dyn(ast.Name(idx, ast.Load()))
             elems = [self.subscript_dyn(q, ival, scope, body, s) for q in seqs]
-            if isinstance(it, _Iter) and it.fn is enumerate:
+            if inner_zip:
+                val = Struct("tuple", [ival, Struct("tuple", elems)])
+            elif isinstance(it, _Iter) and it.fn is enumerate:
                 val = Struct("tuple", [ival, elems[0]])
             elif isinstance(it, _Iter):
                 val = Struct("tuple", elems)

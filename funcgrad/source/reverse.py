@@ -731,7 +731,7 @@ def infer_ranks(stmts, ranks):
 _SHAPE_ONLY = {"zeros_like": (0,), "unbroadcast": (1,), "unreduce": (1,), "reduced_count": (0,)}
 
 
-_INTERNAL = ("_v", "_seq", "_res", "_dres", "_new", "_tape", "_k", "_n")
+_INTERNAL = ("_v", "_seq", "_res", "_dres", "_new", "_tape", "_k", "_n", "_p_")
 
 
 def _needed(code, ranks=None):
@@ -810,19 +810,17 @@ def _expand_markers(code, taped, params):
     for s in code:
         m = getattr(s, "_funcgrad_marker", None)
         if m is not None:
-            if m in taped:
-                tape = ast.Name(f"_tape_{m}", ast.Load())
-                pop = ast.Expr(value=ast.Call(func=ast.Attribute(value=tape, attr="pop", ctx=ast.Load()), args=[],
-                                              keywords=[]))
+            if m in taped:  # step the tape's read position back; the value before this assignment is below it
+                pos = f"_p_{m}"
+                step = ast.AugAssign(target=ast.Name(pos, ast.Store()), op=ast.Sub(), value=ast.Constant(1))
                 restore = ast.Assign(targets=[ast.Name(m, ast.Store())],
                                      value=ast.Subscript(value=ast.Name(f"_tape_{m}", ast.Load()),
-                                                         slice=ast.UnaryOp(op=ast.USub(), operand=ast.Constant(1)),
-                                                         ctx=ast.Load()))
-                test = ast.Compare(left=ast.Call(func=ast.Name("len", ast.Load()), args=[tape], keywords=[]),
-                                   ops=[ast.Gt()], comparators=[ast.Constant(0)])
+                                                         slice=ast.BinOp(left=ast.Name(pos, ast.Load()), op=ast.Sub(),
+                                                                         right=ast.Constant(1)), ctx=ast.Load()))
+                test = ast.Compare(left=ast.Name(pos, ast.Load()), ops=[ast.Gt()], comparators=[ast.Constant(0)])
                 if getattr(s, "_funcgrad_comment", None):
-                    pop._funcgrad_comment = s._funcgrad_comment
-                out.append(pop)
+                    step._funcgrad_comment = s._funcgrad_comment
+                out.append(step)
                 out.append(ast.If(test=test, body=[restore], orelse=[]))
             continue
         if isinstance(s, (ast.For, ast.While, ast.If)):
@@ -870,6 +868,9 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
     taped = R.nonssa & need
     body = _tape_pushes(body, taped)
     adj = _expand_markers(adj, taped, params)
+    adj = [ast.Assign(targets=[ast.Name(f"_p_{n}", ast.Store())],
+                      value=ast.Call(func=ast.Name("len", ast.Load()), args=[ast.Name(f"_tape_{n}", ast.Load())],
+                                     keywords=[])) for n in sorted(taped)] + adj
     tapes = []
     for n in sorted(taped):
         init = ast.List(elts=[ast.Name(n, ast.Load())] if n in params else [], ctx=ast.Load())
