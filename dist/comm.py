@@ -72,6 +72,20 @@ def _launched_by_mpiexec() -> bool:
     return any(k in os.environ for k in keys)
 
 
+_PKG_DIRS = (os.path.dirname(os.path.abspath(__file__)),)
+
+
+def user_site() -> str:
+    """``file:line`` of the innermost caller outside funcgrad.dist (for error messages)."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = os.path.abspath(f.f_code.co_filename)
+        if not fn.startswith(_PKG_DIRS):
+            return f"{f.f_code.co_filename}:{f.f_lineno}"
+        f = f.f_back
+    return "<unknown>"
+
+
 _ABORT_HOOK_INSTALLED = False
 
 
@@ -242,6 +256,7 @@ class World:
     def _timeout(self, what, peers, t, seq):
         missing = self.diagnose(seq) if seq is not None else None
         peers = sorted(set(int(p) for p in peers))
+        what = f"{user_site()}: {what}"
         if missing:
             msg = (f"{what} timed out after {t:g} s on rank {self.rank}: rank(s) {missing} never "
                    f"joined it (waited for rank(s) {peers}). Every rank must make the same "
@@ -332,7 +347,7 @@ class World:
                 per = ", ".join(f"rank {r}: {_describe(name, allv[r, j])}" for r in range(self.size))
                 lines.append(f"  {name}: {per}")
         raise CommMismatchError(
-            f"{what}: the ranks passed different {', '.join(bad)} (seen on rank {self.rank}):\n"
+            f"{user_site()}: {what}: the ranks passed different {', '.join(bad)} (seen on rank {self.rank}):\n"
             + "\n".join(lines)
             + "\nEvery rank must call it with arrays of the same length and dtype (and the same op/tree).")
 
