@@ -21,3 +21,7 @@ __all__ = [
     "FuncgradError", "UnsupportedSyntaxError", "NoDerivativeError", "TreeStructureError", "TransformError",
 ]
 __version__ = "0.1.0"
+
+from . import ops as _ops  # noqa: E402
+
+_ops.load_all()  # the primitive registry and the kernel namespace (imports numba) are ready at import

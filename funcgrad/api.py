@@ -302,18 +302,20 @@ class _ValueAndGrad(_Transformed):
                                 f"(scalar, aux); it returns {_describe_out(built.out_tree)}")
         # value seed: 1 for the (first) scalar output, 0 for aux outputs
         # run once with the seed; the primal value determines the seed's dtype
-        if not getattr(built, "checked", False):  # once per specialization: the output must be a scalar
-            outs0 = list(built.primal_fn(*leaves, *cap))
-            _scalar_output_check(fname, outs0[0], self.has_aux)
-            built.checked = True
         if getattr(built, "seed_dtype", None) is None:
             fl = [x for i in nums for x in flat[i]]
             built.seed_dtype = np.result_type(*fl) if fl else np.dtype(np.float64)
         seeds = _seeds(built, n_out, built.seed_dtype)
-        outs, grads = built.fn(*leaves, *cap, *seeds)
+        try:
+            outs, grads = built.fn(*leaves, *cap, *seeds)
+        except Exception:
+            if not getattr(built, "checked", False):  # a non-scalar output makes the scalar seed fail: say so
+                _scalar_output_check(fname, list(built.primal_fn(*leaves, *cap))[0], self.has_aux)
+            raise
         outs = list(outs)
         main = outs[0]
         _scalar_output_check(fname, main, self.has_aux)
+        built.checked = True
         dt = np.asarray(main).dtype
         if getattr(built, "seed_dtype", None) != dt:
             built.seed_dtype = dt
