@@ -8,6 +8,7 @@ Public API (everything else is internal):
 * errors: :class:`UnsupportedSyntaxError`, :class:`NoDerivativeError`, ...
 """
 from .api import grad, value_and_grad, vjp, jit, custom_vjp, stop_gradient
+from . import testing
 from . import source  # callable: funcgrad.source(f) -> generated source
 from .tree import (tree_flatten, tree_unflatten, tree_leaves, tree_structure, tree_map,
                    register_pytree_node)
