@@ -19,8 +19,11 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python examples/quickstart.py
 
+# Two workers for everything but MPI; the MPI tests (which launch mpiexec jobs with
+# deadlines) run alone so that no other test competes for the two cores.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --ignore=tests/test_dist.py tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_dist.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
