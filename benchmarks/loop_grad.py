@@ -61,15 +61,16 @@ def median_time(fn, repeat):
 def peak_memory(T):
     """Peak RSS growth of one gradient call at T, measured in a fresh process (MiB)."""
     code = f"""
-import resource, numpy as np, funcgrad, sys
+import numpy as np, funcgrad, sys
 sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
 from loop_grad import logistic
+def hwm():
+    return int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) / 1024
 g = funcgrad.value_and_grad(logistic, argnums=(0, 1))
 g(1.5, 0.7, 0.1, 10)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = hwm()
 g(1.5, 0.7, 0.1, {T})
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print((after - before) / 1024)
+print(hwm() - before)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])

@@ -56,6 +56,19 @@ def _leaf_spec(x):
                     f"{type(x).__name__} ({x!r:.60})")
 
 
+def _scalar_kind(x):
+    """"f8"/"f4"/"i"/"b" for scalars and arrays' element type (what the reverse pass may tape in arrays)."""
+    if isinstance(x, bool):
+        return "b"
+    if isinstance(x, int):
+        return "i"
+    if isinstance(x, float):
+        return "f8"
+    dt = np.asarray(x).dtype
+    return {"f": "f8" if dt == np.float64 else "f4" if dt == np.float32 else None,
+            "i": "i", "u": None, "b": "b"}.get(dt.kind)
+
+
 def _is_float_leaf(x):
     if isinstance(x, np.ndarray):
         return np.issubdtype(x.dtype, np.floating)
@@ -189,6 +202,7 @@ class _Transformed:
                     base = nm + ("_" + "_".join(_sanitize(p) for p in path) if path else "")
                     n = normalizer.names.fresh(base)
                     normalizer.param_ranks[n] = np.ndim(x)
+                    normalizer.param_kinds[n] = _scalar_kind(x)
                     leaf_names.append(n)
                     if i in nums:
                         diff.append(n)

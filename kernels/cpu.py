@@ -615,6 +615,16 @@ def _untake_ov(g, x, idx):
 
 # ----------------------------------------------------------------------------
 # Tapes (loops)
+@njit(cache=True)
+def tape_reserve(tape, n):
+    """``tape`` with room for at least ``n`` values (grown geometrically, contents kept)."""
+    if tape.shape[0] >= n:
+        return tape
+    new = np.empty(max(n, 2 * tape.shape[0]), dtype=tape.dtype)
+    new[:tape.shape[0]] = tape
+    return new
+
+
 @_register
 def tape_new(x, n):
     """A tape of ``n`` slots holding values like ``x`` (scalar or array)."""

@@ -58,7 +58,8 @@ def test_logistic_source_shows_forward_loop_and_reversed_adjoint_loop():
     src = funcgrad.source(gf)
     compile(src, "<generated>", "exec")
     assert "for _it1 in range(n):" in src                     # the user's loop, kept a loop
-    assert "_tape_x.append(x)" in src                          # what the adjoint needs, on a tape
+    assert "_tape_x[_pos_x] = x" in src                        # what the adjoint needs, on a tape
+    assert "_trip1 = len(range(n))" in src                     # sized by the trip count known at loop entry
     assert "for _k1 in range(_n1):  # reversed: for _it1 in range(n):" in src
     assert "d_b = d_b + d_t2 * x" in src and "# _t2 = b * x" in src
     # only what the adjoint reads is taped: not every temporary

@@ -92,6 +92,7 @@ class Lowered:
     has_loops: bool
     filename: str
     ranks: dict = field(default_factory=dict)
+    kinds: dict = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- method map
@@ -152,6 +153,7 @@ class Normalizer:
         self.inline_stack: list = []
         self.tmp_count = 0
         self.param_ranks: dict = {}    # output name -> ndim of argument leaves and captured values
+        self.param_kinds: dict = {}    # output name -> scalar kind ("f8", "i", ...) of leaves
 
     # ------------------------------------------------------------ entry
     def lower(self, arg_values_for) -> Lowered:
@@ -177,7 +179,7 @@ class Normalizer:
                                body=body or [ast.Pass()], decorator_list=[], returns=None)
         ast.fix_missing_locations(fdef)
         self.lowered_ranks = self.param_ranks
-        return Lowered(node=fdef, params=params, captured=list(self.captured_list), output=out, ranks=self.param_ranks,
+        return Lowered(node=fdef, params=params, captured=list(self.captured_list), output=out, ranks=self.param_ranks, kinds=self.param_kinds,
                        externals=self.externals, static_key=tuple(self.static_key),
                        has_loops=self.has_loops, filename=p.filename)
 
@@ -540,6 +542,8 @@ class Normalizer:
             if key not in self.captured:
                 outname = self.names.fresh(name)
                 self.param_ranks[outname] = np.ndim(obj)
+                from ..api import _scalar_kind
+                self.param_kinds[outname] = _scalar_kind(obj)
                 self.captured[key] = outname
                 self.captured_list.append((outname, getter))
             return Dyn(ast.Name(self.captured[key], ast.Load()))

@@ -88,7 +88,7 @@ def build(fn, arg_values_for, diff_leaves, mode, kind="vjp", allow_control_flow=
         def src_lookup(stmt):
             return (parsed.filename, getattr(stmt, "lineno", None))
 
-        adj = reverse(a, list(diff_leaves), atoms, src_lookup, param_ranks=low.ranks)
+        adj = reverse(a, list(diff_leaves), atoms, src_lookup, param_ranks=low.ranks, param_kinds=low.kinds)
         g_params = [f"g_out{i}" for i in range(len(atoms))]
         ret = ast.Return(value=ast.Tuple(elts=[_returns(adj.outputs), ast.Tuple(elts=adj.grads, ctx=ast.Load())],
                                          ctx=ast.Load()))

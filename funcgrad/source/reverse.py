@@ -728,10 +728,176 @@ def infer_ranks(stmts, ranks):
     return ranks
 
 
+_UNARY_SAME = {"negative", "absolute", "square", "copy", "stop_gradient", "sign"}
+
+
+def _promote(ks):
+    if any(k is None for k in ks):
+        return None
+    if any(k == "f4" for k in ks):
+        return None  # float32 scalars promote differently in NumPy and Numba: no fast path
+    if any(k in ("f8", "f8w") for k in ks):
+        return "f8"
+    if all(k in ("i", "iw", "b") for k in ks):
+        return "i"
+    return None
+
+
+def infer_kinds(stmts, kinds):
+    """Scalar kind of each name: "f8" (float64), "i" (integer), "b" (bool), or None (unknown/array dtype)."""
+    def kd(e):
+        if isinstance(e, ast.Constant):
+            v = e.value
+            return "b" if isinstance(v, bool) else "iw" if isinstance(v, int) else "f8w" if isinstance(v, float) else None
+        if isinstance(e, ast.Name):
+            return kinds.get(e.id)
+        return None
+
+    def rhs(e):
+        if isinstance(e, (ast.Name, ast.Constant)):
+            k = kd(e)
+            return {"iw": "i", "f8w": "f8"}.get(k, k)
+        if isinstance(e, (ast.Compare, ast.BoolOp)) or (isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not)):
+            return "b"
+        if isinstance(e, ast.BinOp):
+            k = _promote([kd(e.left), kd(e.right)])
+            return k if k == "i" else None
+        if isinstance(e, (ast.Subscript, ast.Attribute)):
+            node = e
+            while isinstance(node, ast.Subscript):
+                node = node.value
+            if isinstance(node, ast.Attribute) and node.attr in ("shape", "ndim", "size"):
+                return "i"
+            return None
+        if isinstance(e, ast.Call):
+            prim = getattr(e, "_funcgrad_prim", None)
+            if prim is None:
+                if isinstance(e.func, ast.Name) and e.func.id in ("int", "len"):
+                    return "i"
+                if isinstance(e.func, ast.Name) and e.func.id == "float":
+                    return "f8"
+                return None
+            ks = [kd(a) for a in e.args]
+            if prim.name == "getitem":
+                return kinds.get(e.args[0].id) if isinstance(e.args[0], ast.Name) else None
+            if prim.name in ("sum", "max", "min", "prod"):
+                return {"iw": "i", "f8w": "f8"}.get(ks[0], ks[0])
+            if prim.name == "mean":
+                return "f8" if _promote(ks[:1]) in ("f8", "i") else None
+            if prim.name in _UNARY_SAME:
+                k = ks[0]
+                return {"iw": "i", "f8w": "f8"}.get(k, k)
+            if prim.name in ("add", "subtract", "multiply", "maximum", "minimum", "matmul", "dot", "where"):
+                return _promote(ks[-2:] if prim.name == "where" else ks)
+            if prim.elementwise:  # transcendental and true division: float results
+                k = _promote(ks)
+                return "f8" if k in ("f8", "i") else None
+            return None
+        return None
+
+    def merge(a, b):
+        if a == b:
+            return a
+        if {a, b} == {"i", "f8"}:
+            return "f8"  # Numba and Python both widen an int rebound to a float
+        return None
+
+    def walk(ss):
+        changed = False
+        for st in ss:
+            if isinstance(st, (ast.For, ast.While, ast.If)):
+                if isinstance(st, ast.For) and kinds.get(st.target.id) != "i":
+                    kinds[st.target.id] = "i"
+                    changed = True
+                changed |= walk(st.body)
+                changed |= walk(st.orelse)
+            elif isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name):
+                n = st.targets[0].id
+                k = rhs(st.value)
+                new = k if n not in kinds else merge(kinds[n], k)
+                if n not in kinds or new != kinds[n]:
+                    kinds[n] = new
+                    changed = True
+        return changed
+
+    for _ in range(10):
+        if not walk(stmts):
+            break
+    return kinds
+
+
+def _preallocatable(body, taped, ranks, kinds):
+    """Taped float64 scalars assigned only at top level or directly in the body of top-level range loops."""
+    ok = {n for n in taped if ranks.get(n) == 0 and kinds.get(n) == "f8"}
+    bad = set()
+
+    def walk(ss, where):
+        for st in ss:
+            if isinstance(st, ast.For):
+                inner = "loop" if where == "top" else "deep"
+                walk(st.body, inner)
+            elif isinstance(st, ast.While):
+                walk(st.body, "deep")
+            elif isinstance(st, ast.If):
+                walk(st.body, "deep")
+                walk(st.orelse, "deep")
+            elif isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name) and where == "deep":
+                bad.add(st.targets[0].id)
+
+    walk(body, "top")
+    return ok - bad
+
+
+def _array_tape_pushes(stmts, pre, top=True):
+    """Pushes onto preallocated tapes: reserve room before each top-level loop (trip count known there)."""
+    out = []
+    for s in stmts:
+        if isinstance(s, ast.For) and top:
+            counts = {}
+            for st in s.body:
+                if isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name) and st.targets[0].id in pre:
+                    counts[st.targets[0].id] = counts.get(st.targets[0].id, 0) + 1
+            if counts:
+                trip = f"_trip{s._funcgrad_counter[2:]}"
+                out.append(ast.Assign(targets=[ast.Name(trip, ast.Store())],
+                                      value=ast.Call(func=ast.Name("len", ast.Load()), args=[copy.deepcopy(s.iter)],
+                                                     keywords=[])))
+                for n, c in sorted(counts.items()):
+                    need = ast.BinOp(left=ast.Name(f"_pos_{n}", ast.Load()), op=ast.Add(),
+                                     right=ast.Name(trip, ast.Load()) if c == 1 else ast.BinOp(
+                                         left=ast.Name(trip, ast.Load()), op=ast.Mult(), right=ast.Constant(c)))
+                    out.append(ast.Assign(targets=[ast.Name(f"_tape_{n}", ast.Store())],
+                                          value=ast.Call(func=_K("tape_reserve"),
+                                                         args=[ast.Name(f"_tape_{n}", ast.Load()), need], keywords=[])))
+            s.body = _array_tape_pushes(s.body, pre, top=False)
+            out.append(s)
+            continue
+        if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name) and s.targets[0].id in pre:
+            n = s.targets[0].id
+            if top:
+                out.append(ast.Assign(targets=[ast.Name(f"_tape_{n}", ast.Store())],
+                                      value=ast.Call(func=_K("tape_reserve"), args=[
+                                          ast.Name(f"_tape_{n}", ast.Load()),
+                                          ast.BinOp(left=ast.Name(f"_pos_{n}", ast.Load()), op=ast.Add(),
+                                                    right=ast.Constant(1))], keywords=[])))
+            out.append(s)
+            out.append(ast.Assign(targets=[ast.Subscript(value=ast.Name(f"_tape_{n}", ast.Load()),
+                                                         slice=ast.Name(f"_pos_{n}", ast.Load()), ctx=ast.Store())],
+                                  value=ast.Name(n, ast.Load())))
+            out.append(ast.AugAssign(target=ast.Name(f"_pos_{n}", ast.Store()), op=ast.Add(), value=ast.Constant(1)))
+            continue
+        if isinstance(s, (ast.For, ast.While, ast.If)):
+            s.body = _array_tape_pushes(s.body, pre, top=False)
+            if isinstance(s, ast.If):
+                s.orelse = _array_tape_pushes(s.orelse, pre, top=False)
+        out.append(s)
+    return out
+
+
 _SHAPE_ONLY = {"zeros_like": (0,), "unbroadcast": (1,), "unreduce": (1,), "reduced_count": (0,)}
 
 
-_INTERNAL = ("_v", "_seq", "_res", "_dres", "_new", "_tape", "_k", "_n", "_p_")
+_INTERNAL = ("_v", "_seq", "_res", "_dres", "_new", "_tape", "_k", "_n", "_p_", "_pos_", "_trip")
 
 
 def _needed(code, ranks=None):
@@ -832,7 +998,7 @@ def _expand_markers(code, taped, params):
 
 
 def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_params=(), int_params=(),
-            param_ranks=None):
+            param_ranks=None, param_kinds=None):
     """Build the primal + adjoint of an ANF function (see the module docstring)."""
     R = Reverse(src_lookup, float_params, int_params)
     R.active = set(diff_params)
@@ -866,13 +1032,24 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
     adj = _drop_unused_new(adj)
     need = _needed(adj, R.ranks)
     taped = R.nonssa & need
-    body = _tape_pushes(body, taped)
+    kinds = infer_kinds(body, dict(param_kinds or {}))
+    prealloc = _preallocatable(body, taped, R.ranks, kinds) - set(params)
+    body = _array_tape_pushes(body, prealloc)
+    body = _tape_pushes(body, taped - prealloc)
     adj = _expand_markers(adj, taped, params)
     adj = [ast.Assign(targets=[ast.Name(f"_p_{n}", ast.Store())],
-                      value=ast.Call(func=ast.Name("len", ast.Load()), args=[ast.Name(f"_tape_{n}", ast.Load())],
-                                     keywords=[])) for n in sorted(taped)] + adj
+                      value=ast.Name(f"_pos_{n}", ast.Load()) if n in prealloc else
+                      ast.Call(func=ast.Name("len", ast.Load()), args=[ast.Name(f"_tape_{n}", ast.Load())],
+                               keywords=[])) for n in sorted(taped)] + adj
     tapes = []
     for n in sorted(taped):
+        if n in prealloc:  # a float64 array grown before each loop by its trip count
+            tapes.append(ast.Assign(targets=[ast.Name(f"_tape_{n}", ast.Store())],
+                                    value=ast.Call(func=ast.Attribute(value=ast.Name("np", ast.Load()), attr="empty",
+                                                                      ctx=ast.Load()),
+                                                   args=[ast.Constant(0)], keywords=[])))
+            tapes.append(ast.Assign(targets=[ast.Name(f"_pos_{n}", ast.Store())], value=ast.Constant(0)))
+            continue
         init = ast.List(elts=[ast.Name(n, ast.Load())] if n in params else [], ctx=ast.Load())
         tapes.append(ast.Assign(targets=[ast.Name(f"_tape_{n}", ast.Store())], value=init))
     for n in loops.counters:
