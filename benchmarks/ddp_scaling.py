@@ -66,13 +66,14 @@ def child(a):
     import funcgrad.dist as fd
     if not a.threads:
         _one_thread_per_rank()
-    from ddp_digits import (init_mlp, load_data, make_optimizer, mlp_loss,
-                            mlp_loss_and_grad_by_hand)
+    from ddp_digits import init_mlp, load_data, make_grad, make_optimizer
 
     w = fd.world()
     (Xtr, ytr), _ = load_data(0)
     Y1h = np.eye(10)[ytr]
-    vg = mlp_loss_and_grad_by_hand if a.handwritten else funcgrad.value_and_grad(mlp_loss)
+    vg, desc = make_grad(a.handwritten, Xtr, Y1h, w.rank)
+    if w.rank == 0:
+        print(f"GRAD {desc}", flush=True)
     results = {}
     settings = [(f"weak", b) for b in a.batches] + [("strong", a.strong // w.size)]
     for setting, per_rank in settings:
@@ -133,6 +134,7 @@ def main():
         return
     load0 = os.getloadavg()[0]
     rows = {}
+    grad = "?"
     for p in (1, 2):
         cmd = [_mpiexec(), "-n", str(p), sys.executable, "-m", "mpi4py", os.path.abspath(__file__), "--child",
                "--steps", str(a.steps), "--warmup", str(a.warmup), "--batches", a.batches_arg,
@@ -142,10 +144,11 @@ def main():
         if r.returncode != 0:
             sys.exit(f"ddp_scaling at p={p} failed:\n{r.stdout}\n{r.stderr}")
         for line in r.stdout.splitlines():
+            if line.startswith("GRAD"):
+                grad = line[5:]
             if line.startswith("RESULT"):
                 _, setting, key, size, sps, per_rank, step_ms = line.split()
                 rows[(setting, int(key), int(size))] = (float(sps), int(per_rank), float(step_ms))
-    grad = "hand-written" if a.handwritten else "funcgrad.value_and_grad"
     print(f"digits MLP 64-{a.hidden}-10, DataParallel.step ({grad}), {os.cpu_count()} cores, "
           f"{'default thread pools' if a.threads else '1 BLAS/Numba thread per rank'}, "
           f"load average {load0:.2f} before / {os.getloadavg()[0]:.2f} after")

@@ -43,6 +43,22 @@ def mlp_loss_and_grad_by_hand(params, x, y1h):
     return loss, {"W1": x.T @ dh, "b1": dh.sum(0), "W2": h.T @ dz, "b2": dz.sum(0)}
 
 
+def make_grad(handwritten, x, y1h, rank=0):
+    """``(value_and_grad, description)``: funcgrad's by default, built once here so a failure of the
+    AD core shows up before training; then the hand-written gradient is used instead (and said so)."""
+    if handwritten:
+        return mlp_loss_and_grad_by_hand, "hand-written"
+    try:
+        vg = funcgrad.value_and_grad(mlp_loss)
+        vg(init_mlp(0, d_in=x.shape[1]), x[:2], y1h[:2])      # same signature as the real batches
+        return vg, "funcgrad.value_and_grad"
+    except Exception as e:  # noqa: BLE001 -- reported, then the example goes on
+        if rank == 0:
+            print(f"warning: funcgrad.value_and_grad failed ({type(e).__name__}: {e}); "
+                  f"using the hand-written gradient", flush=True)
+        return mlp_loss_and_grad_by_hand, "hand-written (funcgrad.grad failed)"
+
+
 def init_mlp(seed, d_in=64, hidden=64, d_out=10):
     g = np.random.default_rng(seed)
     return {"W1": g.standard_normal((d_in, hidden)) / np.sqrt(d_in), "b1": np.zeros(hidden),
@@ -109,7 +125,7 @@ def main():
     (Xtr, ytr), (Xte, yte) = load_data(a.seed)
     Y1h = np.eye(10)[ytr]
     per_rank = max(1, a.batch // w.size)
-    grad_fn = mlp_loss_and_grad_by_hand if a.handwritten else funcgrad.value_and_grad(mlp_loss)
+    grad_fn, grad_desc = make_grad(a.handwritten, Xtr, Y1h, w.rank)
     dp = fd.DataParallel(make_optimizer(a.lr), grad_fn=grad_fn, returns_loss=True, accum_steps=a.accum,
                          check_every=50)
     params, opt_state = dp.init(init_mlp(a.seed))
@@ -120,8 +136,7 @@ def main():
         start_epoch = dp.step_count // max(1, steps_per_epoch)
     if w.rank == 0:
         print(f"ddp_digits: {w.size} rank(s), global batch {per_rank * w.size} ({per_rank}/rank), "
-              f"{len(Xtr)} train / {len(Xte)} test samples, gradient: "
-              f"{'hand-written' if a.handwritten else 'funcgrad.value_and_grad'}", flush=True)
+              f"{len(Xtr)} train / {len(Xte)} test samples, gradient: {grad_desc}", flush=True)
     t0 = time.perf_counter()
     seen = 0
     for epoch in range(start_epoch, a.epochs):

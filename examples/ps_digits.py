@@ -23,10 +23,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import funcgrad  # noqa: E402
 import funcgrad.dist as fd  # noqa: E402
-from ddp_digits import (init_mlp, load_data, make_optimizer, mlp_loss,  # noqa: E402
-                        mlp_loss_and_grad_by_hand, predict, shard_indices)
+from ddp_digits import (init_mlp, load_data, make_grad, make_optimizer,  # noqa: E402
+                        predict, shard_indices)
 
 
 def main():
@@ -52,7 +51,7 @@ def main():
     ps = fd.ParameterServer(init_mlp(a.seed), make_optimizer(lr), mode=a.mode, num_servers=a.servers,
                             staleness=a.staleness, checkpoint_dir=a.checkpoint_dir,
                             checkpoint_every=a.checkpoint_every, resume=a.resume)
-    vg = mlp_loss_and_grad_by_hand if a.handwritten else funcgrad.value_and_grad(mlp_loss)
+    vg, grad_desc = make_grad(a.handwritten, Xtr, Y1h, w.rank)
     shard = None
     if ps.is_worker:
         shard = shard_indices(len(Xtr), ps.worker_index, ps.num_workers, 0, a.seed)
@@ -73,7 +72,7 @@ def main():
     if w.rank == 0:
         print(f"ps_digits: mode={a.mode} servers={a.servers} workers={ps.num_workers}"
               f"{f' staleness={a.staleness}' if a.mode == 'ssp' else ''}, batch {a.batch}/worker, "
-              f"gradient: {'hand-written' if a.handwritten else 'funcgrad.value_and_grad'}", flush=True)
+              f"gradient: {grad_desc}", flush=True)
     params = ps.run(grad_fn, a.clocks, on_clock=progress)
     if w.rank == 0:
         acc = float(np.mean(predict(params, Xte) == yte))
