@@ -251,6 +251,17 @@ def _im2col_one(x, n, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
     C = x.shape[1]
     H = x.shape[2]
     W = x.shape[3]
+    if ph == 0 and pw == 0:         # every tap is inside the image: plain strided copies
+        for c in range(C):
+            for i in range(KH):
+                for j in range(KW):
+                    r = (c * KH + i) * KW + j
+                    for oh in range(OH):
+                        src = x[n, c, oh * sh + i * dh]
+                        base = oh * OW
+                        for ow in range(OW):
+                            cols[r, base + ow] = src[ow * sw + j * dw]
+        return
     for c in range(C):
         for i in range(KH):
             for j in range(KW):
@@ -277,15 +288,41 @@ def _conv_fwd_body(x, w2, b, has_b, out, lo, hi, KH, KW, sh, sw, ph, pw, dh, dw,
     cols = np.empty((R, P), x.dtype)
     for n in range(lo, hi):
         _im2col_one(x, n, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
-        for o in range(O):
+        o = 0
+        while o + 4 <= O:           # four output channels per pass over cols
+            a0 = out[n, o]
+            a1 = out[n, o + 1]
+            a2 = out[n, o + 2]
+            a3 = out[n, o + 3]
+            for q in range(P):
+                a0[q] = b[o] if has_b else 0
+                a1[q] = b[o + 1] if has_b else 0
+                a2[q] = b[o + 2] if has_b else 0
+                a3[q] = b[o + 3] if has_b else 0
+            for r in range(R):
+                w0 = w2[o, r]
+                w1 = w2[o + 1, r]
+                w2r = w2[o + 2, r]
+                w3 = w2[o + 3, r]
+                cr = cols[r]
+                for q in range(P):
+                    cq = cr[q]
+                    a0[q] += w0 * cq
+                    a1[q] += w1 * cq
+                    a2[q] += w2r * cq
+                    a3[q] += w3 * cq
+            o += 4
+        while o < O:
             acc = out[n, o]
             b0 = b[o] if has_b else 0
             for q in range(P):
                 acc[q] = b0
             for r in range(R):
                 wr = w2[o, r]
+                cr = cols[r]
                 for q in range(P):
-                    acc[q] += wr * cols[r, q]
+                    acc[q] += wr * cr[q]
+            o += 1
 
 
 @njit(cache=True, parallel=True)
@@ -316,13 +353,38 @@ def _conv_wgrad_body(dy3, x, part, t, lo, hi, KH, KW, sh, sw, ph, pw, dh, dw, OH
     cols = np.empty((R, P), x.dtype)
     for n in range(lo, hi):
         _im2col_one(x, n, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
-        for o in range(O):
+        o = 0
+        while o + 4 <= O:           # four output channels per pass over cols
+            g0 = dy3[n, o]
+            g1 = dy3[n, o + 1]
+            g2 = dy3[n, o + 2]
+            g3 = dy3[n, o + 3]
+            for r in range(R):
+                cr = cols[r]
+                s0 = 0.0
+                s1 = 0.0
+                s2 = 0.0
+                s3 = 0.0
+                for q in range(P):
+                    cq = cr[q]
+                    s0 += g0[q] * cq
+                    s1 += g1[q] * cq
+                    s2 += g2[q] * cq
+                    s3 += g3[q] * cq
+                part[t, o, r] += s0
+                part[t, o + 1, r] += s1
+                part[t, o + 2, r] += s2
+                part[t, o + 3, r] += s3
+            o += 4
+        while o < O:
             g = dy3[n, o]
             for r in range(R):
+                cr = cols[r]
                 s = 0.0
                 for q in range(P):
-                    s += g[q] * cols[r, q]
+                    s += g[q] * cr[q]
                 part[t, o, r] += s
+            o += 1
 
 
 @njit(cache=True, parallel=True)
@@ -359,12 +421,40 @@ def _conv_igrad_body(dy3, w2, dx, lo, hi, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW
     dcols = np.empty((R, P), dy3.dtype)
     for n in range(lo, hi):
         dcols[:, :] = 0
-        for o in range(O):
+        o = 0
+        while o + 4 <= O:           # four output channels per pass over dcols
+            g0 = dy3[n, o]
+            g1 = dy3[n, o + 1]
+            g2 = dy3[n, o + 2]
+            g3 = dy3[n, o + 3]
+            for r in range(R):
+                w0 = w2[o, r]
+                w1 = w2[o + 1, r]
+                w2r = w2[o + 2, r]
+                w3 = w2[o + 3, r]
+                dr = dcols[r]
+                for q in range(P):
+                    dr[q] += w0 * g0[q] + w1 * g1[q] + w2r * g2[q] + w3 * g3[q]
+            o += 4
+        while o < O:
             g = dy3[n, o]
             for r in range(R):
                 wr = w2[o, r]
+                dr = dcols[r]
                 for q in range(P):
-                    dcols[r, q] += wr * g[q]
+                    dr[q] += wr * g[q]
+            o += 1
+        if ph == 0 and pw == 0:
+            for c in range(C):
+                for i in range(KH):
+                    for j in range(KW):
+                        r = (c * KH + i) * KW + j
+                        for oh in range(OH):
+                            dst = dx[n, c, oh * sh + i * dh]
+                            base = oh * OW
+                            for ow in range(OW):
+                                dst[ow * sw + j * dw] += dcols[r, base + ow]
+            continue
         for c in range(C):
             for i in range(KH):
                 for j in range(KW):
@@ -535,7 +625,7 @@ def _ov_conv2d_weight_grad(dy, x, w_shape, stride=1, padding=0, dilation=1):
     return impl
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=True)
 def channel_sum(x):
     """Sum over every axis but 1: (N, C, ...) -> (C,)."""
     N = x.shape[0]
@@ -604,11 +694,35 @@ def _argmax3(x3, nc, oh, ow, kh, kw, sh, sw, ph, pw):
 
 
 @njit(cache=True)
+def _is_2x2(kh, kw, sh, sw, ph, pw):
+    return kh == 2 and kw == 2 and sh == 2 and sw == 2 and ph == 0 and pw == 0
+
+
+@njit(cache=True)
 def _maxpool_body(x3, out3, lo, hi, kh, kw, sh, sw, ph, pw):
     H = x3.shape[1]
     W = x3.shape[2]
     OH = out3.shape[1]
     OW = out3.shape[2]
+    if _is_2x2(kh, kw, sh, sw, ph, pw):          # the common case, no bounds checks
+        for nc in range(lo, hi):
+            for oh in range(OH):
+                r0 = x3[nc, 2 * oh]
+                r1 = x3[nc, 2 * oh + 1]
+                o = out3[nc, oh]
+                for ow in range(OW):
+                    m = r0[2 * ow]
+                    v = r0[2 * ow + 1]
+                    if v > m:
+                        m = v
+                    v = r1[2 * ow]
+                    if v > m:
+                        m = v
+                    v = r1[2 * ow + 1]
+                    if v > m:
+                        m = v
+                    o[ow] = m
+        return
     for nc in range(lo, hi):
         for oh in range(OH):
             h0 = oh * sh - ph
@@ -636,10 +750,52 @@ def _maxpool_par(x3, out3, nch, kh, kw, sh, sw, ph, pw):
 
 
 @njit(cache=True)
+def _argmax2x2(r0, r1, ow):
+    """0..3: position of the first maximum of the 2x2 window at column 2*ow of rows r0, r1."""
+    m = r0[2 * ow]
+    k = 0
+    v = r0[2 * ow + 1]
+    if v > m:
+        m = v
+        k = 1
+    v = r1[2 * ow]
+    if v > m:
+        m = v
+        k = 2
+    if r1[2 * ow + 1] > m:
+        k = 3
+    return k
+
+
+@njit(cache=True)
 def _maxpool_grad_body(dy3, x3, dx3, lo, hi, kh, kw, sh, sw, ph, pw):
     W = x3.shape[2]
     OH = dy3.shape[1]
     OW = dy3.shape[2]
+    if _is_2x2(kh, kw, sh, sw, ph, pw):
+        for nc in range(lo, hi):
+            for oh in range(OH):
+                r0 = x3[nc, 2 * oh]
+                r1 = x3[nc, 2 * oh + 1]
+                d0 = dx3[nc, 2 * oh]
+                d1 = dx3[nc, 2 * oh + 1]
+                g = dy3[nc, oh]
+                for ow in range(OW):      # windows do not overlap: write all four cells, branch-free
+                    a = r0[2 * ow]
+                    b = r0[2 * ow + 1]
+                    c = r1[2 * ow]
+                    e = r1[2 * ow + 1]
+                    m = max(max(a, b), max(c, e))
+                    ka = a == m
+                    kb = (b == m) & (not ka)
+                    kc = (c == m) & (not (ka | kb))
+                    ke = not (ka | kb | kc)
+                    gv = g[ow]
+                    d0[2 * ow] = gv * ka
+                    d0[2 * ow + 1] = gv * kb
+                    d1[2 * ow] = gv * kc
+                    d1[2 * ow + 1] = gv * ke
+        return
     for nc in range(lo, hi):
         for oh in range(OH):
             for ow in range(OW):
@@ -760,7 +916,10 @@ def _max_pool2d_grad(dy, x, kh, kw, sh, sw, ph, pw):
     OH, OW = _pool_out(H, W, kh, kw, sh, sw, ph, pw)
     x3 = _planes(x, N, C)
     dy3 = _planes(dy, N, C)
-    dx3 = np.zeros((N * C, H, W), dy.dtype)
+    if _is_2x2(kh, kw, sh, sw, ph, pw) and H % 2 == 0 and W % 2 == 0:
+        dx3 = np.empty((N * C, H, W), dy.dtype)       # every cell is written
+    else:
+        dx3 = np.zeros((N * C, H, W), dy.dtype)
     nch = _nchunks(N * C, x.size * 2)
     if nch == 1:
         _maxpool_grad_body(dy3, x3, dx3, 0, N * C, kh, kw, sh, sw, ph, pw)
