@@ -351,36 +351,15 @@ def _conv_wgrad_body(dy3, x, part, t, lo, hi, KH, KW, sh, sw, ph, pw, dh, dw, OH
     R = part.shape[2]
     P = OH * OW
     cols = np.empty((R, P), x.dtype)
+    zero = np.zeros(1, dy3.dtype)[0]   # accumulate in the input's dtype: float32 dots stay vectorized
     for n in range(lo, hi):
         _im2col_one(x, n, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
         o = 0
-        while o + 4 <= O:           # four output channels per pass over cols
-            g0 = dy3[n, o]
-            g1 = dy3[n, o + 1]
-            g2 = dy3[n, o + 2]
-            g3 = dy3[n, o + 3]
-            for r in range(R):
-                cr = cols[r]
-                s0 = 0.0
-                s1 = 0.0
-                s2 = 0.0
-                s3 = 0.0
-                for q in range(P):
-                    cq = cr[q]
-                    s0 += g0[q] * cq
-                    s1 += g1[q] * cq
-                    s2 += g2[q] * cq
-                    s3 += g3[q] * cq
-                part[t, o, r] += s0
-                part[t, o + 1, r] += s1
-                part[t, o + 2, r] += s2
-                part[t, o + 3, r] += s3
-            o += 4
         while o < O:
             g = dy3[n, o]
             for r in range(R):
                 cr = cols[r]
-                s = 0.0
+                s = zero
                 for q in range(P):
                     s += g[q] * cr[q]
                 part[t, o, r] += s
