@@ -1,0 +1,177 @@
+"""A multilayer perceptron on the 8x8 digits, trained with funcgrad.
+
+    python examples/mlp_digits.py                        # 20 epochs, about 98% test accuracy
+    python examples/mlp_digits.py --epochs 30 --out runs/mlp
+    python examples/mlp_digits.py --resume --epochs 30   # continue from runs/mlp_digits/checkpoint.npz
+
+The model is 64 -> 256 (relu) -> 10 over the flattened images. The loss is a
+plain NumPy function of a dict of parameters; ``funcgrad.value_and_grad`` reads
+its source and writes the gradient. Adam with a per-epoch exponential
+learning-rate decay, a shuffling DataLoader, an atomic checkpoint after every
+epoch (``--resume`` continues bit-exactly) and a PNG of the curves in ``--out``.
+"""
+from __future__ import annotations
+
+import os
+
+# Small matrices on a shared 2-core machine: OpenBLAS's worker threads fight Numba's and
+# other processes for the cores and make each GEMM several times slower (measured on a LeNet
+# step: 100-140 ms with the default threads, 17 ms with one). Set before NumPy loads OpenBLAS.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+import funcgrad  # noqa: E402
+from funcgrad import checkpoint, initializers, nn, optim  # noqa: E402
+from funcgrad.data import ArrayDataset, DataLoader, load_digits, train_test_split  # noqa: E402
+
+
+# --------------------------------------------------------------------------- model
+
+HIDDEN = 256
+
+
+def init_params(seed, dtype=np.float32):
+    """He-uniform hidden layer (it feeds a ReLU), Glorot output layer, zero biases."""
+    s = np.random.default_rng(seed).integers(0, 2**31 - 1, 2)
+    return {
+        "w1": initializers.kaiming_uniform(int(s[0]), (64, HIDDEN), nonlinearity="relu", dtype=dtype,
+                                           in_axis=0, out_axis=1),
+        "b1": np.zeros(HIDDEN, dtype),
+        "w2": initializers.glorot_uniform(int(s[1]), (HIDDEN, 10), dtype=dtype, in_axis=0, out_axis=1),
+        "b2": np.zeros(10, dtype),
+    }
+
+
+def forward(params, x):
+    """Logits (N, 10) of flattened images x (N, 64)."""
+    h = nn.relu(x @ params["w1"] + params["b1"])
+    return h @ params["w2"] + params["b2"]
+
+
+def loss(params, x, y):
+    """Mean softmax cross-entropy of integer labels y."""
+    return nn.cross_entropy(forward(params, x), y)
+
+
+def evaluate(params, x, y):
+    """(mean loss, accuracy) over a whole split."""
+    logits = forward(params, x)
+    return float(nn.cross_entropy(logits, y)), float(np.mean(np.argmax(logits, axis=1) == y))
+
+
+# --------------------------------------------------------------------------- curves
+
+def plot_curves(history, path, title):
+    import matplotlib
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    epochs = np.arange(1, len(history["train_loss"]) + 1)
+    fig, (ax_l, ax_a) = plt.subplots(1, 2, figsize=(10, 4))
+    ax_l.plot(epochs, history["train_loss"], "o-", label="train")
+    ax_l.plot(epochs, history["test_loss"], "o-", label="test")
+    ax_l.set(xlabel="epoch", ylabel="cross-entropy", yscale="log", title="loss")
+    ax_a.plot(epochs, history["train_acc"], "o-", label="train")
+    ax_a.plot(epochs, history["test_acc"], "o-", label="test")
+    ax_a.set(xlabel="epoch", ylabel="accuracy", title="accuracy")
+    for ax in (ax_l, ax_a):
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------- training
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--epochs", type=int, default=20, help="total epochs (also when resuming)")
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate of the first epoch")
+    ap.add_argument("--lr-decay", type=float, default=0.9, help="learning-rate factor per epoch")
+    ap.add_argument("--seed", type=int, default=0, help="split, initialization and shuffling")
+    ap.add_argument("--out", default="runs/mlp_digits", help="checkpoint and curves go here")
+    ap.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.npz")
+    args = ap.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    ckpt_path = os.path.join(args.out, "checkpoint.npz")
+
+    # A resumed run takes the seed (data split, shuffling) from the checkpoint.
+    meta = None
+    if args.resume:
+        if os.path.exists(ckpt_path):
+            meta = checkpoint.load_metadata(ckpt_path)
+            if meta["seed"] != args.seed:
+                print(f"note: --seed {args.seed} ignored, resuming with the checkpoint's seed {meta['seed']}")
+                args.seed = meta["seed"]
+            for k in ("batch_size", "lr", "lr_decay"):
+                if meta["args"][k] != getattr(args, k):
+                    print(f"warning: --{k.replace('_', '-')} {getattr(args, k)} differs from the checkpoint's "
+                          f"{meta['args'][k]}; the run will not match an uninterrupted one")
+        else:
+            print(f"no checkpoint at {ckpt_path}: starting from scratch")
+
+    X, y = load_digits()  # (1797, 64) float32 in [0, 1], int64 labels
+    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.2, seed=args.seed, stratify=y)
+    loader = DataLoader(ArrayDataset(X_train, y_train), batch_size=args.batch_size, shuffle=True, seed=args.seed)
+
+    # The learning rate decays once per epoch (the schedule counts steps): unlike a schedule over
+    # --epochs, it does not depend on how long the run is, so stopping and resuming changes nothing.
+    lr = optim.exponential_decay(args.lr, args.lr_decay, transition_steps=len(loader), staircase=True)
+    opt = optim.adam(lr)
+    params = init_params(args.seed)
+    opt_state = opt.init(params)
+    value_and_grad = funcgrad.value_and_grad(loss)
+
+    start = 0
+    history = {"train_loss": [], "train_acc": [], "test_loss": [], "test_acc": []}
+    if meta is not None:
+        state = checkpoint.load(ckpt_path, like={"params": params, "opt_state": opt_state, "epoch": 0, "seed": 0})
+        params, opt_state, start = state["params"], state["opt_state"], state["epoch"]
+        history = meta["history"]
+        print(f"resumed from {ckpt_path} after epoch {start}")
+
+    n_params = sum(p.size for p in funcgrad.tree_leaves(params))
+    print(f"MLP on digits: {n_params} parameters, {len(X_train)} train / {len(X_test)} test images, "
+          f"batch {args.batch_size}, Adam lr {args.lr} x {args.lr_decay}/epoch, seed {args.seed}")
+
+    t_start = time.perf_counter()
+    for epoch in range(start, args.epochs):
+        t0 = time.perf_counter()
+        loader.set_epoch(epoch)  # the shuffle order is a function of (seed, epoch): resumable
+        bar = tqdm(loader, desc=f"epoch {epoch + 1}/{args.epochs}", unit="batch", leave=False)
+        for x, labels in bar:
+            value, grads = value_and_grad(params, x, labels)
+            updates, opt_state = opt.update(grads, opt_state, params)
+            params = optim.apply_updates(params, updates)
+            bar.set_postfix(loss=f"{float(value):.4f}", refresh=False)
+        bar.close()
+
+        train_loss, train_acc = evaluate(params, X_train, y_train)
+        test_loss, test_acc = evaluate(params, X_test, y_test)
+        for k, v in zip(history, (train_loss, train_acc, test_loss, test_acc)):
+            history[k].append(v)
+        checkpoint.save(ckpt_path, {"params": params, "opt_state": opt_state, "epoch": epoch + 1, "seed": args.seed},
+                        metadata={"epoch": epoch + 1, "seed": args.seed, "history": history,
+                                  "args": {"batch_size": args.batch_size, "lr": args.lr, "lr_decay": args.lr_decay}})
+        print(f"epoch {epoch + 1:3d}/{args.epochs}  train loss {train_loss:.4f} acc {train_acc:.4f}  "
+              f"test loss {test_loss:.4f} acc {test_acc:.4f}  ({time.perf_counter() - t0:.1f} s)", flush=True)
+
+    png = os.path.join(args.out, "curves.png")
+    if history["test_acc"]:
+        plot_curves(history, png, f"MLP 64-{HIDDEN}-10 on 8x8 digits (seed {args.seed})")
+    _, test_acc = evaluate(params, X_test, y_test)
+    print(f"trained {args.epochs - start} epoch(s) in {time.perf_counter() - t_start:.1f} s; "
+          f"checkpoint {ckpt_path}, curves {png}")
+    print(f"final test accuracy: {test_acc:.4f}")
+
+
+if __name__ == "__main__":
+    main()
