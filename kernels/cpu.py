@@ -620,7 +620,10 @@ def tape_reserve(tape, n):
     """``tape`` with room for at least ``n`` values (grown geometrically, contents kept)."""
     if tape.shape[0] >= n:
         return tape
-    new = np.empty(max(n, 2 * tape.shape[0]), dtype=tape.dtype)
+    m = 2 * tape.shape[0]  # (this module's max/min/sum are the reductions: plain comparisons here)
+    if n > m:
+        m = n
+    new = np.empty(m, dtype=tape.dtype)
     new[:tape.shape[0]] = tape
     return new
 
