@@ -578,7 +578,7 @@ def _gelu_grad_vjp(r, g, x):
     d[x] = gelu_grad2(d[r] * g, x)
 
 
-@primitive(sample=_sample_grad_smooth, elementwise=True)
+@primitive(sample=_sample_grad_smooth, elementwise=True, tested_via=gelu)
 def gelu_grad2(g, x):
     """g * gelu''(x). No VJP: third derivatives of gelu are not provided."""
     return K.gelu_grad2(g, x)
@@ -642,7 +642,7 @@ def _softmax_grad_vjp(r, g, y, axis=-1):
     d[y] = softmax_grad_y(d[r], g, y, axis)
 
 
-@primitive(sample=_sample_softmax_grad_y)
+@primitive(sample=_sample_softmax_grad_y, tested_via=softmax)
 def softmax_grad_y(r, g, y, axis=-1):
     """Cotangent of y in softmax_grad(g, y). No VJP (third derivatives of softmax not provided)."""
     return K.softmax_grad_y(r, g, y, axis)
@@ -659,7 +659,7 @@ def _log_softmax_vjp(y, x, axis=-1):
     d[x] = log_softmax_grad(d[y], y, axis)
 
 
-@primitive(sample=_sample_log_softmax_grad)
+@primitive(sample=_sample_log_softmax_grad, tested_via=log_softmax)
 def log_softmax_grad(g, y, axis=-1):
     """g - exp(y) * sum(g, axis). No VJP (second derivatives of log_softmax not provided)."""
     return K.log_softmax_grad(g, y, axis)
@@ -676,7 +676,7 @@ def _logsumexp_vjp(y, x, axis=-1):
     d[x] = logsumexp_grad(d[y], x, y, axis)
 
 
-@primitive(sample=_sample_logsumexp_grad)
+@primitive(sample=_sample_logsumexp_grad, tested_via=logsumexp)
 def logsumexp_grad(g, x, y, axis=-1):
     """g * softmax(x, axis) with g, y broadcast along axis. No VJP."""
     return K.logsumexp_grad(g, x, y, axis)
@@ -714,19 +714,19 @@ def _batch_norm_vjp(y, x, gamma, beta, running_mean, running_var, train=True, ep
     d[beta] = channel_sum(d[y])
 
 
-@primitive(sample=_sample_bn_grad_input)
+@primitive(sample=_sample_bn_grad_input, tested_via=batch_norm)
 def batch_norm_grad_input(dy, x, gamma, running_mean, running_var, train=True, eps=1e-5):
     """Cotangent of batch_norm's x. No VJP (second derivatives of batch_norm not provided)."""
     return K.batch_norm_grad_input(dy, x, gamma, running_mean, running_var, train, eps)
 
 
-@primitive(sample=_sample_bn_grad_gamma)
+@primitive(sample=_sample_bn_grad_gamma, tested_via=batch_norm)
 def batch_norm_grad_gamma(dy, x, running_mean, running_var, train=True, eps=1e-5):
     """Cotangent of batch_norm's gamma. No VJP."""
     return K.batch_norm_grad_gamma(dy, x, running_mean, running_var, train, eps)
 
 
-@primitive(sample=_sample_bn_stats)
+@primitive(sample=_sample_bn_stats, tested_via=batch_norm)
 def batch_norm_stats(x, running_mean, running_var, momentum=0.1):
     """New running statistics after a training batch, stacked (2, C): ``[mean, var]``.
 
@@ -748,19 +748,19 @@ def _layer_norm_vjp(y, x, gamma, beta, eps=1e-5):
     d[beta] = layer_norm_grad_beta(d[y])
 
 
-@primitive(sample=_sample_ln_grad_input)
+@primitive(sample=_sample_ln_grad_input, tested_via=layer_norm)
 def layer_norm_grad_input(dy, x, gamma, eps=1e-5):
     """Cotangent of layer_norm's x. No VJP."""
     return K.layer_norm_grad_input(dy, x, gamma, eps)
 
 
-@primitive(sample=_sample_ln_grad_gamma)
+@primitive(sample=_sample_ln_grad_gamma, tested_via=layer_norm)
 def layer_norm_grad_gamma(dy, x, eps=1e-5):
     """Cotangent of layer_norm's gamma. No VJP."""
     return K.layer_norm_grad_gamma(dy, x, eps)
 
 
-@primitive(sample=_sample_rows_sum)
+@primitive(sample=_sample_rows_sum, tested_via=layer_norm)
 def layer_norm_grad_beta(dy):
     """Sum over every axis but the last. No VJP."""
     return K.layer_norm_grad_beta(dy)
@@ -801,7 +801,7 @@ def _mse_vjp(y, pred, target, reduction="mean"):
     d[target] = -mse_grad(d[y], pred, target, reduction)
 
 
-@primitive(sample=_loss_grad_sample(_sample_pair_loss(), _elem_shape))
+@primitive(sample=_loss_grad_sample(_sample_pair_loss(), _elem_shape), tested_via=mse)
 def mse_grad(g, pred, target, reduction="mean"):
     """Cotangent of mse's pred. No VJP."""
     return K.mse_grad(g, pred, target, reduction)
@@ -825,7 +825,7 @@ def _sample_huber_grad(draw, dtype=np.float64):
     return (g,) + tuple(args), kw
 
 
-@primitive(sample=_sample_huber_grad)
+@primitive(sample=_sample_huber_grad, tested_via=huber)
 def huber_grad(g, pred, target, delta=1.0, reduction="mean"):
     """Cotangent of huber's pred. No VJP."""
     return K.huber_grad(g, pred, target, delta, reduction)
@@ -846,13 +846,13 @@ def _cross_entropy_vjp(y, logits, labels, reduction="mean"):
     d[labels] = cross_entropy_grad_target(d[y], logits, labels, reduction)
 
 
-@primitive(sample=_loss_grad_sample(_sample_ce, _row_shape))
+@primitive(sample=_loss_grad_sample(_sample_ce, _row_shape), tested_via=cross_entropy)
 def cross_entropy_grad(g, logits, labels, reduction="mean"):
     """Cotangent of cross_entropy's logits: g * (softmax * sum(t) - t). No VJP."""
     return K.cross_entropy_grad(g, logits, labels, reduction)
 
 
-@primitive(sample=_loss_grad_sample(_sample_ce, _row_shape))
+@primitive(sample=_loss_grad_sample(_sample_ce, _row_shape), tested_via=cross_entropy)
 def cross_entropy_grad_target(g, logits, labels, reduction="mean"):
     """Cotangent of cross_entropy's probability targets: -g * log_softmax. No VJP."""
     return K.cross_entropy_grad_target(g, logits, labels, reduction)
@@ -869,7 +869,7 @@ def _nll_vjp(y, logp, labels, reduction="mean"):
     d[logp] = nll_grad(d[y], logp, labels, reduction)
 
 
-@primitive(sample=_loss_grad_sample(_sample_nll, _row_shape))
+@primitive(sample=_loss_grad_sample(_sample_nll, _row_shape), tested_via=nll)
 def nll_grad(g, logp, labels, reduction="mean"):
     """Cotangent of nll's logp (linear in g). No VJP."""
     return K.nll_grad(g, logp, labels, reduction)
@@ -887,13 +887,13 @@ def _bce_vjp(y, probs, target, reduction="mean"):
     d[target] = binary_cross_entropy_grad_target(d[y], probs, target, reduction)
 
 
-@primitive(sample=_loss_grad_sample(_sample_pair_loss(0.05, 0.95, 0.0, 1.0), _elem_shape))
+@primitive(sample=_loss_grad_sample(_sample_pair_loss(0.05, 0.95, 0.0, 1.0), _elem_shape), tested_via=binary_cross_entropy)
 def binary_cross_entropy_grad(g, probs, target, reduction="mean"):
     """No VJP."""
     return K.binary_cross_entropy_grad(g, probs, target, reduction)
 
 
-@primitive(sample=_loss_grad_sample(_sample_pair_loss(0.05, 0.95, 0.0, 1.0), _elem_shape))
+@primitive(sample=_loss_grad_sample(_sample_pair_loss(0.05, 0.95, 0.0, 1.0), _elem_shape), tested_via=binary_cross_entropy)
 def binary_cross_entropy_grad_target(g, probs, target, reduction="mean"):
     """No VJP."""
     return K.binary_cross_entropy_grad_target(g, probs, target, reduction)
@@ -911,13 +911,13 @@ def _bcel_vjp(y, logits, target, reduction="mean"):
     d[target] = binary_cross_entropy_with_logits_grad_target(d[y], logits, target, reduction)
 
 
-@primitive(sample=_loss_grad_sample(_sample_pair_loss(-3.0, 3.0, 0.0, 1.0), _elem_shape))
+@primitive(sample=_loss_grad_sample(_sample_pair_loss(-3.0, 3.0, 0.0, 1.0), _elem_shape), tested_via=binary_cross_entropy_with_logits)
 def binary_cross_entropy_with_logits_grad(g, logits, target, reduction="mean"):
     """g * (sigmoid(z) - t). No VJP."""
     return K.binary_cross_entropy_with_logits_grad(g, logits, target, reduction)
 
 
-@primitive(sample=_loss_grad_sample(_sample_pair_loss(-3.0, 3.0, 0.0, 1.0), _elem_shape))
+@primitive(sample=_loss_grad_sample(_sample_pair_loss(-3.0, 3.0, 0.0, 1.0), _elem_shape), tested_via=binary_cross_entropy_with_logits)
 def binary_cross_entropy_with_logits_grad_target(g, logits, target, reduction="mean"):
     """-g * z. No VJP."""
     return K.binary_cross_entropy_with_logits_grad_target(g, logits, target, reduction)
