@@ -16,8 +16,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The main example: a gradient and its generated source, then data-parallel
+# training of the digits MLP on 2 ranks.
 demo: $(STAMP)
 	$(BIN)/python examples/quickstart.py
+	$(BIN)/mpiexec -n 2 $(BIN)/python -m mpi4py examples/ddp_digits.py
 
 # Two workers for everything but MPI; the MPI tests (which launch mpiexec jobs with
 # deadlines) run alone so that no other test competes for the two cores.
