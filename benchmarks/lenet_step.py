@@ -174,16 +174,23 @@ def make_jax_step(params):
     return step, jax.__version__
 
 
-def median_ms(step, params, batches, warmup, steps):
+def interleaved_medians(steps_by_name, batches, warmup, steps):
+    """Median ms per step of each contestant, timed round-robin (one step of each in turn),
+    so load from other processes hits every contestant alike."""
+    names = list(steps_by_name)
     for i in range(warmup):
-        step(params, *batches[i % len(batches)])
-    ts = []
+        for n in names:
+            fn, params = steps_by_name[n]
+            fn(params, *batches[i % len(batches)])
+    ts = {n: [] for n in names}
     for i in range(steps):
         x, y = batches[i % len(batches)]
-        t = time.perf_counter()
-        step(params, x, y)
-        ts.append(time.perf_counter() - t)
-    return 1e3 * float(np.median(ts))
+        for n in names[i % len(names):] + names[:i % len(names)]:
+            fn, params = steps_by_name[n]
+            t = time.perf_counter()
+            fn(params, x, y)
+            ts[n].append(time.perf_counter() - t)
+    return {n: 1e3 * float(np.median(v)) for n, v in ts.items()}
 
 
 def main(argv=None):
@@ -205,7 +212,6 @@ def main(argv=None):
 
     # correctness guard: funcgrad's gradient equals the manual kernels' and torch's
     p0 = init_params()
-    results = {}
 
     t = time.perf_counter()
     fg_step = None
@@ -222,10 +228,10 @@ def main(argv=None):
         print(f"funcgrad.grad failed ({type(e).__name__}: {e}); timing the manual kernel step only")
         fg_step = None
 
+    contestants = {}
     if fg_step is not None:
-        results["funcgrad"] = median_ms(fg_step, {k: v.copy() for k, v in p0.items()}, batches, args.warmup, args.steps)
-    results["manual kernels"] = median_ms(manual_step, {k: v.copy() for k, v in p0.items()}, batches,
-                                          args.warmup, args.steps)
+        contestants["funcgrad"] = (fg_step, {k: v.copy() for k, v in p0.items()})
+    contestants["manual kernels"] = (manual_step, {k: v.copy() for k, v in p0.items()})
     versions = []
     try:
         tstep, tp, tv = make_torch_step(p0, args.threads)
@@ -235,21 +241,22 @@ def main(argv=None):
         manual_step(pm, *batches[0])
         terr = max(float(np.max(np.abs(tp[k].detach().numpy() - pm[k]))) for k in pm)
         print(f"torch vs funcgrad kernels after one step: max |diff| = {terr:.2e}")
-        results[f"torch ({args.threads} threads)"] = median_ms(tstep, None, batches, args.warmup, args.steps)
+        contestants[f"torch ({args.threads} threads)"] = (tstep, None)
         versions.append(f"torch {tv}")
     except ImportError:
         print("torch not installed: no torch comparison")
     try:
         jstep, jv = make_jax_step(p0)
-        results["jax (jit)"] = median_ms(jstep, None, batches, args.warmup, args.steps)
+        contestants["jax (jit)"] = (jstep, None)
         versions.append(f"jax {jv}")
     except ImportError:
         pass
+    results = interleaved_medians(contestants, batches, args.warmup, args.steps)
 
     if versions:
         print("peers: " + ", ".join(versions))
     ref_key = next((k for k in results if k.startswith("torch")), None)
-    print(f"\nLeNet step, float32, batch {BATCH}: median of {args.steps} steps")
+    print(f"\nLeNet step, float32, batch {BATCH}: median of {args.steps} steps, contestants interleaved")
     for k, v in results.items():
         ratio = f"  {v / results[ref_key]:.2f}x torch" if ref_key else ""
         print(f"  {k:<22s} {v:8.2f} ms{ratio}")
