@@ -543,9 +543,11 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1):
     sh, sw = _pair(stride)
     ph, pw = _pair(padding)
     dh, dw = _pair(dilation)
+    x = np.ascontiguousarray(x)       # one compiled specialization per dtype, not per layout
+    w = np.ascontiguousarray(w)
     if b is None:
         return _conv2d(x, w, _no_bias(w), False, sh, sw, ph, pw, dh, dw)
-    return _conv2d(x, w, b, True, sh, sw, ph, pw, dh, dw)
+    return _conv2d(x, w, np.ascontiguousarray(b), True, sh, sw, ph, pw, dh, dw)
 
 
 @overload(conv2d)
@@ -572,7 +574,7 @@ def conv2d_input_grad(dy, w, x_shape, stride=1, padding=0, dilation=1):
     ph, pw = _pair(padding)
     dh, dw = _pair(dilation)
     N, C, H, W = x_shape
-    return _conv2d_input_grad(dy, w, N, C, H, W, sh, sw, ph, pw, dh, dw)
+    return _conv2d_input_grad(np.ascontiguousarray(dy), np.ascontiguousarray(w), N, C, H, W, sh, sw, ph, pw, dh, dw)
 
 
 @overload(conv2d_input_grad)
@@ -591,7 +593,8 @@ def conv2d_weight_grad(dy, x, w_shape, stride=1, padding=0, dilation=1):
     ph, pw = _pair(padding)
     dh, dw = _pair(dilation)
     O, C, KH, KW = w_shape
-    return _conv2d_weight_grad(dy, x, O, C, KH, KW, sh, sw, ph, pw, dh, dw)
+    return _conv2d_weight_grad(np.ascontiguousarray(dy), np.ascontiguousarray(x), O, C, KH, KW,
+                               sh, sw, ph, pw, dh, dw)
 
 
 @overload(conv2d_weight_grad)
@@ -968,7 +971,7 @@ def _ov_pool_args(kernel_size, stride, padding):
 
 def max_pool2d(x, kernel_size, stride=None, padding=0):
     """Max over kh x kw windows of NCHW x (padding counts as -inf); stride defaults to kernel_size."""
-    return _max_pool2d(x, *_pool_args(kernel_size, stride, padding))
+    return _max_pool2d(np.ascontiguousarray(x), *_pool_args(kernel_size, stride, padding))
 
 
 @overload(max_pool2d)
@@ -981,7 +984,7 @@ def _ov_max_pool2d(x, kernel_size, stride=None, padding=0):
 
 def max_pool2d_grad(dy, x, kernel_size, stride=None, padding=0):
     """Route dy to each window's (first) maximum of x; shaped like x."""
-    return _max_pool2d_grad(dy, x, *_pool_args(kernel_size, stride, padding))
+    return _max_pool2d_grad(np.ascontiguousarray(dy), np.ascontiguousarray(x), *_pool_args(kernel_size, stride, padding))
 
 
 @overload(max_pool2d_grad)
@@ -994,7 +997,7 @@ def _ov_max_pool2d_grad(dy, x, kernel_size, stride=None, padding=0):
 
 def max_pool2d_select(g, x, kernel_size, stride=None, padding=0):
     """g (shaped like x) read at each window's (first) maximum of x: adjoint of max_pool2d_grad in dy."""
-    return _max_pool2d_select(g, x, *_pool_args(kernel_size, stride, padding))
+    return _max_pool2d_select(np.ascontiguousarray(g), np.ascontiguousarray(x), *_pool_args(kernel_size, stride, padding))
 
 
 @overload(max_pool2d_select)
@@ -1007,7 +1010,7 @@ def _ov_max_pool2d_select(g, x, kernel_size, stride=None, padding=0):
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0):
     """Mean over kh x kw windows; zero padding counts in the divisor (count_include_pad)."""
-    return _avg_pool2d(x, *_pool_args(kernel_size, stride, padding))
+    return _avg_pool2d(np.ascontiguousarray(x), *_pool_args(kernel_size, stride, padding))
 
 
 @overload(avg_pool2d)
@@ -1021,7 +1024,7 @@ def _ov_avg_pool2d(x, kernel_size, stride=None, padding=0):
 def avg_pool2d_grad(dy, x_shape, kernel_size, stride=None, padding=0):
     """Adjoint of avg_pool2d (linear), shaped x_shape."""
     N, C, H, W = x_shape
-    return _avg_pool2d_grad(dy, N, C, H, W, *_pool_args(kernel_size, stride, padding))
+    return _avg_pool2d_grad(np.ascontiguousarray(dy), N, C, H, W, *_pool_args(kernel_size, stride, padding))
 
 
 @overload(avg_pool2d_grad)
