@@ -7,9 +7,9 @@
 The model is LeNet-5's pattern shrunk to 1x8x8 inputs (padding keeps the 3x3
 convolutions from eating the tiny images):
 
-    conv 3x3, 16 ch, pad 1 -> relu -> max pool 2   (16 x 4 x 4)
-    conv 3x3, 32 ch, pad 1 -> relu -> max pool 2   (32 x 2 x 2)
-    flatten -> dense 64 -> relu -> dense 10
+    conv 3x3, 32 ch, pad 1 -> relu -> max pool 2   (32 x 4 x 4)
+    conv 3x3, 64 ch, pad 1 -> relu -> max pool 2   (64 x 2 x 2)
+    flatten -> dense 128 -> relu -> dense 10
 
 The loss is a plain function of a dict of parameters; ``funcgrad.value_and_grad``
 reads its source and writes the gradient. Adam with a per-epoch exponential
@@ -45,10 +45,10 @@ def init_params(seed, dtype=np.float32):
     def he(k, shape, **kw):
         return initializers.kaiming_uniform(int(s[k]), shape, nonlinearity="relu", dtype=dtype, **kw)
     return {
-        "conv1": {"w": he(0, (16, 1, 3, 3)), "b": np.zeros(16, dtype)},
-        "conv2": {"w": he(1, (32, 16, 3, 3)), "b": np.zeros(32, dtype)},
-        "fc1": {"w": he(2, (32 * 2 * 2, 64), in_axis=0, out_axis=1), "b": np.zeros(64, dtype)},
-        "fc2": {"w": initializers.glorot_uniform(int(s[3]), (64, 10), dtype=dtype, in_axis=0, out_axis=1),
+        "conv1": {"w": he(0, (32, 1, 3, 3)), "b": np.zeros(32, dtype)},
+        "conv2": {"w": he(1, (64, 32, 3, 3)), "b": np.zeros(64, dtype)},
+        "fc1": {"w": he(2, (64 * 2 * 2, 128), in_axis=0, out_axis=1), "b": np.zeros(128, dtype)},
+        "fc2": {"w": initializers.glorot_uniform(int(s[3]), (128, 10), dtype=dtype, in_axis=0, out_axis=1),
                 "b": np.zeros(10, dtype)},
     }
 

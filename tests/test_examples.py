@@ -125,7 +125,7 @@ def test_lenet_digits(tmp_path):
     out3, _, _, b = _train_and_resume("lenet_digits.py", tmp_path)
     assert _final_metric(out3) > 0.90, out3
     params = checkpoint.load(b / "checkpoint.npz")["params"]
-    assert params["conv1"]["w"].shape == (16, 1, 3, 3) and params["conv1"]["w"].dtype == np.float32
+    assert params["conv1"]["w"].shape == (32, 1, 3, 3) and params["conv1"]["w"].dtype == np.float32
 
 
 def test_resume_without_checkpoint_starts_fresh(tmp_path):
