@@ -4,8 +4,10 @@ Each training example runs on reduced epochs and must exit 0, print a sane final
 metric, write its checkpoint and its curves PNG, and resume exactly: a 2-epoch
 run continued with ``--resume --epochs 3`` trains one more epoch and ends with
 the same checkpoint contents, bit for bit, as a straight 3-epoch run. The two
-first runs go side by side (one per core). One test per example, so that under
-pytest-xdist no run is repeated on both workers.
+first runs go side by side (one per core), the second one started once the
+first has finished an epoch, so that a cold Numba cache is compiled only once.
+One test per example, so that under pytest-xdist no run is repeated on both
+workers.
 """
 from __future__ import annotations
 
@@ -35,20 +37,45 @@ def _env():
     return env
 
 
-def _start(script, *args):
-    return subprocess.Popen([sys.executable, str(EXAMPLES / script), *map(str, args)], cwd=ROOT, env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _start(script, *args, log=None):
+    """Launch ``examples/<script> args``; stdout is piped, stderr (tqdm's bars) goes to ``log``."""
+    err = open(log, "w") if log is not None else subprocess.DEVNULL
+    proc = subprocess.Popen([sys.executable, str(EXAMPLES / script), *map(str, args)], cwd=ROOT, env=_env(),
+                            stdout=subprocess.PIPE, stderr=err, text=True)
+    proc.log = log
+    if log is not None:
+        err.close()
+    return proc
 
 
-def _finish(proc, what):
+def _wait_for_epoch(proc):
+    """Read ``proc``'s stdout up to its first epoch line (its kernels are compiled and disk-cached by
+    then); returns what was read."""
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("epoch "):
+            break
+    return "".join(lines)
+
+
+def _finish(proc, what, head=""):
     try:
-        out, err = proc.communicate(timeout=TIMEOUT)
+        out, _ = proc.communicate(timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
         proc.kill()
-        out, err = proc.communicate()
-        pytest.fail(f"{what} did not finish in {TIMEOUT} s\n--- stdout\n{out}\n--- stderr\n{err[-3000:]}")
-    assert proc.returncode == 0, f"{what} exited with {proc.returncode}\n--- stdout\n{out}\n--- stderr\n{err[-3000:]}"
+        out, _ = proc.communicate()
+        pytest.fail(f"{what} did not finish in {TIMEOUT} s\n--- stdout\n{head + out}\n--- stderr\n{_tail(proc)}")
+    out = head + out
+    assert proc.returncode == 0, f"{what} exited with {proc.returncode}\n--- stdout\n{out}\n--- stderr\n{_tail(proc)}"
     return out
+
+
+def _tail(proc):
+    if proc.log is None or not os.path.exists(proc.log):
+        return ""
+    with open(proc.log, errors="replace") as f:
+        return f.read()[-3000:]
 
 
 def _final_metric(out):
@@ -81,14 +108,16 @@ def _train_and_resume(script, tmp_path, extra=()):
     """Runs: 2 epochs into a/ and 3 epochs into b/ side by side, then a/ resumed to 3 epochs.
     Returns (stdout of the 3-epoch run, stdout of the resumed run, a/, b/)."""
     a, b = tmp_path / "a", tmp_path / "b"
-    p2 = _start(script, "--epochs", 2, "--out", a, *extra)
-    p3 = _start(script, "--epochs", 3, "--out", b, *extra)
-    out2 = _finish(p2, f"{script} --epochs 2")
+    p2 = _start(script, "--epochs", 2, "--out", a, *extra, log=tmp_path / "a.err")
+    head2 = _wait_for_epoch(p2)  # on a cold Numba cache, p3 then loads the kernels p2 compiled
+    p3 = _start(script, "--epochs", 3, "--out", b, *extra, log=tmp_path / "b.err")
+    out2 = _finish(p2, f"{script} --epochs 2", head2)
     out3 = _finish(p3, f"{script} --epochs 3")
     assert [int(e) for e, _ in _epoch_lines(out2)] == [1, 2], out2
     assert [int(e) for e, _ in _epoch_lines(out3)] == [1, 2, 3], out3
 
-    out_r = _finish(_start(script, "--epochs", 3, "--out", a, "--resume", *extra), f"{script} --resume --epochs 3")
+    out_r = _finish(_start(script, "--epochs", 3, "--out", a, "--resume", *extra, log=tmp_path / "r.err"),
+                    f"{script} --resume --epochs 3")
     assert "resumed from" in out_r, out_r
     assert [int(e) for e, _ in _epoch_lines(out_r)] == [3], f"the resumed run should train epoch 3 only:\n{out_r}"
 
@@ -102,8 +131,8 @@ def _train_and_resume(script, tmp_path, extra=()):
     return out3, out_r, a, b
 
 
-def test_quickstart():
-    out = _finish(_start("quickstart.py"), "quickstart.py")
+def test_quickstart(tmp_path):
+    out = _finish(_start("quickstart.py", log=tmp_path / "err"), "quickstart.py")
     assert "matches central finite differences" in out, out
 
 
@@ -129,6 +158,6 @@ def test_lenet_digits(tmp_path):
 
 
 def test_resume_without_checkpoint_starts_fresh(tmp_path):
-    out = _finish(_start("linear_regression.py", "--epochs", 1, "--out", tmp_path, "--resume"),
+    out = _finish(_start("linear_regression.py", "--epochs", 1, "--out", tmp_path, "--resume", log=tmp_path / "err"),
                   "linear_regression.py --resume (no checkpoint)")
     assert "starting from scratch" in out and [int(e) for e, _ in _epoch_lines(out)] == [1], out
