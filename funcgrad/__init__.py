@@ -26,3 +26,7 @@ __version__ = "0.1.0"
 from . import ops as _ops  # noqa: E402
 
 _ops.load_all()  # the primitive registry and the kernel namespace (imports numba) are ready at import
+
+from . import nn, optim, data, checkpoint, initializers  # noqa: E402  (funcgrad.dist: import it explicitly)
+
+__all__ += ["nn", "optim", "data", "checkpoint", "initializers", "testing", "source"]
