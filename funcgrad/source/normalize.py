@@ -521,8 +521,6 @@ class Normalizer:
         while s is not None:
             if name in s.vars:
                 return s.vars[name]
-            if s.parent is None or name in _assigned_names(s.parsed.node if s.parent is None else None):
-                pass
             s = s.parent
         # free variable of the function that defined this scope
         owner = scope
@@ -1039,10 +1037,6 @@ def _safe(name):
 def _arguments(names):
     return ast.arguments(posonlyargs=[], args=[ast.arg(arg=n) for n in names], vararg=None, kwonlyargs=[],
                          kw_defaults=[], kwarg=None, defaults=[])
-
-
-def _assigned_names(node):
-    return set()
 
 
 def _target_names(t):

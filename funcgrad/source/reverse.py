@@ -68,8 +68,7 @@ class Reverse:
         self.result_adjoint = None
         self.result_value = None
         self.ranks: dict = {}
-        self.home: dict = {}             # nonssa name -> id of the block where it is first assigned
-        self.loop_tapes: list = []
+
 
     def tmp(self, base="_v"):
         self.count += 1
@@ -172,19 +171,23 @@ class Reverse:
         dt = adname(tname)
         if tname not in self.active or dt not in self.defined:
             return
-        e = s.value
         start = len(out)
+        self.rhs_adjoint(s, tname, dt, out)
+        if len(out) > start and out[start] is not None:
+            out[start]._funcgrad_comment = comment
+
+    def rhs_adjoint(self, s, tname, dres, out):
+        """Cotangent contributions of ``tname = rhs`` given the result's cotangent ``dres``."""
+        e = s.value
         if isinstance(e, ast.Name):
             if e.id in self.active:
-                self.accumulate(e.id, ast.Name(dt, ast.Load()), out)
+                self.accumulate(e.id, ast.Name(dres, ast.Load()), out)
         elif isinstance(e, ast.Call):
             prim = getattr(e, "_funcgrad_prim", None)
             if prim is not None:
                 self.fill(prim, e, tname, out, s)
             elif getattr(e, "_funcgrad_custom", None) is not None:
                 self.custom(e, tname, out)
-        if len(out) > start and out[start] is not None:
-            out[start]._funcgrad_comment = comment
 
     def adjoint_overwrite(self, s, out):
         """Adjoint of ``v = rhs`` where ``v`` is assigned more than once (in loops/branches).
@@ -211,15 +214,7 @@ class Reverse:
         self.owned.discard(dv)
         self.result_adjoint = res
         try:
-            if isinstance(e, ast.Name):
-                if e.id in self.active:
-                    self.accumulate(e.id, ast.Name(res, ast.Load()), out)
-            elif isinstance(e, ast.Call):
-                prim = getattr(e, "_funcgrad_prim", None)
-                if prim is not None:
-                    self.fill(prim, e, tname, out, s)
-                elif getattr(e, "_funcgrad_custom", None) is not None:
-                    self.custom(e, tname, out)
+            self.rhs_adjoint(s, tname, res, out)
         finally:
             self.result_adjoint = None
             self.result_value = None
@@ -456,34 +451,6 @@ def _assigned_in(stmts, inside=False, acc=None):
         elif inside and isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name):
             acc.add(s.targets[0].id)
     return acc
-
-
-def _homes(stmts, home, path=()):
-    """For each name, the innermost block (list) holding all its assignments and uses."""
-    here = path + (id(stmts),)
-
-    def note(name):
-        p = home.get(name)
-        if p is None:
-            home[name] = here
-        else:
-            k = 0
-            while k < min(len(p), len(here)) and p[k] == here[k]:
-                k += 1
-            home[name] = p[:k]
-
-    for s in stmts:
-        if isinstance(s, (ast.For, ast.While, ast.If)):
-            for n in ast.walk(s.iter if isinstance(s, ast.For) else s.test):
-                if isinstance(n, ast.Name):
-                    note(n.id)
-            _homes(s.body, home, here)
-            if isinstance(s, ast.If):
-                _homes(s.orelse, home, here)
-            continue
-        for n in ast.walk(s):
-            if isinstance(n, ast.Name):
-                note(n.id)
 
 
 class _Loops:
@@ -897,7 +864,6 @@ def _array_tape_pushes(stmts, pre, top=True):
 _SHAPE_ONLY = {"zeros_like": (0,), "unbroadcast": (1,), "unreduce": (1,), "reduced_count": (0,)}
 
 
-_INTERNAL = ("_v", "_seq", "_res", "_dres", "_new", "_tape", "_k", "_n", "_p_", "_pos_", "_trip")
 
 
 def _needed(code, ranks=None):
