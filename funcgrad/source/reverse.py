@@ -1,18 +1,25 @@
 """Reverse: the primal in A-normal form followed by its adjoint, by filling VJP templates.
 
 Input: an ANF function, which of its parameters are differentiated, and the
-names of its outputs. Output (:class:`Adjoint`): a list of statements (the
-primal, then the adjoint sweep) where
+names of its outputs. Output (:class:`Adjoint`): the primal (with tapes) and
+the adjoint sweep, where
 
 * only *active* values (those depending on a differentiated input through
   differentiable operations) get cotangents ``d_<name>``;
 * each primitive's cotangent contributions come from its registered template
   with the call site's names substituted; contributions accumulate with ``+``
-  (a fresh array: cotangents are never mutated in place, except arrays this
-  sweep created itself);
+  (fresh arrays: cotangents are mutated in place only when this sweep owns them);
+* loops stay loops: every loop counts its trips, the adjoint runs the body's
+  adjoint that many times in reverse; a name assigned more than once (in a loop
+  or branch) whose value the adjoint reads is pushed on a tape after every
+  assignment and restored right after that assignment's adjoint, so every
+  adjoint statement sees exactly the values its primal statement saw. Float64
+  scalars of top-level range loops get preallocated array tapes sized by the
+  trip count; other tapes are growable lists. Branches are reversed on their
+  recorded conditions; the cotangent state of both branches (and of every loop
+  iteration) is made to agree where they meet;
 * in-place writes ``x[idx] = v`` save the overwritten values in the primal and
-  restore them in the adjoint after moving ``d_x[idx]`` into ``d_v``, so every
-  statement's adjoint sees the values its primal saw;
+  restore them after moving ``d_x[idx]`` into ``d_v``;
 * a differentiated value flowing into a call with no derivative rule raises
   :class:`funcgrad.errors.NoDerivativeError` at the user's line;
 * every adjoint statement carries the primal statement it undoes (emitted as a
