@@ -69,21 +69,24 @@ def evaluate(params, x, y):
 
 # --------------------------------------------------------------------------- curves
 
-def plot_curves(history, path, title):
+def plot_curves(history, path, title, noise_var):
     import matplotlib
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     epochs = np.arange(1, len(history["train_loss"]) + 1)
     fig, (ax_l, ax_a) = plt.subplots(1, 2, figsize=(10, 4))
     ax_l.plot(epochs, history["train_loss"], "o-", label="train")
     ax_l.plot(epochs, history["test_loss"], "o-", label="test")
+    ax_l.axhline(noise_var, color="gray", ls="--", label="noise variance (best possible)")
     ax_l.set(xlabel="epoch", ylabel="mean squared error", yscale="log", title="loss")
     ax_a.plot(epochs, history["train_acc"], "o-", label="train")
     ax_a.plot(epochs, history["test_acc"], "o-", label="test")
     ax_a.set(xlabel="epoch", ylabel="R^2", title="accuracy (R^2)")
     for ax in (ax_l, ax_a):
         ax.grid(alpha=0.3)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend()
     fig.suptitle(title)
     fig.tight_layout()
@@ -97,7 +100,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--epochs", type=int, default=20, help="total epochs (also when resuming)")
     ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=0.02, help="SGD learning rate of the first epoch")
+    ap.add_argument("--lr", type=float, default=0.01, help="SGD learning rate of the first epoch")
     ap.add_argument("--lr-decay", type=float, default=0.8, help="learning-rate factor per epoch")
     ap.add_argument("--seed", type=int, default=0, help="data, split and shuffling")
     ap.add_argument("--noise", type=float, default=0.1, help="standard deviation of the label noise")
@@ -172,7 +175,8 @@ def main(argv=None):
 
     png = os.path.join(args.out, "curves.png")
     if history["test_acc"]:
-        plot_curves(history, png, f"linear regression, {N_FEATURES} features (seed {args.seed})")
+        plot_curves(history, png, f"linear regression, {N_FEATURES} features (seed {args.seed})",
+                    args.noise ** 2)
     _, test_acc = evaluate(params, X_test, y_test)
     print(f"trained {args.epochs - start} epoch(s) in {time.perf_counter() - t_start:.1f} s; "
           f"checkpoint {ckpt_path}, curves {png}")

@@ -70,6 +70,7 @@ def plot_curves(history, path, title):
     import matplotlib
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     epochs = np.arange(1, len(history["train_loss"]) + 1)
     fig, (ax_l, ax_a) = plt.subplots(1, 2, figsize=(10, 4))
@@ -81,6 +82,7 @@ def plot_curves(history, path, title):
     ax_a.set(xlabel="epoch", ylabel="accuracy", title="accuracy")
     for ax in (ax_l, ax_a):
         ax.grid(alpha=0.3)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend()
     fig.suptitle(title)
     fig.tight_layout()
