@@ -3,9 +3,10 @@
 Each training example runs on reduced epochs and must exit 0, print a sane final
 metric, write its checkpoint and its curves PNG, and resume exactly: a 2-epoch
 run continued with ``--resume --epochs 3`` trains one more epoch and ends with
-the same checkpoint contents, bit for bit, as a straight 3-epoch run. The two
-first runs go side by side (one per core), the second one started once the
-first has finished an epoch, so that a cold Numba cache is compiled only once.
+the same checkpoint contents, bit for bit, as a straight 3-epoch run. The runs go
+side by side (one per core): the straight run starts once the first has
+finished an epoch (a cold Numba cache is compiled only once), the resumed one
+as soon as the first has finished.
 One test per example, so that under pytest-xdist no run is repeated on both
 workers.
 """
@@ -105,19 +106,18 @@ def _assert_same_checkpoint(a, b):
 
 
 def _train_and_resume(script, tmp_path, extra=()):
-    """Runs: 2 epochs into a/ and 3 epochs into b/ side by side, then a/ resumed to 3 epochs.
+    """Runs: 2 epochs into a/ and 3 epochs into b/ side by side, then a/ resumed to 3 epochs (while b/ runs).
     Returns (stdout of the 3-epoch run, stdout of the resumed run, a/, b/)."""
     a, b = tmp_path / "a", tmp_path / "b"
     p2 = _start(script, "--epochs", 2, "--out", a, *extra, log=tmp_path / "a.err")
     head2 = _wait_for_epoch(p2)  # on a cold Numba cache, p3 then loads the kernels p2 compiled
     p3 = _start(script, "--epochs", 3, "--out", b, *extra, log=tmp_path / "b.err")
     out2 = _finish(p2, f"{script} --epochs 2", head2)
-    out3 = _finish(p3, f"{script} --epochs 3")
     assert [int(e) for e, _ in _epoch_lines(out2)] == [1, 2], out2
+    pr = _start(script, "--epochs", 3, "--out", a, "--resume", *extra, log=tmp_path / "r.err")
+    out3 = _finish(p3, f"{script} --epochs 3")
     assert [int(e) for e, _ in _epoch_lines(out3)] == [1, 2, 3], out3
-
-    out_r = _finish(_start(script, "--epochs", 3, "--out", a, "--resume", *extra, log=tmp_path / "r.err"),
-                    f"{script} --resume --epochs 3")
+    out_r = _finish(pr, f"{script} --resume --epochs 3")
     assert "resumed from" in out_r, out_r
     assert [int(e) for e, _ in _epoch_lines(out_r)] == [3], f"the resumed run should train epoch 3 only:\n{out_r}"
 
