@@ -102,7 +102,7 @@ def main(argv=None):
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.01, help="SGD learning rate of the first epoch")
     ap.add_argument("--lr-decay", type=float, default=0.8, help="learning-rate factor per epoch")
-    ap.add_argument("--seed", type=int, default=0, help="data, split and shuffling")
+    ap.add_argument("--seed", type=int, default=None, help="data, split and shuffling (default 0)")
     ap.add_argument("--noise", type=float, default=0.1, help="standard deviation of the label noise")
     ap.add_argument("--out", default="runs/linear_regression", help="checkpoint and curves go here")
     ap.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.npz")
@@ -115,15 +115,17 @@ def main(argv=None):
     if args.resume:
         if os.path.exists(ckpt_path):
             meta = checkpoint.load_metadata(ckpt_path)
-            if meta["seed"] != args.seed:
+            if args.seed is not None and args.seed != meta["seed"]:
                 print(f"note: --seed {args.seed} ignored, resuming with the checkpoint's seed {meta['seed']}")
-                args.seed = meta["seed"]
+            args.seed = meta["seed"]
             for k in ("batch_size", "lr", "lr_decay", "noise"):
                 if meta["args"][k] != getattr(args, k):
                     print(f"warning: --{k.replace('_', '-')} {getattr(args, k)} differs from the checkpoint's "
                           f"{meta['args'][k]}; the run will not match an uninterrupted one")
         else:
             print(f"no checkpoint at {ckpt_path}: starting from scratch")
+    if args.seed is None:
+        args.seed = 0
 
     X, y, w_true, b_true = make_data(args.seed, args.noise)
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.2, seed=args.seed)

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import os
 
-# Small matrices on a shared 2-core machine: OpenBLAS's worker threads fight Numba's and
-# other processes for the cores and make each GEMM several times slower (measured on a LeNet
-# step: 100-140 ms with the default threads, 17 ms with one). Set before NumPy loads OpenBLAS.
+# One BLAS thread: small matrices on a shared machine (see lenet_digits.py).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
@@ -98,7 +96,7 @@ def main(argv=None):
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate of the first epoch")
     ap.add_argument("--lr-decay", type=float, default=0.9, help="learning-rate factor per epoch")
-    ap.add_argument("--seed", type=int, default=0, help="split, initialization and shuffling")
+    ap.add_argument("--seed", type=int, default=None, help="split, initialization and shuffling (default 0)")
     ap.add_argument("--out", default="runs/mlp_digits", help="checkpoint and curves go here")
     ap.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.npz")
     args = ap.parse_args(argv)
@@ -110,15 +108,17 @@ def main(argv=None):
     if args.resume:
         if os.path.exists(ckpt_path):
             meta = checkpoint.load_metadata(ckpt_path)
-            if meta["seed"] != args.seed:
+            if args.seed is not None and args.seed != meta["seed"]:
                 print(f"note: --seed {args.seed} ignored, resuming with the checkpoint's seed {meta['seed']}")
-                args.seed = meta["seed"]
+            args.seed = meta["seed"]
             for k in ("batch_size", "lr", "lr_decay"):
                 if meta["args"][k] != getattr(args, k):
                     print(f"warning: --{k.replace('_', '-')} {getattr(args, k)} differs from the checkpoint's "
                           f"{meta['args'][k]}; the run will not match an uninterrupted one")
         else:
             print(f"no checkpoint at {ckpt_path}: starting from scratch")
+    if args.seed is None:
+        args.seed = 0
 
     X, y = load_digits()  # (1797, 64) float32 in [0, 1], int64 labels
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.2, seed=args.seed, stratify=y)
