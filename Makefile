@@ -25,8 +25,8 @@ demo: $(STAMP)
 # Two workers for everything but MPI; the MPI tests (which launch mpiexec jobs with
 # deadlines) run alone so that no other test competes for the two cores.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --ignore=tests/test_dist.py tests
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_dist.py
+	$(BIN)/python -m pytest -q -rs -p no:cacheprovider -n 2 --ignore=tests/test_dist.py tests
+	$(BIN)/python -m pytest -q -rs -p no:cacheprovider tests/test_dist.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
