@@ -107,6 +107,7 @@ def test_primitive_handed_over_directly():
     (M.where_clip, (np.array([0.3, -0.2, 0.9, -1.1, 0.1]),), 0),
     (M.nested_def, (np.array([0.3, -0.2]), 0.7), (0, 1)),
     (M.concat_stack, (np.array([0.3, -0.2]), np.array([1.5, 0.5])), (0, 1)),
+    (M.helper_defaults, (np.array([0.3, -0.7, 0.2]),), 0),
 ])
 def test_supported_constructs_match_finite_differences(fn, args, argnums):
     # (whole-function njit of each primitive is covered by test_primitives; of control flow and

@@ -886,7 +886,12 @@ class Normalizer:
             if n_ not in bound:
                 if defaults is not None:
                     dv_obj = _default_value(defaults, n_)
-                    bound[n_] = self.capture(n_, dv_obj, scope) if dv_obj is not MISSING else self.expr(dnode, scope, out)
+                    if dv_obj is MISSING:
+                        bound[n_] = self.expr(dnode, scope, out)
+                    elif isinstance(dv_obj, np.ndarray):  # bound when the def ran: read that object
+                        bound[n_] = self.capture(n_, dv_obj, scope, getter=lambda v=dv_obj: v)
+                    else:
+                        bound[n_] = Static(dv_obj)
                 else:
                     bound[n_] = self.expr(dnode, outer, out)
         for n_ in names + [k.arg for k in a.kwonlyargs]:
