@@ -26,6 +26,7 @@ from tqdm import tqdm  # noqa: E402
 import funcgrad  # noqa: E402
 from funcgrad import checkpoint, initializers, nn, optim  # noqa: E402
 from funcgrad.data import ArrayDataset, DataLoader, load_digits, train_test_split  # noqa: E402
+from _common import plot_curves, resume_args  # noqa: E402  (examples/_common.py)
 
 
 # --------------------------------------------------------------------------- model
@@ -62,32 +63,6 @@ def evaluate(params, x, y):
     return float(nn.cross_entropy(logits, y)), float(np.mean(np.argmax(logits, axis=1) == y))
 
 
-# --------------------------------------------------------------------------- curves
-
-def plot_curves(history, path, title):
-    import matplotlib
-    matplotlib.use("Agg")  # files only, no display
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    epochs = np.arange(1, len(history["train_loss"]) + 1)
-    fig, (ax_l, ax_a) = plt.subplots(1, 2, figsize=(10, 4))
-    ax_l.plot(epochs, history["train_loss"], "o-", label="train")
-    ax_l.plot(epochs, history["test_loss"], "o-", label="test")
-    ax_l.set(xlabel="epoch", ylabel="cross-entropy", yscale="log", title="loss")
-    ax_a.plot(epochs, history["train_acc"], "o-", label="train")
-    ax_a.plot(epochs, history["test_acc"], "o-", label="test")
-    ax_a.set(xlabel="epoch", ylabel="accuracy", title="accuracy")
-    for ax in (ax_l, ax_a):
-        ax.grid(alpha=0.3)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend()
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 # --------------------------------------------------------------------------- training
 
 def main(argv=None):
@@ -103,22 +78,7 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     ckpt_path = os.path.join(args.out, "checkpoint.npz")
 
-    # A resumed run takes the seed (data split, shuffling) from the checkpoint.
-    meta = None
-    if args.resume:
-        if os.path.exists(ckpt_path):
-            meta = checkpoint.load_metadata(ckpt_path)
-            if args.seed is not None and args.seed != meta["seed"]:
-                print(f"note: --seed {args.seed} ignored, resuming with the checkpoint's seed {meta['seed']}")
-            args.seed = meta["seed"]
-            for k in ("batch_size", "lr", "lr_decay"):
-                if meta["args"][k] != getattr(args, k):
-                    print(f"warning: --{k.replace('_', '-')} {getattr(args, k)} differs from the checkpoint's "
-                          f"{meta['args'][k]}; the run will not match an uninterrupted one")
-        else:
-            print(f"no checkpoint at {ckpt_path}: starting from scratch")
-    if args.seed is None:
-        args.seed = 0
+    meta = resume_args(args, ckpt_path, ("batch_size", "lr", "lr_decay"))
 
     X, y = load_digits()  # (1797, 64) float32 in [0, 1], int64 labels
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.2, seed=args.seed, stratify=y)
