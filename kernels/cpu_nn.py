@@ -153,19 +153,98 @@ def _axis3(shape, axis):
     return ax, outer, shape[ax], inner
 
 
+# --------------------------------------------------------------------------- parallel launch
+# Kernels that split their work over the batch are written once, as a serial *body*
+# over a range [lo, hi) of the leading axis (compiled with nogil). ``_chunked(body)``
+# gives the launcher ``launch(args, M, work)``:
+#
+# * called from Python (how CNN code runs: the generated adjoint calls the kernels
+#   from Python), it runs the chunks on a small thread pool, the calling thread
+#   taking the first;
+# * called inside njit code (through an overload) it runs a prange driver over the
+#   same body.
+#
+# The glue functions (``_conv2d_impl`` ...) pick the route (fused loops or im2col +
+# BLAS) and launch the bodies. They are plain Python run as they are, and the same
+# source compiled with njit for callers inside njit code. So a model that runs from
+# Python compiles only the bodies it uses: no unused route, no parfor driver, no
+# glue (a cold start of the LeNet example: 46 s of compilation before, 17 s after).
+_PAR_MIN_WORK = 1 << 18      # multiply-adds (or elements) below which kernels run serially
+# Chunks (threads) per kernel call. FUNCGRAD_NN_PARALLEL=0 runs every kernel serially.
+# A constant inside compiled code; it only sets how work is split, never results.
+_PAR_CHUNKS = max(1, int(numba.config.NUMBA_NUM_THREADS)) if _PARALLEL else 1
+
+
+def _nchunks(total, work):
+    if work < _PAR_MIN_WORK:
+        return 1
+    return max(1, min(total, _PAR_CHUNKS))
+
+
+_nchunks_jit = njit(cache=True)(_nchunks)
+_POOL = []
+
+
+def _thread_pool():
+    if not _POOL:
+        from concurrent.futures import ThreadPoolExecutor
+        _POOL.append(ThreadPoolExecutor(max_workers=max(1, _PAR_CHUNKS - 1), thread_name_prefix="funcgrad-nn"))
+    return _POOL[0]
+
+
+def _chunked(body):
+    """launch(args, M, work): body(*args, t, lo, hi) over the chunks t of range(M)."""
+    @njit(cache=True, parallel=_PARALLEL)
+    def par(args, M, nch):
+        for t in prange(nch):
+            body(*args, t, M * t // nch, M * (t + 1) // nch)
+
+    def launch(args, M, work):
+        nch = _nchunks(M, work)
+        if nch == 1:
+            body(*args, 0, 0, M)
+            return
+        pool = _thread_pool()
+        futures = [pool.submit(body, *args, t, M * t // nch, M * (t + 1) // nch) for t in range(1, nch)]
+        body(*args, 0, 0, M // nch)
+        for f in futures:
+            f.result()
+
+    @overload(launch)
+    def _ov_launch(args, M, work):
+        def impl(args, M, work):
+            nch = _nchunks_jit(M, work)
+            if nch == 1:
+                body(*args, 0, 0, M)
+            else:
+                par(args, M, nch)
+        return impl
+    launch.body = body
+    return launch
+
+
+def _kernel(fn=None, fastmath=False):
+    """A body: serial, compiled, releasing the GIL so launch's threads run at once."""
+    if fn is None:
+        return lambda f: njit(cache=True, nogil=True, fastmath=fastmath)(f)
+    return njit(cache=True, nogil=True)(fn)
+
+
 # --------------------------------------------------------------------------- conv2d
 @njit(cache=True)
 def _out_size(n, k, s, p, dl):
     return (n + 2 * p - dl * (k - 1) - 1) // s + 1
 
 
-@njit(cache=True, parallel=_PARALLEL)
-def _im2col(x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
-    """(N, C, H, W) -> (C*KH*KW, N*OH*OW), zero padded."""
-    N, C, H, W = x.shape
+@_chunked
+@_kernel
+def _im2col(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, t, lo, hi):
+    """(N, C, H, W) -> cols (C*KH*KW, N*OH*OW), zero padded; images lo..hi."""
+    C = x.shape[1]
+    H = x.shape[2]
+    W = x.shape[3]
     P = OH * OW
-    cols = np.empty((C * KH * KW, N * P), x.dtype)
-    for n in prange(N):
+    for n in range(lo, hi):
         for c in range(C):
             for i in range(KH):
                 for j in range(KW):
@@ -183,15 +262,17 @@ def _im2col(x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
                                     cols[r, base + ow] = x[n, c, h, ww]
                                 else:
                                     cols[r, base + ow] = 0
-    return cols
 
 
-@njit(cache=True, parallel=_PARALLEL)
-def _col2im(cols, N, C, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
-    """Adjoint of _im2col: scatter-add (C*KH*KW, N*OH*OW) into (N, C, H, W)."""
+@_chunked
+@_kernel
+def _col2im(cols, dx, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, t, lo, hi):
+    """Adjoint of _im2col: scatter-add cols (C*KH*KW, N*OH*OW) into dx (N, C, H, W); images lo..hi."""
+    C = dx.shape[1]
+    H = dx.shape[2]
+    W = dx.shape[3]
     P = OH * OW
-    dx = np.zeros((N, C, H, W), cols.dtype)
-    for n in prange(N):
+    for n in range(lo, hi):
         for c in range(C):
             for i in range(KH):
                 for j in range(KW):
@@ -205,54 +286,38 @@ def _col2im(cols, N, C, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
                             ww = ow * sw - pw + j * dw
                             if ww >= 0 and ww < W:
                                 dx[n, c, h, ww] += cols[r, base + ow]
-    return dx
 
 
-@njit(cache=True, parallel=_PARALLEL)
-def _onp_to_nop(y2, N, O, P):
-    """(O, N*P) -> (N, O, P)."""
-    out = np.empty((N, O, P), y2.dtype)
-    for n in prange(N):
+@_chunked
+@_kernel
+def _onp_to_nop(y2, b, has_b, out, t, lo, hi):
+    """(O, N*P) -> out (N, O, P) plus the bias; images lo..hi."""
+    O = out.shape[1]
+    P = out.shape[2]
+    for n in range(lo, hi):
         for o in range(O):
+            bo = b[o] if has_b else 0
             for p in range(P):
-                out[n, o, p] = y2[o, n * P + p]
-    return out
+                out[n, o, p] = y2[o, n * P + p] + bo
 
 
-@njit(cache=True, parallel=_PARALLEL)
-def _nop_to_onp(dy):
-    """(N, O, OH, OW) -> contiguous (O, N*OH*OW)."""
+@_chunked
+@_kernel
+def _nop_to_onp(dy, out, t, lo, hi):
+    """(N, O, OH, OW) -> out (O, N*OH*OW); channels lo..hi."""
     N, O, OH, OW = dy.shape
     P = OH * OW
-    out = np.empty((O, N * P), dy.dtype)
-    for o in prange(O):
+    for o in range(lo, hi):
         for n in range(N):
             for a in range(OH):
                 for b in range(OW):
                     out[o, n * P + a * OW + b] = dy[n, o, a, b]
-    return out
 
 
-# Fused per-image kernels (im2col of one image kept in cache + a loop GEMM). Each
-# is a serial body over a batch range [lo, hi) plus a parallel driver splitting the
-# batch over the threads; the caller runs the body directly when the work is
-# small (a parallel launch costs ~10-100 us idle and far more on a loaded machine).
-# No BLAS call and no batch-sized intermediate: faster than im2col + GEMM for
-# small C*KH*KW (LeNet-sized layers), and no BLAS/OpenMP oversubscription.
-_PAR_MIN_WORK = 1 << 18      # multiply-adds (or elements) below which kernels run serially
-# Chunks for the parallel drivers. A compile-time constant (numba.get_num_threads()
-# would make the kernels uncacheable); it only sets how work is split, never results.
-_PAR_CHUNKS = max(1, int(numba.config.NUMBA_NUM_THREADS))
-
-
-@njit(cache=True)
-def _nchunks(total, work):
-    if work < _PAR_MIN_WORK:
-        return 1
-    return max(1, min(total, _PAR_CHUNKS))
-
-
-@njit(cache=True)
+# Fused per-image kernels (im2col of one image kept in cache + a loop GEMM): no
+# BLAS call and no batch-sized intermediate. Faster than im2col + GEMM for small
+# C*KH*KW (LeNet-sized layers), and no BLAS/thread oversubscription.
+@njit(cache=True, nogil=True)
 def _im2col_one(x, n, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
     C = x.shape[1]
     H = x.shape[2]
@@ -287,8 +352,9 @@ def _im2col_one(x, n, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
                                 cols[r, base + ow] = 0
 
 
-@njit(cache=True, fastmath=True)
-def _conv_fwd_body(x, w2, b, has_b, out, lo, hi, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+@_chunked
+@_kernel(fastmath=True)
+def _conv_fwd(x, w2, b, has_b, out, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, t, lo, hi):
     O, R = w2.shape
     P = OH * OW
     cols = np.empty((R, P), x.dtype)
@@ -331,28 +397,10 @@ def _conv_fwd_body(x, w2, b, has_b, out, lo, hi, KH, KW, sh, sw, ph, pw, dh, dw,
             o += 1
 
 
-@njit(cache=True, parallel=_PARALLEL)
-def _conv_fwd_par(x, w2, b, has_b, out, nch, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
-    N = x.shape[0]
-    for t in prange(nch):
-        _conv_fwd_body(x, w2, b, has_b, out, N * t // nch, N * (t + 1) // nch, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
-
-
-@njit(cache=True)
-def _conv2d_direct(x, w2, b, has_b, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
-    N = x.shape[0]
-    O, R = w2.shape
-    out = np.empty((N, O, OH * OW), x.dtype)
-    nch = _nchunks(N, N * O * R * OH * OW)
-    if nch == 1:
-        _conv_fwd_body(x, w2, b, has_b, out, 0, N, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
-    else:
-        _conv_fwd_par(x, w2, b, has_b, out, nch, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
-    return out
-
-
-@njit(cache=True, fastmath=True)
-def _conv_wgrad_body(dy3, x, part, t, lo, hi, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+@_chunked
+@_kernel(fastmath=True)
+def _conv_wgrad(dy3, x, part, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, t, lo, hi):
+    """part[t] (float64, O x R) += the weight gradient of images lo..hi."""
     O = part.shape[1]
     R = part.shape[2]
     P = OH * OW
@@ -372,32 +420,20 @@ def _conv_wgrad_body(dy3, x, part, t, lo, hi, KH, KW, sh, sw, ph, pw, dh, dw, OH
             o += 1
 
 
-@njit(cache=True, parallel=_PARALLEL)
-def _conv_wgrad_par(dy3, x, part, nch, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
-    N = x.shape[0]
-    for t in prange(nch):
-        _conv_wgrad_body(dy3, x, part, t, N * t // nch, N * (t + 1) // nch, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
-
-
 @njit(cache=True)
-def _conv2d_weight_grad_direct(dy3, x, O, R, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
-    N = x.shape[0]
-    nch = _nchunks(N, N * O * R * OH * OW)
-    part = np.zeros((nch, O, R), np.float64)
-    if nch == 1:
-        _conv_wgrad_body(dy3, x, part, 0, 0, N, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
-    else:
-        _conv_wgrad_par(dy3, x, part, nch, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
-    out = np.zeros((O, R), x.dtype)
-    for t in range(nch):
-        for o in range(O):
-            for r in range(R):
+def _sum_parts(part, like):
+    """(T, O, R) float64 partial sums -> (O, R) in like's dtype."""
+    out = np.zeros(part.shape[1:], like.dtype)
+    for t in range(part.shape[0]):
+        for o in range(part.shape[1]):
+            for r in range(part.shape[2]):
                 out[o, r] += part[t, o, r]
     return out
 
 
-@njit(cache=True, fastmath=True)
-def _conv_igrad_body(dy3, w2, dx, lo, hi, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+@_chunked
+@_kernel(fastmath=True)
+def _conv_igrad(dy3, w2, dx, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, t, lo, hi):
     O, R = w2.shape
     C = dx.shape[1]
     H = dx.shape[2]
@@ -454,25 +490,6 @@ def _conv_igrad_body(dy3, w2, dx, lo, hi, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW
                                 dx[n, c, h, ww] += dcols[r, oh * OW + ow]
 
 
-@njit(cache=True, parallel=_PARALLEL)
-def _conv_igrad_par(dy3, w2, dx, nch, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
-    N = dx.shape[0]
-    for t in prange(nch):
-        _conv_igrad_body(dy3, w2, dx, N * t // nch, N * (t + 1) // nch, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
-
-
-@njit(cache=True)
-def _conv2d_input_grad_direct(dy3, w2, N, C, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
-    O, R = w2.shape
-    dx = np.zeros((N, C, H, W), dy3.dtype)
-    nch = _nchunks(N, N * O * R * OH * OW)
-    if nch == 1:
-        _conv_igrad_body(dy3, w2, dx, 0, N, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
-    else:
-        _conv_igrad_par(dy3, w2, dx, nch, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
-    return dx
-
-
 # Route choice: the fused per-image loops win for LeNet-sized layers (and never
 # oversubscribe threads); im2col + one BLAS GEMM wins once the reduction
 # dimension R = C*KH*KW is large. Measured on this 2-core machine: see
@@ -481,8 +498,7 @@ _BLAS_MIN_R_FWD = 512
 _BLAS_MIN_R_WGRAD = 128
 
 
-@njit(cache=True)
-def _conv2d(x, w, b, has_b, sh, sw, ph, pw, dh, dw):
+def _conv2d_impl(x, w, b, has_b, sh, sw, ph, pw, dh, dw):
     N, C, H, W = x.shape
     O, Cw, KH, KW = w.shape
     if Cw != C:
@@ -493,53 +509,63 @@ def _conv2d(x, w, b, has_b, sh, sw, ph, pw, dh, dw):
         raise ValueError("conv2d: kernel larger than the padded input")
     R = C * KH * KW
     w2 = np.ascontiguousarray(w).reshape((O, R))
+    out = np.empty((N, O, OH * OW), x.dtype)
     if R < _BLAS_MIN_R_FWD:
-        return _conv2d_direct(x, w2, b, has_b, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW).reshape((N, O, OH, OW))
-    cols = _im2col(x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
-    y2 = np.dot(w2, cols)
-    if has_b:
-        for o in range(O):
-            bo = b[o]
-            for q in range(y2.shape[1]):
-                y2[o, q] += bo
-    return _onp_to_nop(y2, N, O, OH * OW).reshape((N, O, OH, OW))
+        _conv_fwd((x, w2, b, has_b, out, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW), N, N * O * R * OH * OW)
+    else:
+        cols = np.empty((R, N * OH * OW), x.dtype)
+        _im2col((x, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW), N, cols.size)
+        y2 = np.dot(w2, cols)
+        _onp_to_nop((y2, b, has_b, out), N, y2.size)
+    return out.reshape((N, O, OH, OW))
 
 
-@njit(cache=True)
-def _conv2d_input_grad(dy, w, N, C, H, W, sh, sw, ph, pw, dh, dw):
+def _conv2d_input_grad_impl(dy, w, N, C, H, W, sh, sw, ph, pw, dh, dw):
     O, _, KH, KW = w.shape
     OH = dy.shape[2]
     OW = dy.shape[3]
     R = C * KH * KW
     w2 = np.ascontiguousarray(w).reshape((O, R))
+    dx = np.zeros((N, C, H, W), dy.dtype)
     if R < _BLAS_MIN_R_FWD:
         dy3 = np.ascontiguousarray(dy).reshape((N, O, OH * OW))
-        return _conv2d_input_grad_direct(dy3, w2, N, C, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
-    dy2 = _nop_to_onp(dy)
+        _conv_igrad((dy3, w2, dx, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW), N, N * O * R * OH * OW)
+        return dx
+    dy2 = np.empty((O, N * OH * OW), dy.dtype)
+    _nop_to_onp((dy, dy2), O, dy2.size)
     dcols = np.dot(np.ascontiguousarray(w2.T), dy2)
-    return _col2im(dcols, N, C, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
+    _col2im((dcols, dx, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW), N, dcols.size)
+    return dx
 
 
-@njit(cache=True)
-def _conv2d_weight_grad(dy, x, O, C, KH, KW, sh, sw, ph, pw, dh, dw):
+def _conv2d_weight_grad_impl(dy, x, O, C, KH, KW, sh, sw, ph, pw, dh, dw):
     N = x.shape[0]
     OH = dy.shape[2]
     OW = dy.shape[3]
     R = C * KH * KW
     if R < _BLAS_MIN_R_WGRAD:
         dy3 = np.ascontiguousarray(dy).reshape((N, O, OH * OW))
-        return _conv2d_weight_grad_direct(dy3, x, O, R, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW).reshape(
-            (O, C, KH, KW))
-    cols = _im2col(x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
-    dy2 = _nop_to_onp(dy)
+        part = np.zeros((_PAR_CHUNKS, O, R), np.float64)
+        _conv_wgrad((dy3, x, part, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW), N, N * O * R * OH * OW)
+        return _sum_parts(part, x).reshape((O, C, KH, KW))
+    cols = np.empty((R, N * OH * OW), x.dtype)
+    _im2col((x, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW), N, cols.size)
+    dy2 = np.empty((O, N * OH * OW), dy.dtype)
+    _nop_to_onp((dy, dy2), O, dy2.size)
     dw2 = np.dot(dy2, cols.T)
     return dw2.reshape((O, C, KH, KW))
 
 
+# The glue compiled for callers inside njit code (the overloads below).
+_conv2d = njit(cache=True)(_conv2d_impl)
+_conv2d_input_grad = njit(cache=True)(_conv2d_input_grad_impl)
+_conv2d_weight_grad = njit(cache=True)(_conv2d_weight_grad_impl)
+
+
 # Public conv kernels: Python functions normalizing the static arguments (int or
-# pair, None bias) into plain ints before calling one compiled core, plus
-# overloads doing the same inside njit code. One core specialization per dtype
-# keeps compile time and the on-disk cache small.
+# pair, None bias) into plain ints before calling the glue, plus overloads doing
+# the same inside njit code. One body specialization per dtype keeps compile time
+# and the on-disk cache small.
 def _no_bias(w):
     return np.empty(0, w.dtype)
 
@@ -552,8 +578,8 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1):
     x = np.ascontiguousarray(x)       # one compiled specialization per dtype, not per layout
     w = np.ascontiguousarray(w)
     if b is None:
-        return _conv2d(x, w, _no_bias(w), False, sh, sw, ph, pw, dh, dw)
-    return _conv2d(x, w, np.ascontiguousarray(b), True, sh, sw, ph, pw, dh, dw)
+        return _conv2d_impl(x, w, _no_bias(w), False, sh, sw, ph, pw, dh, dw)
+    return _conv2d_impl(x, w, np.ascontiguousarray(b), True, sh, sw, ph, pw, dh, dw)
 
 
 @overload(conv2d)
@@ -580,7 +606,7 @@ def conv2d_input_grad(dy, w, x_shape, stride=1, padding=0, dilation=1):
     ph, pw = _pair(padding)
     dh, dw = _pair(dilation)
     N, C, H, W = x_shape
-    return _conv2d_input_grad(np.ascontiguousarray(dy), np.ascontiguousarray(w), N, C, H, W, sh, sw, ph, pw, dh, dw)
+    return _conv2d_input_grad_impl(np.ascontiguousarray(dy), np.ascontiguousarray(w), N, C, H, W, sh, sw, ph, pw, dh, dw)
 
 
 @overload(conv2d_input_grad)
@@ -599,8 +625,8 @@ def conv2d_weight_grad(dy, x, w_shape, stride=1, padding=0, dilation=1):
     ph, pw = _pair(padding)
     dh, dw = _pair(dilation)
     O, C, KH, KW = w_shape
-    return _conv2d_weight_grad(np.ascontiguousarray(dy), np.ascontiguousarray(x), O, C, KH, KW,
-                               sh, sw, ph, pw, dh, dw)
+    return _conv2d_weight_grad_impl(np.ascontiguousarray(dy), np.ascontiguousarray(x), O, C, KH, KW,
+                                    sh, sw, ph, pw, dh, dw)
 
 
 @overload(conv2d_weight_grad)
@@ -655,9 +681,9 @@ def _pool_out(H, W, kh, kw, sh, sw, ph, pw):
     return OH, OW
 
 
-# Pools work on (N*C, H, W) views: a serial body over a range of planes plus a
-# parallel driver over plane chunks, picked by the amount of work (see _nchunks).
-@njit(cache=True)
+# Pools work on (N*C, H, W) views: a body over a range of planes, launched over
+# plane chunks by the amount of work (see _chunked).
+@njit(cache=True, nogil=True)
 def _argmax3(x3, nc, oh, ow, kh, kw, sh, sw, ph, pw):
     """Flat index h*W+w of the first maximum of a pooling window (-1 if all padding)."""
     H = x3.shape[1]
@@ -686,8 +712,9 @@ def _is_2x2(kh, kw, sh, sw, ph, pw):
     return kh == 2 and kw == 2 and sh == 2 and sw == 2 and ph == 0 and pw == 0
 
 
-@njit(cache=True)
-def _maxpool_body(x3, out3, lo, hi, kh, kw, sh, sw, ph, pw):
+@_chunked
+@_kernel
+def _maxpool(x3, out3, kh, kw, sh, sw, ph, pw, t, lo, hi):
     H = x3.shape[1]
     W = x3.shape[2]
     OH = out3.shape[1]
@@ -730,33 +757,9 @@ def _maxpool_body(x3, out3, lo, hi, kh, kw, sh, sw, ph, pw):
                 out3[nc, oh, ow] = m
 
 
-@njit(cache=True, parallel=_PARALLEL)
-def _maxpool_par(x3, out3, nch, kh, kw, sh, sw, ph, pw):
-    M = x3.shape[0]
-    for t in prange(nch):
-        _maxpool_body(x3, out3, M * t // nch, M * (t + 1) // nch, kh, kw, sh, sw, ph, pw)
-
-
-@njit(cache=True)
-def _argmax2x2(r0, r1, ow):
-    """0..3: position of the first maximum of the 2x2 window at column 2*ow of rows r0, r1."""
-    m = r0[2 * ow]
-    k = 0
-    v = r0[2 * ow + 1]
-    if v > m:
-        m = v
-        k = 1
-    v = r1[2 * ow]
-    if v > m:
-        m = v
-        k = 2
-    if r1[2 * ow + 1] > m:
-        k = 3
-    return k
-
-
-@njit(cache=True)
-def _maxpool_grad_body(dy3, x3, dx3, lo, hi, kh, kw, sh, sw, ph, pw):
+@_chunked
+@_kernel
+def _maxpool_grad(dy3, x3, dx3, kh, kw, sh, sw, ph, pw, t, lo, hi):
     W = x3.shape[2]
     OH = dy3.shape[1]
     OW = dy3.shape[2]
@@ -792,15 +795,9 @@ def _maxpool_grad_body(dy3, x3, dx3, lo, hi, kh, kw, sh, sw, ph, pw):
                     dx3[nc, k // W, k % W] += dy3[nc, oh, ow]
 
 
-@njit(cache=True, parallel=_PARALLEL)
-def _maxpool_grad_par(dy3, x3, dx3, nch, kh, kw, sh, sw, ph, pw):
-    M = x3.shape[0]
-    for t in prange(nch):
-        _maxpool_grad_body(dy3, x3, dx3, M * t // nch, M * (t + 1) // nch, kh, kw, sh, sw, ph, pw)
-
-
-@njit(cache=True)
-def _maxpool_select_body(g3, x3, out3, lo, hi, kh, kw, sh, sw, ph, pw):
+@_chunked
+@_kernel
+def _maxpool_select(g3, x3, out3, kh, kw, sh, sw, ph, pw, t, lo, hi):
     W = x3.shape[2]
     OH = out3.shape[1]
     OW = out3.shape[2]
@@ -811,15 +808,9 @@ def _maxpool_select_body(g3, x3, out3, lo, hi, kh, kw, sh, sw, ph, pw):
                 out3[nc, oh, ow] = g3[nc, k // W, k % W] if k >= 0 else 0
 
 
-@njit(cache=True, parallel=_PARALLEL)
-def _maxpool_select_par(g3, x3, out3, nch, kh, kw, sh, sw, ph, pw):
-    M = x3.shape[0]
-    for t in prange(nch):
-        _maxpool_select_body(g3, x3, out3, M * t // nch, M * (t + 1) // nch, kh, kw, sh, sw, ph, pw)
-
-
-@njit(cache=True)
-def _avgpool_body(x3, out3, lo, hi, kh, kw, sh, sw, ph, pw):
+@_chunked
+@_kernel
+def _avgpool(x3, out3, kh, kw, sh, sw, ph, pw, t, lo, hi):
     H = x3.shape[1]
     W = x3.shape[2]
     OH = out3.shape[1]
@@ -842,15 +833,9 @@ def _avgpool_body(x3, out3, lo, hi, kh, kw, sh, sw, ph, pw):
                 out3[nc, oh, ow] = acc * inv
 
 
-@njit(cache=True, parallel=_PARALLEL)
-def _avgpool_par(x3, out3, nch, kh, kw, sh, sw, ph, pw):
-    M = x3.shape[0]
-    for t in prange(nch):
-        _avgpool_body(x3, out3, M * t // nch, M * (t + 1) // nch, kh, kw, sh, sw, ph, pw)
-
-
-@njit(cache=True)
-def _avgpool_grad_body(dy3, dx3, lo, hi, kh, kw, sh, sw, ph, pw):
+@_chunked
+@_kernel
+def _avgpool_grad(dy3, dx3, kh, kw, sh, sw, ph, pw, t, lo, hi):
     H = dx3.shape[1]
     W = dx3.shape[2]
     OH = dy3.shape[1]
@@ -872,90 +857,61 @@ def _avgpool_grad_body(dy3, dx3, lo, hi, kh, kw, sh, sw, ph, pw):
                             dx3[nc, h, ww] += g
 
 
-@njit(cache=True, parallel=_PARALLEL)
-def _avgpool_grad_par(dy3, dx3, nch, kh, kw, sh, sw, ph, pw):
-    M = dx3.shape[0]
-    for t in prange(nch):
-        _avgpool_grad_body(dy3, dx3, M * t // nch, M * (t + 1) // nch, kh, kw, sh, sw, ph, pw)
-
-
-@njit(cache=True)
-def _planes(a, N, C):
-    return np.ascontiguousarray(a).reshape((N * C, a.shape[2], a.shape[3]))
-
-
-@njit(cache=True)
-def _max_pool2d(x, kh, kw, sh, sw, ph, pw):
+def _max_pool2d_impl(x, kh, kw, sh, sw, ph, pw):
     N, C, H, W = x.shape
     OH, OW = _pool_out(H, W, kh, kw, sh, sw, ph, pw)
-    x3 = _planes(x, N, C)
+    x3 = np.ascontiguousarray(x).reshape((N * C, H, W))
     out3 = np.empty((N * C, OH, OW), x.dtype)
-    nch = _nchunks(N * C, x.size * 2)
-    if nch == 1:
-        _maxpool_body(x3, out3, 0, N * C, kh, kw, sh, sw, ph, pw)
-    else:
-        _maxpool_par(x3, out3, nch, kh, kw, sh, sw, ph, pw)
+    _maxpool((x3, out3, kh, kw, sh, sw, ph, pw), N * C, x.size * 2)
     return out3.reshape((N, C, OH, OW))
 
 
-@njit(cache=True)
-def _max_pool2d_grad(dy, x, kh, kw, sh, sw, ph, pw):
+def _max_pool2d_grad_impl(dy, x, kh, kw, sh, sw, ph, pw):
     N, C, H, W = x.shape
     OH, OW = _pool_out(H, W, kh, kw, sh, sw, ph, pw)
-    x3 = _planes(x, N, C)
-    dy3 = _planes(dy, N, C)
+    x3 = np.ascontiguousarray(x).reshape((N * C, H, W))
+    dy3 = np.ascontiguousarray(dy).reshape((N * C, OH, OW))
     if _is_2x2(kh, kw, sh, sw, ph, pw) and H % 2 == 0 and W % 2 == 0:
         dx3 = np.empty((N * C, H, W), dy.dtype)       # every cell is written
     else:
         dx3 = np.zeros((N * C, H, W), dy.dtype)
-    nch = _nchunks(N * C, x.size * 2)
-    if nch == 1:
-        _maxpool_grad_body(dy3, x3, dx3, 0, N * C, kh, kw, sh, sw, ph, pw)
-    else:
-        _maxpool_grad_par(dy3, x3, dx3, nch, kh, kw, sh, sw, ph, pw)
+    _maxpool_grad((dy3, x3, dx3, kh, kw, sh, sw, ph, pw), N * C, x.size * 2)
     return dx3.reshape((N, C, H, W))
 
 
-@njit(cache=True)
-def _max_pool2d_select(g, x, kh, kw, sh, sw, ph, pw):
+def _max_pool2d_select_impl(g, x, kh, kw, sh, sw, ph, pw):
     N, C, H, W = x.shape
     OH, OW = _pool_out(H, W, kh, kw, sh, sw, ph, pw)
-    x3 = _planes(x, N, C)
-    g3 = _planes(g, N, C)
+    x3 = np.ascontiguousarray(x).reshape((N * C, H, W))
+    g3 = np.ascontiguousarray(g).reshape((N * C, H, W))
     out3 = np.empty((N * C, OH, OW), g.dtype)
-    nch = _nchunks(N * C, x.size * 2)
-    if nch == 1:
-        _maxpool_select_body(g3, x3, out3, 0, N * C, kh, kw, sh, sw, ph, pw)
-    else:
-        _maxpool_select_par(g3, x3, out3, nch, kh, kw, sh, sw, ph, pw)
+    _maxpool_select((g3, x3, out3, kh, kw, sh, sw, ph, pw), N * C, x.size * 2)
     return out3.reshape((N, C, OH, OW))
 
 
-@njit(cache=True)
-def _avg_pool2d(x, kh, kw, sh, sw, ph, pw):
+def _avg_pool2d_impl(x, kh, kw, sh, sw, ph, pw):
     N, C, H, W = x.shape
     OH, OW = _pool_out(H, W, kh, kw, sh, sw, ph, pw)
-    x3 = _planes(x, N, C)
+    x3 = np.ascontiguousarray(x).reshape((N * C, H, W))
     out3 = np.empty((N * C, OH, OW), x.dtype)
-    nch = _nchunks(N * C, x.size * 2)
-    if nch == 1:
-        _avgpool_body(x3, out3, 0, N * C, kh, kw, sh, sw, ph, pw)
-    else:
-        _avgpool_par(x3, out3, nch, kh, kw, sh, sw, ph, pw)
+    _avgpool((x3, out3, kh, kw, sh, sw, ph, pw), N * C, x.size * 2)
     return out3.reshape((N, C, OH, OW))
 
 
-@njit(cache=True)
-def _avg_pool2d_grad(dy, N, C, H, W, kh, kw, sh, sw, ph, pw):
+def _avg_pool2d_grad_impl(dy, N, C, H, W, kh, kw, sh, sw, ph, pw):
     OH, OW = _pool_out(H, W, kh, kw, sh, sw, ph, pw)
-    dy3 = _planes(dy, N, C)
+    dy3 = np.ascontiguousarray(dy).reshape((N * C, OH, OW))
     dx3 = np.zeros((N * C, H, W), dy.dtype)
-    nch = _nchunks(N * C, N * C * H * W * 2)
-    if nch == 1:
-        _avgpool_grad_body(dy3, dx3, 0, N * C, kh, kw, sh, sw, ph, pw)
-    else:
-        _avgpool_grad_par(dy3, dx3, nch, kh, kw, sh, sw, ph, pw)
+    _avgpool_grad((dy3, dx3, kh, kw, sh, sw, ph, pw), N * C, N * C * H * W * 2)
     return dx3.reshape((N, C, H, W))
+
+
+# The glue compiled for callers inside njit code (the overloads below).
+_max_pool2d = njit(cache=True)(_max_pool2d_impl)
+_max_pool2d_grad = njit(cache=True)(_max_pool2d_grad_impl)
+_max_pool2d_select = njit(cache=True)(_max_pool2d_select_impl)
+_avg_pool2d = njit(cache=True)(_avg_pool2d_impl)
+_avg_pool2d_grad = njit(cache=True)(_avg_pool2d_grad_impl)
 
 
 def _pool_args(kernel_size, stride, padding):
@@ -977,7 +933,7 @@ def _ov_pool_args(kernel_size, stride, padding):
 
 def max_pool2d(x, kernel_size, stride=None, padding=0):
     """Max over kh x kw windows of NCHW x (padding counts as -inf); stride defaults to kernel_size."""
-    return _max_pool2d(np.ascontiguousarray(x), *_pool_args(kernel_size, stride, padding))
+    return _max_pool2d_impl(np.ascontiguousarray(x), *_pool_args(kernel_size, stride, padding))
 
 
 @overload(max_pool2d)
@@ -990,7 +946,7 @@ def _ov_max_pool2d(x, kernel_size, stride=None, padding=0):
 
 def max_pool2d_grad(dy, x, kernel_size, stride=None, padding=0):
     """Route dy to each window's (first) maximum of x; shaped like x."""
-    return _max_pool2d_grad(np.ascontiguousarray(dy), np.ascontiguousarray(x), *_pool_args(kernel_size, stride, padding))
+    return _max_pool2d_grad_impl(np.ascontiguousarray(dy), np.ascontiguousarray(x), *_pool_args(kernel_size, stride, padding))
 
 
 @overload(max_pool2d_grad)
@@ -1003,7 +959,7 @@ def _ov_max_pool2d_grad(dy, x, kernel_size, stride=None, padding=0):
 
 def max_pool2d_select(g, x, kernel_size, stride=None, padding=0):
     """g (shaped like x) read at each window's (first) maximum of x: adjoint of max_pool2d_grad in dy."""
-    return _max_pool2d_select(np.ascontiguousarray(g), np.ascontiguousarray(x), *_pool_args(kernel_size, stride, padding))
+    return _max_pool2d_select_impl(np.ascontiguousarray(g), np.ascontiguousarray(x), *_pool_args(kernel_size, stride, padding))
 
 
 @overload(max_pool2d_select)
@@ -1016,7 +972,7 @@ def _ov_max_pool2d_select(g, x, kernel_size, stride=None, padding=0):
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0):
     """Mean over kh x kw windows; zero padding counts in the divisor (count_include_pad)."""
-    return _avg_pool2d(np.ascontiguousarray(x), *_pool_args(kernel_size, stride, padding))
+    return _avg_pool2d_impl(np.ascontiguousarray(x), *_pool_args(kernel_size, stride, padding))
 
 
 @overload(avg_pool2d)
@@ -1030,7 +986,7 @@ def _ov_avg_pool2d(x, kernel_size, stride=None, padding=0):
 def avg_pool2d_grad(dy, x_shape, kernel_size, stride=None, padding=0):
     """Adjoint of avg_pool2d (linear), shaped x_shape."""
     N, C, H, W = x_shape
-    return _avg_pool2d_grad(np.ascontiguousarray(dy), N, C, H, W, *_pool_args(kernel_size, stride, padding))
+    return _avg_pool2d_grad_impl(np.ascontiguousarray(dy), N, C, H, W, *_pool_args(kernel_size, stride, padding))
 
 
 @overload(avg_pool2d_grad)

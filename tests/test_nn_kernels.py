@@ -468,6 +468,21 @@ def test_kernels_same_from_python_and_njit():
     _same(py, _njit_norms(xb, gamma, beta, rm, rv, table, ids))
 
 
+def test_parallel_launch_inside_njit():
+    # large enough for several chunks (>= 2**18 multiply-adds): prange drivers inside njit code,
+    # threads from Python; both split the same bodies and must agree with each other
+    rng = np.random.default_rng(11)
+    x, w, b = rng.normal(size=(6, 4, 30, 30)), rng.normal(size=(8, 4, 3, 3)), rng.normal(size=8)
+    g = rng.normal(size=K.conv2d(x, w, b, (2, 1), 1, 1).shape)
+    py = (K.conv2d(x, w, b, (2, 1), 1, 1), K.conv2d(x, w, None, 1, (1, 0), 2),
+          K.conv2d_input_grad(g, w, x.shape, (2, 1), 1, 1), K.conv2d_weight_grad(g, x, w.shape, (2, 1), 1, 1),
+          K.max_pool2d(x, 2, None, 0), K.avg_pool2d(x, (3, 2), 1, (1, 1)))
+    py = py + (K.max_pool2d_grad(py[4], x, 2, None, 0), K.avg_pool2d_grad(py[5], x.shape, (3, 2), 1, (1, 1)),
+               K.channel_sum(py[0]))
+    assert K._nchunks(x.shape[0], x.size * 8 * 9) == K._PAR_CHUNKS
+    _same(py, _njit_conv_pool(x, w, b, g))
+
+
 def test_conv2d_blas_route_for_wide_reductions():
     # C*KH*KW >= 512 takes the im2col + GEMM route for all three kernels (>= 128 for the weight grad)
     rng = np.random.default_rng(10)
