@@ -15,6 +15,11 @@ Timed (median of --steps after --warmup):
 
 OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (set on some machines, they slow BLAS) are
 removed for this run only: the script re-executes itself without them and says so.
+It also sets OPENBLAS_NUM_THREADS=1 unless you set it: funcgrad's conv and pool kernels
+split the batch over their own threads, so NumPy's BLAS (used by funcgrad for the dense
+layers only) runs on one thread, as the examples run it; OpenBLAS threads spinning after
+each call would otherwise steal the cores from whichever contestant runs next. This only
+slows funcgrad's dense layers; torch and JAX keep their own thread pools.
 
     .venv/bin/python benchmarks/lenet_step.py [--steps 30] [--warmup 5] [--threads N]
 """
@@ -26,9 +31,11 @@ import sys
 import time
 
 _BLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-if any(v in os.environ for v in _BLAS_VARS) and not os.environ.get("_LENET_REEXEC"):
+if (any(v in os.environ for v in _BLAS_VARS) or "OPENBLAS_NUM_THREADS" not in os.environ) \
+        and "_LENET_REEXEC" not in os.environ:
     env = {k: v for k, v in os.environ.items() if k not in _BLAS_VARS}
     env["_LENET_REEXEC"] = ",".join(v for v in _BLAS_VARS if v in os.environ)
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
     os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
 import numpy as np  # noqa: E402
@@ -203,6 +210,8 @@ def main(argv=None):
 
     if os.environ.get("_LENET_REEXEC"):
         print(f"note: unset {os.environ['_LENET_REEXEC']} for this run (they slow OpenBLAS)")
+    print(f"note: OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')} for NumPy's BLAS "
+          f"(funcgrad's conv/pool kernels run on their own threads)")
     import numba
     print(f"machine: {os.cpu_count()} cores; numba {numba.__version__} ({numba.config.NUMBA_NUM_THREADS} threads), "
           f"numpy {np.__version__}")

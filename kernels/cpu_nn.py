@@ -15,8 +15,8 @@ BLAS rounding). Two shapes of kernel do that:
   vs probability labels, scalar vs array inputs).
 
 Conventions: NCHW activations, OIHW conv weights, float32 or float64 (results
-keep the input's dtype); conv2d is im2col + one BLAS GEMM, im2col/col2im and
-the pools run in parallel over the batch (``prange``). With
+keep the input's dtype); conv2d is an im2col + BLAS GEMM per image, and conv and
+the pools split the batch over threads (see ``_chunked``). With
 ``NUMBA_DISABLE_JIT=1`` every kernel is plain NumPy/Python (the oracle).
 """
 import math
@@ -164,11 +164,11 @@ def _axis3(shape, axis):
 # * called inside njit code (through an overload) it runs a prange driver over the
 #   same body.
 #
-# The glue functions (``_conv2d_impl`` ...) pick the route (fused loops or im2col +
-# BLAS) and launch the bodies. They are plain Python run as they are, and the same
+# The glue functions (``_conv2d_impl`` ...) check shapes, allocate and launch the
+# bodies. They are plain Python run as they are, and the same
 # source compiled with njit for callers inside njit code. So a model that runs from
 # Python compiles only the bodies it uses: no unused route, no parfor driver, no
-# glue (a cold start of the LeNet example: 46 s of compilation before, 17 s after).
+# glue (a cold start of the LeNet example: 46 s of compilation before, 10 s after).
 _PAR_MIN_WORK = 1 << 18      # multiply-adds (or elements) below which kernels run serially
 # Chunks (threads) per kernel call. FUNCGRAD_NN_PARALLEL=0 runs every kernel serially.
 # A constant inside compiled code; it only sets how work is split, never results.
@@ -223,10 +223,8 @@ def _chunked(body):
     return launch
 
 
-def _kernel(fn=None, fastmath=False):
+def _kernel(fn):
     """A body: serial, compiled, releasing the GIL so launch's threads run at once."""
-    if fn is None:
-        return lambda f: njit(cache=True, nogil=True, fastmath=fastmath)(f)
     return njit(cache=True, nogil=True)(fn)
 
 
@@ -236,89 +234,9 @@ def _out_size(n, k, s, p, dl):
     return (n + 2 * p - dl * (k - 1) - 1) // s + 1
 
 
-@_chunked
-@_kernel
-def _im2col(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, t, lo, hi):
-    """(N, C, H, W) -> cols (C*KH*KW, N*OH*OW), zero padded; images lo..hi."""
-    C = x.shape[1]
-    H = x.shape[2]
-    W = x.shape[3]
-    P = OH * OW
-    for n in range(lo, hi):
-        for c in range(C):
-            for i in range(KH):
-                for j in range(KW):
-                    r = (c * KH + i) * KW + j
-                    for oh in range(OH):
-                        h = oh * sh - ph + i * dh
-                        base = n * P + oh * OW
-                        if h < 0 or h >= H:
-                            for ow in range(OW):
-                                cols[r, base + ow] = 0
-                        else:
-                            for ow in range(OW):
-                                ww = ow * sw - pw + j * dw
-                                if ww >= 0 and ww < W:
-                                    cols[r, base + ow] = x[n, c, h, ww]
-                                else:
-                                    cols[r, base + ow] = 0
-
-
-@_chunked
-@_kernel
-def _col2im(cols, dx, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, t, lo, hi):
-    """Adjoint of _im2col: scatter-add cols (C*KH*KW, N*OH*OW) into dx (N, C, H, W); images lo..hi."""
-    C = dx.shape[1]
-    H = dx.shape[2]
-    W = dx.shape[3]
-    P = OH * OW
-    for n in range(lo, hi):
-        for c in range(C):
-            for i in range(KH):
-                for j in range(KW):
-                    r = (c * KH + i) * KW + j
-                    for oh in range(OH):
-                        h = oh * sh - ph + i * dh
-                        if h < 0 or h >= H:
-                            continue
-                        base = n * P + oh * OW
-                        for ow in range(OW):
-                            ww = ow * sw - pw + j * dw
-                            if ww >= 0 and ww < W:
-                                dx[n, c, h, ww] += cols[r, base + ow]
-
-
-@_chunked
-@_kernel
-def _onp_to_nop(y2, b, has_b, out, t, lo, hi):
-    """(O, N*P) -> out (N, O, P) plus the bias; images lo..hi."""
-    O = out.shape[1]
-    P = out.shape[2]
-    for n in range(lo, hi):
-        for o in range(O):
-            bo = b[o] if has_b else 0
-            for p in range(P):
-                out[n, o, p] = y2[o, n * P + p] + bo
-
-
-@_chunked
-@_kernel
-def _nop_to_onp(dy, out, t, lo, hi):
-    """(N, O, OH, OW) -> out (O, N*OH*OW); channels lo..hi."""
-    N, O, OH, OW = dy.shape
-    P = OH * OW
-    for o in range(lo, hi):
-        for n in range(N):
-            for a in range(OH):
-                for b in range(OW):
-                    out[o, n * P + a * OW + b] = dy[n, o, a, b]
-
-
-# Fused per-image kernels (im2col of one image kept in cache + a loop GEMM): no
-# BLAS call and no batch-sized intermediate. Faster than im2col + GEMM for small
-# C*KH*KW (LeNet-sized layers), and no BLAS/thread oversubscription.
 @njit(cache=True, nogil=True)
 def _im2col_one(x, n, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+    """cols (C*KH*KW, OH*OW) = the zero-padded patches of image n of x."""
     C = x.shape[1]
     H = x.shape[2]
     W = x.shape[3]
@@ -353,71 +271,53 @@ def _im2col_one(x, n, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
 
 
 @_chunked
-@_kernel(fastmath=True)
+@_kernel
 def _conv_fwd(x, w2, b, has_b, out, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, t, lo, hi):
+    """out[n] (O, OH*OW) = w2 @ im2col(x[n]) + b for the images lo..hi: one small GEMM each."""
     O, R = w2.shape
     P = OH * OW
     cols = np.empty((R, P), x.dtype)
     for n in range(lo, hi):
         _im2col_one(x, n, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
-        o = 0
-        while o + 4 <= O:           # four output channels per pass over cols
-            a0 = out[n, o]
-            a1 = out[n, o + 1]
-            a2 = out[n, o + 2]
-            a3 = out[n, o + 3]
-            for q in range(P):
-                a0[q] = b[o] if has_b else 0
-                a1[q] = b[o + 1] if has_b else 0
-                a2[q] = b[o + 2] if has_b else 0
-                a3[q] = b[o + 3] if has_b else 0
-            for r in range(R):
-                w0 = w2[o, r]
-                w1 = w2[o + 1, r]
-                w2r = w2[o + 2, r]
-                w3 = w2[o + 3, r]
-                cr = cols[r]
+        np.dot(w2, cols, out[n])
+        if has_b:
+            for o in range(O):
+                bo = b[o]
                 for q in range(P):
-                    cq = cr[q]
-                    a0[q] += w0 * cq
-                    a1[q] += w1 * cq
-                    a2[q] += w2r * cq
-                    a3[q] += w3 * cq
-            o += 4
-        while o < O:
-            acc = out[n, o]
-            b0 = b[o] if has_b else 0
-            for q in range(P):
-                acc[q] = b0
-            for r in range(R):
-                wr = w2[o, r]
-                cr = cols[r]
-                for q in range(P):
-                    acc[q] += wr * cr[q]
-            o += 1
+                    out[n, o, q] += bo
 
 
 @_chunked
-@_kernel(fastmath=True)
+@_kernel
 def _conv_wgrad(dy3, x, part, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, t, lo, hi):
-    """part[t] (float64, O x R) += the weight gradient of images lo..hi."""
+    """part[t] (float64, O x R) += the weight gradient of images lo..hi.
+
+    Blocks of B images: their im2col side by side (R, B*P) and their dy (O, B*P),
+    sized to stay in cache, then one GEMM reducing over B*P.
+    """
     O = part.shape[1]
     R = part.shape[2]
     P = OH * OW
-    cols = np.empty((R, P), x.dtype)
-    zero = np.zeros(1, dy3.dtype)[0]   # accumulate in the input's dtype: float32 dots stay vectorized
-    for n in range(lo, hi):
-        _im2col_one(x, n, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
-        o = 0
-        while o < O:
-            g = dy3[n, o]
+    B = min(hi - lo, max(1, (1 << 16) // (R * P)))
+    if B <= 0:
+        return
+    cols = np.empty((R, B * P), x.dtype)
+    g = np.empty((O, B * P), x.dtype)
+    n0 = lo
+    while n0 < hi:
+        nb = min(B, hi - n0)
+        for k in range(nb):
+            _im2col_one(x, n0 + k, cols[:, k * P:(k + 1) * P], KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
+            for o in range(O):
+                g[o, k * P:(k + 1) * P] = dy3[n0 + k, o]
+        if nb == B:
+            acc = np.dot(g, cols.T)
+        else:
+            acc = np.dot(np.ascontiguousarray(g[:, :nb * P]), np.ascontiguousarray(cols[:, :nb * P]).T)
+        for o in range(O):
             for r in range(R):
-                cr = cols[r]
-                s = zero
-                for q in range(P):
-                    s += g[q] * cr[q]
-                part[t, o, r] += s
-            o += 1
+                part[t, o, r] += acc[o, r]
+        n0 += nb
 
 
 @njit(cache=True)
@@ -432,39 +332,16 @@ def _sum_parts(part, like):
 
 
 @_chunked
-@_kernel(fastmath=True)
-def _conv_igrad(dy3, w2, dx, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, t, lo, hi):
-    O, R = w2.shape
+@_kernel
+def _conv_igrad(dy3, w2t, dx, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, t, lo, hi):
+    """dx[n] += col2im(w2t @ dy3[n]) for the images lo..hi: one small GEMM each, then the scatter."""
     C = dx.shape[1]
     H = dx.shape[2]
     W = dx.shape[3]
     P = OH * OW
-    dcols = np.empty((R, P), dy3.dtype)
+    dcols = np.empty((w2t.shape[0], P), dy3.dtype)
     for n in range(lo, hi):
-        dcols[:, :] = 0
-        o = 0
-        while o + 4 <= O:           # four output channels per pass over dcols
-            g0 = dy3[n, o]
-            g1 = dy3[n, o + 1]
-            g2 = dy3[n, o + 2]
-            g3 = dy3[n, o + 3]
-            for r in range(R):
-                w0 = w2[o, r]
-                w1 = w2[o + 1, r]
-                w2r = w2[o + 2, r]
-                w3 = w2[o + 3, r]
-                dr = dcols[r]
-                for q in range(P):
-                    dr[q] += w0 * g0[q] + w1 * g1[q] + w2r * g2[q] + w3 * g3[q]
-            o += 4
-        while o < O:
-            g = dy3[n, o]
-            for r in range(R):
-                wr = w2[o, r]
-                dr = dcols[r]
-                for q in range(P):
-                    dr[q] += wr * g[q]
-            o += 1
+        np.dot(w2t, dy3[n], dcols)
         if ph == 0 and pw == 0:
             for c in range(C):
                 for i in range(KH):
@@ -490,12 +367,11 @@ def _conv_igrad(dy3, w2, dx, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, t, lo, hi):
                                 dx[n, c, h, ww] += dcols[r, oh * OW + ow]
 
 
-# Route choice: the fused per-image loops win for LeNet-sized layers (and never
-# oversubscribe threads); im2col + one BLAS GEMM wins once the reduction
-# dimension R = C*KH*KW is large. Measured on this 2-core machine: see
-# benchmarks/lenet_step.py.
-_BLAS_MIN_R_FWD = 512
-_BLAS_MIN_R_WGRAD = 128
+# One route: small GEMMs over per-image (or per-block) im2col buffers kept in cache,
+# images split over the threads. On this 2-core machine that beat both fused
+# multiply-add loops and a batch-wide im2col + one big GEMM, for every layer of
+# the LeNet benchmark and example (forward and input gradient up to 2x, weight
+# gradient up to 1.7x; benchmarks/lenet_step.py times the whole step).
 
 
 def _conv2d_impl(x, w, b, has_b, sh, sw, ph, pw, dh, dw):
@@ -510,13 +386,7 @@ def _conv2d_impl(x, w, b, has_b, sh, sw, ph, pw, dh, dw):
     R = C * KH * KW
     w2 = np.ascontiguousarray(w).reshape((O, R))
     out = np.empty((N, O, OH * OW), x.dtype)
-    if R < _BLAS_MIN_R_FWD:
-        _conv_fwd((x, w2, b, has_b, out, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW), N, N * O * R * OH * OW)
-    else:
-        cols = np.empty((R, N * OH * OW), x.dtype)
-        _im2col((x, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW), N, cols.size)
-        y2 = np.dot(w2, cols)
-        _onp_to_nop((y2, b, has_b, out), N, y2.size)
+    _conv_fwd((x, w2, b, has_b, out, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW), N, N * O * R * OH * OW)
     return out.reshape((N, O, OH, OW))
 
 
@@ -525,16 +395,10 @@ def _conv2d_input_grad_impl(dy, w, N, C, H, W, sh, sw, ph, pw, dh, dw):
     OH = dy.shape[2]
     OW = dy.shape[3]
     R = C * KH * KW
-    w2 = np.ascontiguousarray(w).reshape((O, R))
+    w2t = np.ascontiguousarray(np.ascontiguousarray(w).reshape((O, R)).T)
     dx = np.zeros((N, C, H, W), dy.dtype)
-    if R < _BLAS_MIN_R_FWD:
-        dy3 = np.ascontiguousarray(dy).reshape((N, O, OH * OW))
-        _conv_igrad((dy3, w2, dx, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW), N, N * O * R * OH * OW)
-        return dx
-    dy2 = np.empty((O, N * OH * OW), dy.dtype)
-    _nop_to_onp((dy, dy2), O, dy2.size)
-    dcols = np.dot(np.ascontiguousarray(w2.T), dy2)
-    _col2im((dcols, dx, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW), N, dcols.size)
+    dy3 = np.ascontiguousarray(dy).reshape((N, O, OH * OW))
+    _conv_igrad((dy3, w2t, dx, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW), N, N * O * R * OH * OW)
     return dx
 
 
@@ -543,17 +407,10 @@ def _conv2d_weight_grad_impl(dy, x, O, C, KH, KW, sh, sw, ph, pw, dh, dw):
     OH = dy.shape[2]
     OW = dy.shape[3]
     R = C * KH * KW
-    if R < _BLAS_MIN_R_WGRAD:
-        dy3 = np.ascontiguousarray(dy).reshape((N, O, OH * OW))
-        part = np.zeros((_PAR_CHUNKS, O, R), np.float64)
-        _conv_wgrad((dy3, x, part, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW), N, N * O * R * OH * OW)
-        return _sum_parts(part, x).reshape((O, C, KH, KW))
-    cols = np.empty((R, N * OH * OW), x.dtype)
-    _im2col((x, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW), N, cols.size)
-    dy2 = np.empty((O, N * OH * OW), dy.dtype)
-    _nop_to_onp((dy, dy2), O, dy2.size)
-    dw2 = np.dot(dy2, cols.T)
-    return dw2.reshape((O, C, KH, KW))
+    dy3 = np.ascontiguousarray(dy).reshape((N, O, OH * OW))
+    part = np.zeros((_PAR_CHUNKS, O, R), np.float64)
+    _conv_wgrad((dy3, x, part, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW), N, N * O * R * OH * OW)
+    return _sum_parts(part, x).reshape((O, C, KH, KW))
 
 
 # The glue compiled for callers inside njit code (the overloads below).
