@@ -10,6 +10,14 @@ into the output. Every element of the result is therefore computed once, on
 one rank, and copied byte-for-byte to the others: results are bit-identical
 on every rank. Each rank moves ``2 (p-1)/p * n`` elements, the lower bound.
 
+Small floating messages (at most ``comm.CONTROL_SLOTS`` elements) take neither
+path: they ride, with the cross-rank length/dtype/op agreement header, in the
+world's control allreduce (one persistent ``MPI_Allreduce_init`` of a fixed
+8 KB float64 buffer, see ``comm._Control``): one collective per call, the
+check included, summed in float64 and rounded once to the caller's dtype.
+Every other call first runs that control allreduce with the header alone
+(``check=True``), then the data path below.
+
 Messages go as ``Isend``/``Irecv`` pairs on preallocated contiguous buffers,
 completed by the deadline-bounded poll of :meth:`World.wait`. Messages
 smaller than ``SMALL_BYTES`` (measured with ``benchmarks/allreduce.py`` on
@@ -103,18 +111,42 @@ def ring_allreduce(x, op="sum", out=None, *, algorithm="auto", timeout=None, che
     timeout : float, optional
         Deadline in seconds (default: the world's, ``FUNCGRAD_COMM_TIMEOUT``).
     check : bool
-        First agree on length, dtype and op across ranks (one tiny allreduce);
-        a mismatch raises :class:`CommMismatchError` on every rank.
+        First agree on length, dtype and op across ranks (the control
+        allreduce); a mismatch raises :class:`CommMismatchError` on every
+        rank. Small floating messages always carry the check (it rides with
+        the data at no extra cost), whatever ``check`` says.
 
     Returns the result array (``out`` when given). In a world of size 1 the
     result is a copy of ``x`` (or ``x`` itself in place).
     """
     w = comm if comm is not None else world()
-    if op not in OPS:
+    ctl = w._ctl
+    if ctl is not None and type(x) is _ndarray and (algorithm == "auto" or algorithm == "mpi"):
+        # fast path: a small floating message is one control allreduce, agreement check included
+        n = x.size
+        if n <= ctl.slots and type(op) is str:
+            dt = x.dtype
+            ent = ctl.ring_entries.get((n, dt, op))
+            if ent is None and dt.num in _FOLD_NUMS and op in OPS:
+                ent = ctl.entry("ring_allreduce", _NAMES, (n, dtype_code(dt), OPS[op]))
+                ctl.ring_entries[(n, dt, op)] = ent
+            if ent is not None and (out is None or (type(out) is _ndarray and out.dtype == dt
+                                                    and out.shape == x.shape and out.flags.writeable)):
+                red = ctl.run_entry(ent, _NAMES, "ring_allreduce",
+                                    x.reshape(-1) if x.flags.c_contiguous else x.ravel(), timeout)
+                if op == "mean":
+                    red /= w.size
+                if out is None:
+                    out = _empty(x.shape, dt)
+                out.reshape(-1)[...] = red
+                return out
+    opc = OPS.get(op)
+    if opc is None:
         raise ValueError(f"ring_allreduce: op must be 'sum' or 'mean', received {op!r}")
     if algorithm not in ("auto", "ring", "mpi"):
         raise ValueError(f"ring_allreduce: algorithm must be 'auto', 'ring' or 'mpi', received {algorithm!r}")
-    if out is not None and out is x:
+    inplace = out is not None and out is x
+    if inplace:
         if not isinstance(x, np.ndarray) or not x.flags.c_contiguous or not x.flags.writeable:
             raise ValueError("ring_allreduce: in-place reduction (out=x) needs a writeable "
                              "C-contiguous numpy array")
@@ -122,39 +154,56 @@ def ring_allreduce(x, op="sum", out=None, *, algorithm="auto", timeout=None, che
     else:
         xa = np.ascontiguousarray(x)
     dt = xa.dtype
-    if dt.kind not in _SUPPORTED_KINDS:
+    kind = dt.kind
+    if kind not in _SUPPORTED_KINDS:
         raise TypeError(f"ring_allreduce: dtype {dt} is not supported; use float32, float64 or an "
                         f"integer dtype (received an array of {dt})")
-    if op == "mean" and dt.kind != "f":
+    if opc == 2 and kind != "f":
         raise TypeError(f"ring_allreduce: op='mean' needs a floating dtype, received {dt}; "
                         f"use op='sum' and divide, or cast to float64 first")
     if out is None:
         out = np.empty_like(xa)
-    elif out is not x:
+    elif not inplace:
         if not isinstance(out, np.ndarray) or out.shape != xa.shape or out.dtype != dt \
                 or not out.flags.c_contiguous or not out.flags.writeable:
             raise ValueError(f"ring_allreduce: out must be a writeable C-contiguous array of shape "
                              f"{xa.shape} and dtype {dt}; received "
                              f"{getattr(out, 'shape', type(out))} {getattr(out, 'dtype', '')}")
-        if np.may_share_memory(out, xa):   # a different view of the same memory: MPI forbids aliasing
-            xa = xa.copy()
     n = xa.size
     p = w.size
     if w.comm is None or p == 1:
         if out is not xa:
             np.copyto(out, xa)
         return out
-    if check:
-        w.check_same("ring_allreduce", {"length": n, "dtype": dtype_code(dt), "op": OPS[op]},
-                     timeout=timeout)
-    flat_out = out.reshape(-1)
+    ctl = w._ctl
     flat_in = xa.reshape(-1)
+    if kind == "f" and n <= ctl.slots and dt.itemsize <= 8 and algorithm != "ring":
+        # e.g. a list or a non-array input: the same one-collective path as the fast path above
+        red = ctl.run("ring_allreduce", _NAMES, (n, dtype_code(dt), opc), "ring_allreduce",
+                      data=flat_in, timeout=timeout)
+        if opc == 2:
+            red /= p
+        out.reshape(-1)[...] = red
+        return out
+    if not inplace and np.may_share_memory(out, xa):   # another view of the same memory: MPI forbids aliasing
+        xa = xa.copy()
+        flat_in = xa.reshape(-1)
+    if check:
+        ctl.run("ring_allreduce", _NAMES, (n, dtype_code(dt), opc), "ring_allreduce", timeout=timeout)
+    flat_out = out.reshape(-1)
     use_mpi = algorithm == "mpi" or (algorithm == "auto" and n * dt.itemsize < _small_bytes(w))
     if use_mpi:
         _mpi_allreduce(w, flat_in, flat_out, op, timeout, inplace=out is xa)
     else:
         _ring(w, flat_in, flat_out, op, timeout)
     return out
+
+
+_NAMES = ("length", "dtype", "op")
+_ndarray = np.ndarray
+_empty = np.empty
+#: numpy type numbers of the dtypes whose small messages ride in the control allreduce (float16/32/64)
+_FOLD_NUMS = frozenset(np.dtype(t).num for t in (np.float16, np.float32, np.float64))
 
 
 def _mpi_allreduce(w, flat_in, flat_out, op, timeout, inplace):

@@ -100,6 +100,22 @@ expect_mismatch(lambda: fd.ring_allreduce(np.ones(10, dtype=np.float32 if r == 0
 expect_mismatch(lambda: fd.ring_allreduce(np.ones(10), op="sum" if r else "mean"), ["op"])
 expect_mismatch(lambda: fd.allreduce_tree({"a": np.ones(3), "b": np.ones(2 + (r == 1))}), ["tree signature"])
 expect_mismatch(lambda: fd.broadcast_tree([np.ones(3)] * (1 + (r == 0))), ["tree signature"])
+# the small-message path (data in the control allreduce) against the header-only path
+S = w._ctl.slots
+expect_mismatch(lambda: fd.ring_allreduce(np.ones(S if r == 0 else S + 1)), ["length", f"rank 0: {S}", f"rank 1: {S + 1}"])
+expect_mismatch(lambda: fd.ring_allreduce(np.ones(10, dtype=np.float32 if r == 0 else np.int64)),
+                ["dtype", "float32", "int64"])
+# different operations on different ranks: the same clear error everywhere, naming them
+expect_mismatch(lambda: fd.ring_allreduce(np.ones(5)) if r == 0 else fd.allreduce_tree({"a": np.ones(5)}),
+                ["operation", "rank 0: ring_allreduce", "rank 1: allreduce_tree"])
+# float16 rides in the control allreduce too; sizes at the boundary of the payload
+for n in (S - 1, S, S + 1):
+    for dt in (np.float16, np.float32):
+        xs = (np.arange(n) % 5 + r).astype(dt)
+        comm.Allreduce(xs.astype(np.float64), ref64 := np.empty(n), op=MPI.SUM)
+        ys = fd.ring_allreduce(xs)
+        assert ys.dtype == dt and np.array_equal(ys, ref64.astype(dt)) and same_on_all_ranks(ys), (n, dt)
+        checks += 1
 # after the mismatches the communicator still works
 assert np.all(fd.ring_allreduce(np.ones(5)) == p)
 checks += 1
