@@ -731,8 +731,16 @@ def batch_norm_stats(x, running_mean, running_var, momentum=0.1):
     """New running statistics after a training batch, stacked (2, C): ``[mean, var]``.
 
     ``new = (1 - momentum) * running + momentum * batch`` with the unbiased
-    batch variance (PyTorch's rule). Not differentiable (no VJP)."""
+    batch variance (PyTorch's rule). Running statistics are state, not a
+    differentiable output (as PyTorch's buffers): no cotangent flows through
+    them, so they can be computed inside a differentiated function and returned
+    as auxiliary data (``has_aux=True``)."""
     return K.batch_norm_stats(x, running_mean, running_var, momentum)
+
+
+@vjp(batch_norm_stats)
+def _batch_norm_stats_vjp(y, x, running_mean, running_var, momentum=0.1):
+    """No cotangent: running statistics are buffers."""
 
 
 @primitive(sample=_sample_ln)
@@ -1098,11 +1106,17 @@ def Dropout(rate):
     return _shape_preserving(_make_function("dropout_apply", src, {"dropout": dropout}))
 
 
-def BatchNorm(eps=1e-5):
+def BatchNorm(eps=1e-5, momentum=0.1):
     """Batch normalization over axis 1. params: gamma (ones), beta (zeros) and the running
-    statistics ``mean`` (zeros) and ``var`` (ones), which apply_fn never changes: train=True
-    uses the batch statistics; update the running ones outside the differentiated function
-    with ``batch_norm_stats(x, params["mean"], params["var"], momentum)``."""
+    statistics ``mean`` (zeros) and ``var`` (ones). train=True normalizes with the batch
+    statistics, train=False with the running ones. apply_fn never changes params; the new
+    running statistics come from ``serial``'s ``apply_fn.with_stats`` (returned as auxiliary
+    data of the differentiated loss) and go back in with ``apply_fn.merge_stats``, with
+    PyTorch's rule ``new = (1 - momentum) * running + momentum * batch`` (unbiased variance)."""
+    momentum = float(momentum)
+    if not 0.0 <= momentum <= 1.0:
+        raise ValueError(f"BatchNorm: momentum must be in [0, 1], got {momentum}")
+
     def init_fn(seed, input_shape, dtype=np.float64):
         C = int(input_shape[1])
         return tuple(input_shape), {"gamma": np.ones(C, dtype), "beta": np.zeros(C, dtype),
@@ -1111,13 +1125,40 @@ def BatchNorm(eps=1e-5):
     src = (f"def batch_norm_apply(params, x, train=False, seed=0):\n"
            f"    return batch_norm(x, params['gamma'], params['beta'], params['mean'], params['var'], train, "
            f"{_static(float(eps))})\n")
-    return init_fn, _make_function("batch_norm_apply", src, {"batch_norm": batch_norm})
+    apply_fn = _make_function("batch_norm_apply", src, {"batch_norm": batch_norm})
+    src = (f"def batch_norm_new_stats(params, x):\n"
+           f"    return batch_norm_stats(x, params['mean'], params['var'], {_static(momentum)})\n")
+    apply_fn.new_stats = _make_function("batch_norm_new_stats", src, {"batch_norm_stats": batch_norm_stats})
+    return init_fn, apply_fn
+
+
+def _merge_layer_stats(p, s):
+    """params of one BatchNorm layer with its running statistics replaced by s = [mean, var]."""
+    if not (isinstance(p, dict) and "mean" in p and "var" in p):
+        raise TypeError("merge_stats: params do not match the layers (expected a BatchNorm layer's dict)")
+    s = np.asarray(s)
+    if s.shape != (2,) + np.shape(p["mean"]):
+        raise ValueError(f"merge_stats: statistics of shape {s.shape} for a layer of {np.shape(p['mean'])[0]} channels")
+    out = dict(p)
+    out["mean"] = s[0].astype(np.asarray(p["mean"]).dtype, copy=True)
+    out["var"] = s[1].astype(np.asarray(p["var"]).dtype, copy=True)
+    return out
 
 
 def serial(*layers):
     """Compose layers. params is a tuple with one entry per layer; apply_fn is GENERATED
     straight-line source (``x = _layer0(params[0], x, train, seed * 1000003 + 0)``, ...),
-    never a Python loop over closures, so the source transformer can read it."""
+    never a Python loop over closures, so the source transformer can read it.
+
+    With BatchNorm layers, apply_fn also has ``with_stats(params, x, train=True, seed=0)
+    -> (y, stats)`` and ``merge_stats(params, stats) -> params``::
+
+        def loss(params, x, y):
+            logits, stats = apply_fn.with_stats(params, x)
+            return nn.cross_entropy(logits, y), stats
+        (value, stats), grads = funcgrad.value_and_grad(loss, has_aux=True)(params, x, y)
+        params = apply_fn.merge_stats(optim.apply_updates(params, updates), stats)
+    """
     if not layers:
         raise ValueError("serial: give at least one layer")
     for i, layer in enumerate(layers):
@@ -1143,4 +1184,36 @@ def serial(*layers):
     src = "\n".join(lines) + "\n"
     env = {f"_layer{i}": a for i, a in enumerate(applies)}
     # the content hash names the file: same source -> same file; globals differ per call
-    return init_fn, _make_function("serial_apply", src, env)
+    apply_fn = _make_function("serial_apply", src, env)
+
+    # Layers with running statistics (BatchNorm, or a nested serial holding one): with_stats
+    # also returns their new statistics, computed from each layer's training-mode input.
+    stateful = [i for i, a in enumerate(applies) if hasattr(a, "new_stats") or hasattr(a, "with_stats")]
+    if stateful:
+        lines = ["def serial_apply_with_stats(params, x, train=True, seed=0):"]
+        for i, a in enumerate(applies):
+            if hasattr(a, "with_stats"):
+                lines.append(f"    x, _s{i} = _layer{i}_with_stats(params[{i}], x, train, seed * 1000003 + {i})")
+                env[f"_layer{i}_with_stats"] = a.with_stats
+                continue
+            if hasattr(a, "new_stats"):
+                lines.append(f"    _s{i} = _layer{i}_new_stats(params[{i}], x)")
+                env[f"_layer{i}_new_stats"] = a.new_stats
+            lines.append(f"    x = _layer{i}(params[{i}], x, train, seed * 1000003 + {i})")
+        lines.append("    return x, (" + "".join(f"_s{i}, " for i in stateful) + ")")
+        apply_fn.with_stats = _make_function("serial_apply_with_stats", "\n".join(lines) + "\n", env)
+        nested = {i: applies[i].merge_stats for i in stateful if hasattr(applies[i], "merge_stats")}
+
+        def merge_stats(params, stats):
+            """params with every BatchNorm's running statistics replaced by ``stats``
+            (the auxiliary output of ``with_stats``); other entries are returned as they are."""
+            if not isinstance(params, tuple) or len(params) != len(applies):
+                raise TypeError(f"merge_stats: params must be the tuple of {len(applies)} layer params")
+            if not isinstance(stats, tuple) or len(stats) != len(stateful):
+                raise TypeError(f"merge_stats: expected the {len(stateful)} statistics returned by with_stats")
+            out = list(params)
+            for i, s in zip(stateful, stats):
+                out[i] = nested[i](params[i], s) if i in nested else _merge_layer_stats(params[i], s)
+            return tuple(out)
+        apply_fn.merge_stats = merge_stats
+    return init_fn, apply_fn

@@ -112,3 +112,55 @@ def test_grad_through_serial_layers_matches_finite_differences():
             p[li][name] = v
             return float(serial_loss(tuple(p), x, y))
         np.testing.assert_allclose(g[li][name], fd_grad(f, params[li][name]), rtol=1e-5, atol=1e-7)
+
+
+_binit, _bapply = nn.serial(nn.Conv2D(4, 3, padding=1), nn.BatchNorm(momentum=0.2), nn.Relu,
+                            nn.serial(nn.Flatten, nn.Dense(5), nn.BatchNorm()), nn.Dense(3))
+
+
+def bn_loss(params, x, y):
+    logits, stats = _bapply.with_stats(params, x)
+    return nn.cross_entropy(logits, y), stats
+
+
+def test_batchnorm_running_statistics_follow_pytorchs_rule_and_gradients_are_unchanged():
+    _, params = _binit(3, (6, 2, 5, 5))
+    x = RNG.normal(size=(6, 2, 5, 5))
+    y = np.array([0, 1, 2, 0, 1, 2])
+    (value, stats), g = funcgrad.value_and_grad(bn_loss, has_aux=True)(params, x, y)
+    # the loss and gradients are those of the plain training-mode apply
+    g_plain = funcgrad.grad(lambda p, x, y: nn.cross_entropy(_bapply(p, x, True), y))(params, x, y)
+    assert value == pytest.approx(float(nn.cross_entropy(_bapply(params, x, True), y)), rel=1e-12)
+    for a, b in zip(funcgrad.tree_leaves(g), funcgrad.tree_leaves(g_plain)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    assert np.all(g[1]["mean"] == 0) and np.all(g[1]["var"] == 0)      # buffers get no gradient
+    new = _bapply.merge_stats(params, stats)
+    h = nn.conv2d(x, params[0]["w"], params[0]["b"], 1, 1)
+    np.testing.assert_allclose(new[1]["mean"], 0.8 * params[1]["mean"] + 0.2 * h.mean(axis=(0, 2, 3)), rtol=1e-12)
+    np.testing.assert_allclose(new[1]["var"], 0.8 * params[1]["var"] + 0.2 * h.var(axis=(0, 2, 3), ddof=1),
+                               rtol=1e-12)
+    z = np.reshape(np.maximum(nn.batch_norm(h, params[1]["gamma"], params[1]["beta"], params[1]["mean"],
+                                            params[1]["var"], True), 0), (6, -1)) @ params[3][1]["w"] + params[3][1]["b"]
+    np.testing.assert_allclose(new[3][2]["mean"], 0.9 * params[3][2]["mean"] + 0.1 * z.mean(0), rtol=1e-12)
+    np.testing.assert_allclose(new[3][2]["var"], 0.9 * params[3][2]["var"] + 0.1 * z.var(0, ddof=1), rtol=1e-12)
+    np.testing.assert_array_equal(new[0]["w"], params[0]["w"])        # everything else untouched
+    # eval mode then normalizes with the merged statistics
+    ev = _bapply(new, x, False)
+    assert not np.allclose(ev, _bapply(params, x, False))
+    with pytest.raises(TypeError, match="statistics returned by with_stats"):
+        _bapply.merge_stats(params, stats[:1])
+
+
+def test_batchnorm_running_statistics_match_torch():
+    torch = pytest.importorskip("torch", reason="torch not installed: no running-statistics oracle")
+    _, params = _binit(4, (6, 2, 5, 5))
+    bn = torch.nn.BatchNorm2d(4, momentum=0.2, dtype=torch.float64)
+    bn.train()
+    for step in range(3):
+        x = np.random.default_rng(step).normal(size=(6, 2, 5, 5))
+        h = nn.conv2d(x, params[0]["w"], params[0]["b"], 1, 1)
+        bn(torch.from_numpy(h))
+        _, stats = bn_loss(params, x, np.zeros(6, np.int64))
+        params = _bapply.merge_stats(params, stats)
+    np.testing.assert_allclose(params[1]["mean"], bn.running_mean.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(params[1]["var"], bn.running_var.numpy(), rtol=1e-12)
