@@ -192,6 +192,51 @@ def _thread_pool():
     return _POOL[0]
 
 
+def _find_numba_blas_threads():
+    """(get, set) of the thread count of the BLAS that Numba's np.dot calls (SciPy's
+    OpenBLAS), or None where it cannot be found (another BLAS, another platform)."""
+    try:
+        import ctypes
+        import glob
+        import scipy
+        libs = glob.glob(_os.path.join(_os.path.dirname(scipy.__file__) + ".libs", "libscipy_openblas*"))
+        for path in libs:
+            lib = ctypes.CDLL(path)
+            for prefix in ("scipy_openblas", "openblas"):
+                get = getattr(lib, prefix + "_get_num_threads", None)
+                put = getattr(lib, prefix + "_set_num_threads", None)
+                if get is not None and put is not None:
+                    put.argtypes = [ctypes.c_int]
+                    return get, put
+    except (ImportError, OSError):
+        pass
+    return None
+
+
+_BLAS_THREADS = []
+
+
+class _one_blas_thread:
+    """Run the BLAS inside kernel bodies on one thread: the bodies already split the batch
+    over the cores, and nested OpenBLAS threads on top oversubscribe them (LeNet step on 2
+    cores: 58 ms instead of 7.6 ms). The previous setting is restored on exit."""
+    __slots__ = ("prev",)
+
+    def __enter__(self):
+        if not _BLAS_THREADS:
+            _BLAS_THREADS.append(_find_numba_blas_threads())
+        self.prev = 1
+        if _BLAS_THREADS[0] is not None:
+            get, put = _BLAS_THREADS[0]
+            self.prev = get()
+            if self.prev != 1:
+                put(1)
+
+    def __exit__(self, *exc):
+        if self.prev != 1:
+            _BLAS_THREADS[0][1](self.prev)
+
+
 def _chunked(body):
     """launch(args, M, work): body(*args, t, lo, hi) over the chunks t of range(M)."""
     @njit(cache=True, parallel=_PARALLEL)
@@ -201,14 +246,15 @@ def _chunked(body):
 
     def launch(args, M, work):
         nch = _nchunks(M, work)
-        if nch == 1:
-            body(*args, 0, 0, M)
-            return
-        pool = _thread_pool()
-        futures = [pool.submit(body, *args, t, M * t // nch, M * (t + 1) // nch) for t in range(1, nch)]
-        body(*args, 0, 0, M // nch)
-        for f in futures:
-            f.result()
+        with _one_blas_thread():
+            if nch == 1:
+                body(*args, 0, 0, M)
+                return
+            pool = _thread_pool()
+            futures = [pool.submit(body, *args, t, M * t // nch, M * (t + 1) // nch) for t in range(1, nch)]
+            body(*args, 0, 0, M // nch)
+            for f in futures:
+                f.result()
 
     @overload(launch)
     def _ov_launch(args, M, work):

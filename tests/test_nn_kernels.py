@@ -529,3 +529,23 @@ def test_parallel_drivers_match_serial_bodies():
             np.testing.assert_array_equal(dmx[sl], K.max_pool2d_grad(gm[sl], xp[sl], k, s, p))
             np.testing.assert_allclose(dav[sl], K.avg_pool2d_grad(gm[sl], (1, 16, 40, 40), k, s, p), rtol=1e-14)
         np.testing.assert_array_equal(sel, m)
+
+
+def test_kernel_bodies_run_blas_on_one_thread_and_restore_the_setting():
+    found = K._find_numba_blas_threads()
+    if found is None:
+        pytest.skip("SciPy's OpenBLAS not found: no BLAS thread setting to check")
+    get, put = found
+    before = get()
+    put(2)
+    try:
+        seen = []
+        with K._one_blas_thread():
+            seen.append(get())
+        assert seen == [1] and get() == 2
+        rng = np.random.default_rng(13)
+        x, w = rng.normal(size=(4, 3, 9, 9)), rng.normal(size=(5, 3, 3, 3))
+        np.testing.assert_allclose(K.conv2d(x, w, None, 1, 1, 1), conv2d_ref(x, w, None, 1, 1, 1), rtol=1e-10)
+        assert get() == 2
+    finally:
+        put(before)
