@@ -29,9 +29,8 @@ from numba.extending import overload
 from numba.np.unsafe.ndarray import to_fixed_tuple
 import os as _os
 
-# Multi-threaded (prange) kernels: faster steps (LeNet on 2 cores: 12.4 ms parallel vs
-# 17.9 ms serial), but their parallel variants add ~30 s to the first, cold-cache
-# compile (LeNet example: 86 s vs 53 s). FUNCGRAD_NN_PARALLEL=0 picks the serial build.
+# Conv and pool kernels split the batch over threads (see _chunked);
+# FUNCGRAD_NN_PARALLEL=0 runs them on the calling thread only.
 _PARALLEL = _os.environ.get("FUNCGRAD_NN_PARALLEL", "1") != "0"
 
 __all__ = [
