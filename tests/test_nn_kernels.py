@@ -427,6 +427,15 @@ def _njit_norms(x, gamma, beta, rm, rv, table, ids):
             K.embedding(table, ids), K.embedding_grad(K.embedding(table, ids), ids, table.shape))
 
 
+def _py_conv_pool(x, w, b, g):
+    """What _njit_conv_pool computes, called from Python."""
+    py = (K.conv2d(x, w, b, (2, 1), 1, 1), K.conv2d(x, w, None, 1, (1, 0), 2),
+          K.conv2d_input_grad(g, w, x.shape, (2, 1), 1, 1), K.conv2d_weight_grad(g, x, w.shape, (2, 1), 1, 1),
+          K.max_pool2d(x, 2, None, 0), K.avg_pool2d(x, (3, 2), 1, (1, 1)))
+    return py + (K.max_pool2d_grad(py[4], x, 2, None, 0), K.avg_pool2d_grad(py[5], x.shape, (3, 2), 1, (1, 1)),
+                 K.channel_sum(py[0]))
+
+
 def _same(a, b):
     for u, v in zip(a, b):
         np.testing.assert_allclose(u, v, rtol=1e-12, atol=1e-12)
@@ -436,11 +445,7 @@ def test_kernels_same_from_python_and_njit():
     rng = np.random.default_rng(9)
     x, w, b = rng.normal(size=(2, 3, 7, 6)), rng.normal(size=(4, 3, 3, 2)), rng.normal(size=4)
     g = rng.normal(size=K.conv2d(x, w, b, (2, 1), 1, 1).shape)
-    py = (K.conv2d(x, w, b, (2, 1), 1, 1), K.conv2d(x, w, None, 1, (1, 0), 2),
-          K.conv2d_input_grad(g, w, x.shape, (2, 1), 1, 1), K.conv2d_weight_grad(g, x, w.shape, (2, 1), 1, 1),
-          K.max_pool2d(x, 2, None, 0), K.avg_pool2d(x, (3, 2), 1, (1, 1)))
-    py = py + (K.max_pool2d_grad(py[4], x, 2, None, 0), K.avg_pool2d_grad(py[5], x.shape, (3, 2), 1, (1, 1)),
-               K.channel_sum(py[0]))
+    py = _py_conv_pool(x, w, b, g)
     _same(py, _njit_conv_pool(x, w, b, g))
 
     z, gz = rng.normal(size=(3, 5)), rng.normal(size=(3, 5))
@@ -474,11 +479,7 @@ def test_parallel_launch_inside_njit():
     rng = np.random.default_rng(11)
     x, w, b = rng.normal(size=(6, 4, 30, 30)), rng.normal(size=(8, 4, 3, 3)), rng.normal(size=8)
     g = rng.normal(size=K.conv2d(x, w, b, (2, 1), 1, 1).shape)
-    py = (K.conv2d(x, w, b, (2, 1), 1, 1), K.conv2d(x, w, None, 1, (1, 0), 2),
-          K.conv2d_input_grad(g, w, x.shape, (2, 1), 1, 1), K.conv2d_weight_grad(g, x, w.shape, (2, 1), 1, 1),
-          K.max_pool2d(x, 2, None, 0), K.avg_pool2d(x, (3, 2), 1, (1, 1)))
-    py = py + (K.max_pool2d_grad(py[4], x, 2, None, 0), K.avg_pool2d_grad(py[5], x.shape, (3, 2), 1, (1, 1)),
-               K.channel_sum(py[0]))
+    py = _py_conv_pool(x, w, b, g)
     assert K._nchunks(x.shape[0], x.size * 8 * 9) == K._PAR_CHUNKS
     _same(py, _njit_conv_pool(x, w, b, g))
 
