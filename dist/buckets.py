@@ -11,7 +11,8 @@ most ``bucket_bytes`` (a larger leaf gets a bucket of its own) and runs one
 :func:`ring_allreduce` per bucket, in place. ``broadcast_tree`` packs every
 leaf into one byte buffer and broadcasts it with a deadline-bounded
 ``Ibcast``. Results are fresh arrays (the reused buffers are never handed
-out); Python scalars come back as the same Python type.
+out; the leaves of one bucket are views of one fresh array, so no leaf is
+copied twice); Python scalars come back as the same Python type.
 """
 from __future__ import annotations
 
@@ -58,21 +59,24 @@ def _restore(orig, arr):
 
 
 class _Plan:
-    """Buckets for one tree signature: (dtype, [(leaf index, offset, size, shape)], buffer)."""
+    """Buckets for one tree signature: (dtype, [(leaf index, offset, size, shape)], total), with
+    the reused pack buffer of each bucket and, per leaf, a view of it shaped like the leaf."""
 
     def __init__(self, arrays, bucket_bytes):
         self.buckets = []
         cur = None
         for i, a in enumerate(arrays):
-            nb = a.nbytes
             if (cur is None or cur[0] != a.dtype or
                     (cur[2] > 0 and (cur[2] + a.size) * a.dtype.itemsize > bucket_bytes)):
                 cur = [a.dtype, [], 0]
                 self.buckets.append(cur)
             cur[1].append((i, cur[2], a.size, a.shape))
             cur[2] += a.size
-            del nb
         self.buffers = [np.empty(max(b[2], 1), dtype=b[0])[: b[2]] for b in self.buckets]
+        # (bucket dtype, total, buffer, [(leaf index, shaped view of the buffer, offset, size, shape)])
+        self.packing = [(b[0], b[2], buf, [(i, buf[off:off + size].reshape(shape), off, size, shape)
+                                           for i, off, size, shape in b[1]])
+                        for b, buf in zip(self.buckets, self.buffers)]
 
 
 _PLANS: dict = {}
@@ -124,12 +128,17 @@ def allreduce_tree(tree, op="mean", bucket_bytes=DEFAULT_BUCKET_BYTES, *, timeou
             f"ranks (now {treedef} with shapes {[a.shape for a in arrays]}); every step must reduce the "
             f"same structure, shapes and dtypes on every rank")
     out_leaves = [None] * len(arrays)
-    for (dt, items, total), buf in zip(plan.buckets, plan.buffers):
-        for i, off, size, _ in items:
-            buf[off:off + size] = arrays[i].reshape(-1)
-        ring_allreduce(buf, op=op, out=buf, timeout=timeout, check=False, comm=w)
-        for i, off, size, shape in items:
-            out_leaves[i] = _restore(leaves[i], buf[off:off + size].reshape(shape).copy())
+    for dt, total, buf, items in plan.packing:
+        for i, view, _, _, _ in items:
+            view[...] = arrays[i]
+        # out of place into one fresh array: the results are views of it (nothing copied per
+        # leaf, nothing aliases the reused pack buffer)
+        res = np.empty(total, dtype=dt)
+        ring_allreduce(buf, op=op, out=res, timeout=timeout, check=False, comm=w)
+        for i, _, off, size, shape in items:
+            leaf = leaves[i]
+            r = res[off:off + size].reshape(shape)
+            out_leaves[i] = r if type(leaf) is np.ndarray else _restore(leaf, r)
     return ftree.tree_unflatten(treedef, out_leaves)
 
 

@@ -28,6 +28,7 @@ from . import checkpoint as _ckpt
 from .buckets import DEFAULT_BUCKET_BYTES, _plan_for, allreduce_tree, broadcast_tree
 from .comm import World, world
 from .errors import CommMismatchError, ParameterDivergenceError
+from .ring import ring_allreduce
 
 __all__ = ["DataParallel", "data_parallel_step", "params_checksum", "check_params_in_sync",
            "apply_updates"]
@@ -99,19 +100,8 @@ def _split(batch, k):
     return out
 
 
-def data_parallel_step(grad_fn, optimizer, params, opt_state, *batch, accum_steps=1,
-                       micro_batches=None, returns_loss=False, bucket_bytes=DEFAULT_BUCKET_BYTES,
-                       timeout=None, comm: World | None = None, _sig_state=None):
-    """One synchronous data-parallel step; returns ``(params, opt_state, loss)``.
-
-    ``grad_fn(params, *micro_batch)`` returns the local mean gradient (or
-    ``(loss, grads)`` when ``returns_loss``). With ``accum_steps=k`` the
-    local batch is split along axis 0 into ``k`` micro-batches whose
-    gradients are averaged (weighted by size) before the one allreduce;
-    ``micro_batches=[(x, y), ...]`` passes them explicitly (equal weights).
-    ``loss`` is the mean over ranks of the local loss, or ``None``.
-    """
-    w = comm if comm is not None else world()
+def _local_grads(grad_fn, params, batch, accum_steps, micro_batches, returns_loss):
+    """This rank's gradient (averaged over its micro-batches) and loss (or None)."""
     if micro_batches is not None:
         if batch:
             raise TypeError("data_parallel_step: pass either *batch or micro_batches=, not both")
@@ -137,6 +127,30 @@ def data_parallel_step(grad_fn, optimizer, params, opt_state, *batch, accum_step
             acc = ftree.tree_map(lambda a: np.asarray(a) * wgt, g)
         else:
             acc = ftree.tree_map(lambda a, b: a + np.asarray(b) * wgt, acc, g)
+    return acc, loss
+
+
+def data_parallel_step(grad_fn, optimizer, params, opt_state, *batch, accum_steps=1,
+                       micro_batches=None, returns_loss=False, bucket_bytes=DEFAULT_BUCKET_BYTES,
+                       timeout=None, comm: World | None = None, _sig_state=None):
+    """One synchronous data-parallel step; returns ``(params, opt_state, loss)``.
+
+    ``grad_fn(params, *micro_batch)`` returns the local mean gradient (or
+    ``(loss, grads)`` when ``returns_loss``). With ``accum_steps=k`` the
+    local batch is split along axis 0 into ``k`` micro-batches whose
+    gradients are averaged (weighted by size) before the one allreduce;
+    ``micro_batches=[(x, y), ...]`` passes them explicitly (equal weights).
+    ``loss`` is the mean over ranks of the local loss, or ``None``.
+    """
+    w = comm if comm is not None else world()
+    acc, loss = _local_grads(grad_fn, params, batch, accum_steps, micro_batches, returns_loss)
+    return _reduce_and_apply(w, optimizer, params, opt_state, acc, loss, returns_loss, bucket_bytes,
+                             timeout, _sig_state)
+
+
+def _reduce_and_apply(w, optimizer, params, opt_state, acc, loss, returns_loss, bucket_bytes, timeout,
+                      _sig_state):
+    """The generic step after the local gradient: allreduce_tree, optimizer leaf by leaf."""
     # the loss rides in the gradients' bucket (same dtype) instead of costing a bucket of its own
     gdt = {np.asarray(l).dtype for l in ftree.tree_leaves(acc)}
     ldt = gdt.pop() if len(gdt) == 1 else np.dtype(np.float64)
@@ -160,6 +174,65 @@ def data_parallel_step(grad_fn, optimizer, params, opt_state, *batch, accum_step
     return params, opt_state, (float(red["loss"]) if returns_loss else None)
 
 
+def _persistent_buckets(w, lay):
+    """Per bucket of ``lay``: a persistent ``Allreduce_init`` from ``gbuf`` into ``rbuf`` where
+    ring_allreduce would use MPI's allreduce anyway (below its ring threshold), else None.
+
+    Created once, right after every rank agreed on the layout, so every rank creates the
+    same requests at the same point; then each step is ``Start`` + a deadline-bounded poll,
+    without building a new nonblocking schedule per call."""
+    from .ring import _small_bytes
+    MPI = w.MPI
+    out = []
+    for lo, hi in lay.buckets:
+        req = None
+        if (hi - lo) * lay.dtype.itemsize < _small_bytes(w):
+            try:
+                req = w.comm.Allreduce_init(lay.gbuf[lo:hi], lay.rbuf[lo:hi], op=MPI.SUM)
+            except (AttributeError, NotImplementedError, MPI.Exception):   # MPI before 4.0
+                req = None
+        out.append(req)
+    return out
+
+
+class _FlatLayout:
+    """One parameter layout kept flat: every leaf a view of one vector (canonical leaf order).
+
+    The gradient buffer holds the gradient leaves then the loss, reduced in contiguous
+    buckets of at most ``bucket_bytes`` (leaves kept whole, like allreduce_tree's)."""
+
+    def __init__(self, treedef, shapes, dtype, bucket_bytes):
+        self.treedef, self.shapes, self.dtype = treedef, shapes, dtype
+        sizes = [int(np.prod(sh, dtype=np.int64)) for sh in shapes]
+        self.offs = [0]
+        for sz in sizes:
+            self.offs.append(self.offs[-1] + sz)
+        self.n = n = self.offs[-1]
+        self.spans = [(self.offs[i], self.offs[i] + sizes[i], shapes[i]) for i in range(len(sizes))]
+        bounds, cur = [0], 0
+        for sz in sizes + [1]:
+            if cur > 0 and (cur + sz) * dtype.itemsize > bucket_bytes:
+                bounds.append(bounds[-1] + cur)
+                cur = 0
+            cur += sz
+        bounds.append(bounds[-1] + cur)
+        self.buckets = list(zip(bounds[:-1], bounds[1:]))
+        self.gbuf = np.empty(n + 1, dtype=dtype)
+        self.rbuf = np.empty(n + 1, dtype=dtype)   # receive buffer of the persistent allreduces
+        self.persistent = None                     # per bucket: a persistent request or None (ring)
+        self.gviews = self.views(self.gbuf)
+        self.sig = zlib.crc32(repr((repr(treedef), shapes, dtype.str, self.buckets)).encode())
+
+    def views(self, flat):
+        return [flat[lo:hi].reshape(sh) for lo, hi, sh in self.spans]
+
+    def pack(self, leaves):
+        out = np.empty(self.n, dtype=self.dtype)
+        for (lo, hi, _), a in zip(self.spans, leaves):
+            out[lo:hi] = a.reshape(-1)
+        return out
+
+
 class DataParallel:
     """Synchronous data-parallel trainer.
 
@@ -174,11 +247,24 @@ class DataParallel:
     ``check_every`` steps between parameter checksums (0: never);
     ``timeout`` the deadline of every collective. ``last_loss`` holds the
     rank-averaged loss of the last step when known.
+
+    ``fused`` (default: when the optimizer is elementwise, i.e. its ``update``
+    carries ``elementwise = True`` as funcgrad.optim's sgd/adam/adamw/rmsprop/
+    adagrad do, and every parameter is an ndarray of one floating dtype):
+    keep the parameters and the optimizer state flat. The gradient leaves are
+    packed once into a reused buffer (the loss in its last slot), averaged in
+    place of ``allreduce_tree`` straight into one fresh vector, and the
+    optimizer and the parameter update run once over that vector instead of
+    once per leaf; the returned ``params`` and the state's parameter-shaped
+    trees are views of fresh flat vectors, which the next step reuses without
+    repacking when it receives them back unchanged. Bit for bit the result of
+    the per-leaf path (same reduction, same elementwise arithmetic).
+    ``fused=False`` always takes the per-leaf path.
     """
 
     def __init__(self, optimizer, grad_fn=None, *, loss_fn=None, returns_loss=False, accum_steps=1,
                  check_every=100, bucket_bytes=DEFAULT_BUCKET_BYTES, timeout=None,
-                 comm: World | None = None):
+                 comm: World | None = None, fused=None):
         if not (hasattr(optimizer, "init") and hasattr(optimizer, "update")):
             raise TypeError(f"DataParallel: optimizer must have .init(params) and "
                             f".update(grads, state, params), received {type(optimizer).__name__}")
@@ -198,6 +284,11 @@ class DataParallel:
         self.step_count = 0
         self.last_loss = None
         self._sig_state = {}
+        self.fused = fused
+        self._layouts = {}
+        self._checked = None           # the flat layout already agreed with the other ranks
+        self._p_cache = None           # (params tree returned, its leaves, flat vector, layout)
+        self._s_cache = None           # (state returned, {field: (leaves, flat)}, flat state)
 
     @property
     def rank(self):
@@ -224,16 +315,136 @@ class DataParallel:
                                   seed=seed, drop_last=drop_last)
 
     def step(self, params, opt_state, *batch, micro_batches=None):
-        params, opt_state, loss = data_parallel_step(
-            self._grad(), self.optimizer, params, opt_state, *batch, accum_steps=self.accum_steps,
-            micro_batches=micro_batches, returns_loss=self.returns_loss,
-            bucket_bytes=self.bucket_bytes, timeout=self.timeout, comm=self.world,
-            _sig_state=self._sig_state)
+        r = None
+        if self.fused is not False:
+            r = self._fused_step(params, opt_state, batch, micro_batches)
+        if r is None:
+            r = data_parallel_step(
+                self._grad(), self.optimizer, params, opt_state, *batch, accum_steps=self.accum_steps,
+                micro_batches=micro_batches, returns_loss=self.returns_loss,
+                bucket_bytes=self.bucket_bytes, timeout=self.timeout, comm=self.world,
+                _sig_state=self._sig_state)
+        params, opt_state, loss = r
         self.step_count += 1
         self.last_loss = loss
         if self.check_every and self.step_count % self.check_every == 0:
             self.check(params)
         return params, opt_state
+
+    # ------------------------------------------------------------- fused path
+    def _flat_params(self, params):
+        """(layout, flat vector, leaves) of ``params``, or None when they cannot be kept flat."""
+        leaves, td = ftree.tree_flatten(params)
+        c = self._p_cache
+        if c is not None and params is c[0] and len(leaves) == len(c[1]) \
+                and all(a is b for a, b in zip(leaves, c[1])):
+            return c[3], c[2], leaves
+        if not leaves:
+            return None
+        dt = None
+        for a in leaves:
+            if type(a) is not np.ndarray or a.dtype.kind != "f" or (dt is not None and a.dtype != dt):
+                return None
+            dt = a.dtype
+        key = (td, tuple(a.shape for a in leaves), dt)
+        lay = self._layouts.get(key)
+        if lay is None:
+            lay = self._layouts[key] = _FlatLayout(td, key[1], dt, self.bucket_bytes)
+        return lay, lay.pack(leaves), leaves
+
+    def _flat_state(self, state, lay):
+        """(flat state, converted field indices) with the parameter-shaped trees of a
+        NamedTuple/tuple state packed flat, or None when the state has another form."""
+        if not isinstance(state, tuple):
+            return None
+        c = self._s_cache
+        reuse = c is not None and state is c[0]
+        fields = list(state)
+        conv = []
+        for i, v in enumerate(fields):
+            if v is None or isinstance(v, (int, float, np.integer, np.floating)):
+                continue
+            leaves, td = ftree.tree_flatten(v)
+            if reuse and i in c[1] and len(leaves) == len(c[1][i][0]) \
+                    and all(a is b for a, b in zip(leaves, c[1][i][0])):
+                fields[i] = c[1][i][1]
+            elif td == lay.treedef and all(type(a) is np.ndarray and a.shape == sh and a.dtype == lay.dtype
+                                           for a, (_, _, sh) in zip(leaves, lay.spans)):
+                fields[i] = lay.pack(leaves)
+            else:
+                return None
+            conv.append(i)
+        flat = type(state)(*fields) if hasattr(type(state), "_fields") else type(state)(fields)
+        return flat, conv
+
+    def _fused_step(self, params, opt_state, batch, micro_batches):
+        """The flat step (see the class docstring), or None when it does not apply."""
+        if not getattr(getattr(self.optimizer, "update", None), "elementwise", False):
+            if self.fused:
+                raise TypeError("DataParallel(fused=True): the optimizer's update is not marked "
+                                "elementwise (update.elementwise = True)")
+            return None
+        fp = self._flat_params(params)
+        fs = self._flat_state(opt_state, fp[0]) if fp is not None else None
+        if fs is None:
+            if self.fused:
+                raise TypeError("DataParallel(fused=True) needs parameters that are ndarrays of one "
+                                "floating dtype and an optimizer state of parameter-shaped trees")
+            return None
+        lay, pflat, _ = fp
+        sflat, conv = fs
+        w = self.world
+        acc, loss = _local_grads(self._grad(), params, batch, self.accum_steps, micro_batches,
+                                 self.returns_loss)
+        g_leaves, gtd = ftree.tree_flatten(acc)
+        if gtd != lay.treedef or len(g_leaves) != len(lay.spans) or not all(
+                isinstance(g, np.ndarray) and g.dtype == lay.dtype and g.shape == sh
+                for g, (_, _, sh) in zip(g_leaves, lay.spans)):
+            # not the parameters' layout and dtype: the per-leaf path reduces (and reports) it
+            return _reduce_and_apply(w, self.optimizer, params, opt_state, acc, loss, self.returns_loss,
+                                     self.bucket_bytes, self.timeout, self._sig_state)
+        for v, g in zip(lay.gviews, g_leaves):
+            v[...] = g
+        n = lay.n
+        lay.gbuf[n] = loss if loss is not None else 0.0
+        res = np.empty(n + 1, dtype=lay.dtype)
+        if w.comm is not None and w.size > 1:
+            if self._checked is not lay:   # first step with this layout: agree on it across ranks
+                w.check_same("DataParallel.step", {"tree signature": lay.sig}, timeout=self.timeout)
+                self._checked = lay
+            if lay.persistent is None:
+                lay.persistent = _persistent_buckets(w, lay)
+            for (lo, hi), preq in zip(lay.buckets, lay.persistent):
+                if preq is None:
+                    ring_allreduce(lay.gbuf[lo:hi], op="mean", out=res[lo:hi], timeout=self.timeout,
+                                   check=False, comm=w)
+                    continue
+                seq = w.next_seq()
+                preq.Start()
+                if not preq.Test():
+                    w.wait([preq], lambda: f"DataParallel.step gradient allreduce #{seq} (n={hi - lo})",
+                           timeout=self.timeout, seq=seq)
+                np.true_divide(lay.rbuf[lo:hi], w.size, out=res[lo:hi])   # the mean, as ring_allreduce's
+        else:
+            res[...] = lay.gbuf
+        updates, new_state = self.optimizer.update(res[:n], sflat, pflat)
+        new_p = np.add(pflat, updates)
+        if new_p.dtype != lay.dtype:
+            new_p = new_p.astype(lay.dtype)
+        p_leaves = lay.views(new_p)
+        params_out = ftree.tree_unflatten(lay.treedef, p_leaves)
+        fields = list(new_state)
+        scache = {}
+        for i in conv:
+            v = fields[i]
+            if isinstance(v, np.ndarray) and v.shape == (n,):
+                sl = lay.views(v)
+                fields[i] = ftree.tree_unflatten(lay.treedef, sl)
+                scache[i] = (sl, v)
+        state_out = type(new_state)(*fields) if hasattr(type(new_state), "_fields") else type(new_state)(fields)
+        self._p_cache = (params_out, p_leaves, new_p, lay)
+        self._s_cache = (state_out, scache, new_state)
+        return params_out, state_out, (float(res[n]) if self.returns_loss else None)
 
     def check(self, params):
         """Cross-rank checksum of ``params``; raises ParameterDivergenceError on every rank."""

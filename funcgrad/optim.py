@@ -96,6 +96,12 @@ class MultiTransformState(NamedTuple):
 
 # --------------------------------------------------------------------------- checks
 
+# ``update.elementwise = True`` marks an optimizer whose rule treats every element on its own
+# with the same hyperparameters (sgd, adam, adamw, rmsprop, adagrad): running it once on all
+# leaves concatenated into one vector gives bit for bit what it gives leaf by leaf, so callers
+# that keep parameters flat (funcgrad.dist.DataParallel) may do that instead of a pass per leaf.
+
+
 def _check_hparam(name: str, value, *, low=0.0, high=None, high_open=False, opt="") -> None:
     if callable(value):
         return
@@ -532,6 +538,7 @@ def sgd(lr: ScalarOrSchedule = 1e-3, momentum: float = 0.0, nesterov: bool = Fal
         new_m = tree_unflatten(gtd, new_bufs) if mom != 0.0 else None
         return tree_unflatten(gtd, ups), SGDState(state.count + 1, new_m)
 
+    update.elementwise = True   # one rule per element (see the note above _check_hparam)
     return GradientTransformation(init, update)
 
 
@@ -593,6 +600,7 @@ def _adam_like(opt, lr, b1, b2, eps, weight_decay, decoupled, amsgrad):
             step, tree_unflatten(gtd, new_mu), tree_unflatten(gtd, new_nu),
             tree_unflatten(gtd, new_max) if amsgrad else None)
 
+    update.elementwise = True   # one rule per element (see the note above _check_hparam)
     return GradientTransformation(init, update)
 
 
@@ -672,6 +680,7 @@ def rmsprop(lr: ScalarOrSchedule = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
             tree_unflatten(gtd, nga) if centered else None,
             tree_unflatten(gtd, nbuf) if mom > 0 else None)
 
+    update.elementwise = True   # one rule per element (see the note above _check_hparam)
     return GradientTransformation(init, update)
 
 
@@ -714,4 +723,5 @@ def adagrad(lr: ScalarOrSchedule = 1e-2, lr_decay: float = 0.0, weight_decay: fl
             ups.append(tmp)
         return tree_unflatten(gtd, ups), AdagradState(step, tree_unflatten(gtd, nsum))
 
+    update.elementwise = True   # one rule per element (see the note above _check_hparam)
     return GradientTransformation(init, update)

@@ -132,6 +132,39 @@ for name, opt in make_opts().items():
     assert d < 1e-10, f"{name} micro_batches: differ by {d}"
     checks += 1
 
+# ---------------------------------------------------------- fused flat update == per-leaf path, bit for bit
+if HAVE_OPTIM:
+    for name, opt in make_opts().items():
+        runs = {}
+        for fused in (False, None):
+            dp = fd.DataParallel(opt, grad_fn=loss_and_grad, returns_loss=True, check_every=5, fused=fused)
+            params, state = dp.init(init_params(0))
+            losses = []
+            for s in range(STEPS):
+                if s == 7:      # in-place edit of a returned leaf: the next step must see it
+                    params["W"][0, 0] += 0.25
+                if s == 11:     # a leaf replaced in the returned dict: the next step must see it too
+                    params["b"] = params["b"] - 0.125
+                params, state = dp.step(params, state, *batch(s))
+                losses.append(dp.last_loss)
+            runs[fused] = (params, state, losses, dp)
+        (p0, s0, l0, dp0), (p1, s1, l1, dp1) = runs[False], runs[None]
+        assert dp0._layouts == {} and len(dp1._layouts) == 1, "the fused path must be taken by default"
+        assert p1["W"].base is not None and p1["W"].base is p1["b"].base, "fused params: views of one vector"
+        assert diff(p0, p1) == 0.0 and l0 == l1, f"{name}: fused differs from per-leaf by {diff(p0, p1)}"
+        fs0, fs1 = (fd.ddp.ftree.tree_leaves(x) for x in (s0, s1))
+        assert len(fs0) == len(fs1) and all(np.array_equal(a, b) for a, b in zip(fs0, fs1)), name
+        assert type(s0) is type(s1)
+        checks += 3
+    try:
+        fd.DataParallel(LocalSGD(0.1), grad_fn=loss_and_grad, returns_loss=True, fused=True).step(
+            *(lambda pr: (pr, LocalSGD(0.1).init(pr)))(init_params(0)), *batch(0))
+        raised = False
+    except TypeError as e:
+        raised = "elementwise" in str(e)
+    assert raised, "fused=True with an unmarked optimizer must say why it cannot fuse"
+    checks += 1
+
 # ---------------------------------------------------------- divergence check
 opt = make_opts()["sgd"]
 dp = fd.DataParallel(opt, grad_fn=grad_only, check_every=0)
