@@ -509,22 +509,29 @@ class _Control:
         seq = w.next_seq()
         req = self.comm.Iallgather(mine, allv)
         w.wait([req], f"{what} (mismatch report)", timeout=timeout, seq=seq)
-        lines = []
-        if not np.all(allv[:, 0] == code):
-            per = ", ".join(f"rank {r}: {_KINDS.get(int(allv[r, 0]) & 0xFFFFFFFF, 'another operation')}"
-                            for r in range(self.p))
-            lines.append(f"  operation: {per}")
-            bad = ["operation"]
-        else:
-            bad = [names[j] for j in range(len(vals)) if not np.all(allv[:, j + 1] == allv[0, j + 1])]
-        for j, name in enumerate(names):
-            if name in bad:
-                per = ", ".join(f"rank {r}: {_describe(name, allv[r, j + 1])}" for r in range(self.p))
-                lines.append(f"  {name}: {per}")
-        raise CommMismatchError(
-            f"{user_site()}: {what}: the ranks passed different {', '.join(bad)} (seen on rank {w.rank}):\n"
-            + "\n".join(lines)
-            + "\nEvery rank must call it with arrays of the same length and dtype (and the same op/tree).")
+        raise mismatch_error(w, what, names, code, allv)
+
+
+def mismatch_error(w, what, names, code, allv):
+    """The :class:`CommMismatchError` every rank raises, from every rank's header fields
+    (``allv[rank] = [operation code, *fields]``)."""
+    p = len(allv)
+    lines = []
+    if not np.all(allv[:, 0] == code):
+        per = ", ".join(f"rank {r}: {_KINDS.get(int(allv[r, 0]) & 0xFFFFFFFF, 'another operation')}"
+                        for r in range(p))
+        lines.append(f"  operation: {per}")
+        bad = ["operation"]
+    else:
+        bad = [names[j] for j in range(len(names)) if not np.all(allv[:, j + 1] == allv[0, j + 1])]
+    for j, name in enumerate(names):
+        if name in bad:
+            per = ", ".join(f"rank {r}: {_describe(name, allv[r, j + 1])}" for r in range(p))
+            lines.append(f"  {name}: {per}")
+    return CommMismatchError(
+        f"{user_site()}: {what}: the ranks passed different {', '.join(bad)} (seen on rank {w.rank}):\n"
+        + "\n".join(lines)
+        + "\nEvery rank must call it with arrays of the same length and dtype (and the same op/tree).")
 
 
 _DTYPE_CODES = {}

@@ -105,6 +105,15 @@ S = w._ctl.slots
 expect_mismatch(lambda: fd.ring_allreduce(np.ones(S if r == 0 else S + 1)), ["length", f"rank 0: {S}", f"rank 1: {S + 1}"])
 expect_mismatch(lambda: fd.ring_allreduce(np.ones(10, dtype=np.float32 if r == 0 else np.int64)),
                 ["dtype", "float32", "int64"])
+# large messages (the ring; at p = 2 the check rides next to the first ring message): length,
+# dtype (different byte counts) and op (same byte counts) mismatches, then the ring still works
+expect_mismatch(lambda: fd.ring_allreduce(np.ones(2 ** 18 - 5 * r)), ["length", f"rank 0: {2 ** 18}"])
+expect_mismatch(lambda: fd.ring_allreduce(np.ones(2 ** 18, dtype=np.float32 if r == 0 else np.float64)),
+                ["dtype", "float32", "float64"])
+expect_mismatch(lambda: fd.ring_allreduce(np.ones(2 ** 18), op="sum" if r else "mean"), ["op", "sum", "mean"])
+big = fd.ring_allreduce(np.full(2 ** 18, r + 1.0))
+assert np.all(big == p * (p + 1) / 2) and same_on_all_ranks(big)
+checks += 1
 # different operations on different ranks: the same clear error everywhere, naming them
 expect_mismatch(lambda: fd.ring_allreduce(np.ones(5)) if r == 0 else fd.allreduce_tree({"a": np.ones(5)}),
                 ["operation", "rank 0: ring_allreduce", "rank 1: allreduce_tree"])
