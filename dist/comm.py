@@ -147,6 +147,7 @@ class World:
         self._yield_after = _YIELD_AFTER
         self.dead = set()            # ranks known to have died (parameter-server drop)
         self._ctl = None
+        self._spec = None
         if comm is None or _mpi is None:
             self.comm = None
             self._diag = None
@@ -167,6 +168,7 @@ class World:
                 cores = os.cpu_count() or 1
             self._yield_after = _YIELD_AFTER if self.local_size > cores else 2000
         self._ctl = _Control(self) if self.size > 1 else None
+        self._spec = _Speculation(self) if self.size > 1 else None
 
     # ------------------------------------------------------------------ info
     def _local_rank(self):
@@ -419,7 +421,7 @@ class _Control:
         self.data_in, self.hdr_in = self.buf_in[:self.slots], self.buf_in[self.slots:]
         self.data_out, self.hdr_out = self.buf_out[:self.slots], self.buf_out[self.slots:]
         self.cache = {}
-        self.ring_entries = {}             # (n, dtype, op) -> entry, for ring_allreduce's fast path
+        self.ring_entries = {}             # (n, dtype, op, algorithm) -> (entry, signature)
         self.last = None
         self.broken = None
         # polls before World.wait takes over: spin when every rank has a core, yield at once when not
@@ -532,6 +534,159 @@ def mismatch_error(w, what, names, code, allv):
         f"{user_site()}: {what}: the ranks passed different {', '.join(bad)} (seen on rank {w.rank}):\n"
         + "\n".join(lines)
         + "\nEvery rank must call it with arrays of the same length and dtype (and the same op/tree).")
+
+
+# limb width (bits) of a speculative round's header, by buffer dtype, and the largest world for
+# which its sums of squares stay exact: float64 and int64 16 bits, float32 and int32 8 bits
+_SPEC_DTYPES = {"f8": (16, 1 << 20), "i8": (16, 1 << 20), "f4": (8, 258), "i4": (8, 1 << 14)}
+_SPEC_PAYLOAD = 18          # bytes of the varint-coded signature (n, dtype code, op, algorithm)
+
+
+class _Spec:
+    """One agreed ring_allreduce signature and its persistent allreduce (see _Speculation)."""
+
+    def __init__(self, w, comm, sig, dt, with_data):
+        bits, _ = _SPEC_DTYPES[dt.str[1:]]
+        self.sig, self.dt, self.bits = sig, dt, bits
+        self.L = _SPEC_PAYLOAD * 8 // bits
+        self.m = m = sig[0] if with_data else 0
+        self.buf_in = np.zeros(m + 2 * self.L, dtype=dt)
+        self.buf_out = np.zeros_like(self.buf_in)
+        self.data_in, self.hdr_in = self.buf_in[:m], self.buf_in[m:]
+        self.data_out, self.hdr_out = self.buf_out[:m], self.buf_out[m:]
+        self.p = w.size
+        self.headers = {}
+        self.own = own = self.header(sig)
+        self.expect = (own * self.p).tobytes()
+        self.hdr_in[:] = own
+        self.last = own
+        self.req = comm.Allreduce_init(self.buf_in, self.buf_out, op=w.MPI.SUM)
+
+    def header(self, sig):
+        h = self.headers.get(sig)
+        if h is None:
+            payload = bytearray()
+            for v in sig:
+                _varint(int(v) & _MASK64, payload)
+            if len(payload) > _SPEC_PAYLOAD:      # cannot happen for 4 fields of <= 64 bits; be safe
+                import hashlib
+                payload = bytearray(hashlib.blake2b(bytes(payload), digest_size=_SPEC_PAYLOAD).digest())
+            payload += bytes(_SPEC_PAYLOAD - len(payload))
+            v = int.from_bytes(bytes(payload), "little")
+            mask = (1 << self.bits) - 1
+            f = np.array([(v >> (self.bits * i)) & mask for i in range(self.L)], dtype=self.dt)
+            h = np.concatenate([f, f * f])
+            if len(self.headers) > 64:
+                self.headers.clear()
+            self.headers[sig] = h
+        return h
+
+
+class _Speculation:
+    """ring_allreduce's agreement check folded into the data collective of repeated calls.
+
+    Training loops reduce the same signature (length, dtype, op, algorithm)
+    step after step. Once two consecutive checked calls had the same agreed
+    signature, every rank holds the same :class:`_Spec`: a persistent
+    allreduce, on a communicator of its own, of ``[data | header]`` in the
+    call's own dtype (the data only for messages below the ring threshold;
+    a ring-size message sends the header alone). While it is current, every
+    checked call of every rank runs exactly that collective -- whatever its
+    own arguments, so the MPI calls always match -- with the header of its
+    actual signature in the limb code of :class:`_Control` (``f`` and ``f*f``,
+    exact in the dtype). If the reduced header is ``p`` times the current
+    signature's, every rank called with it and the data is already reduced:
+    one collective, check included. Otherwise every rank sees the same sums:
+    if they show equal headers (the Cauchy-Schwarz test per limb) everyone
+    switched to the same new signature and proceeds without a further check;
+    else every rank raises the same CommMismatchError. After a miss the
+    speculation stops until a signature repeats, so alternating signatures
+    cost the plain path, not a wasted round each.
+    """
+
+    def __init__(self, w):
+        self.comm = _dup(w.comm, w.timeout, "world(): duplicating the communicator for ring_allreduce")
+        self.comm.Set_errhandler(w.MPI.ERRORS_RETURN)
+        self.cur = None
+        self.last = None
+        self.cache = {}
+        self.ok = hasattr(self.comm, "Allreduce_init")
+
+    def note(self, w, sig, dt, with_data):
+        """A checked call with ``sig`` was agreed by every rank the plain way."""
+        if sig == self.last and self.ok:
+            spec = self.cache.get((sig, with_data))
+            if spec is None:
+                ent = _SPEC_DTYPES.get(dt.str[1:])
+                if ent is None or w.size > ent[1]:
+                    self.last = sig
+                    return
+                try:
+                    spec = _Spec(w, self.comm, sig, dt, with_data)
+                except (NotImplementedError, w.MPI.Exception):     # no persistent collectives
+                    self.ok = False
+                    return
+                if len(self.cache) >= 8:
+                    old = self.cache.pop(next(iter(self.cache)))
+                    old.req.Free()
+                self.cache[(sig, with_data)] = spec
+            self.cur = spec
+        self.last = sig
+
+    def round(self, w, sig, data, timeout):
+        """The speculative collective of a checked call with ``sig``: the reduced data (a view of
+        the internal buffer, empty for a header-only round) when ``sig`` is the current signature
+        on every rank; None when every rank has the same other signature (then the caller
+        reduces the plain way, with no further check); raises CommMismatchError otherwise."""
+        spec = self.cur
+        ctl = w._ctl
+        if ctl.broken is not None:
+            raise CommTimeout(f"{user_site()}: ring_allreduce: this communicator is unusable after an "
+                              f"earlier timeout in {ctl.broken}; end the job", ranks=(),
+                              operation="ring_allreduce")
+        if sig == spec.sig:
+            if spec.last is not spec.own:            # the header stays in the buffer between calls
+                spec.hdr_in[:] = spec.own
+                spec.last = spec.own
+            if spec.m:
+                spec.data_in[...] = data
+        else:
+            h = spec.header(sig)
+            spec.hdr_in[:] = h
+            spec.last = h
+        w._seq += 1
+        req = spec.req
+        req.Start()
+        test = req.Test
+        k = ctl.spin
+        while not test():
+            k -= 1
+            if k < 0:
+                try:
+                    w.wait([req], "ring_allreduce", timeout=timeout, seq=w._seq)
+                except CommTimeout:
+                    ctl.broken = f"ring_allreduce #{w._seq}"
+                    raise
+                break
+        if spec.hdr_out.tobytes() == spec.expect:
+            return spec.data_out                      # every rank: the current signature
+        self.cur = None
+        self.last = None
+        L = spec.L
+        s1 = [int(v) for v in spec.hdr_out[:L]]
+        s2 = [int(v) for v in spec.hdr_out[L:]]
+        if all(a * a == spec.p * b for a, b in zip(s1, s2)):
+            self.last = sig                           # every rank: the same new signature
+            return None
+        names = ("length", "dtype", "op", "algorithm")
+        mine = np.zeros(len(names) + 1, dtype=np.int64)
+        mine[0] = zlib.crc32(b"ring_allreduce")
+        mine[1:] = [_signed64(v) for v in sig]
+        allv = np.empty((spec.p, mine.size), dtype=np.int64)
+        w._seq += 1
+        req = self.comm.Iallgather(mine, allv)
+        w.wait([req], "ring_allreduce (mismatch report)", timeout=timeout, seq=w._seq)
+        raise mismatch_error(w, "ring_allreduce", names, int(mine[0]), allv)
 
 
 _DTYPE_CODES = {}

@@ -10,7 +10,12 @@ into the output. Every element of the result is therefore computed once, on
 one rank, and copied byte-for-byte to the others: results are bit-identical
 on every rank. Each rank moves ``2 (p-1)/p * n`` elements, the lower bound.
 
-Small floating messages (at most ``comm.CONTROL_SLOTS`` elements) take neither
+Repeated calls with one signature (a training loop) first settle on a
+speculative round (``comm._Speculation``): one persistent allreduce, in the
+data's own dtype, of the data (messages up to ``SPEC_DATA_BYTES``) or nothing
+(larger ones, which then go by the paths below) plus the agreement header; so
+the check costs no extra collective in the steady state. Otherwise, small
+floating messages (at most ``comm.CONTROL_SLOTS`` elements) take neither
 path: they ride, with the cross-rank length/dtype/op agreement header, in the
 world's control allreduce (one persistent ``MPI_Allreduce_init`` of a fixed
 8 KB float64 buffer, see ``comm._Control``): one collective per call, the
@@ -46,6 +51,9 @@ __all__ = ["ring_allreduce", "SMALL_BYTES", "OVERSUBSCRIBED_SMALL_BYTES", "OPS"]
 
 #: Below this many bytes ring_allreduce uses MPI's Iallreduce (see module docstring).
 SMALL_BYTES = 256 * 1024
+#: Largest message (bytes) whose data rides in the speculative round of repeated calls (see
+#: comm._Speculation): a round whose signature turns out to have changed is wasted whole.
+SPEC_DATA_BYTES = 64 * 1024
 #: The same threshold when a node runs more ranks than it has cores.
 OVERSUBSCRIBED_SMALL_BYTES = 2 ** 20
 
@@ -113,10 +121,11 @@ def ring_allreduce(x, op="sum", out=None, *, algorithm="auto", timeout=None, che
     timeout : float, optional
         Deadline in seconds (default: the world's, ``FUNCGRAD_COMM_TIMEOUT``).
     check : bool
-        First agree on length, dtype and op across ranks (the control
-        allreduce); a mismatch raises :class:`CommMismatchError` on every
-        rank. Small floating messages always carry the check (it rides with
-        the data at no extra cost), whatever ``check`` says.
+        Agree on length, dtype and op across ranks (the control allreduce, or
+        the speculative round of repeated calls); a mismatch raises
+        :class:`CommMismatchError` on every rank. Small floating messages
+        always carry the check (it rides with the data at no extra cost),
+        whatever ``check`` says.
 
     Returns the result array (``out`` when given). In a world of size 1 the
     result is a copy of ``x`` (or ``x`` itself in place).
@@ -128,14 +137,31 @@ def ring_allreduce(x, op="sum", out=None, *, algorithm="auto", timeout=None, che
         n = x.size
         if n <= ctl.slots and type(op) is str:
             dt = x.dtype
-            ent = ctl.ring_entries.get((n, dt, op))
-            if ent is None and dt.num in _FOLD_NUMS and op in OPS:
+            hit = ctl.ring_entries.get((n, dt, op, algorithm))
+            if hit is None and dt.num in _FOLD_NUMS and op in OPS:
                 ent = ctl.entry("ring_allreduce", _NAMES, (n, dtype_code(dt), OPS[op]))
-                ctl.ring_entries[(n, dt, op)] = ent
-            if ent is not None and (out is None or (type(out) is _ndarray and out.dtype == dt
+                hit = ctl.ring_entries[(n, dt, op, algorithm)] = (ent, ent[4] + (_ALGO[algorithm],))
+            if hit is not None and (out is None or (type(out) is _ndarray and out.dtype == dt
                                                     and out.shape == x.shape and out.flags.writeable)):
-                red = ctl.run_entry(ent, _NAMES, "ring_allreduce",
-                                    x.reshape(-1) if x.flags.c_contiguous else x.ravel(), timeout)
+                ent, sig = hit
+                xf = x.reshape(-1) if x.flags.c_contiguous else x.ravel()
+                spec = w._spec
+                if spec.cur is not None:
+                    red = spec.round(w, sig, xf, timeout)
+                    if red is not None:
+                        if out is None:
+                            out = _empty(x.shape, dt)
+                        of = out.reshape(-1)
+                        if op == "mean":
+                            np.true_divide(red, w.size, out=of)
+                        else:
+                            of[...] = red
+                        return out
+                    # every rank called with this same new signature: reduce it the plain way
+                    red = _mpi_allreduce_fresh(w, xf, timeout)
+                else:
+                    red = ctl.run_entry(ent, _NAMES, "ring_allreduce", xf, timeout)
+                    spec.note(w, sig, dt, True)
                 if op == "mean":
                     red /= w.size
                 if out is None:
@@ -178,11 +204,30 @@ def ring_allreduce(x, op="sum", out=None, *, algorithm="auto", timeout=None, che
             np.copyto(out, xa)
         return out
     ctl = w._ctl
+    spec = w._spec
     flat_in = xa.reshape(-1)
-    if kind == "f" and n <= ctl.slots and dt.itemsize <= 8 and algorithm != "ring":
+    fold = kind == "f" and n <= ctl.slots and dt.itemsize <= 8 and algorithm != "ring"
+    use_mpi = algorithm == "mpi" or (algorithm == "auto" and n * dt.itemsize < _small_bytes(w))
+    sig = (n, dtype_code(dt), opc, _ALGO[algorithm])
+    agreed = False
+    if (check or fold) and spec.cur is not None:
+        # one collective carrying the check (and, when it was agreed before, the data)
+        red = spec.round(w, sig, flat_in, timeout)
+        if red is not None:
+            flat_out = out.reshape(-1)
+            if red.size:
+                if opc == 2:
+                    np.true_divide(red, p, out=flat_out)
+                else:
+                    flat_out[...] = red
+                return out
+            agreed = True          # a header-only round: the data goes by the ring below
+        else:
+            agreed = True          # every rank has this (new) signature: no further check
+    if fold and not agreed:
         # e.g. a list or a non-array input: the same one-collective path as the fast path above
-        red = ctl.run("ring_allreduce", _NAMES, (n, dtype_code(dt), opc), "ring_allreduce",
-                      data=flat_in, timeout=timeout)
+        red = ctl.run("ring_allreduce", _NAMES, sig[:3], "ring_allreduce", data=flat_in, timeout=timeout)
+        spec.note(w, sig, dt, True)
         if opc == 2:
             red /= p
         out.reshape(-1)[...] = red
@@ -191,9 +236,9 @@ def ring_allreduce(x, op="sum", out=None, *, algorithm="auto", timeout=None, che
         xa = xa.copy()
         flat_in = xa.reshape(-1)
     flat_out = out.reshape(-1)
-    use_mpi = algorithm == "mpi" or (algorithm == "auto" and n * dt.itemsize < _small_bytes(w))
-    if check:
-        ctl.run("ring_allreduce", _NAMES, (n, dtype_code(dt), opc), "ring_allreduce", timeout=timeout)
+    if check and not agreed:
+        ctl.run("ring_allreduce", _NAMES, sig[:3], "ring_allreduce", timeout=timeout)
+        spec.note(w, sig, dt, use_mpi and n * dt.itemsize <= SPEC_DATA_BYTES)
     if use_mpi:
         _mpi_allreduce(w, flat_in, flat_out, op, timeout, inplace=out is xa)
     else:
@@ -202,6 +247,13 @@ def ring_allreduce(x, op="sum", out=None, *, algorithm="auto", timeout=None, che
 
 
 _NAMES = ("length", "dtype", "op")
+_ALGO = {"auto": 0, "ring": 1, "mpi": 2}
+
+
+def _mpi_allreduce_fresh(w, xf, timeout):
+    res = np.empty_like(xf)
+    _mpi_allreduce(w, xf, res, "sum", timeout, inplace=False)
+    return res
 _ndarray = np.ndarray
 _empty = np.empty
 #: numpy type numbers of the dtypes whose small messages ride in the control allreduce (float16/32/64)

@@ -129,6 +129,29 @@ for n in (S - 1, S, S + 1):
 assert np.all(fd.ring_allreduce(np.ones(5)) == p)
 checks += 1
 
+# ------------------------------------------------ repeated calls: the check rides in the data's round
+for n in (10, 1000, 5000, 2 ** 17 + 3):            # folded, small, mid-size (data in the round), ring
+    for dt in (np.float32, np.float64, np.int64, np.int32):
+        for rep in range(4):
+            xr = (np.arange(n) % 7 + r + rep).astype(dt)
+            x0 = xr.copy()
+            yr = fd.ring_allreduce(xr)
+            ref = np.empty_like(xr)
+            comm.Allreduce(xr, ref, op=MPI.SUM)
+            assert np.array_equal(yr, ref) and np.array_equal(xr, x0) and same_on_all_ranks(yr), (n, dt, rep)
+            checks += 1
+        assert w._spec.cur is not None and w._spec.cur.sig[0] == n, "repeated calls must speculate"
+    ym = fd.ring_allreduce(np.full(n, r + 1.0), op="mean")    # a new signature: plain path, then again
+    ym = fd.ring_allreduce(np.full(n, r + 1.0), op="mean", out=ym)
+    assert np.allclose(ym, (p + 1) / 2) and same_on_all_ranks(ym)
+    # a mismatch while speculating raises on every rank, and the next calls work
+    expect_mismatch(lambda: fd.ring_allreduce(np.ones(n + (r == p - 1))), ["length", f"rank {p - 1}: {n + 1}"])
+    for rep in range(3):
+        fd.ring_allreduce(np.ones(n))
+    expect_mismatch(lambda: fd.ring_allreduce(np.ones(n, dtype=np.float32 if r else np.float64)), ["dtype"])
+    assert np.all(fd.ring_allreduce(np.ones(n)) == p)
+    checks += 2
+
 # ------------------------------------------------------------- allreduce_tree
 rng = np.random.default_rng(r)
 tree = {"w": rng.standard_normal((30, 40)), "b": rng.standard_normal(40).astype(np.float32),
