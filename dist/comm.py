@@ -602,7 +602,11 @@ class _Speculation:
     switched to the same new signature and proceeds without a further check;
     else every rank raises the same CommMismatchError. After a miss the
     speculation stops until a signature repeats, so alternating signatures
-    cost the plain path, not a wasted round each.
+    cost the plain path, not a wasted round each; data rides in the round
+    only up to ``ring.SPEC_DATA_BYTES``, which bounds what a miss wastes.
+    The round runs on its own communicator: a rank that meanwhile calls a
+    different collective (a program error) makes both sides reach their
+    deadline, which raises CommTimeout, instead of a mismatch report.
     """
 
     def __init__(self, w):
