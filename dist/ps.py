@@ -33,7 +33,10 @@ stops the job with :class:`WorkerFailure` naming it (the exception aborts
 every rank). Under ``async`` and ``ssp`` it is dropped (logged on the
 ``funcgrad.dist`` logger) and training goes on with the others; to let the
 survivors live on after a process dies, MPICH's launcher needs
-``mpiexec -disable-auto-cleanup``. With ``checkpoint_dir`` and
+``mpiexec -disable-auto-cleanup``: hydra otherwise kills every rank as soon
+as one process ends without ``MPI_Finalize``, whatever its exit code (checked
+with an ``os._exit(0)``), and nothing inside the dying process or the
+survivors can prevent that. With ``checkpoint_dir`` and
 ``checkpoint_every=k`` each server writes its slice, optimizer state and
 clocks every ``k`` clocks (``ps_server<j>.npz``); ``resume=True`` restarts
 from those files (exactly, in ``sync`` mode).
