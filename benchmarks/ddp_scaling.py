@@ -1,22 +1,27 @@
 """Data-parallel throughput of the digits MLP on 1 and 2 ranks (samples/s).
 
-    .venv/bin/python benchmarks/ddp_scaling.py [--steps 300] [--batches 64,256,1024] [--repeats 3]
-                                               [--handwritten] [--unfused] [--threads]
+    .venv/bin/python benchmarks/ddp_scaling.py [--steps 300] [--batches 64,256,1024] [--rounds 7]
+                                               [--repeats 2] [--handwritten] [--unfused] [--threads]
 
-Launches itself under mpiexec with 1 and 2 ranks, alternately, ``--repeats``
-times each. Each rank runs the full ``DataParallel.step`` (local gradient of
-the MLP from examples/ddp_digits.py with ``funcgrad.value_and_grad`` -- or
-``--handwritten`` -- then the allreduce of the gradients, then SGD with
-momentum as one fused update over the flat parameter vector, or per leaf with
-``--unfused``; the cross-rank parameter checksum every ``--check-every``
-steps, DataParallel's default 100), after warm-up steps that also trigger
-compilation. Fairness: the 1-rank run executes the same ``DataParallel.step``
-code (its allreduce is a copy) on the same data indexing, and each rank uses
-one BLAS and one Numba thread, set in-process with threadpoolctl /
-numba.set_num_threads for 1 and 2 ranks alike (DDP runs one process per
-device; ``--threads`` keeps the default pools); no environment variable is
-changed. Each figure is the median of ``--rounds`` timed rounds (slowest
-rank); ranges are over the launches. Settings:
+Launches itself under ``mpiexec -n 2`` (``--repeats`` times, rounds pooled).
+Each setting runs ``--rounds`` paired rounds: a 1-rank block (rank 0 alone,
+``DataParallel`` on a world of one rank, whose allreduce is a copy, while
+rank 1 sleeps in 1 ms naps -- the machine as a lone process sees it), then a
+2-rank block (both ranks, the real allreduce). Pairing inside one launch
+matters here: this VM's speed drifts by up to 1.7x between launches, which
+made separate 1- and 2-rank launches report anything from 1.4x to 2.8x.
+Each block runs the full ``DataParallel.step``: the local gradient of the MLP
+from examples/ddp_digits.py with ``funcgrad.value_and_grad`` (or
+``--handwritten``), the gradient allreduce, SGD with momentum as one fused
+update over the flat parameter vector (per leaf with ``--unfused``), and the
+cross-rank parameter checksum every ``--check-every`` steps (DataParallel's
+default, 100). Fairness: the same step code at 1 and 2 ranks, fresh random
+batches of the same size, and each rank uses one BLAS and one Numba thread,
+set in-process with threadpoolctl / numba.set_num_threads in both blocks
+alike (DDP runs one process per device; ``--threads`` keeps the default
+pools); no environment variable is changed. Figures are medians over the
+rounds with their range; the speedup of a round is its 2-rank samples/s over
+its 1-rank samples/s. Settings:
 
 * weak scaling: ``--batches`` samples per rank per step (the global batch
   grows with the ranks), the usual data-parallel throughput figure; the
@@ -71,6 +76,14 @@ def _one_thread_per_rank():
     return done
 
 
+def _idle_until_released(comm):
+    """The other rank's share of a 1-rank block: sleep (1 ms naps, no spinning) until rank 0
+    joins the barrier, so the 1-rank figure sees the machine as a lone process would."""
+    req = comm.Ibarrier()
+    while not req.Test():
+        time.sleep(1e-3)
+
+
 def child(a):
     import funcgrad  # noqa: F401
     import funcgrad.dist as fd
@@ -78,70 +91,84 @@ def child(a):
     from ddp_digits import init_mlp, load_data, make_grad, make_optimizer
 
     w = fd.world()
+    if w.size != 2:
+        raise SystemExit("ddp_scaling's child runs on exactly 2 ranks")
+    comm = w.comm
     (Xtr, ytr), _ = load_data(0)
     Y1h = np.eye(10)[ytr]
     vg, desc = make_grad(a.handwritten, Xtr, Y1h, w.rank)
     if w.rank == 0:
         print(f"GRAD {desc}", flush=True)
         print(f"PINNED {'+'.join(pinned) or 'none'}", flush=True)
-    results = {}
-    settings = [("weak", b) for b in a.batches] + [("strong", a.strong // w.size)]
+    fused = False if a.unfused else None
 
-    def timed_rounds(step_fn, steps):
-        """Median over ``a.rounds`` blocks of ``steps`` steps of the slowest rank's seconds per step."""
-        per = []
-        for _ in range(a.rounds):
-            w.barrier()
-            t0 = time.perf_counter()
-            for s in range(steps):
-                step_fn(s)
-            w.barrier()
-            per.append((time.perf_counter() - t0) / steps)
-        return float(np.median(per))
-
-    for setting, per_rank in settings:
+    def runner(per_rank, world, seed):
+        """(step function, warm-up) of a DataParallel on ``world`` with its own data stream."""
         dp = fd.DataParallel(make_optimizer(0.05), grad_fn=vg, returns_loss=True,
-                             check_every=a.check_every, fused=None if not a.unfused else False)
-        params, st = dp.init(init_mlp(0, hidden=a.hidden))
-        rng = np.random.default_rng(w.rank)
-        steps = max(30, int(a.steps * 64 / max(per_rank, 64)))
-        idx = rng.integers(0, len(Xtr), size=(steps + a.warmup, per_rank))
-        state = [params, st]
+                             check_every=a.check_every, fused=fused, comm=world)
+        state = list(dp.init(init_mlp(0, hidden=a.hidden)))
+        rng = np.random.default_rng(seed)
 
-        def one(s, dp=dp, idx=idx, state=state):
-            state[0], state[1] = dp.step(state[0], state[1], Xtr[idx[s]], Y1h[idx[s]])
-        for s in range(a.warmup):
-            one(s)
-        dt = timed_rounds(lambda s: one(a.warmup + s), steps)
-        results[(setting, per_rank if setting == "weak" else a.strong)] = (per_rank * w.size / dt, per_rank, dt)
-    # machine ceiling: the same local work (gradient + optimizer) with no communication at all,
-    # timed while the other rank does the same -- what 2 ranks can gain on this machine right now
+        def step(k):
+            for _ in range(k):
+                b = rng.integers(0, len(Xtr), size=per_rank)
+                state[0], state[1] = dp.step(state[0], state[1], Xtr[b], Y1h[b])
+        return step
+
+    def block(step, steps):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        step(steps)
+        dt = time.perf_counter() - t0
+        return comm.allreduce(dt, op=w.MPI.MAX) / steps
+
+    settings = [("weak", b, b) for b in a.batches] + [("strong", a.strong, a.strong // 2)]
+    for setting, one_batch, two_batch in settings:
+        steps1 = max(30, int(a.steps * 64 / max(one_batch, 64)))
+        steps2 = max(30, int(a.steps * 64 / max(two_batch, 64)))
+        solo = runner(one_batch, fd.World(), 1000) if w.rank == 0 else None   # a world of one rank
+        duo = runner(two_batch, w, w.rank)
+        if w.rank == 0:
+            solo(a.warmup)
+        comm.Barrier()
+        duo(a.warmup)
+        for rnd in range(a.rounds):          # paired rounds: 1 rank (the other asleep), then 2 ranks
+            if w.rank == 0:
+                t0 = time.perf_counter()
+                solo(steps1)
+                t1 = (time.perf_counter() - t0) / steps1
+                comm.Ibarrier().Wait()       # (a nonblocking barrier matches only another one)
+            else:
+                _idle_until_released(comm)
+                t1 = 0.0
+            t2 = block(duo, steps2)
+            if w.rank == 0:
+                print(f"ROUND {setting} {one_batch} {two_batch} {t1 * 1e3:.4f} {t2 * 1e3:.4f}", flush=True)
+    # machine ceiling: the same local work with no communication, both ranks at once
     per_rank = a.batches[-1]
-    dp = fd.DataParallel(make_optimizer(0.05), grad_fn=vg, returns_loss=True, check_every=0,
-                         comm=fd.World(), fused=None if not a.unfused else False)   # a world of one rank
-    params, st = dp.init(init_mlp(0, hidden=a.hidden))
     steps = max(30, int(a.steps * 64 / max(per_rank, 64)))
-    idx = np.random.default_rng(w.rank).integers(0, len(Xtr), size=(steps + a.warmup, per_rank))
-    state = [params, st]
-
-    def solo(s):
-        state[0], state[1] = dp.step(state[0], state[1], Xtr[idx[s]], Y1h[idx[s]])
-    for s in range(a.warmup):
-        solo(s)
-    dt = timed_rounds(lambda s: solo(a.warmup + s), steps)
-    dt = fd.allreduce_tree({"t": np.float64(dt)}, op="mean")["t"] if w.size > 1 else dt
-    results[("no-comm", per_rank)] = (per_rank * w.size / dt, per_rank, dt)
-    if w.rank == 0:
-        for (setting, key), (sps, per_rank, step) in results.items():
-            print(f"RESULT {setting} {key} {w.size} {sps:.1f} {per_rank} {step * 1e3:.4f}", flush=True)
+    solo = runner(per_rank, fd.World(), 2000 + w.rank)
+    solo(a.warmup)
+    for rnd in range(a.rounds):
+        if w.rank == 0:
+            t0 = time.perf_counter()
+            solo(steps)
+            t1 = (time.perf_counter() - t0) / steps
+            comm.Ibarrier().Wait()
+        else:
+            _idle_until_released(comm)
+            t1 = 0.0
+        t2 = block(solo, steps)
+        if w.rank == 0:
+            print(f"ROUND no-comm {per_rank} {per_rank} {t1 * 1e3:.4f} {t2 * 1e3:.4f}", flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=300, help="timed steps per round at 64 samples/rank (fewer for larger batches)")
-    ap.add_argument("--rounds", type=int, default=5, help="timed rounds per launch (the median is kept)")
-    ap.add_argument("--repeats", type=int, default=3,
-                    help="launches per rank count, alternating 1 and 2 ranks (ranges are over these)")
+    ap.add_argument("--steps", type=int, default=300, help="timed steps per block at 64 samples/rank (fewer for larger batches)")
+    ap.add_argument("--rounds", type=int, default=7,
+                    help="paired rounds (a 1-rank block, then a 2-rank block) per setting and launch")
+    ap.add_argument("--repeats", type=int, default=2, help="launches (their rounds are pooled)")
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--batches", dest="batches_arg", default="64,256,1024",
                     help="samples per rank per step, comma-separated (weak scaling)")
@@ -160,52 +187,50 @@ def main():
         child(a)
         return
     load0 = os.getloadavg()[0]
-    rows = {}
+    rounds = {}
     grad, pinned = "?", "?"
     for rep in range(a.repeats):
-        for p in (1, 2):
-            cmd = [_mpiexec(), "-n", str(p), sys.executable, "-m", "mpi4py", os.path.abspath(__file__),
-                   "--child", "--steps", str(a.steps), "--rounds", str(a.rounds), "--warmup", str(a.warmup),
-                   "--batches", a.batches_arg, "--strong", str(a.strong), "--hidden", str(a.hidden),
-                   "--check-every", str(a.check_every)] \
-                + (["--handwritten"] if a.handwritten else []) + (["--threads"] if a.threads else []) \
-                + (["--unfused"] if a.unfused else [])
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-            if r.returncode != 0:
-                sys.exit(f"ddp_scaling at p={p} failed:\n{r.stdout}\n{r.stderr}")
-            for line in r.stdout.splitlines():
-                if line.startswith("GRAD"):
-                    grad = line[5:]
-                if line.startswith("PINNED"):
-                    pinned = line[7:]
-                if line.startswith("RESULT"):
-                    _, setting, key, size, sps, per_rank, step_ms = line.split()
-                    rows.setdefault((setting, int(key), int(size)), []).append(
-                        (float(sps), int(per_rank), float(step_ms)))
+        cmd = [_mpiexec(), "-n", "2", sys.executable, "-m", "mpi4py", os.path.abspath(__file__),
+               "--child", "--steps", str(a.steps), "--rounds", str(a.rounds), "--warmup", str(a.warmup),
+               "--batches", a.batches_arg, "--strong", str(a.strong), "--hidden", str(a.hidden),
+               "--check-every", str(a.check_every)] \
+            + (["--handwritten"] if a.handwritten else []) + (["--threads"] if a.threads else []) \
+            + (["--unfused"] if a.unfused else [])
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        if r.returncode != 0:
+            sys.exit(f"ddp_scaling failed:\n{r.stdout}\n{r.stderr}")
+        for line in r.stdout.splitlines():
+            if line.startswith("GRAD"):
+                grad = line[5:]
+            if line.startswith("PINNED"):
+                pinned = line[7:]
+            if line.startswith("ROUND"):
+                _, setting, b1, b2, t1, t2 = line.split()
+                rounds.setdefault((setting, int(b1), int(b2)), []).append((float(t1), float(t2)))
     threads = ("default thread pools (--threads)" if a.threads else
                f"each rank pinned to 1 thread ({pinned}, set in-process with threadpoolctl / "
-               f"numba.set_num_threads; no environment variable changed) in the 1- and 2-rank runs alike")
+               f"numba.set_num_threads; no environment variable changed) in the 1- and 2-rank blocks alike")
     print(f"digits MLP 64-{a.hidden}-10, DataParallel.step ({grad}; optimizer sgd+momentum, "
           f"{'per leaf' if a.unfused else 'fused flat update'}; parameter checksum every "
           f"{a.check_every or 'never'} steps), {os.cpu_count()} cores")
-    print(f"fairness: the same DataParallel.step code and data indexing at 1 and 2 ranks (at 1 rank the "
-          f"gradient allreduce is a copy); {threads}; 1- and 2-rank launches alternate, "
-          f"{a.repeats} each; each figure is the median of {a.rounds} timed rounds of the slowest rank")
-    print(f"load average {load0:.2f} before / {os.getloadavg()[0]:.2f} after; ranges are min-max over "
-          f"the {a.repeats} launches, speedup = median 2-rank samples/s / median 1-rank samples/s "
-          f"(range: worst and best pairing)")
-    print(f"{'setting':<8} {'ranks':>5} {'batch/rank':>10} {'ms/step':>15} {'samples/s':>17} {'speedup':>18}")
+    print(f"fairness: the same DataParallel.step code at 1 and 2 ranks (at 1 rank a world of one rank: "
+          f"the gradient allreduce is a copy); {threads}; the 1-rank block runs while the other process "
+          f"sleeps, and 1- and 2-rank blocks alternate in {a.rounds} paired rounds per launch "
+          f"({a.repeats} launch(es)), so a drift of the machine's speed hits both alike")
+    print(f"load average {load0:.2f} before / {os.getloadavg()[0]:.2f} after; figures are medians over the "
+          f"rounds (range min-max); speedup = 2-rank samples/s / 1-rank samples/s of the same round")
+    print(f"{'setting':<8} {'batch 1 rank':>12} {'batch/rank 2':>12} {'1 rank samples/s':>24} "
+          f"{'2 ranks samples/s':>24} {'speedup':>18}")
     order = {"weak": 0, "strong": 1, "no-comm": 2}
-    for (setting, key) in sorted({(k[0], k[1]) for k in rows}, key=lambda t: (order[t[0]], t[1])):
-        base = [v[0] for v in rows[(setting, key, 1)]]
-        for p in (1, 2):
-            v = rows[(setting, key, p)]
-            sps = [x[0] for x in v]
-            ms = [x[2] for x in v]
-            med = float(np.median(sps))
-            sp = f"{med / np.median(base):.2f}x ({min(sps) / max(base):.2f}-{max(sps) / min(base):.2f})"
-            print(f"{setting:<8} {p:>5} {v[0][1]:>10} {np.median(ms):>6.3f} ({min(ms):.3f}-{max(ms):.3f}) "
-                  f"{med:>8.0f} ({min(sps):.0f}-{max(sps):.0f}) {sp:>18}")
+    for key in sorted(rounds, key=lambda k: (order[k[0]], k[1])):
+        setting, b1, b2 = key
+        v = rounds[key]
+        s1 = np.array([b1 / (t1 / 1e3) for t1, _ in v])
+        s2 = np.array([2 * b2 / (t2 / 1e3) for _, t2 in v])
+        sp = s2 / s1
+        print(f"{setting:<8} {b1:>12} {b2:>12} {np.median(s1):>9.0f} ({s1.min():.0f}-{s1.max():.0f}) "
+              f"{np.median(s2):>9.0f} ({s2.min():.0f}-{s2.max():.0f}) "
+              f"{np.median(sp):>6.2f}x ({sp.min():.2f}-{sp.max():.2f})")
 
 
 if __name__ == "__main__":
