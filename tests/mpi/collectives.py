@@ -141,6 +141,10 @@ for n in (10, 1000, 5000, 2 ** 17 + 3):            # folded, small, mid-size (da
             assert np.array_equal(yr, ref) and np.array_equal(xr, x0) and same_on_all_ranks(yr), (n, dt, rep)
             checks += 1
         assert w._spec.cur is not None and w._spec.cur.sig[0] == n, "repeated calls must speculate"
+    for rep in range(4):                          # general floats through the repeated path: same bits
+        xg = np.random.default_rng(100 * r + rep).standard_normal(n) * 10.0 ** rep
+        assert same_on_all_ranks(fd.ring_allreduce(xg, op="mean")), (n, rep)
+        checks += 1
     ym = fd.ring_allreduce(np.full(n, r + 1.0), op="mean")    # a new signature: plain path, then again
     ym = fd.ring_allreduce(np.full(n, r + 1.0), op="mean", out=ym)
     assert np.allclose(ym, (p + 1) / 2) and same_on_all_ranks(ym)
