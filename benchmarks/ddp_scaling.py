@@ -84,6 +84,19 @@ def _idle_until_released(comm):
         time.sleep(1e-3)
 
 
+def _paired_round(comm, w, solo, steps1, duo, steps2, block):
+    """Seconds per step of ``solo`` on rank 0 alone (rank 1 asleep), then of ``duo`` on both ranks."""
+    if w.rank == 0:
+        t0 = time.perf_counter()
+        solo(steps1)
+        t1 = (time.perf_counter() - t0) / steps1
+        comm.Ibarrier().Wait()       # (a nonblocking barrier matches only another one)
+    else:
+        _idle_until_released(comm)
+        t1 = 0.0
+    return t1, block(duo, steps2)
+
+
 def child(a):
     import funcgrad  # noqa: F401
     import funcgrad.dist as fd
@@ -133,15 +146,7 @@ def child(a):
         comm.Barrier()
         duo(a.warmup)
         for rnd in range(a.rounds):          # paired rounds: 1 rank (the other asleep), then 2 ranks
-            if w.rank == 0:
-                t0 = time.perf_counter()
-                solo(steps1)
-                t1 = (time.perf_counter() - t0) / steps1
-                comm.Ibarrier().Wait()       # (a nonblocking barrier matches only another one)
-            else:
-                _idle_until_released(comm)
-                t1 = 0.0
-            t2 = block(duo, steps2)
+            t1, t2 = _paired_round(comm, w, solo, steps1, duo, steps2, block)
             if w.rank == 0:
                 print(f"ROUND {setting} {one_batch} {two_batch} {t1 * 1e3:.4f} {t2 * 1e3:.4f}", flush=True)
     # machine ceiling: the same local work with no communication, both ranks at once
@@ -150,15 +155,7 @@ def child(a):
     solo = runner(per_rank, fd.World(), 2000 + w.rank)
     solo(a.warmup)
     for rnd in range(a.rounds):
-        if w.rank == 0:
-            t0 = time.perf_counter()
-            solo(steps)
-            t1 = (time.perf_counter() - t0) / steps
-            comm.Ibarrier().Wait()
-        else:
-            _idle_until_released(comm)
-            t1 = 0.0
-        t2 = block(solo, steps)
+        t1, t2 = _paired_round(comm, w, solo, steps, solo, steps, block)
         if w.rank == 0:
             print(f"ROUND no-comm {per_rank} {per_rank} {t1 * 1e3:.4f} {t2 * 1e3:.4f}", flush=True)
 
