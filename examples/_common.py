@@ -1,9 +1,15 @@
-"""What the training examples share: resuming a run's arguments and plotting its curves."""
+"""What the training examples share: resuming a run, its training loop and its curves."""
 import os
 
 import numpy as np
 
 from funcgrad import checkpoint
+
+
+def checkpoint_path(args):
+    """OUT/checkpoint.npz (OUT is created)."""
+    os.makedirs(args.out, exist_ok=True)
+    return os.path.join(args.out, "checkpoint.npz")
 
 
 def resume_args(args, ckpt_path, keys):
@@ -55,3 +61,63 @@ def plot_curves(history, path, title, loss_label="cross-entropy", acc_label="acc
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def fit(args, meta, loader, opt, params, loss, evaluate, train, test, hparams, describe, plot_title,
+        names=("loss", "acc"), digits=4, **plot_kw):
+    """The examples' training loop: resume, epochs with a tqdm bar, a checkpoint and a line per epoch.
+
+    ``args`` carries epochs, seed and out; ``meta`` is what :func:`resume_args` returned (called
+    first: the seed picks the data split); ``hparams`` names the arguments saved with the
+    checkpoint; ``train``/``test`` are (x, y) splits that ``evaluate(params, x, y) -> (loss,
+    metric)`` scores after every epoch; ``describe(params)`` is the run's one-line summary.
+    Returns the trained params.
+    """
+    import time
+
+    from tqdm import tqdm
+
+    import funcgrad
+    from funcgrad import optim
+
+    ckpt_path = checkpoint_path(args)
+    opt_state = opt.init(params)
+    value_and_grad = funcgrad.value_and_grad(loss)
+
+    start = 0
+    history = {"train_loss": [], "train_acc": [], "test_loss": [], "test_acc": []}
+    if meta is not None:
+        state = checkpoint.load(ckpt_path, like={"params": params, "opt_state": opt_state, "epoch": 0, "seed": 0})
+        params, opt_state, start = state["params"], state["opt_state"], state["epoch"]
+        history = meta["history"]
+        print(f"resumed from {ckpt_path} after epoch {start}")
+    print(describe(params))
+
+    t_start = time.perf_counter()
+    for epoch in range(start, args.epochs):
+        t0 = time.perf_counter()
+        loader.set_epoch(epoch)  # the shuffle order is a function of (seed, epoch): resumable
+        bar = tqdm(loader, desc=f"epoch {epoch + 1}/{args.epochs}", unit="batch", leave=False)
+        for x, targets in bar:
+            value, grads = value_and_grad(params, x, targets)
+            updates, opt_state = opt.update(grads, opt_state, params)
+            params = optim.apply_updates(params, updates)
+            bar.set_postfix(loss=f"{float(value):.4f}", refresh=False)
+        bar.close()
+
+        scores = evaluate(params, *train) + evaluate(params, *test)
+        for k, v in zip(history, scores):
+            history[k].append(v)
+        checkpoint.save(ckpt_path, {"params": params, "opt_state": opt_state, "epoch": epoch + 1, "seed": args.seed},
+                        metadata={"epoch": epoch + 1, "seed": args.seed, "history": history,
+                                  "args": {k: getattr(args, k) for k in hparams}})
+        (l, m), f = names, f".{digits}f"
+        print(f"epoch {epoch + 1:3d}/{args.epochs}  train {l} {scores[0]:{f}} {m} {scores[1]:{f}}  "
+              f"test {l} {scores[2]:{f}} {m} {scores[3]:{f}}  ({time.perf_counter() - t0:.1f} s)", flush=True)
+
+    png = os.path.join(args.out, "curves.png")
+    if history["test_acc"]:
+        plot_curves(history, png, f"{plot_title} (seed {args.seed})", **plot_kw)
+    print(f"trained {args.epochs - start} epoch(s) in {time.perf_counter() - t_start:.1f} s; "
+          f"checkpoint {ckpt_path}, curves {png}")
+    return params

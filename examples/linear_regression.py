@@ -20,15 +20,13 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
-from tqdm import tqdm  # noqa: E402
 
 import funcgrad  # noqa: E402
-from funcgrad import checkpoint, optim  # noqa: E402
+from funcgrad import optim  # noqa: E402
 from funcgrad.data import ArrayDataset, DataLoader, train_test_split  # noqa: E402
-from _common import plot_curves, resume_args  # noqa: E402  (examples/_common.py)
+from _common import checkpoint_path, fit, resume_args  # noqa: E402  (examples/_common.py)
 
 
 # --------------------------------------------------------------------------- data and model
@@ -70,6 +68,9 @@ def evaluate(params, x, y):
 
 # --------------------------------------------------------------------------- training
 
+HPARAMS = ("batch_size", "lr", "lr_decay", "noise")   # saved with the checkpoint; a resume warns if they differ
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--epochs", type=int, default=20, help="total epochs (also when resuming)")
@@ -81,10 +82,7 @@ def main(argv=None):
     ap.add_argument("--out", default="runs/linear_regression", help="checkpoint and curves go here")
     ap.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.npz")
     args = ap.parse_args(argv)
-    os.makedirs(args.out, exist_ok=True)
-    ckpt_path = os.path.join(args.out, "checkpoint.npz")
-
-    meta = resume_args(args, ckpt_path, ("batch_size", "lr", "lr_decay", "noise"))
+    meta = resume_args(args, checkpoint_path(args), HPARAMS)
 
     X, y, w_true, b_true = make_data(args.seed, args.noise)
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.2, seed=args.seed)
@@ -93,54 +91,18 @@ def main(argv=None):
     # The learning rate decays once per epoch (the schedule counts steps): unlike a schedule over
     # --epochs, it does not depend on how long the run is, so stopping and resuming changes nothing.
     lr = optim.exponential_decay(args.lr, args.lr_decay, transition_steps=len(loader), staircase=True)
-    opt = optim.sgd(lr, momentum=0.9)
-    params = init_params(args.seed)
-    opt_state = opt.init(params)
-    value_and_grad = funcgrad.value_and_grad(loss)
 
-    start = 0
-    history = {"train_loss": [], "train_acc": [], "test_loss": [], "test_acc": []}
-    if meta is not None:
-        state = checkpoint.load(ckpt_path, like={"params": params, "opt_state": opt_state, "epoch": 0, "seed": 0})
-        params, opt_state, start = state["params"], state["opt_state"], state["epoch"]
-        history = meta["history"]
-        print(f"resumed from {ckpt_path} after epoch {start}")
+    def describe(params):
+        n_params = sum(p.size for p in funcgrad.tree_leaves(params))
+        return (f"linear regression: {n_params} parameters, {len(X_train)} train / {len(X_test)} test samples, "
+                f"noise {args.noise}, batch {args.batch_size}, SGD lr {args.lr} x {args.lr_decay}/epoch, "
+                f"momentum 0.9, seed {args.seed}")
 
-    n_params = sum(p.size for p in funcgrad.tree_leaves(params))
-    print(f"linear regression: {n_params} parameters, {len(X_train)} train / {len(X_test)} test samples, "
-          f"noise {args.noise}, batch {args.batch_size}, SGD lr {args.lr} x {args.lr_decay}/epoch, momentum 0.9, "
-          f"seed {args.seed}")
-
-    t_start = time.perf_counter()
-    for epoch in range(start, args.epochs):
-        t0 = time.perf_counter()
-        loader.set_epoch(epoch)  # the shuffle order is a function of (seed, epoch): resumable
-        bar = tqdm(loader, desc=f"epoch {epoch + 1}/{args.epochs}", unit="batch", leave=False)
-        for x, targets in bar:
-            value, grads = value_and_grad(params, x, targets)
-            updates, opt_state = opt.update(grads, opt_state, params)
-            params = optim.apply_updates(params, updates)
-            bar.set_postfix(loss=f"{float(value):.4f}", refresh=False)
-        bar.close()
-
-        train_loss, train_acc = evaluate(params, X_train, y_train)
-        test_loss, test_acc = evaluate(params, X_test, y_test)
-        for k, v in zip(history, (train_loss, train_acc, test_loss, test_acc)):
-            history[k].append(v)
-        checkpoint.save(ckpt_path, {"params": params, "opt_state": opt_state, "epoch": epoch + 1, "seed": args.seed},
-                        metadata={"epoch": epoch + 1, "seed": args.seed, "history": history,
-                                  "args": {"batch_size": args.batch_size, "lr": args.lr, "lr_decay": args.lr_decay,
-                                           "noise": args.noise}})
-        print(f"epoch {epoch + 1:3d}/{args.epochs}  train mse {train_loss:.6f} R^2 {train_acc:.6f}  "
-              f"test mse {test_loss:.6f} R^2 {test_acc:.6f}  ({time.perf_counter() - t0:.1f} s)", flush=True)
-
-    png = os.path.join(args.out, "curves.png")
-    if history["test_acc"]:
-        plot_curves(history, png, f"linear regression, {N_FEATURES} features (seed {args.seed})",
-                    loss_label="mean squared error", acc_label="R^2", loss_floor=args.noise ** 2)
+    params = fit(args, meta, loader, optim.sgd(lr, momentum=0.9), init_params(args.seed), loss, evaluate,
+                 (X_train, y_train), (X_test, y_test), HPARAMS, describe,
+                 f"linear regression, {N_FEATURES} features", names=("mse", "R^2"), digits=6,
+                 loss_label="mean squared error", acc_label="R^2", loss_floor=args.noise ** 2)
     _, test_acc = evaluate(params, X_test, y_test)
-    print(f"trained {args.epochs - start} epoch(s) in {time.perf_counter() - t_start:.1f} s; "
-          f"checkpoint {ckpt_path}, curves {png}")
     err = max(float(np.max(np.abs(params["w"] - w_true))), abs(float(params["b"]) - b_true))
     print("true    w:", np.array2string(w_true, precision=4), f"b: {b_true:.4f}")
     print("learned w:", np.array2string(params["w"], precision=4), f"b: {float(params['b']):.4f}")

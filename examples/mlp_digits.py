@@ -18,15 +18,13 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
-from tqdm import tqdm  # noqa: E402
 
 import funcgrad  # noqa: E402
-from funcgrad import checkpoint, initializers, nn, optim  # noqa: E402
+from funcgrad import initializers, nn, optim  # noqa: E402
 from funcgrad.data import ArrayDataset, DataLoader, load_digits, train_test_split  # noqa: E402
-from _common import plot_curves, resume_args  # noqa: E402  (examples/_common.py)
+from _common import checkpoint_path, fit, resume_args  # noqa: E402  (examples/_common.py)
 
 
 # --------------------------------------------------------------------------- model
@@ -65,6 +63,9 @@ def evaluate(params, x, y):
 
 # --------------------------------------------------------------------------- training
 
+HPARAMS = ("batch_size", "lr", "lr_decay")   # saved with the checkpoint; a resume warns if they differ
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--epochs", type=int, default=20, help="total epochs (also when resuming)")
@@ -75,10 +76,7 @@ def main(argv=None):
     ap.add_argument("--out", default="runs/mlp_digits", help="checkpoint and curves go here")
     ap.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.npz")
     args = ap.parse_args(argv)
-    os.makedirs(args.out, exist_ok=True)
-    ckpt_path = os.path.join(args.out, "checkpoint.npz")
-
-    meta = resume_args(args, ckpt_path, ("batch_size", "lr", "lr_decay"))
+    meta = resume_args(args, checkpoint_path(args), HPARAMS)
 
     X, y = load_digits()  # (1797, 64) float32 in [0, 1], int64 labels
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.2, seed=args.seed, stratify=y)
@@ -87,51 +85,15 @@ def main(argv=None):
     # The learning rate decays once per epoch (the schedule counts steps): unlike a schedule over
     # --epochs, it does not depend on how long the run is, so stopping and resuming changes nothing.
     lr = optim.exponential_decay(args.lr, args.lr_decay, transition_steps=len(loader), staircase=True)
-    opt = optim.adam(lr)
-    params = init_params(args.seed)
-    opt_state = opt.init(params)
-    value_and_grad = funcgrad.value_and_grad(loss)
 
-    start = 0
-    history = {"train_loss": [], "train_acc": [], "test_loss": [], "test_acc": []}
-    if meta is not None:
-        state = checkpoint.load(ckpt_path, like={"params": params, "opt_state": opt_state, "epoch": 0, "seed": 0})
-        params, opt_state, start = state["params"], state["opt_state"], state["epoch"]
-        history = meta["history"]
-        print(f"resumed from {ckpt_path} after epoch {start}")
+    def describe(params):
+        n_params = sum(p.size for p in funcgrad.tree_leaves(params))
+        return (f"MLP on digits: {n_params} parameters, {len(X_train)} train / {len(X_test)} test images, "
+                f"batch {args.batch_size}, Adam lr {args.lr} x {args.lr_decay}/epoch, seed {args.seed}")
 
-    n_params = sum(p.size for p in funcgrad.tree_leaves(params))
-    print(f"MLP on digits: {n_params} parameters, {len(X_train)} train / {len(X_test)} test images, "
-          f"batch {args.batch_size}, Adam lr {args.lr} x {args.lr_decay}/epoch, seed {args.seed}")
-
-    t_start = time.perf_counter()
-    for epoch in range(start, args.epochs):
-        t0 = time.perf_counter()
-        loader.set_epoch(epoch)  # the shuffle order is a function of (seed, epoch): resumable
-        bar = tqdm(loader, desc=f"epoch {epoch + 1}/{args.epochs}", unit="batch", leave=False)
-        for x, labels in bar:
-            value, grads = value_and_grad(params, x, labels)
-            updates, opt_state = opt.update(grads, opt_state, params)
-            params = optim.apply_updates(params, updates)
-            bar.set_postfix(loss=f"{float(value):.4f}", refresh=False)
-        bar.close()
-
-        train_loss, train_acc = evaluate(params, X_train, y_train)
-        test_loss, test_acc = evaluate(params, X_test, y_test)
-        for k, v in zip(history, (train_loss, train_acc, test_loss, test_acc)):
-            history[k].append(v)
-        checkpoint.save(ckpt_path, {"params": params, "opt_state": opt_state, "epoch": epoch + 1, "seed": args.seed},
-                        metadata={"epoch": epoch + 1, "seed": args.seed, "history": history,
-                                  "args": {"batch_size": args.batch_size, "lr": args.lr, "lr_decay": args.lr_decay}})
-        print(f"epoch {epoch + 1:3d}/{args.epochs}  train loss {train_loss:.4f} acc {train_acc:.4f}  "
-              f"test loss {test_loss:.4f} acc {test_acc:.4f}  ({time.perf_counter() - t0:.1f} s)", flush=True)
-
-    png = os.path.join(args.out, "curves.png")
-    if history["test_acc"]:
-        plot_curves(history, png, f"MLP 64-{HIDDEN}-10 on 8x8 digits (seed {args.seed})")
+    params = fit(args, meta, loader, optim.adam(lr), init_params(args.seed), loss, evaluate, (X_train, y_train),
+                 (X_test, y_test), HPARAMS, describe, f"MLP 64-{HIDDEN}-10 on 8x8 digits")
     _, test_acc = evaluate(params, X_test, y_test)
-    print(f"trained {args.epochs - start} epoch(s) in {time.perf_counter() - t_start:.1f} s; "
-          f"checkpoint {ckpt_path}, curves {png}")
     print(f"final test accuracy: {test_acc:.4f}")
 
 
