@@ -315,6 +315,37 @@ def _im2col_one(x, n, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
                                 cols[r, base + ow] = 0
 
 
+@njit(cache=True, nogil=True)
+def _col2im_one(cols, dx, n, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+    """The adjoint of _im2col_one: scatter-add cols (C*KH*KW, OH*OW) into image n of dx."""
+    C = dx.shape[1]
+    H = dx.shape[2]
+    W = dx.shape[3]
+    if ph == 0 and pw == 0:         # every tap is inside the image
+        for c in range(C):
+            for i in range(KH):
+                for j in range(KW):
+                    r = (c * KH + i) * KW + j
+                    for oh in range(OH):
+                        dst = dx[n, c, oh * sh + i * dh]
+                        base = oh * OW
+                        for ow in range(OW):
+                            dst[ow * sw + j * dw] += cols[r, base + ow]
+        return
+    for c in range(C):
+        for i in range(KH):
+            for j in range(KW):
+                r = (c * KH + i) * KW + j
+                for oh in range(OH):
+                    h = oh * sh - ph + i * dh
+                    if h < 0 or h >= H:
+                        continue
+                    for ow in range(OW):
+                        ww = ow * sw - pw + j * dw
+                        if ww >= 0 and ww < W:
+                            dx[n, c, h, ww] += cols[r, oh * OW + ow]
+
+
 @_chunked
 @_kernel
 def _conv_fwd(x, w2, b, has_b, out, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, t, lo, hi):
@@ -380,36 +411,11 @@ def _sum_parts(part, like):
 @_kernel
 def _conv_igrad(dy3, w2t, dx, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, t, lo, hi):
     """dx[n] += col2im(w2t @ dy3[n]) for the images lo..hi: one small GEMM each, then the scatter."""
-    C = dx.shape[1]
-    H = dx.shape[2]
-    W = dx.shape[3]
     P = OH * OW
     dcols = np.empty((w2t.shape[0], P), dy3.dtype)
     for n in range(lo, hi):
         np.dot(w2t, dy3[n], dcols)
-        if ph == 0 and pw == 0:
-            for c in range(C):
-                for i in range(KH):
-                    for j in range(KW):
-                        r = (c * KH + i) * KW + j
-                        for oh in range(OH):
-                            dst = dx[n, c, oh * sh + i * dh]
-                            base = oh * OW
-                            for ow in range(OW):
-                                dst[ow * sw + j * dw] += dcols[r, base + ow]
-            continue
-        for c in range(C):
-            for i in range(KH):
-                for j in range(KW):
-                    r = (c * KH + i) * KW + j
-                    for oh in range(OH):
-                        h = oh * sh - ph + i * dh
-                        if h < 0 or h >= H:
-                            continue
-                        for ow in range(OW):
-                            ww = ow * sw - pw + j * dw
-                            if ww >= 0 and ww < W:
-                                dx[n, c, h, ww] += dcols[r, oh * OW + ow]
+        _col2im_one(dcols, dx, n, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
 
 
 # One route: small GEMMs over per-image (or per-block) im2col buffers kept in cache,
