@@ -156,6 +156,55 @@ for n in (10, 1000, 5000, 2 ** 17 + 3):            # folded, small, mid-size (da
     assert np.all(fd.ring_allreduce(np.ones(n)) == p)
     checks += 2
 
+# --------------------- repeated calls on the same x and out (ring._PLANS skips the argument checks)
+from funcgrad.dist import ring as ring_mod  # noqa: E402
+
+for n in (10, 1000, 5000):                         # folded, control-size and data-in-round sizes
+    for dt, op in ((np.float32, "sum"), (np.float64, "mean"), (np.int64, "sum")):
+        xb = np.zeros(n, dtype=dt)
+        ob = np.empty(n, dtype=dt)
+        for rep in range(6):                      # new contents every step, same two arrays
+            xb[...] = (np.arange(n) % 9 + r * (rep + 1)).astype(dt)
+            ref = np.empty_like(xb)
+            comm.Allreduce(xb, ref, op=MPI.SUM)
+            if op == "mean":
+                ref = ref / p
+            res = fd.ring_allreduce(xb, op=op, out=ob)
+            assert res is ob and np.array_equal(ob, ref.astype(dt)) and same_on_all_ranks(ob), (n, dt, rep)
+            checks += 1
+        assert ring_mod._PLANS.get(None) is not None and ring_mod._PLANS[None].xref() is xb, \
+            "repeated calls on the same buffers must take the planned path"
+        # a read-only out is refused, not written through the remembered view
+        ob.flags.writeable = False
+        try:
+            fd.ring_allreduce(xb, op=op, out=ob)
+        except ValueError as e:
+            assert "writeable" in str(e)
+        else:
+            raise AssertionError("a read-only out must be refused")
+        ob.flags.writeable = True
+        checks += 1
+        # the same buffers with another op on one rank: the round still checks, on every rank
+        other = "mean" if op == "sum" and dt is not np.int64 else "sum"
+        if op == "sum" and dt is np.int64:
+            expect_mismatch(lambda: fd.ring_allreduce(xb, op=op, out=ob) if r else
+                            fd.ring_allreduce(xb.astype(np.float64), op=op,
+                                              out=np.empty(n, np.float64)), ["dtype"])
+        else:
+            expect_mismatch(lambda: fd.ring_allreduce(xb, op=op if r else other, out=ob), ["op"])
+        for rep in range(3):                      # and the buffers work again afterwards
+            xb[...] = r + rep
+            fd.ring_allreduce(xb, op="sum", out=ob)
+            assert np.all(ob == sum(range(p)) + p * rep)
+            checks += 1
+# a freed x whose id is reused by a new array is never mistaken for the remembered one
+for rep in range(5):
+    tmp = np.full(64, float(r + rep))
+    o64 = np.empty(64)
+    assert np.all(fd.ring_allreduce(tmp, out=o64) == sum(range(p)) + p * rep)
+    del tmp
+    checks += 1
+
 # ------------------------------------------------------------- allreduce_tree
 rng = np.random.default_rng(r)
 tree = {"w": rng.standard_normal((30, 40)), "b": rng.standard_normal(40).astype(np.float32),
