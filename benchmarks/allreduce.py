@@ -32,6 +32,7 @@ import time
 
 import numpy as np
 
+ROUNDS = 9   # interleaved timing rounds per size; the median is reported
 SIZES = [int(float(v)) for v in os.environ.get('BENCH_SIZES', '1e3,1e4,1e5,1e6,1e7').split(',')]
 
 
@@ -79,7 +80,7 @@ def run_ranks(reps_scale):
             f()
             f()
         res = {k: [] for k in fns}
-        for _ in range(5):  # interleaved rounds so drift hits every column alike
+        for _ in range(ROUNDS):  # interleaved rounds so drift hits every column alike
             for k, f in fns.items():
                 res[k].append(_time(f, reps, comm))
         med = {k: float(np.median(v)) for k, v in res.items()}
