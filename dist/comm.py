@@ -39,6 +39,7 @@ import zlib
 
 import numpy as np
 
+from . import _mpit
 from .errors import CommMismatchError, CommTimeout, MPIUnavailableError
 
 __all__ = ["World", "world", "default_timeout", "install_abort_hook"]
@@ -181,8 +182,20 @@ class World:
             self._tests_per_yield = max(1, int(_TESTS_PER_YIELD_ENV))
         else:
             self._tests_per_yield = _TESTS_PER_YIELD if self._yield_after < 100 else 1
+        self.small_rd = self._agree_small_rd() if self.size > 1 else False
         self._ctl = _Control(self) if self.size > 1 else None
         self._spec = _Speculation(self) if self.size > 1 else None
+
+    def _agree_small_rd(self):
+        """Whether every rank can give its small persistent allreduces recursive doubling
+        (``_mpit``): a collective's ranks must all run the same schedule, so they agree first."""
+        from . import _mpit
+        mine = np.array([1 if _mpit.available(self.MPI) else 0], dtype=np.int32)
+        allok = np.zeros(1, dtype=np.int32)
+        req = self.comm.Iallreduce(mine, allok, op=self.MPI.MIN)
+        seq = self.next_seq()
+        self.wait([req], "world(): agreeing on the small-message allreduce schedule", seq=seq)
+        return bool(allok[0])
 
     # ------------------------------------------------------------------ info
     def _local_rank(self):
@@ -447,7 +460,8 @@ class _Control:
         # polls before World.wait takes over: spin when every rank has a core, yield at once when not
         self.spin = 1 if w._yield_after < 100 else 200
         try:
-            self.req = self.comm.Allreduce_init(self.buf_in, self.buf_out, op=MPI.SUM)
+            with _mpit.small_allreduce_algorithm(w, self.buf_in.nbytes):
+                self.req = self.comm.Allreduce_init(self.buf_in, self.buf_out, op=MPI.SUM)
         except (AttributeError, NotImplementedError, MPI.Exception):   # MPI before 4.0
             self.req = None
 
@@ -580,7 +594,8 @@ class _Spec:
         self.expect = (own * self.p).tobytes()
         self.hdr_in[:] = own
         self.last = own
-        self.req = comm.Allreduce_init(self.buf_in, self.buf_out, op=w.MPI.SUM)
+        with _mpit.small_allreduce_algorithm(w, self.buf_in.nbytes):
+            self.req = comm.Allreduce_init(self.buf_in, self.buf_out, op=w.MPI.SUM)
 
     def header(self, sig):
         h = self.headers.get(sig)

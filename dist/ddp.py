@@ -24,6 +24,7 @@ import numpy as np
 
 import funcgrad.tree as ftree
 
+from . import _mpit
 from . import checkpoint as _ckpt
 from .buckets import DEFAULT_BUCKET_BYTES, _plan_for, allreduce_tree, broadcast_tree
 from .comm import World, world
@@ -188,7 +189,8 @@ def _persistent_buckets(w, lay):
         req = None
         if (hi - lo) * lay.dtype.itemsize < _small_bytes(w):
             try:
-                req = w.comm.Allreduce_init(lay.gbuf[lo:hi], lay.rbuf[lo:hi], op=MPI.SUM)
+                with _mpit.small_allreduce_algorithm(w, (hi - lo) * lay.dtype.itemsize):
+                    req = w.comm.Allreduce_init(lay.gbuf[lo:hi], lay.rbuf[lo:hi], op=MPI.SUM)
             except (AttributeError, NotImplementedError, MPI.Exception):   # MPI before 4.0
                 req = None
         out.append(req)

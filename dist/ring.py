@@ -142,7 +142,7 @@ def ring_allreduce(x, op="sum", out=None, *, algorithm="auto", timeout=None, che
         if pl is not None and (comm is None or comm is pl.w) and pl.w._spec.cur is pl.spec \
                 and x.dtype is pl.dt and out.dtype is pl.dt and out.flags.writeable:
             _PLANS[None] = pl
-            return _planned(pl, out, timeout)
+            return _planned(pl, x, out, timeout)
     return _ring_allreduce(x, op, out, algorithm, timeout, check, comm)
 
 
@@ -169,7 +169,7 @@ def _ring_allreduce(x, op, out, algorithm, timeout, check, comm):
                         if out is None:
                             out = _empty(x.shape, dt)
                         elif check:
-                            _remember(w, x, out, op, algorithm, xf, sig)
+                            _remember(w, x, out, op, algorithm, sig, True)
                         of = out.reshape(-1)
                         if op == "mean":
                             np.true_divide(red, w.size, out=of)
@@ -237,13 +237,15 @@ def _ring_allreduce(x, op, out, algorithm, timeout, check, comm):
             flat_out = out.reshape(-1)
             if red.size:
                 if check and out_given and not inplace and x is xa:
-                    _remember(w, x, out, op, algorithm, flat_in, sig)
+                    _remember(w, x, out, op, algorithm, sig, use_mpi)
                 if opc == 2:
                     np.true_divide(red, p, out=flat_out)
                 else:
                     flat_out[...] = red
                 return out
             agreed = True          # a header-only round: the data goes by the ring below
+            if check and out_given and not inplace and x is xa and not np.may_share_memory(out, xa):
+                _remember(w, x, out, op, algorithm, sig, use_mpi)
         else:
             agreed = True          # every rank has this (new) signature: no further check
     if fold and not agreed:
@@ -274,21 +276,23 @@ _ALGO = {"auto": 0, "ring": 1, "mpi": 2}
 
 class _Plan:
     """A repeated ``ring_allreduce(x, out=out)`` on the same two arrays (see :func:`_remember`)."""
-    __slots__ = ("w", "xref", "oref", "dt", "xf", "of", "sig", "spec", "mean", "op", "algorithm")
+    __slots__ = ("w", "xref", "oref", "dt", "sig", "spec", "mean", "op", "algorithm", "use_mpi")
 
 
-#: (id(x), id(out), op, algorithm) -> _Plan, and None -> the last one used; weak references,
-#: so no array is kept alive here
+#: (id(x), id(out), op, algorithm) -> _Plan, and None -> the last one used. Plans hold weak
+#: references only (no views either, which would keep their base arrays alive), so no array
+#: outlives its last use by the caller because of them.
 _PLANS: dict = {}
 _MAX_PLANS = 16
 
 
-def _remember(w, x, out, op, algorithm, xf, sig):
-    """After a call whose data rode in the speculative round: skip the argument checks next time.
+def _remember(w, x, out, op, algorithm, sig, use_mpi):
+    """After a call that the speculative round checked: skip the argument checks next time.
 
-    The next call with the same ``x`` and ``out`` objects (same shape and dtype, ``out`` still
-    writeable) while the same speculation is current goes straight to the round; what the
-    round itself checks across ranks (length, dtype, op) is unchanged."""
+    The next call with the same ``x`` and ``out`` objects (same dtype, ``out`` still writeable;
+    ``out`` not overlapping ``x``) while the same speculation is current goes straight to the
+    round, then (header-only rounds) to the data path ``use_mpi`` chose; what the round itself
+    checks across ranks (length, dtype, op) is unchanged."""
     import weakref
     if not (type(x) is _ndarray and x.flags.c_contiguous and type(out) is _ndarray
             and out.flags.c_contiguous and out.shape == x.shape and out.dtype == x.dtype):
@@ -298,24 +302,31 @@ def _remember(w, x, out, op, algorithm, xf, sig):
         pl.xref, pl.oref = weakref.ref(x), weakref.ref(out)
     except TypeError:
         return
-    pl.w, pl.dt, pl.xf, pl.of = w, x.dtype, xf, out.reshape(-1)
+    pl.w, pl.dt = w, x.dtype
     pl.sig, pl.spec, pl.mean, pl.op, pl.algorithm = sig, w._spec.cur, op == "mean", op, algorithm
+    pl.use_mpi = use_mpi
     if len(_PLANS) >= _MAX_PLANS:
         _PLANS.clear()
     _PLANS[(id(x), id(out), op, algorithm)] = _PLANS[None] = pl
 
 
-def _planned(pl, out, timeout):
+def _planned(pl, x, out, timeout):
     w = pl.w
-    red = w._spec.round(w, pl.sig, pl.xf, timeout)
-    if red is not None:
+    xf = x if x.ndim == 1 else x.reshape(-1)
+    of = out if out.ndim == 1 else out.reshape(-1)
+    red = w._spec.round(w, pl.sig, xf, timeout)
+    if red is not None and red.size:            # the data rode in the round
         if pl.mean:
-            np.true_divide(red, w.size, out=pl.of)
+            np.true_divide(red, w.size, out=of)
         else:
-            pl.of[...] = red
+            of[...] = red
         return out
-    # every rank changed to this signature at once: reduce it the plain way (no further check)
-    _mpi_allreduce(w, pl.xf, pl.of, "mean" if pl.mean else "sum", timeout, inplace=False)
+    # a header-only round, or every rank changed to this signature at once: the data path,
+    # no further check
+    if pl.use_mpi:
+        _mpi_allreduce(w, xf, of, "mean" if pl.mean else "sum", timeout, inplace=False)
+    else:
+        _ring(w, xf, of, "mean" if pl.mean else "sum", timeout)
     return out
 
 

@@ -159,7 +159,8 @@ for n in (10, 1000, 5000, 2 ** 17 + 3):            # folded, small, mid-size (da
 # --------------------- repeated calls on the same x and out (ring._PLANS skips the argument checks)
 from funcgrad.dist import ring as ring_mod  # noqa: E402
 
-for n in (10, 1000, 5000):                         # folded, control-size and data-in-round sizes
+# folded, control-size, data-in-round, header-only round + MPI's allreduce, header-only + ring
+for n in (10, 1000, 5000, 20000, 2 ** 17 + 3):
     for dt, op in ((np.float32, "sum"), (np.float64, "mean"), (np.int64, "sum")):
         xb = np.zeros(n, dtype=dt)
         ob = np.empty(n, dtype=dt)
@@ -174,6 +175,7 @@ for n in (10, 1000, 5000):                         # folded, control-size and da
             checks += 1
         assert ring_mod._PLANS.get(None) is not None and ring_mod._PLANS[None].xref() is xb, \
             "repeated calls on the same buffers must take the planned path"
+        assert ring_mod._PLANS[None].use_mpi == (n * xb.itemsize < ring_mod._small_bytes(w)), n
         # a read-only out is refused, not written through the remembered view
         ob.flags.writeable = False
         try:
@@ -197,6 +199,17 @@ for n in (10, 1000, 5000):                         # folded, control-size and da
             fd.ring_allreduce(xb, op="sum", out=ob)
             assert np.all(ob == sum(range(p)) + p * rep)
             checks += 1
+# remembered buffers are not kept alive by funcgrad (plans hold weak references only)
+import weakref  # noqa: E402
+xb2 = np.ones((40, 25))
+ob2 = np.empty((40, 25))
+for rep in range(3):
+    fd.ring_allreduce(xb2, out=ob2)
+assert ring_mod._PLANS[None].xref() is xb2 and np.all(ob2 == p)
+wx, wo = weakref.ref(xb2), weakref.ref(ob2)
+del xb2, ob2
+assert wx() is None and wo() is None, "ring_allreduce must not keep the caller's arrays alive"
+checks += 2
 # a freed x whose id is reused by a new array is never mistaken for the remembered one
 for rep in range(5):
     tmp = np.full(64, float(r + rep))
