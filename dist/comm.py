@@ -584,10 +584,17 @@ class _Spec:
         self.sig, self.dt, self.bits = sig, dt, bits
         self.L = _SPEC_PAYLOAD * 8 // bits
         self.m = m = sig[0] if with_data else 0
-        self.buf_in = np.zeros(m + 2 * self.L, dtype=dt)
+        # a header-only round also carries a bound-request token t as (t, t*t): see ring._planned
+        nt = 0 if with_data else 2
+        self.buf_in = np.zeros(m + 2 * self.L + nt, dtype=dt)
         self.buf_out = np.zeros_like(self.buf_in)
-        self.data_in, self.hdr_in = self.buf_in[:m], self.buf_in[m:]
-        self.data_out, self.hdr_out = self.buf_out[:m], self.buf_out[m:]
+        h = m + 2 * self.L
+        self.data_in, self.hdr_in = self.buf_in[:m], self.buf_in[m:h]
+        self.data_out, self.hdr_out = self.buf_out[:m], self.buf_out[m:h]
+        self.tok_in = self.buf_in[h:] if nt else None
+        self.tok_out = self.buf_out[h:] if nt else None
+        self.tok_last = 0
+        self.nbound = 0            # bound data requests created for this signature (ring._planned)
         self.p = w.size
         self.headers = {}
         self.own = own = self.header(sig)
@@ -672,11 +679,12 @@ class _Speculation:
             self.cur = spec
         self.last = sig
 
-    def round(self, w, sig, data, timeout):
+    def round(self, w, sig, data, timeout, tok=0):
         """The speculative collective of a checked call with ``sig``: the reduced data (a view of
         the internal buffer, empty for a header-only round) when ``sig`` is the current signature
         on every rank; None when every rank has the same other signature (then the caller
-        reduces the plain way, with no further check); raises CommMismatchError otherwise."""
+        reduces the plain way, with no further check); raises CommMismatchError otherwise.
+        A header-only round also sums the token ``tok`` and its square (``spec.tok_out``)."""
         spec = self.cur
         ctl = w._ctl
         if ctl.broken is not None:
@@ -693,6 +701,10 @@ class _Speculation:
             h = spec.header(sig)
             spec.hdr_in[:] = h
             spec.last = h
+        if tok != spec.tok_last and spec.tok_in is not None:
+            spec.tok_in[0] = tok
+            spec.tok_in[1] = tok * tok
+            spec.tok_last = tok
         w._seq += 1
         req = spec.req
         req.Start()

@@ -276,7 +276,8 @@ _ALGO = {"auto": 0, "ring": 1, "mpi": 2}
 
 class _Plan:
     """A repeated ``ring_allreduce(x, out=out)`` on the same two arrays (see :func:`_remember`)."""
-    __slots__ = ("w", "xref", "oref", "dt", "sig", "spec", "mean", "op", "algorithm", "use_mpi")
+    __slots__ = ("w", "xref", "oref", "dt", "sig", "spec", "mean", "op", "algorithm", "use_mpi",
+                 "token", "req")
 
 
 #: (id(x), id(out), op, algorithm) -> _Plan, and None -> the last one used. Plans hold weak
@@ -305,22 +306,75 @@ def _remember(w, x, out, op, algorithm, sig, use_mpi):
     pl.w, pl.dt = w, x.dtype
     pl.sig, pl.spec, pl.mean, pl.op, pl.algorithm = sig, w._spec.cur, op == "mean", op, algorithm
     pl.use_mpi = use_mpi
+    pl.token, pl.req = 0, None
+    old = _PLANS.get((id(x), id(out), op, algorithm))
+    if old is not None:
+        _unbind(old)
     if len(_PLANS) >= _MAX_PLANS:
+        for o in _PLANS.values():
+            _unbind(o)
         _PLANS.clear()
     _PLANS[(id(x), id(out), op, algorithm)] = _PLANS[None] = pl
 
 
+#: Largest token of a bound data request (exact sums of t*t in float32 up to 258 ranks).
+_MAX_TOKEN = 101
+
+
+def _unbind(pl):
+    """Free ``pl``'s bound data request (inactive between calls, so freeing it is local)."""
+    if pl.req is not None:
+        try:
+            pl.req.Free()
+        except Exception:
+            pass
+        pl.req = None
+    pl.token = 0
+
+
 def _planned(pl, x, out, timeout):
+    """A planned call. Data up to ``SPEC_DATA_BYTES`` rides in the speculative round. Larger
+    messages on MPI's path go, after the header-only round, by a persistent allreduce bound to
+    this rank's ``x`` and ``out`` (no per-call schedule, unlike ``Iallreduce``): every rank
+    sends a token in the round, 1 for "planned, nothing bound" and 2 + k for "bound by the
+    k-th binding of this signature", and the round's sums of t and t*t say whether all tokens
+    are equal. All 1: every rank binds now (the same collective point everywhere). All equal
+    and >= 2: every rank starts the request created at that same point. Otherwise every rank
+    unbinds and takes MPI's ``Iallreduce``; ranks outside the planned path send 0. A rank only
+    ever starts a request bound to the arrays of its current call."""
     w = pl.w
     xf = x if x.ndim == 1 else x.reshape(-1)
     of = out if out.ndim == 1 else out.reshape(-1)
-    red = w._spec.round(w, pl.sig, xf, timeout)
+    spec = pl.spec
+    bindable = pl.use_mpi and spec.tok_in is not None
+    tok = (pl.token or 1) if bindable else 0
+    red = w._spec.round(w, pl.sig, xf, timeout, tok)
     if red is not None and red.size:            # the data rode in the round
         if pl.mean:
             np.true_divide(red, w.size, out=of)
         else:
             of[...] = red
         return out
+    if red is not None and bindable:            # a header-only hit: agree on the bound request
+        p = w.size
+        t1, t2 = float(spec.tok_out[0]), float(spec.tok_out[1])
+        if t1 == p * tok and t1 * t1 == p * t2:    # every rank sent this same token
+            if tok == 1 and spec.nbound < _MAX_TOKEN - 1:
+                pl.req = w.comm.Allreduce_init(xf, of, op=w.MPI.SUM)
+                pl.token = 2 + spec.nbound
+                spec.nbound += 1
+                tok = pl.token
+            if tok >= 2:
+                seq = w.next_seq()
+                pl.req.Start()
+                if not pl.req.Test():
+                    w.wait([pl.req], lambda: f"ring_allreduce #{seq} (bound MPI path, n={of.size} "
+                                             f"{of.dtype})", timeout=timeout, seq=seq)
+                if pl.mean:
+                    np.true_divide(of, p, out=of)
+                return out
+        elif pl.token:
+            _unbind(pl)
     # a header-only round, or every rank changed to this signature at once: the data path,
     # no further check
     if pl.use_mpi:

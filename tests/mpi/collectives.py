@@ -175,7 +175,10 @@ for n in (10, 1000, 5000, 20000, 2 ** 17 + 3):
             checks += 1
         assert ring_mod._PLANS.get(None) is not None and ring_mod._PLANS[None].xref() is xb, \
             "repeated calls on the same buffers must take the planned path"
-        assert ring_mod._PLANS[None].use_mpi == (n * xb.itemsize < ring_mod._small_bytes(w)), n
+        pl = ring_mod._PLANS[None]
+        assert pl.use_mpi == (n * xb.itemsize < ring_mod._small_bytes(w)), n
+        if pl.use_mpi and n * xb.itemsize > ring_mod.SPEC_DATA_BYTES:
+            assert pl.token >= 2 and pl.req is not None, "repeated mid-size calls must bind"
         # a read-only out is refused, not written through the remembered view
         ob.flags.writeable = False
         try:
@@ -199,6 +202,22 @@ for n in (10, 1000, 5000, 20000, 2 ** 17 + 3):
             fd.ring_allreduce(xb, op="sum", out=ob)
             assert np.all(ob == sum(range(p)) + p * rep)
             checks += 1
+# bound requests (header-only rounds on MPI's path): one rank changes its buffers, then
+# changes back; every call is right and the ranks rebind together
+n = 20000
+xa_, oa_ = np.zeros(n), np.empty(n)
+xc_, oc_ = np.zeros(n), np.empty(n)
+for rep in range(12):
+    use_c = r == 0 and 4 <= rep < 7
+    xs_, os_ = (xc_, oc_) if use_c else (xa_, oa_)
+    xs_[...] = np.arange(n) * (r + 1) + rep
+    res = fd.ring_allreduce(xs_, out=os_)
+    assert res is os_ and np.array_equal(os_, np.arange(n) * (p * (p + 1) // 2) + p * rep), rep
+    assert same_on_all_ranks(os_)
+    checks += 1
+pl = ring_mod._PLANS[None]
+assert pl.xref() is xa_ and pl.token >= 2, "the ranks must have bound again after the switch"
+checks += 1
 # remembered buffers are not kept alive by funcgrad (plans hold weak references only)
 import weakref  # noqa: E402
 xb2 = np.ones((40, 25))
