@@ -36,6 +36,8 @@ def _jit_disabled():
 # ----------------------------------------------------------------------------- signatures
 def _leaf_spec(x):
     t = type(x)
+    if t is np.ndarray:
+        return ("a", x.dtype.str, x.ndim)
     if t is float:
         return ("f",)
     if t is int:
@@ -290,12 +292,14 @@ def _primitive_wrapper(prim, n):
 
 
 def _scalar_output_check(fname, out, has_aux):
+    if type(out) is float or type(out) is np.float64 or type(out) is np.float32:
+        return
     arr = np.asarray(out)
     if arr.shape != ():
         raise TypeError(f"grad of {fname} requires a scalar output; the function returned an array of shape "
                         f"{arr.shape}. Reduce it (np.sum, np.mean) or use funcgrad.vjp for non-scalar outputs."
                         + (" (with has_aux=True the function must return (scalar, aux))" if has_aux else ""))
-    if not np.issubdtype(arr.dtype, np.floating):
+    if arr.dtype.kind != "f":
         raise TypeError(f"grad of {fname} requires a floating-point output; it returned dtype {arr.dtype}")
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
+
 from .errors import TreeStructureError
 
 __all__ = [
@@ -34,6 +36,7 @@ def register_pytree_node(cls: type, flatten: Callable, unflatten: Callable) -> N
     if not isinstance(cls, type):
         raise TypeError(f"register_pytree_node expects a class, received {cls!r}")
     _REGISTRY[cls] = (flatten, unflatten)
+    _PLAIN_LEAVES.discard(cls)
 
 
 def _is_namedtuple(x: Any) -> bool:
@@ -112,12 +115,27 @@ def _hashable(aux):
 
 
 _LEAF = TreeDef("leaf", None, ())
+#: leaf types no one registers as pytree nodes (checked by exact type)
+_PLAIN_LEAVES = set([np.ndarray, float, int, bool, complex, np.float64, np.float32, np.int64,
+                           np.int32, np.bool_])
 
 
 def _flatten(x, leaves, is_leaf):
     if is_leaf is not None and is_leaf(x):
         leaves.append(x)
         return _LEAF
+    t = type(x)
+    if t in _PLAIN_LEAVES:                 # the common leaves and containers, without building
+        leaves.append(x)                   # the child path strings _node_kind makes for paths
+        return _LEAF
+    if t is dict and t not in _REGISTRY:
+        try:
+            keys = sorted(x)
+        except TypeError:
+            keys = list(x)
+        return TreeDef("dict", tuple(keys), [_flatten(x[k], leaves, is_leaf) for k in keys])
+    if (t is tuple or t is list) and t not in _REGISTRY:
+        return TreeDef("tuple" if t is tuple else "list", len(x), [_flatten(c, leaves, is_leaf) for c in x])
     node = _node_kind(x)
     if node is None:
         leaves.append(x)

@@ -86,3 +86,50 @@ def test_compiled_equals_python(name, data):
     for a, b in zip(vjp_nb(ct), vjp_py(ct)):
         np.testing.assert_allclose(np.asarray(a, dtype=float), np.asarray(b, dtype=float), rtol=1e-12, atol=1e-12,
                                    err_msg=f"{name}: compiled vs pure-Python cotangent")
+
+
+# ------------------------------------------------------- the kernels' Python fast paths
+# (ndarrays go straight to ufunc.reduce; unreduce writes small results out instead of
+# returning a broadcast view): the same values, dtypes and shapes as the NumPy calls they replace
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32, np.int64, np.bool_])
+@pytest.mark.parametrize("op", ["sum", "max", "min", "prod"])
+def test_reduction_fast_path_matches_numpy(op, dtype):
+    from funcgrad.kernels import cpu as K
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((3, 4, 5)) * 3).astype(dtype)
+    npfn = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod}[op]
+    for axis in (None, 0, 1, -1, (0, 2)):
+        for keepdims in (False, True):
+            got = getattr(K, op)(x, axis=axis, keepdims=keepdims)
+            want = npfn(x, axis=axis, keepdims=keepdims)
+            assert np.asarray(got).dtype == np.asarray(want).dtype, (op, dtype, axis, keepdims)
+            assert np.shape(got) == np.shape(want)
+            assert np.array_equal(got, want)
+    assert getattr(K, op)(2.5) == npfn(2.5)                 # a Python scalar takes NumPy's path
+
+
+@pytest.mark.parametrize("shape,axis,keepdims", [((4, 3), 1, False), ((4, 3), 1, True),
+                                                  ((4, 3), None, False), ((2, 3, 4), (0, 2), False),
+                                                  ((300, 200), 0, True)])   # the last: a broadcast view
+def test_unreduce_matches_broadcast(shape, axis, keepdims):
+    from funcgrad.kernels import cpu as K
+    x = np.zeros(shape)
+    g = np.arange(np.prod(np.sum(x, axis=axis, keepdims=keepdims).shape), dtype=np.float32)
+    g = g.reshape(np.sum(x, axis=axis, keepdims=keepdims).shape)
+    got = K.unreduce(g, x, axis, keepdims)
+    g_kd = g if keepdims or axis is None else np.expand_dims(g, axis)
+    want = np.broadcast_to(g_kd, shape)
+    assert got.shape == shape and got.dtype == np.float32 and np.array_equal(got, want)
+    for s in (np.float32(1.5), 2.0):                          # scalar cotangents keep their dtype
+        r = K.unreduce(s, x, None, False)
+        assert r.shape == shape and r.dtype == np.asarray(s).dtype and np.all(r == s)
+
+
+def test_unbroadcast_sums_broadcast_axes():
+    from funcgrad.kernels import cpu as K
+    g = np.arange(24.0).reshape(2, 3, 4)
+    assert K.unbroadcast(g, np.zeros((3, 4))).shape == (3, 4)
+    assert np.array_equal(K.unbroadcast(g, np.zeros((3, 4))), g.sum(0))
+    assert np.array_equal(K.unbroadcast(g, np.zeros((3, 1))), g.sum((0, 2)).reshape(3, 1))
+    assert K.unbroadcast(g, np.zeros((2, 3, 4))) is g
+    assert K.unbroadcast(g, 1.0) == g.sum()

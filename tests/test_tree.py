@@ -56,3 +56,27 @@ def test_mismatch_errors_name_the_key_path():
     leaves, td = tree_flatten(a)
     with pytest.raises(TreeStructureError, match="has 2 leaves, received 3"):
         tree_unflatten(td, [1, 2, 3])
+
+
+def test_registering_a_leaf_type_makes_it_a_node():
+    """The flatten fast path treats float as a leaf by type; a registration must still win."""
+    import funcgrad.tree as T
+
+    assert T.tree_flatten(1 + 2j)[0] == [1 + 2j]
+    T.register_pytree_node(complex, lambda z: ((z.real, z.imag), None), lambda aux, ch: complex(*ch))
+    try:
+        leaves, td = T.tree_flatten([1 + 2j])
+        assert leaves == [1.0, 2.0] and T.tree_unflatten(td, [3.0, 4.0]) == [3 + 4j]
+    finally:
+        del T._REGISTRY[complex]
+        T._PLAIN_LEAVES.add(complex)
+    assert T.tree_flatten(1 + 2j)[0] == [1 + 2j]
+
+    class Box:
+        def __init__(self, a, b):
+            self.a, self.b = a, b
+    T.register_pytree_node(Box, lambda b: ((b.a, b.b), None), lambda aux, ch: Box(*ch))
+    leaves, td = T.tree_flatten({"k": Box(np.ones(2), 3.0), "j": [1, (2.0,)]})
+    assert len(leaves) == 4 and leaves[0] == 1 and leaves[1] == 2.0 and leaves[3] == 3.0  # keys sorted
+    back = T.tree_unflatten(td, leaves)
+    assert isinstance(back["k"], Box) and back["j"] == [1, (2.0,)]
