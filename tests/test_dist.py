@@ -207,6 +207,53 @@ def test_world_of_size_one_without_mpiexec(variant):
     assert r.returncode == 0 and f"SIZE1 OK {variant}" in r.stdout, r.stdout + r.stderr
 
 
+MPIT = r"""
+import os, sys
+from mpi4py import MPI
+from funcgrad.dist import _mpit
+os.environ.pop("MPIR_CVAR_IALLREDUCE_INTRA_ALGORITHM", None)   # (MPICH read it at MPI_Init)
+if sys.argv[1] == "env":
+    print("VALUE", _mpit.read(MPI))
+    raise SystemExit
+class W:
+    MPI = MPI
+    small_rd = True
+before = _mpit.read(MPI)
+with _mpit.small_allreduce_algorithm(W, 4096) as on:
+    inside = _mpit.read(MPI)
+after = _mpit.read(MPI)
+with _mpit.small_allreduce_algorithm(W, 10 ** 6) as on_big:
+    big = _mpit.read(MPI)
+W.small_rd = False
+with _mpit.small_allreduce_algorithm(W, 4096) as on_off:
+    off = _mpit.read(MPI)
+print("MPIT", before, inside, after, on, on_big, big, on_off, off)
+"""
+
+
+@pytest.mark.skipif(not HAVE_MPI4PY, reason="mpi4py not installed")
+def test_small_allreduce_schedule_is_set_and_restored():
+    """_mpit sets MPICH's iallreduce algorithm to recursive doubling only inside its context, only
+    for small messages, and to the value MPICH itself gives that name (read back from a process
+    launched with the variable set)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "HYDRA_", "MPI_LOCALRANKID"))}
+    r = subprocess.run([sys.executable, "-c", MPIT, "env"], capture_output=True, text=True, timeout=50,
+                       cwd=ROOT, env={**env, "MPIR_CVAR_IALLREDUCE_INTRA_ALGORITHM": "sched_recursive_doubling"})
+    m = re.search(r"VALUE (\S+)", r.stdout)
+    assert r.returncode == 0 and m, r.stdout + r.stderr
+    if m.group(1) == "None":
+        pytest.skip("this MPI has no MPIR_CVAR_IALLREDUCE_INTRA_ALGORITHM (not MPICH)")
+    want = int(m.group(1))
+    r = subprocess.run([sys.executable, "-c", MPIT, "run"], capture_output=True, text=True, timeout=50,
+                       cwd=ROOT, env=env)
+    m = re.search(r"MPIT (.*)", r.stdout)
+    assert r.returncode == 0 and m, r.stdout + r.stderr
+    before, inside, after, on, on_big, big, on_off, off = m.group(1).split()
+    assert on == "True" and int(inside) == want != int(before), m.group(1)
+    assert after == before and on_big == "False" and big == before, m.group(1)
+    assert on_off == "False" and off == before, m.group(1)
+
+
 def test_comm_timeout_env_var(monkeypatch):
     from funcgrad.dist.comm import default_timeout
     monkeypatch.setenv("FUNCGRAD_COMM_TIMEOUT", "2.5")
