@@ -156,6 +156,8 @@ class World:
         self._seq = 0
         self._yield_after = _YIELD_AFTER
         self._tests_per_yield = 1
+        self.small_rd = False        # see _agree_at_start
+        self.oversubscribed = False
         self.dead = set()            # ranks known to have died (parameter-server drop)
         self._ctl = None
         self._spec = None
@@ -170,32 +172,38 @@ class World:
         self._diag = _dup(comm, self.timeout, "world(): duplicating the communicator for diagnostics") \
             if self.size > 1 else None
         self.local_rank, self.local_size = self._local_rank()
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+        oversubscribed = self.local_size > cores       # this node runs more ranks than cores
         if _YIELD_AFTER_ENV is not None:
             self._yield_after = int(_YIELD_AFTER_ENV)
         else:
-            try:
-                cores = len(os.sched_getaffinity(0))
-            except (AttributeError, OSError):
-                cores = os.cpu_count() or 1
-            self._yield_after = _YIELD_AFTER if self.local_size > cores else 2000
+            self._yield_after = _YIELD_AFTER if oversubscribed else 2000
         if _TESTS_PER_YIELD_ENV is not None:
             self._tests_per_yield = max(1, int(_TESTS_PER_YIELD_ENV))
         else:
             self._tests_per_yield = _TESTS_PER_YIELD if self._yield_after < 100 else 1
-        self.small_rd = self._agree_small_rd() if self.size > 1 else False
+        self.small_rd, self.oversubscribed = False, oversubscribed
+        if self.size > 1:
+            self.small_rd, self.oversubscribed = self._agree_at_start(oversubscribed)
         self._ctl = _Control(self) if self.size > 1 else None
         self._spec = _Speculation(self) if self.size > 1 else None
 
-    def _agree_small_rd(self):
-        """Whether every rank can give its small persistent allreduces recursive doubling
-        (``_mpit``): a collective's ranks must all run the same schedule, so they agree first."""
+    def _agree_at_start(self, oversubscribed):
+        """(every rank can give its small persistent allreduces recursive doubling (``_mpit``),
+        some node runs more ranks than cores). Both choose algorithms every rank must run alike
+        (a collective's schedule; ring_allreduce's MPI-or-ring threshold), so the ranks agree
+        on them once, with one MIN allreduce, instead of each deciding from its own node."""
         from . import _mpit
-        mine = np.array([1 if _mpit.available(self.MPI) else 0], dtype=np.int32)
-        allok = np.zeros(1, dtype=np.int32)
-        req = self.comm.Iallreduce(mine, allok, op=self.MPI.MIN)
+        mine = np.array([1 if _mpit.available(self.MPI) else 0, 0 if oversubscribed else 1],
+                        dtype=np.int32)
+        agreed = np.zeros(2, dtype=np.int32)
+        req = self.comm.Iallreduce(mine, agreed, op=self.MPI.MIN)
         seq = self.next_seq()
         self.wait([req], "world(): agreeing on the small-message allreduce schedule", seq=seq)
-        return bool(allok[0])
+        return bool(agreed[0]), not agreed[1]
 
     # ------------------------------------------------------------------ info
     def _local_rank(self):

@@ -41,7 +41,9 @@ the bandwidth it saves) go to MPI's own ``Iallreduce``. When a node runs
 more ranks than it has cores (``mpiexec -n 4`` on 2 cores) each of the ring's
 ``2 (p-1)`` rounds waits for a descheduled neighbour, and MPICH's own
 algorithms (fewer rounds) stay ahead for smaller messages: the threshold is
-then ``OVERSUBSCRIBED_SMALL_BYTES`` (measured for p = 4 on 2 cores with
+then ``OVERSUBSCRIBED_SMALL_BYTES``, on every rank of the job once any node is
+oversubscribed (``World.oversubscribed`` is agreed at ``world()``: ranks that
+chose different paths for one call would deadlock) (measured for p = 4 on 2 cores with
 benchmarks/allreduce.py, forced ring / ``comm.Allreduce``: 2.0-2.7x at
 400 KB, 1.2-1.4x at 1.2 MB against 1.25-1.5x for the MPI path with its
 check, 0.84-0.93x at 4 MB against 1.15-1.25x, 0.8x at 12 MB). Splitting each ring step
@@ -50,8 +52,6 @@ the transfers was measured too and did not pay on shared memory (equal at
 256 KB pieces, up to 1.6x slower at 64 KB), so each step is one message.
 """
 from __future__ import annotations
-
-import os
 
 import numpy as np
 
@@ -69,15 +69,9 @@ OVERSUBSCRIBED_SMALL_BYTES = 2 ** 20
 
 
 def _small_bytes(w) -> int:
-    v = getattr(w, "_small_bytes", None)
-    if v is None:
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            cores = os.cpu_count() or 1
-        v = OVERSUBSCRIBED_SMALL_BYTES if w.local_size > cores else SMALL_BYTES
-        w._small_bytes = v
-    return v
+    """The MPI-or-ring threshold; the same on every rank (``World.oversubscribed`` is agreed
+    across ranks: a node with more ranks than cores anywhere in the job counts)."""
+    return OVERSUBSCRIBED_SMALL_BYTES if w.oversubscribed else SMALL_BYTES
 
 OPS = {"sum": 1, "mean": 2}
 

@@ -67,6 +67,15 @@ def test_ring_and_tree_collectives(p):
     assert int(out.split("checks=")[1].split()[0]) > 300
 
 
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+def test_ranks_agree_on_thresholds_when_nodes_differ():
+    """A rank that sees its node oversubscribed and one that does not still pick the same
+    MPI-or-ring path for every call (World.oversubscribed is agreed at world())."""
+    ok(run_mpi(2, MPI_DIR / "agreement.py", timeout=50), "AGREEMENT OK")
+
+
 # ---------------------------------------------------------------- data parallel
 @needs_mpi
 @pytest.mark.mpi
