@@ -382,9 +382,10 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1):
 
 @vjp(conv2d)
 def _conv2d_vjp(y, x, w, b=None, stride=1, padding=0, dilation=1):
-    d[x] = conv2d_input_grad(d[y], w, x.shape, stride, padding, dilation)
+    # the weight gradient first, while d[y] (just written by the layer above's rule) is warm
     d[w] = conv2d_weight_grad(d[y], x, w.shape, stride, padding, dilation)
     d[b] = channel_sum(d[y])
+    d[x] = conv2d_input_grad(d[y], w, x.shape, stride, padding, dilation)
 
 
 @primitive(sample=_sample_conv2d_input_grad)
