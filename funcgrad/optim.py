@@ -184,7 +184,11 @@ def _fresh(ufunc, a, b, dtype=None) -> np.ndarray:
     """``ufunc(a, b)`` into a new ndarray (also for 0-d inputs, where NumPy would return a scalar)."""
     a = np.asarray(a)
     dt = dtype if dtype is not None else np.result_type(a, b)
-    return ufunc(a, b, out=np.empty(np.broadcast_shapes(a.shape, np.shape(b)), dtype=dt))
+    if type(b) is float or type(b) is int or (type(b) is np.ndarray and b.shape == a.shape):
+        shape = a.shape                    # (np.broadcast_shapes costs more than the update here)
+    else:
+        shape = np.broadcast_shapes(a.shape, np.shape(b))
+    return ufunc(a, b, out=np.empty(shape, dtype=dt))
 
 
 def _need_params(params, opt: str, why: str):
