@@ -185,7 +185,7 @@ class World:
             self._tests_per_yield = max(1, int(_TESTS_PER_YIELD_ENV))
         else:
             self._tests_per_yield = _TESTS_PER_YIELD if self._yield_after < 100 else 1
-        self.small_rd, self.oversubscribed = False, oversubscribed
+        self.oversubscribed = oversubscribed
         if self.size > 1:
             self.small_rd, self.oversubscribed = self._agree_at_start(oversubscribed)
         self._ctl = _Control(self) if self.size > 1 else None
@@ -196,7 +196,6 @@ class World:
         some node runs more ranks than cores). Both choose algorithms every rank must run alike
         (a collective's schedule; ring_allreduce's MPI-or-ring threshold), so the ranks agree
         on them once, with one MIN allreduce, instead of each deciding from its own node."""
-        from . import _mpit
         mine = np.array([1 if _mpit.available(self.MPI) else 0, 0 if oversubscribed else 1],
                         dtype=np.int32)
         agreed = np.zeros(2, dtype=np.int32)

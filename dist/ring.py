@@ -53,6 +53,8 @@ the transfers was measured too and did not pay on shared memory (equal at
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .comm import World, dtype_code, world
@@ -298,7 +300,6 @@ def _remember(w, x, out, op, algorithm, sig, use_mpi):
     ``out`` not overlapping ``x``) while the same speculation is current goes straight to the
     round, then (header-only rounds) to the data path ``use_mpi`` chose; what the round itself
     checks across ranks (length, dtype, op) is unchanged."""
-    import weakref
     if not (type(x) is _ndarray and x.flags.c_contiguous and type(out) is _ndarray
             and out.flags.c_contiguous and out.shape == x.shape and out.dtype == x.dtype):
         return

@@ -43,6 +43,14 @@ def _is_namedtuple(x: Any) -> bool:
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
 
+def _dict_keys(d):
+    """A dict's children in canonical order: sorted keys, else insertion order."""
+    try:
+        return sorted(d)
+    except TypeError:
+        return list(d)
+
+
 def _node_kind(x: Any):
     """(kind, aux, children, child keys) for a container, or None for a leaf."""
     t = type(x)
@@ -59,10 +67,7 @@ def _node_kind(x: Any):
     if t is list:
         return ("list", len(x), list(x), [f"[{i}]" for i in range(len(x))])
     if t is dict:
-        try:
-            keys = sorted(x)
-        except TypeError:
-            keys = list(x)
+        keys = _dict_keys(x)
         return ("dict", tuple(keys), [x[k] for k in keys], [f"[{k!r}]" for k in keys])
     return None
 
@@ -116,8 +121,8 @@ def _hashable(aux):
 
 _LEAF = TreeDef("leaf", None, ())
 #: leaf types no one registers as pytree nodes (checked by exact type)
-_PLAIN_LEAVES = set([np.ndarray, float, int, bool, complex, np.float64, np.float32, np.int64,
-                           np.int32, np.bool_])
+_PLAIN_LEAVES = {np.ndarray, float, int, bool, complex, np.float64, np.float32, np.int64,
+                 np.int32, np.bool_}
 
 
 def _flatten(x, leaves, is_leaf):
@@ -129,10 +134,7 @@ def _flatten(x, leaves, is_leaf):
         leaves.append(x)                   # the child path strings _node_kind makes for paths
         return _LEAF
     if t is dict and t not in _REGISTRY:
-        try:
-            keys = sorted(x)
-        except TypeError:
-            keys = list(x)
+        keys = _dict_keys(x)
         return TreeDef("dict", tuple(keys), [_flatten(x[k], leaves, is_leaf) for k in keys])
     if (t is tuple or t is list) and t not in _REGISTRY:
         return TreeDef("tuple" if t is tuple else "list", len(x), [_flatten(c, leaves, is_leaf) for c in x])

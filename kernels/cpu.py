@@ -58,6 +58,7 @@ equal = np.equal
 logical_not = np.logical_not
 
 _FUNCS_WITH_OVERLOADS = []
+_ndarray = np.ndarray
 
 
 def _register(fn):
@@ -179,7 +180,6 @@ def _make_reduction(op, npfn, ufunc=None):
     return pyimpl
 
 
-_ndarray = np.ndarray
 sum = _make_reduction("sum", np.sum, np.add)  # noqa: A001
 mean = _make_reduction("mean", np.mean)
 max = _make_reduction("max", np.max, np.maximum)  # noqa: A001
