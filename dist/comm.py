@@ -158,6 +158,8 @@ class World:
         self._tests_per_yield = 1
         self.small_rd = False        # see _agree_at_start
         self.oversubscribed = False
+        self.node_flags = False      # see _agree_at_start and _Flags
+        self._flags = None
         self.dead = set()            # ranks known to have died (parameter-server drop)
         self._ctl = None
         self._spec = None
@@ -187,22 +189,34 @@ class World:
             self._tests_per_yield = _TESTS_PER_YIELD if self._yield_after < 100 else 1
         self.oversubscribed = oversubscribed
         if self.size > 1:
-            self.small_rd, self.oversubscribed = self._agree_at_start(oversubscribed)
+            self.small_rd, self.oversubscribed, self.node_flags = self._agree_at_start(oversubscribed)
         self._ctl = _Control(self) if self.size > 1 else None
         self._spec = _Speculation(self) if self.size > 1 else None
 
     def _agree_at_start(self, oversubscribed):
         """(every rank can give its small persistent allreduces recursive doubling (``_mpit``),
-        some node runs more ranks than cores). Both choose algorithms every rank must run alike
-        (a collective's schedule; ring_allreduce's MPI-or-ring threshold), so the ranks agree
-        on them once, with one MIN allreduce, instead of each deciding from its own node."""
-        mine = np.array([1 if _mpit.available(self.MPI) else 0, 0 if oversubscribed else 1],
+        some node runs more ranks than cores, every rank allows the shared-memory agreement
+        slots of :class:`_Flags`). Each chooses algorithms every rank must run alike (a
+        collective's schedule; ring_allreduce's MPI-or-ring threshold; how a bound call is
+        checked), so the ranks agree on them once, with one MIN allreduce, instead of each
+        deciding from its own node and environment."""
+        mine = np.array([1 if _mpit.available(self.MPI) else 0, 0 if oversubscribed else 1,
+                         0 if os.environ.get("FUNCGRAD_COMM_NODE_FLAGS", "1") == "0" else 1],
                         dtype=np.int32)
-        agreed = np.zeros(2, dtype=np.int32)
+        agreed = np.zeros(3, dtype=np.int32)
         req = self.comm.Iallreduce(mine, agreed, op=self.MPI.MIN)
         seq = self.next_seq()
         self.wait([req], "world(): agreeing on the small-message allreduce schedule", seq=seq)
-        return bool(agreed[0]), not agreed[1]
+        return bool(agreed[0]), not agreed[1], bool(agreed[2])
+
+    def flags(self):
+        """The node's shared agreement slots (:class:`_Flags`), created on first use; None when
+        the ranks do not all share one node or it is switched off. Collective: every rank must
+        ask at the same point (ring_allreduce asks where every rank saw the same round)."""
+        f = self._flags
+        if f is None:
+            f = self._flags = _Flags(self)
+        return f if f.slots is not None else None
 
     # ------------------------------------------------------------------ info
     def _local_rank(self):
@@ -383,6 +397,11 @@ class World:
             if self.MPI.Is_finalized():
                 return
             self.barrier("shutdown barrier")
+            f = self._flags
+            if f is not None and f.win is not None:
+                f.win.Unlock_all()
+                f.win.Free()
+                self._flags = None
         except CommTimeout as e:
             sys.stderr.write(f"[funcgrad.dist] rank {self.rank}: {e}\n")
             sys.stderr.flush()
@@ -583,6 +602,46 @@ _SPEC_DTYPES = {"f8": (16, 1 << 20), "i8": (16, 1 << 20), "f4": (8, 258), "i4": 
 _SPEC_PAYLOAD = 18          # bytes of the varint-coded signature (n, dtype code, op, algorithm)
 
 
+#: int64 words per agreement slot: operation code, the 4 signature fields, "my call is the bound one"
+FLAG_WORDS = 6
+
+
+class _Flags:
+    """Agreement slots in node shared memory, for ring_allreduce's bound calls.
+
+    ``slots[parity, rank]`` is a row of :data:`FLAG_WORDS` int64 (an
+    ``MPI_Win_allocate_shared`` window on the node, which here is the whole
+    job). A rank writes its row for call ``c`` into parity ``c % 2`` before it
+    starts the call's collective and reads every row after the collective
+    completes: an allreduce completes on a rank only once every rank has
+    started it, so every row of call ``c`` is written by then (``MPI_Win_sync``
+    on both sides orders the stores and loads), and a rank that finished early
+    can at most be writing call ``c + 1``, which has the other parity (it
+    cannot finish ``c + 1`` before this rank starts it). So the check costs no
+    collective of its own and no copy of the data (see ``ring._bound_round``).
+    """
+
+    def __init__(self, w):
+        self.slots = None
+        self.win = None
+        if not w.node_flags or not hasattr(w.MPI.Win, "Allocate_shared"):
+            return
+        MPI = w.MPI
+        node = w.comm.Split_type(MPI.COMM_TYPE_SHARED, key=w.rank)
+        try:
+            if node.Get_size() != w.size:          # the same answer on every rank
+                return
+            p = w.size
+            nbytes = 2 * p * FLAG_WORDS * 8
+            self.win = MPI.Win.Allocate_shared(nbytes if w.rank == 0 else 0, 8, comm=node)
+            buf, _ = self.win.Shared_query(0)
+            self.slots = np.ndarray(buffer=buf, dtype=np.int64, shape=(2, p, FLAG_WORDS))
+            self.win.Lock_all(MPI.MODE_NOCHECK)
+            self.sync = self.win.Sync
+        finally:
+            node.Free()
+
+
 class _Spec:
     """One agreed ring_allreduce signature and its persistent allreduce (see _Speculation)."""
 
@@ -602,6 +661,7 @@ class _Spec:
         self.tok_out = self.buf_out[h:] if nt else None
         self.tok_last = 0
         self.nbound = 0            # bound data requests created for this signature (ring._planned)
+        self.bound = None          # ring._Bound while every rank's calls start the bound request
         self.p = w.size
         self.headers = {}
         self.own = own = self.header(sig)
@@ -698,6 +758,10 @@ class _Speculation:
             raise CommTimeout(f"{user_site()}: ring_allreduce: this communicator is unusable after an "
                               f"earlier timeout in {ctl.broken}; end the job", ranks=(),
                               operation="ring_allreduce")
+        if spec.bound is not None:
+            # every rank starts the bound request while it is agreed, whatever its call
+            from .ring import _bound_round
+            return _bound_round(w, spec, sig, None, timeout)
         if sig == spec.sig:
             if spec.last is not spec.own:            # the header stays in the buffer between calls
                 spec.hdr_in[:] = spec.own
@@ -715,6 +779,14 @@ class _Speculation:
         w._seq += 1
         req = spec.req
         req.Start()
+        self.complete(w, req, timeout)
+        return self.result(w, spec, sig, timeout)
+
+    @staticmethod
+    def complete(w, req, timeout):
+        """Finish a started round: a short spin, then :meth:`World.wait` (a timeout leaves the
+        world's control unusable: the ranks no longer agree on which round is which)."""
+        ctl = w._ctl
         test = req.Test
         k = ctl.spin
         while not test():
@@ -725,7 +797,27 @@ class _Speculation:
                 except CommTimeout:
                     ctl.broken = f"ring_allreduce #{w._seq}"
                     raise
-                break
+                return
+
+    def decide_rows(self, w, spec, sig, rows):
+        """:meth:`result` for a bound round, from every rank's flag row (``_Flags``; the same
+        rows on every rank): every rank called with ``spec``'s signature (but not every one
+        with the bound arrays): the empty data, to reduce the plain way; every rank with one
+        other signature: None; else raise the same CommMismatchError on every rank."""
+        head = rows[:, :FLAG_WORDS - 1]
+        if (head == head[0]).all():
+            if sig == spec.sig:
+                return spec.data_out
+            self.cur = None
+            self.last = sig
+            return None
+        self.cur = None
+        self.last = None
+        raise mismatch_error(w, "ring_allreduce", ("length", "dtype", "op", "algorithm"),
+                             zlib.crc32(b"ring_allreduce"), head.copy())
+
+    def result(self, w, spec, sig, timeout):
+        """What a completed round of ``spec`` (for a call with ``sig``) says; see :meth:`round`."""
         if spec.hdr_out.tobytes() == spec.expect:
             return spec.data_out                      # every rank: the current signature
         self.cur = None

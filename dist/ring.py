@@ -32,6 +32,18 @@ Python before ``MPI_Start`` costs several of wall time. Above
 ``SPEC_DATA_BYTES`` on MPI's path such calls then start a persistent
 allreduce bound to their own arrays, which the ranks create together once a
 token in the round shows that all of them are planned (:func:`_planned`).
+From the next call on, when every rank shares one node, the check leaves the
+collective path altogether (:func:`_bound_round`): every rank writes its
+call's signature into a slot in node shared memory, starts the bound request
+and reads the slots once it completes, so a steady-state call is one
+collective on the caller's own arrays, with no header round and no copy
+(measured at p = 4 on 2 cores, 1e5 float32, against ``comm.Allreduce``:
+1.08-1.15x, against 1.13-1.19x with the header round; the bare bound request
+1.0-1.09x). A rank whose call is another one still starts the bound request
+(with the bound arrays, whose ``out`` it copies back afterwards) and every
+rank then sees the disagreement. Other checked calls (the same signature on
+other arrays, another signature) therefore cost one wasted bound collective
+and end that state; alternating signatures never reach it.
 
 Messages go as ``Isend``/``Irecv`` pairs on preallocated contiguous buffers,
 completed by the deadline-bounded poll of :meth:`World.wait`. Messages
@@ -54,10 +66,11 @@ the transfers was measured too and did not pay on shared memory (equal at
 from __future__ import annotations
 
 import weakref
+import zlib
 
 import numpy as np
 
-from .comm import World, dtype_code, world
+from .comm import CommTimeout, World, _signed64, dtype_code, world
 
 __all__ = ["ring_allreduce", "SMALL_BYTES", "OVERSUBSCRIBED_SMALL_BYTES", "OPS"]
 
@@ -283,7 +296,7 @@ _ALGO = {"auto": 0, "ring": 1, "mpi": 2}
 class _Plan:
     """A repeated ``ring_allreduce(x, out=out)`` on the same two arrays (see :func:`_remember`)."""
     __slots__ = ("w", "xref", "oref", "dt", "sig", "spec", "mean", "op", "algorithm", "use_mpi",
-                 "token", "req")
+                 "token", "req", "fast")
 
 
 #: (id(x), id(out), op, algorithm) -> _Plan, and None -> the last one used. Plans hold weak
@@ -311,7 +324,7 @@ def _remember(w, x, out, op, algorithm, sig, use_mpi):
     pl.w, pl.dt = w, x.dtype
     pl.sig, pl.spec, pl.mean, pl.op, pl.algorithm = sig, w._spec.cur, op == "mean", op, algorithm
     pl.use_mpi = use_mpi
-    pl.token, pl.req = 0, None
+    pl.token, pl.req, pl.fast = 0, None, None
     old = _PLANS.get((id(x), id(out), op, algorithm))
     if old is not None:
         _unbind(old)
@@ -328,6 +341,11 @@ _MAX_TOKEN = 101
 
 def _unbind(pl):
     """Free ``pl``'s bound data request (inactive between calls, so freeing it is local)."""
+    b = pl.spec.bound
+    if b is not None and b.req is pl.req:
+        # the agreed bound state still starts it (never the case today: every call that can
+        # lead here first ends that state); it keeps the request and its arrays
+        pl.req = None
     if pl.req is not None:
         try:
             pl.req.Free()
@@ -335,6 +353,7 @@ def _unbind(pl):
             pass
         pl.req = None
     pl.token = 0
+    pl.fast = None
 
 
 def _planned(pl, x, out, timeout):
@@ -351,9 +370,42 @@ def _planned(pl, x, out, timeout):
     xf = x if x.ndim == 1 else x.reshape(-1)
     of = out if out.ndim == 1 else out.reshape(-1)
     spec = pl.spec
-    bindable = pl.use_mpi and spec.tok_in is not None
-    tok = (pl.token or 1) if bindable else 0
-    red = w._spec.round(w, pl.sig, xf, timeout, tok)
+    if spec.bound is not None:                   # the agreed bound state (see _bound_round)
+        red = _bound_round(w, spec, pl.sig, pl, timeout)
+        if red is True:
+            return out
+        # some rank called with other arrays: every rank reduces its own call the plain way
+        if pl.use_mpi:
+            _mpi_allreduce(w, xf, of, "mean" if pl.mean else "sum", timeout, inplace=False)
+        else:
+            _ring(w, xf, of, "mean" if pl.mean else "sum", timeout)
+        return out
+    fast = pl.fast
+    if fast is not None and spec.last is spec.own and spec.tok_last == pl.token \
+            and w._ctl.broken is None:
+        # the steady state of a bound plan: this signature's header and this plan's token are
+        # already in the round's buffer, and one byte comparison checks both (see _bind_fast)
+        sreq, dreq, buf_out, expect = fast
+        w._seq += 1
+        sreq.Start()
+        w._spec.complete(w, sreq, timeout)
+        if buf_out.tobytes() == expect:
+            seq = w.next_seq()
+            dreq.Start()
+            if not dreq.Test():
+                w.wait([dreq], lambda: f"ring_allreduce #{seq} (bound MPI path, n={of.size} "
+                                       f"{of.dtype})", timeout=timeout, seq=seq)
+            if pl.mean:
+                np.true_divide(of, w.size, out=of)
+            return out
+        pl.fast = None
+        red = w._spec.result(w, spec, pl.sig, timeout)
+        tok = pl.token
+        bindable = True
+    else:
+        bindable = pl.use_mpi and spec.tok_in is not None
+        tok = (pl.token or 1) if bindable else 0
+        red = w._spec.round(w, pl.sig, xf, timeout, tok)
     if red is not None and red.size:            # the data rode in the round
         if pl.mean:
             np.true_divide(red, w.size, out=of)
@@ -377,6 +429,14 @@ def _planned(pl, x, out, timeout):
                                              f"{of.dtype})", timeout=timeout, seq=seq)
                 if pl.mean:
                     np.true_divide(of, p, out=of)
+                # every rank is here, in the same call: from now on check by shared memory
+                # (_bound_round), or else by one byte comparison of this round's buffer
+                flags = w.flags() if w.node_flags else None
+                if flags is not None:
+                    spec.bound = _Bound(w, pl, x, out, flags)
+                elif spec.tok_last == tok:
+                    pl.fast = (spec.req, pl.req, spec.buf_out,
+                               spec.expect + np.array([p * tok, p * tok * tok], spec.dt).tobytes())
                 return out
         elif pl.token:
             _unbind(pl)
@@ -387,6 +447,84 @@ def _planned(pl, x, out, timeout):
     else:
         _ring(w, xf, of, "mean" if pl.mean else "sum", timeout)
     return out
+
+
+_CRC = zlib.crc32(b"ring_allreduce")
+
+
+def _flag_row(sig, ok):
+    return np.array([_CRC, *(_signed64(v) for v in sig), ok], dtype=np.int64)
+
+
+class _Bound:
+    """The agreed bound state of a header-only speculation (see :func:`_bound_round`).
+
+    Created on every rank in the same call, when every rank started the request bound to
+    its own ``x`` and ``out`` for this signature. Holds strong references to those two
+    arrays: while the state lasts any call may have to start the request."""
+    __slots__ = ("pl", "req", "x", "o", "mean", "count", "written", "slots", "mine", "sync",
+                 "ok_row", "expect", "what", "size")
+    # slots: the two parities' (p, FLAG_WORDS) rows, as views made once
+
+    def __init__(self, w, pl, x, out, flags):
+        self.pl, self.req, self.x, self.o, self.mean = pl, pl.req, x, out, pl.mean
+        self.count = 0
+        self.written = [None, None]
+        self.slots = (flags.slots[0], flags.slots[1])
+        self.mine = flags.slots[:, w.rank]
+        self.sync = flags.sync
+        self.ok_row = _flag_row(pl.sig, 1)
+        self.expect = self.ok_row.tobytes() * w.size
+        self.what = f"ring_allreduce (bound MPI path, n={out.size} {out.dtype})"
+        self.size = w.size
+
+
+def _bound_round(w, spec, sig, pl, timeout):
+    """A checked call while ``spec``'s bound state is agreed: one collective, no header round.
+
+    Every rank starts the bound request -- a rank whose call is not the bound plan ``pl``
+    too (then with the bound arrays: their data is wasted, and ``out``'s contents are put
+    back afterwards), so the MPI calls always match. Before starting, each rank writes its
+    call's signature and "mine is the bound call" into its shared-memory slot (``_Flags``),
+    and reads every slot once the collective is complete. All slots say "the bound call":
+    the result is in ``out`` (True). Else every rank saw the same slots: the state ends
+    everywhere and :meth:`_Speculation.decide_rows` says what follows (reduce the plain
+    way, or the same CommMismatchError on every rank)."""
+    st = spec.bound
+    c = st.count = st.count + 1
+    par = c & 1
+    pair = pl is st.pl
+    saved = None
+    if pair:
+        row = st.ok_row
+    else:
+        row = _flag_row(sig, 0)
+        saved = st.o.copy()
+    if st.written[par] is not row:
+        st.mine[par] = row
+        st.written[par] = row
+        st.sync()
+    w._seq += 1
+    seq = w._seq
+    req = st.req
+    req.Start()
+    if not req.Test():
+        try:
+            w.wait([req], st.what, timeout=timeout, seq=seq)
+        except CommTimeout:
+            w._ctl.broken = f"ring_allreduce #{seq}"
+            raise
+    st.sync()
+    rows = st.slots[par]
+    if pair and rows.tobytes() == st.expect:
+        if st.mean:
+            np.true_divide(st.o, st.size, out=st.o)
+        return True
+    rows = rows.copy()
+    spec.bound = None
+    if saved is not None:
+        np.copyto(st.o, saved)
+    return w._spec.decide_rows(w, spec, sig, rows)
 
 
 def _mpi_allreduce_fresh(w, xf, timeout):

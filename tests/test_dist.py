@@ -59,11 +59,13 @@ def ok(res, marker):
 @needs_mpi
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("p", [2, 3, 4])
-def test_ring_and_tree_collectives(p):
+@pytest.mark.parametrize("p,node_flags", [(2, True), (3, True), (4, True), (3, False)])
+def test_ring_and_tree_collectives(p, node_flags):
     """ring_allreduce == comm.Allreduce for every size/dtype/path, input unchanged, bit-identical
-    across ranks; allreduce_tree/broadcast_tree; mismatched lengths/dtypes/ops/trees raise on every rank."""
-    out = ok(run_mpi(p, MPI_DIR / "collectives.py", timeout=100), f"COLLECTIVES OK p={p}")
+    across ranks; allreduce_tree/broadcast_tree; mismatched lengths/dtypes/ops/trees raise on every
+    rank. Bound calls are checked in node shared memory, or (switched off) by a header round."""
+    env = None if node_flags else {"FUNCGRAD_COMM_NODE_FLAGS": "0"}
+    out = ok(run_mpi(p, MPI_DIR / "collectives.py", timeout=100, env=env), f"COLLECTIVES OK p={p}")
     assert int(out.split("checks=")[1].split()[0]) > 300
 
 

@@ -204,6 +204,8 @@ for n in (10, 1000, 5000, 20000, 2 ** 17 + 3):
             checks += 1
 # bound requests (header-only rounds on MPI's path): one rank changes its buffers, then
 # changes back; every call is right and the ranks rebind together
+# (with w.node_flags, calls after binding are checked in shared memory, ring._bound_round: a
+# rank whose call is another one still starts the bound request, and its bound out is restored)
 n = 20000
 xa_, oa_ = np.zeros(n), np.empty(n)
 xc_, oc_ = np.zeros(n), np.empty(n)
@@ -211,13 +213,44 @@ for rep in range(12):
     use_c = r == 0 and 4 <= rep < 7
     xs_, os_ = (xc_, oc_) if use_c else (xa_, oa_)
     xs_[...] = np.arange(n) * (r + 1) + rep
+    kept = oa_.copy()
+    was_bound = ring_mod._PLANS[None].spec.bound is not None if rep else False
     res = fd.ring_allreduce(xs_, out=os_)
     assert res is os_ and np.array_equal(os_, np.arange(n) * (p * (p + 1) // 2) + p * rep), rep
     assert same_on_all_ranks(os_)
+    if use_c:
+        assert np.array_equal(oa_, kept), "a bound out that this call did not pass must keep its contents"
+    if rep == 4:
+        assert everyone(was_bound) if w.node_flags else everyone(not was_bound), \
+            "repeated calls on the same buffers must reach the bound state (with node flags only)"
     checks += 1
 pl = ring_mod._PLANS[None]
 assert pl.xref() is xa_ and pl.token >= 2, "the ranks must have bound again after the switch"
+assert (pl.spec.bound is not None) == w.node_flags
 checks += 1
+# in the bound state: a mismatched length, dtype or op raises on every rank, and then the
+# buffers bind again
+for bad, words in ((lambda: fd.ring_allreduce(np.ones(n + (r == p - 1)), out=np.empty(n + (r == p - 1))),
+                    ["length", f"rank {p - 1}: {n + 1}", f"rank 0: {n}"]),
+                   (lambda: fd.ring_allreduce(xa_, out=oa_) if r else
+                    fd.ring_allreduce(xa_.astype(np.float32), out=np.empty(n, np.float32)), ["dtype"]),
+                   (lambda: fd.ring_allreduce(xa_, out=oa_, op="mean" if r == p - 1 else "sum"), ["op"])):
+    for rep in range(4):
+        xa_[...] = r + rep
+        fd.ring_allreduce(xa_, out=oa_)
+        assert np.all(oa_ == sum(range(p)) + p * rep)
+    assert (ring_mod._PLANS[None].spec.bound is not None) == w.node_flags
+    expect_mismatch(bad, words)
+    assert ring_mod._PLANS[None].spec.bound is None
+    checks += 1
+# every rank switches to other arrays of the same signature at once, and a small call in between
+for rep in range(3):
+    xa_[...] = r
+    fd.ring_allreduce(xa_, out=oa_)
+xc_[...] = r + 1
+assert np.all(fd.ring_allreduce(xc_, out=oc_) == sum(range(p)) + p) and np.all(oa_ == sum(range(p)))
+assert np.all(fd.ring_allreduce(np.full(3, 1.0 + r)) == sum(range(p)) + p)
+checks += 2
 # remembered buffers are not kept alive by funcgrad (plans hold weak references only)
 import weakref  # noqa: E402
 xb2 = np.ones((40, 25))
