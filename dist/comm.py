@@ -619,6 +619,9 @@ class _Flags:
     can at most be writing call ``c + 1``, which has the other parity (it
     cannot finish ``c + 1`` before this rank starts it). So the check costs no
     collective of its own and no copy of the data (see ``ring._bound_round``).
+    Creating it (``Split_type`` and ``Win_allocate_shared``, blocking calls with
+    no deadline of their own) happens once, right after a round every rank
+    completed, so every rank is alive and on its way to the same call.
     """
 
     def __init__(self, w):

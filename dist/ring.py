@@ -384,7 +384,8 @@ def _planned(pl, x, out, timeout):
     if fast is not None and spec.last is spec.own and spec.tok_last == pl.token \
             and w._ctl.broken is None:
         # the steady state of a bound plan: this signature's header and this plan's token are
-        # already in the round's buffer, and one byte comparison checks both (see _bind_fast)
+        # already in the round's buffer, and one byte comparison checks both (pl.fast is set
+        # where every rank first started the bound request, when there are no node flags)
         sreq, dreq, buf_out, expect = fast
         w._seq += 1
         sreq.Start()
