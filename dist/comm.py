@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import platform
 import sys
 import time
 import zlib
@@ -640,7 +641,10 @@ class _Flags:
             buf, _ = self.win.Shared_query(0)
             self.slots = np.ndarray(buffer=buf, dtype=np.int64, shape=(2, p, FLAG_WORDS))
             self.win.Lock_all(MPI.MODE_NOCHECK)
-            self.sync = self.win.Sync
+            # MPI_Win_sync is a memory barrier here. x86-64 needs none: it keeps loads in
+            # order, and MPI_Start's own locked instructions order the row's stores before
+            # anything a peer can observe of the collective
+            self.sync = None if platform.machine() in ("x86_64", "AMD64") else self.win.Sync
         finally:
             node.Free()
 

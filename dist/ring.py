@@ -367,13 +367,13 @@ def _planned(pl, x, out, timeout):
     unbinds and takes MPI's ``Iallreduce``; ranks outside the planned path send 0. A rank only
     ever starts a request bound to the arrays of its current call."""
     w = pl.w
+    spec = pl.spec
+    bound = spec.bound is not None
+    if bound and _bound_round(w, spec, pl.sig, pl, timeout) is True:
+        return out                               # the agreed bound state (see _bound_round)
     xf = x if x.ndim == 1 else x.reshape(-1)
     of = out if out.ndim == 1 else out.reshape(-1)
-    spec = pl.spec
-    if spec.bound is not None:                   # the agreed bound state (see _bound_round)
-        red = _bound_round(w, spec, pl.sig, pl, timeout)
-        if red is True:
-            return out
+    if bound:
         # some rank called with other arrays: every rank reduces its own call the plain way
         if pl.use_mpi:
             _mpi_allreduce(w, xf, of, "mean" if pl.mean else "sum", timeout, inplace=False)
@@ -504,7 +504,8 @@ def _bound_round(w, spec, sig, pl, timeout):
     if st.written[par] is not row:
         st.mine[par] = row
         st.written[par] = row
-        st.sync()
+        if st.sync is not None:
+            st.sync()
     w._seq += 1
     seq = w._seq
     req = st.req
@@ -515,7 +516,8 @@ def _bound_round(w, spec, sig, pl, timeout):
         except CommTimeout:
             w._ctl.broken = f"ring_allreduce #{seq}"
             raise
-    st.sync()
+    if st.sync is not None:
+        st.sync()
     rows = st.slots[par]
     if pair and rows.tobytes() == st.expect:
         if st.mean:
