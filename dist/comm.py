@@ -5,7 +5,9 @@ the deadline-bounded wait every other module uses instead of a blocking
 ``Wait`` (:meth:`World.wait`), the cross-rank agreement check that turns
 mismatched lengths/dtypes/trees into the same clear error on every rank
 (:meth:`World.check_same`, folded into one fixed-size persistent allreduce
-that small floating messages share, see :class:`_Control`), the diagnosis that names the ranks that never
+that small floating messages share, see :class:`_Control`; ring_allreduce's
+speculative rounds, :class:`_Speculation`; the node shared-memory slots that
+check its bound calls, :class:`_Flags`), the diagnosis that names the ranks that never
 joined a collective, and the job-wide abort on an uncaught exception.
 
 A plain ``python train.py`` (no ``mpiexec``) is a world of size 1, also when
