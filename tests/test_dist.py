@@ -128,7 +128,7 @@ def test_rank_that_calls_os_exit_ends_job():
 @needs_mpi
 @pytest.mark.mpi
 @pytest.mark.timeout(40)
-@pytest.mark.parametrize("mode", ["absent", "absent-mpi"])
+@pytest.mark.parametrize("mode", ["absent", "absent-mpi", "absent-bound"])
 def test_rank_that_never_joins_is_named_in_comm_timeout(mode):
     rc, out, err, dt = run_mpi(4, MPI_DIR / "faults.py", mode, timeout=35, comm_timeout=2)
     # ranks print concurrently: lines from different ranks may share a physical line
