@@ -32,18 +32,15 @@ Python before ``MPI_Start`` costs several of wall time. Above
 ``SPEC_DATA_BYTES`` on MPI's path such calls then start a persistent
 allreduce bound to their own arrays, which the ranks create together once a
 token in the round shows that all of them are planned (:func:`_planned`).
-From the next call on, when every rank shares one node, the check leaves the
-collective path altogether (:func:`_bound_round`): every rank writes its
-call's signature into a slot in node shared memory, starts the bound request
-and reads the slots once it completes, so a steady-state call is one
-collective on the caller's own arrays, with no header round and no copy
-(measured at p = 4 on 2 cores, 1e5 float32, against ``comm.Allreduce``:
-1.08-1.15x, against 1.13-1.19x with the header round; the bare bound request
-1.0-1.09x). A rank whose call is another one still starts the bound request
-(with the bound arrays, whose ``out`` it copies back afterwards) and every
-rank then sees the disagreement. Other checked calls (the same signature on
-other arrays, another signature) therefore cost one wasted bound collective
-and end that state; alternating signatures never reach it.
+When every rank shares one node, repeated calls of 16 KB to 1 MB
+(``comm.NODE_SHM_MIN_BYTES``, ``comm.NODE_SHM_BYTES``; ``algorithm="auto"``
+only) take no MPI call at all: every rank copies ``x`` into a node shared-memory region, the ranks
+meet at a counter barrier that also compares their signatures (the check
+costs nothing extra), each sums its ``1/p`` chunk of every input in rank
+order, and after a second barrier each copies the result out (see
+``comm._NodeShm``; measured at p = 4 on 2 cores, 1e5 float32: 0.71x
+``comm.Allreduce``, 0.76x at p = 2; results bit-identical on every rank,
+as with the ring). ``FUNCGRAD_COMM_NODE_SHM=0`` switches it off.
 
 Messages go as ``Isend``/``Irecv`` pairs on preallocated contiguous buffers,
 completed by the deadline-bounded poll of :meth:`World.wait`. Messages
@@ -66,11 +63,10 @@ the transfers was measured too and did not pay on shared memory (equal at
 from __future__ import annotations
 
 import weakref
-import zlib
 
 import numpy as np
 
-from .comm import CommTimeout, World, _signed64, dtype_code, world
+from .comm import World, dtype_code, world
 
 __all__ = ["ring_allreduce", "SMALL_BYTES", "OVERSUBSCRIBED_SMALL_BYTES", "OPS"]
 
@@ -341,11 +337,6 @@ _MAX_TOKEN = 101
 
 def _unbind(pl):
     """Free ``pl``'s bound data request (inactive between calls, so freeing it is local)."""
-    b = pl.spec.bound
-    if b is not None and b.req is pl.req:
-        # the agreed bound state still starts it (never the case today: every call that can
-        # lead here first ends that state); it keeps the request and its arrays
-        pl.req = None
     if pl.req is not None:
         try:
             pl.req.Free()
@@ -368,24 +359,14 @@ def _planned(pl, x, out, timeout):
     ever starts a request bound to the arrays of its current call."""
     w = pl.w
     spec = pl.spec
-    bound = spec.bound is not None
-    if bound and _bound_round(w, spec, pl.sig, pl, timeout) is True:
-        return out                               # the agreed bound state (see _bound_round)
     xf = x if x.ndim == 1 else x.reshape(-1)
     of = out if out.ndim == 1 else out.reshape(-1)
-    if bound:
-        # some rank called with other arrays: every rank reduces its own call the plain way
-        if pl.use_mpi:
-            _mpi_allreduce(w, xf, of, "mean" if pl.mean else "sum", timeout, inplace=False)
-        else:
-            _ring(w, xf, of, "mean" if pl.mean else "sum", timeout)
-        return out
     fast = pl.fast
     if fast is not None and spec.last is spec.own and spec.tok_last == pl.token \
             and w._ctl.broken is None:
         # the steady state of a bound plan: this signature's header and this plan's token are
         # already in the round's buffer, and one byte comparison checks both (pl.fast is set
-        # where every rank first started the bound request, when there are no node flags)
+        # where every rank first started the bound request)
         sreq, dreq, buf_out, expect = fast
         w._seq += 1
         sreq.Start()
@@ -430,12 +411,7 @@ def _planned(pl, x, out, timeout):
                                              f"{of.dtype})", timeout=timeout, seq=seq)
                 if pl.mean:
                     np.true_divide(of, p, out=of)
-                # every rank is here, in the same call: from now on check by shared memory
-                # (_bound_round), or else by one byte comparison of this round's buffer
-                flags = w.flags() if w.node_flags else None
-                if flags is not None:
-                    spec.bound = _Bound(w, pl, x, out, flags)
-                elif spec.tok_last == tok:
+                if spec.tok_last == tok:        # from now on one byte comparison checks the round
                     pl.fast = (spec.req, pl.req, spec.buf_out,
                                spec.expect + np.array([p * tok, p * tok * tok], spec.dt).tobytes())
                 return out
@@ -448,86 +424,6 @@ def _planned(pl, x, out, timeout):
     else:
         _ring(w, xf, of, "mean" if pl.mean else "sum", timeout)
     return out
-
-
-_CRC = zlib.crc32(b"ring_allreduce")
-
-
-def _flag_row(sig, ok):
-    return np.array([_CRC, *(_signed64(v) for v in sig), ok], dtype=np.int64)
-
-
-class _Bound:
-    """The agreed bound state of a header-only speculation (see :func:`_bound_round`).
-
-    Created on every rank in the same call, when every rank started the request bound to
-    its own ``x`` and ``out`` for this signature. Holds strong references to those two
-    arrays: while the state lasts any call may have to start the request."""
-    __slots__ = ("pl", "req", "x", "o", "mean", "count", "written", "slots", "mine", "sync",
-                 "ok_row", "expect", "what", "size")
-    # slots: the two parities' (p, FLAG_WORDS) rows, as views made once
-
-    def __init__(self, w, pl, x, out, flags):
-        self.pl, self.req, self.x, self.o, self.mean = pl, pl.req, x, out, pl.mean
-        self.count = 0
-        self.written = [None, None]
-        self.slots = (flags.slots[0], flags.slots[1])
-        self.mine = flags.slots[:, w.rank]
-        self.sync = flags.sync
-        self.ok_row = _flag_row(pl.sig, 1)
-        self.expect = self.ok_row.tobytes() * w.size
-        self.what = f"ring_allreduce (bound MPI path, n={out.size} {out.dtype})"
-        self.size = w.size
-
-
-def _bound_round(w, spec, sig, pl, timeout):
-    """A checked call while ``spec``'s bound state is agreed: one collective, no header round.
-
-    Every rank starts the bound request -- a rank whose call is not the bound plan ``pl``
-    too (then with the bound arrays: their data is wasted, and ``out``'s contents are put
-    back afterwards), so the MPI calls always match. Before starting, each rank writes its
-    call's signature and "mine is the bound call" into its shared-memory slot (``_Flags``),
-    and reads every slot once the collective is complete. All slots say "the bound call":
-    the result is in ``out`` (True). Else every rank saw the same slots: the state ends
-    everywhere and :meth:`_Speculation.decide_rows` says what follows (reduce the plain
-    way, or the same CommMismatchError on every rank)."""
-    st = spec.bound
-    c = st.count = st.count + 1
-    par = c & 1
-    pair = pl is st.pl
-    saved = None
-    if pair:
-        row = st.ok_row
-    else:
-        row = _flag_row(sig, 0)
-        saved = st.o.copy()
-    if st.written[par] is not row:
-        st.mine[par] = row
-        st.written[par] = row
-        if st.sync is not None:
-            st.sync()
-    w._seq += 1
-    seq = w._seq
-    req = st.req
-    req.Start()
-    if not req.Test():
-        try:
-            w.wait([req], st.what, timeout=timeout, seq=seq)
-        except CommTimeout:
-            w._ctl.broken = f"ring_allreduce #{seq}"
-            raise
-    if st.sync is not None:
-        st.sync()
-    rows = st.slots[par]
-    if pair and rows.tobytes() == st.expect:
-        if st.mean:
-            np.true_divide(st.o, st.size, out=st.o)
-        return True
-    rows = rows.copy()
-    spec.bound = None
-    if saved is not None:
-        np.copyto(st.o, saved)
-    return w._spec.decide_rows(w, spec, sig, rows)
 
 
 def _mpi_allreduce_fresh(w, xf, timeout):

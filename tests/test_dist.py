@@ -59,12 +59,13 @@ def ok(res, marker):
 @needs_mpi
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("p,node_flags", [(2, True), (3, True), (4, True), (3, False)])
-def test_ring_and_tree_collectives(p, node_flags):
+@pytest.mark.parametrize("p,node_shm", [(2, True), (3, True), (4, True), (3, False)])
+def test_ring_and_tree_collectives(p, node_shm):
     """ring_allreduce == comm.Allreduce for every size/dtype/path, input unchanged, bit-identical
     across ranks; allreduce_tree/broadcast_tree; mismatched lengths/dtypes/ops/trees raise on every
-    rank. Bound calls are checked in node shared memory, or (switched off) by a header round."""
-    env = None if node_flags else {"FUNCGRAD_COMM_NODE_FLAGS": "0"}
+    rank. Repeated mid-size calls go through node shared memory, or (switched off) bind a
+    persistent allreduce checked by a header round."""
+    env = None if node_shm else {"FUNCGRAD_COMM_NODE_SHM": "0"}
     out = ok(run_mpi(p, MPI_DIR / "collectives.py", timeout=100, env=env), f"COLLECTIVES OK p={p}")
     assert int(out.split("checks=")[1].split()[0]) > 300
 
@@ -128,7 +129,7 @@ def test_rank_that_calls_os_exit_ends_job():
 @needs_mpi
 @pytest.mark.mpi
 @pytest.mark.timeout(40)
-@pytest.mark.parametrize("mode", ["absent", "absent-mpi", "absent-bound"])
+@pytest.mark.parametrize("mode", ["absent", "absent-mpi", "absent-repeated"])
 def test_rank_that_never_joins_is_named_in_comm_timeout(mode):
     rc, out, err, dt = run_mpi(4, MPI_DIR / "faults.py", mode, timeout=35, comm_timeout=2)
     # ranks print concurrently: lines from different ranks may share a physical line

@@ -158,6 +158,7 @@ for n in (10, 1000, 5000, 2 ** 17 + 3):            # folded, small, mid-size (da
 
 # --------------------- repeated calls on the same x and out (ring._PLANS skips the argument checks)
 from funcgrad.dist import ring as ring_mod  # noqa: E402
+from funcgrad.dist.comm import NODE_SHM_BYTES, NODE_SHM_MIN_BYTES  # noqa: E402
 
 # folded, control-size, data-in-round, header-only round + MPI's allreduce, header-only + ring
 for n in (10, 1000, 5000, 20000, 2 ** 17 + 3):
@@ -177,7 +178,12 @@ for n in (10, 1000, 5000, 20000, 2 ** 17 + 3):
             "repeated calls on the same buffers must take the planned path"
         pl = ring_mod._PLANS[None]
         assert pl.use_mpi == (n * xb.itemsize < ring_mod._small_bytes(w)), n
-        if pl.use_mpi and n * xb.itemsize > ring_mod.SPEC_DATA_BYTES:
+        nbytes = n * xb.itemsize
+        served = pl.spec.shm is not None
+        assert served == (w.node_shm and NODE_SHM_MIN_BYTES <= nbytes <= NODE_SHM_BYTES), (n, dt)
+        if served:
+            assert pl.req is None, "calls reduced in node shared memory bind no MPI request"
+        elif pl.use_mpi and nbytes > ring_mod.SPEC_DATA_BYTES:
             assert pl.token >= 2 and pl.req is not None, "repeated mid-size calls must bind"
         # a read-only out is refused, not written through the remembered view
         ob.flags.writeable = False
@@ -202,10 +208,10 @@ for n in (10, 1000, 5000, 20000, 2 ** 17 + 3):
             fd.ring_allreduce(xb, op="sum", out=ob)
             assert np.all(ob == sum(range(p)) + p * rep)
             checks += 1
-# bound requests (header-only rounds on MPI's path): one rank changes its buffers, then
-# changes back; every call is right and the ranks rebind together
-# (with w.node_flags, calls after binding are checked in shared memory, ring._bound_round: a
-# rank whose call is another one still starts the bound request, and its bound out is restored)
+# repeated mid-size calls: one rank changes its buffers, then changes back; every call is
+# right. With w.node_shm they are reduced in node shared memory (comm._NodeShm: any arrays of
+# the agreed signature), else by a persistent allreduce bound to the caller's arrays, which the
+# ranks bind again together
 n = 20000
 xa_, oa_ = np.zeros(n), np.empty(n)
 xc_, oc_ = np.zeros(n), np.empty(n)
@@ -213,23 +219,20 @@ for rep in range(12):
     use_c = r == 0 and 4 <= rep < 7
     xs_, os_ = (xc_, oc_) if use_c else (xa_, oa_)
     xs_[...] = np.arange(n) * (r + 1) + rep
-    kept = oa_.copy()
-    was_bound = ring_mod._PLANS[None].spec.bound is not None if rep else False
+    xs_copy = xs_.copy()
     res = fd.ring_allreduce(xs_, out=os_)
     assert res is os_ and np.array_equal(os_, np.arange(n) * (p * (p + 1) // 2) + p * rep), rep
-    assert same_on_all_ranks(os_)
-    if use_c:
-        assert np.array_equal(oa_, kept), "a bound out that this call did not pass must keep its contents"
-    if rep == 4:
-        assert everyone(was_bound) if w.node_flags else everyone(not was_bound), \
-            "repeated calls on the same buffers must reach the bound state (with node flags only)"
+    assert same_on_all_ranks(os_) and np.array_equal(xs_, xs_copy)
     checks += 1
 pl = ring_mod._PLANS[None]
-assert pl.xref() is xa_ and pl.token >= 2, "the ranks must have bound again after the switch"
-assert (pl.spec.bound is not None) == w.node_flags
+assert pl.xref() is xa_
+if w.node_shm:
+    assert pl.spec.shm is not None and pl.req is None, "one node: repeated calls go through shared memory"
+else:
+    assert pl.spec.shm is None and pl.token >= 2, "the ranks must have bound again after the switch"
 checks += 1
-# in the bound state: a mismatched length, dtype or op raises on every rank, and then the
-# buffers bind again
+# in the steady state: a mismatched length, dtype or op raises on every rank, and the calls
+# settle again afterwards
 for bad, words in ((lambda: fd.ring_allreduce(np.ones(n + (r == p - 1)), out=np.empty(n + (r == p - 1))),
                     ["length", f"rank {p - 1}: {n + 1}", f"rank 0: {n}"]),
                    (lambda: fd.ring_allreduce(xa_, out=oa_) if r else
@@ -239,9 +242,9 @@ for bad, words in ((lambda: fd.ring_allreduce(np.ones(n + (r == p - 1)), out=np.
         xa_[...] = r + rep
         fd.ring_allreduce(xa_, out=oa_)
         assert np.all(oa_ == sum(range(p)) + p * rep)
-    assert (ring_mod._PLANS[None].spec.bound is not None) == w.node_flags
+    assert w._spec.cur is ring_mod._PLANS[None].spec, "four calls must reach the steady state"
     expect_mismatch(bad, words)
-    assert ring_mod._PLANS[None].spec.bound is None
+    assert w._spec.cur is None
     checks += 1
 # every rank switches to other arrays of the same signature at once, and a small call in between
 for rep in range(3):

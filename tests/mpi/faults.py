@@ -1,6 +1,6 @@
 """Run under mpiexec: one rank misbehaves, the job must fail fast and loudly.
 
-usage: faults.py raise|exit|absent|absent-mpi|absent-bound
+usage: faults.py raise|exit|absent|absent-mpi|absent-repeated
 
 raise       rank 1 raises while the others wait in ring_allreduce: the abort
             hook (installed by world()) must end the whole job, non-zero.
@@ -9,8 +9,8 @@ absent      rank 2 never joins a ring allreduce (sleeps, then exits): every
             waiting rank raises CommTimeout naming rank 2 and prints
             ``TIMEOUT_NAMED rank=<r> ranks=<tuple>``.
 absent-mpi  same on the small-message (MPI Iallreduce + argument check) path.
-absent-bound  same once repeated calls are bound (one persistent allreduce,
-            checked in node shared memory): rank 2 stops after a few calls.
+absent-repeated  same once repeated calls take node shared memory (no MPI
+            call, see comm._NodeShm): rank 2 stops after a few calls.
 """
 import os
 import sys
@@ -37,13 +37,12 @@ elif mode == "exit":
     fd.ring_allreduce(np.ones(2 ** 16), algorithm="ring")
     fd.ring_allreduce(np.ones(10))
     print(f"rank {r} should not get here", flush=True)
-elif mode in ("absent", "absent-mpi", "absent-bound"):
-    if mode == "absent-bound":
-        from funcgrad.dist import ring as ring_mod
+elif mode in ("absent", "absent-mpi", "absent-repeated"):
+    if mode == "absent-repeated":
         xb, ob = np.ones(30000), np.empty(30000)
         for _ in range(6):
             fd.ring_allreduce(xb, out=ob)
-        assert ring_mod._PLANS[None].spec.bound is not None, "the calls must have reached the bound state"
+        assert w._spec.cur is not None and w._spec.cur.shm is not None, "the calls must take node shared memory"
     if r == 2:
         time.sleep(3 * w.timeout + 3)
         os._exit(0)
@@ -51,7 +50,7 @@ elif mode in ("absent", "absent-mpi", "absent-bound"):
     try:
         if mode == "absent":
             fd.ring_allreduce(np.ones(2 ** 20), algorithm="ring", check=False)
-        elif mode == "absent-bound":
+        elif mode == "absent-repeated":
             fd.ring_allreduce(xb, out=ob)
         else:
             fd.ring_allreduce(np.ones(100))
