@@ -884,15 +884,7 @@ class _Speculation:
         if sh.written[par] is not row:
             sh.rows[par, r] = row
             sh.written[par] = row
-        sync = sh.sync
-        if sync is not None:
-            sync()
-        arrived = sh.arrived
-        arrived[r] = c
-        if arrived.min() < c:
-            self._shm_wait(w, arrived, c, timeout)
-        if sync is not None:
-            sync()
+        self._shm_barrier(w, sh, sh.arrived, c, timeout)
         rows = sh.rows[par]
         if rows.tobytes() != spec.row_expect:
             return self.decide_rows(w, spec, sig, rows.copy())
@@ -901,15 +893,20 @@ class _Speculation:
         np.add(ch[0], ch[1], out=out)
         for k in range(2, sh.p):
             np.add(out, ch[k], out=out)
-        if sync is not None:
-            sync()
-        reduced = sh.reduced
-        reduced[r] = c
-        if reduced.min() < c:
-            self._shm_wait(w, reduced, c, timeout)
-        if sync is not None:
-            sync()
+        self._shm_barrier(w, sh, sh.reduced, c, timeout)
         return spec.outs[par]
+
+    @staticmethod
+    def _shm_barrier(w, sh, counters, c, timeout):
+        """Set my ``counters`` entry to ``c`` (after my stores) and wait until every rank's is."""
+        sync = sh.sync
+        if sync is not None:
+            sync()
+        counters[w.rank] = c
+        if counters.min() < c:
+            _Speculation._shm_wait(w, counters, c, timeout)
+        if sync is not None:
+            sync()
 
     @staticmethod
     def _shm_wait(w, counters, c, timeout):
