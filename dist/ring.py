@@ -34,13 +34,15 @@ allreduce bound to their own arrays, which the ranks create together once a
 token in the round shows that all of them are planned (:func:`_planned`).
 When every rank shares one node, repeated calls of 16 KB to 1 MB
 (``comm.NODE_SHM_MIN_BYTES``, ``comm.NODE_SHM_BYTES``; ``algorithm="auto"``
-only) take no MPI call at all: every rank copies ``x`` into a node shared-memory region, the ranks
-meet at a counter barrier that also compares their signatures (the check
-costs nothing extra), each sums its ``1/p`` chunk of every input in rank
-order, and after a second barrier each copies the result out (see
-``comm._NodeShm``; measured at p = 4 on 2 cores, 1e5 float32: 0.71x
-``comm.Allreduce``, 0.76x at p = 2; results bit-identical on every rank,
-as with the ring). ``FUNCGRAD_COMM_NODE_SHM=0`` switches it off.
+only) take no MPI call at all: every rank copies ``x`` into a node
+shared-memory region, the ranks meet at a counter barrier that also compares
+their signatures (the check costs nothing extra), each sums its ``1/p``
+chunk of every input in rank order, and after a second barrier each copies
+the result out (see ``comm._NodeShm``; measured at p = 4 on 2 cores, 1e5
+float32: 0.71x ``comm.Allreduce``, 0.76x at p = 2; results bit-identical on
+every rank, as with the ring). ``FUNCGRAD_COMM_NODE_SHM=0`` switches it off,
+and ranks on several nodes never take it: they bind persistent requests as
+above.
 
 Messages go as ``Isend``/``Irecv`` pairs on preallocated contiguous buffers,
 completed by the deadline-bounded poll of :meth:`World.wait`. Messages
