@@ -679,7 +679,8 @@ class _NodeShm:
             self.buf, self.head, self.cap, self.p = buf, head, cap, p
             cnt = np.ndarray(buffer=buf, dtype=np.int64, shape=(2, p))
             self.arrived, self.reduced = cnt[0], cnt[1]
-            self.rows = np.ndarray(buffer=buf, dtype=np.int64, shape=(2, p, ROW_WORDS), offset=2 * p * 8)
+            self.rows = np.ndarray(buffer=buf, dtype=np.int64, shape=(2, p, ROW_WORDS),
+                                   offset=2 * p * 8)
             self.arrived[r] = 0
             self.reduced[r] = 0
             self.rows[:, r] = 0
