@@ -712,6 +712,17 @@ class _Spec:
         bits, _ = _SPEC_DTYPES[dt.str[1:]]
         self.sig, self.dt, self.bits = sig, dt, bits
         self.L = _SPEC_PAYLOAD * 8 // bits
+        self.shm = None            # the node region when it reduces this signature (see _NodeShm)
+        nbytes = sig[0] * dt.itemsize
+        if sig[3] == 0 and w.node_shm and NODE_SHM_MIN_BYTES <= nbytes <= NODE_SHM_BYTES:
+            # algorithm "auto" only
+            region = w.node_region()
+            if region is not None and nbytes <= region.cap:
+                self.shm = region
+                self.ins, self.in_chunks, self.outs, self.out_chunks = region.views(dt, sig[0], w.rank)
+                self.row = self.shm_row(sig)
+                self.row_expect = self.row.tobytes() * w.size
+                with_data = False  # the region carries the data; the round below is never run
         self.m = m = sig[0] if with_data else 0
         # a header-only round also carries a bound-request token t as (t, t*t): see ring._planned
         nt = 0 if with_data else 2
@@ -724,15 +735,6 @@ class _Spec:
         self.tok_out = self.buf_out[h:] if nt else None
         self.tok_last = 0
         self.nbound = 0            # bound data requests created for this signature (ring._planned)
-        self.shm = None            # the node region when it reduces this signature (see _NodeShm)
-        if sig[3] == 0 and w.node_shm and NODE_SHM_MIN_BYTES <= sig[0] * dt.itemsize <= NODE_SHM_BYTES:
-            # algorithm "auto" only
-            region = w.node_region()
-            if region is not None and sig[0] * dt.itemsize <= region.cap:
-                self.shm = region
-                self.ins, self.in_chunks, self.outs, self.out_chunks = region.views(dt, sig[0], w.rank)
-                self.row = self.shm_row(sig)
-                self.row_expect = self.row.tobytes() * w.size
         self.p = w.size
         self.headers = {}
         self.own = own = self.header(sig)
