@@ -154,6 +154,7 @@ class Normalizer:
         self.tmp_count = 0
         self.param_ranks: dict = {}    # output name -> ndim of argument leaves and captured values
         self.param_kinds: dict = {}    # output name -> scalar kind ("f8", "i", ...) of leaves
+        self._owned_structs: dict = {}  # (scope, variable) -> the container whose leaves it owns
 
     # ------------------------------------------------------------ entry
     def lower(self, arg_values_for) -> Lowered:
@@ -175,6 +176,7 @@ class Normalizer:
             raise error(p, p.node, "the function returns nothing", "return the value to differentiate",
                         cls=UnsupportedSyntaxError)
         out = self.materialize(out, body, p.node)
+        tag_file(body, p.filename)
         fdef = ast.FunctionDef(name=_safe(p.node.name), args=_arguments(params + [c[0] for c in self.captured_list]),
                                body=body or [ast.Pass()], decorator_list=[], returns=None)
         ast.fix_missing_locations(fdef)
@@ -182,6 +184,18 @@ class Normalizer:
         return Lowered(node=fdef, params=params, captured=list(self.captured_list), output=out, ranks=self.param_ranks, kinds=self.param_kinds,
                        externals=self.externals, static_key=tuple(self.static_key),
                        has_loops=self.has_loops, filename=p.filename)
+
+    def snapshot(self, val, scope, out, node):
+        """``val`` with every runtime leaf bound to a fresh name, so later rebinding cannot change it."""
+        if isinstance(val, Struct):
+            if val.kind == "dict":
+                return Struct("dict", {k: self.snapshot(v, scope, out, node) for k, v in val.items.items()})
+            return Struct(val.kind, [self.snapshot(v, scope, out, node) for v in val.items], val.cls)
+        if isinstance(val, Dyn) and not isinstance(val.expr, ast.Constant):
+            n = self.names.fresh("_tup")
+            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(n, ast.Store())], value=val.expr), node))
+            return Dyn(ast.Name(n, ast.Load()))
+        return val
 
     def materialize(self, val, body, node):
         """Bind every computed output leaf to a name (``out``), so outputs are names or constants."""
@@ -197,13 +211,13 @@ class Normalizer:
 
     def structured(self, parsed, fdef):
         """The function body with single exit and loops without break/continue (see structure)."""
-        from .structure import RET, StructureError, single_exit, structure_loops
+        from .structure import RET, StructureError, lift_returns, single_exit, structure_loops
         body = fdef.body
         has_cf = any(isinstance(n, (ast.If, ast.For, ast.While)) for s in body for n in ast.walk(s))
         if not has_cf:
             return body
         try:
-            new = single_exit(structure_loops(body))
+            new = single_exit(structure_loops(lift_returns(body)))
         except StructureError as e:
             raise error(parsed, e.node, e.msg, e.hint) from None
         ret = ast.Return(value=ast.Name(RET, ast.Load()))
@@ -236,6 +250,10 @@ class Normalizer:
             return None
         if isinstance(s, ast.Assign):
             val = self.expr(s.value, scope, out)
+            if len(s.targets) > 1 or not isinstance(s.targets[0], ast.Name):
+                # Python evaluates the whole right side before binding any target (`a, b = b, a + b`,
+                # `x = y = f(x)`): bind every computed leaf to a fresh name first
+                val = self.snapshot(val, scope, out, s)
             for t in s.targets:
                 self.assign(t, val, scope, out, s)
             return None
@@ -265,7 +283,11 @@ class Normalizer:
             cur = scope.vars.get(name)
             if isinstance(cur, Dyn) and isinstance(cur.expr, ast.Name) and self.owns(cur.expr.id, name, scope):
                 continue
-            if isinstance(cur, (Struct, LocalFunction)) or (isinstance(cur, Static) and not isinstance(
+            if isinstance(cur, Struct):  # a tuple/dict of arrays: each leaf gets a runtime name of its own
+                if self._owned_structs.get((id(scope), name)) is not cur:
+                    scope.vars[name] = self.own_struct(name, cur, scope, out, node)
+                continue
+            if isinstance(cur, LocalFunction) or (isinstance(cur, Static) and not isinstance(
                     cur.obj, (int, float, bool, np.number))):
                 raise error(scope.parsed, node, f"'{name}' holds a {type(cur).__name__.lower()} value and is "
                                                 f"reassigned inside a loop or branch",
@@ -276,6 +298,56 @@ class Normalizer:
                 out.append(ast.copy_location(ast.Assign(targets=[ast.Name(outname, ast.Store())],
                                                         value=self.as_expr(cur, scope, node)), node))
             scope.vars[name] = Dyn(ast.Name(outname, ast.Load()))
+
+    def own_struct(self, name, val, scope, out, node, template=None):
+        """A copy of container ``val`` whose runtime leaves are names owned by variable ``name``
+        (assigned from ``val``'s leaves now), so loops and branches can rebind them leaf by leaf."""
+        def own(v, path):
+            if isinstance(v, Struct):
+                if v.kind == "dict":
+                    return Struct("dict", {k: own(x, path + (k,)) for k, x in v.items.items()})
+                return Struct(v.kind, [own(x, path + (i,)) for i, x in enumerate(v.items)], v.cls)
+            if isinstance(v, Static) and not isinstance(v.obj, (int, float, bool, np.number)) or \
+                    isinstance(v, Static) and isinstance(v.obj, bool):
+                return v  # None, strings, flags: fixed, and must stay the same
+            if not isinstance(v, (Dyn, Static)):
+                raise error(scope.parsed, node, f"'{name}' holds a function inside a container that changes in a "
+                                                "loop or branch", "keep functions out of containers that change")
+            outname = self.names.fresh(scope.prefix + name + "".join(f"_{_safe(str(k))}" for k in path))
+            expr = self.as_expr(v, scope, node)
+            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(outname, ast.Store())], value=expr), node))
+            return Dyn(ast.Name(outname, ast.Load()))
+        new = own(val, ())
+        self._owned_structs[(id(scope), name)] = new
+        return new
+
+    def assign_struct(self, name, val, scope, out, stmt):
+        """``name = <container>`` inside a loop or branch: rebind the owned leaves one by one."""
+        cur = scope.vars.get(name)
+        if self._owned_structs.get((id(scope), name)) is not cur:
+            scope.vars[name] = self.own_struct(name, val, scope, out, stmt)
+            return
+        val = self.snapshot(val, scope, out, stmt)  # the right side may read the leaves it replaces
+
+        def bind(c, v, path):
+            if isinstance(c, Struct):
+                if not isinstance(v, Struct) or c.kind != v.kind or (
+                        c.kind == "dict" and list(c.items) != list(v.items)) or len(c.values()) != len(v.values()):
+                    raise error(scope.parsed, stmt, f"'{name}' is given containers of different structure in "
+                                                    "a loop or on different branches ({} and {})".format(
+                                                        _describe(c), _describe(v)),
+                                "give it the same structure (the same keys, the same length) everywhere")
+                for k, (cc, vv) in enumerate(zip(c.values(), v.values())):
+                    bind(cc, vv, path + (k,))
+                return
+            if isinstance(c, Static):
+                if not (isinstance(v, Static) and v.obj is c.obj or (isinstance(v, Static) and v.obj == c.obj)):
+                    raise error(scope.parsed, stmt, f"'{name}' holds {c.obj!r} in one place and another value in a "
+                                                    "loop or branch", "use the same value, or an array")
+                return
+            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(c.expr.id, ast.Store())],
+                                                    value=self.as_expr(v, scope, stmt)), stmt))
+        bind(cur, val, ())
 
     def owns(self, outname, name, scope):
         return getattr(self, "_owned", {}).get(outname) == ("var", id(scope), name)
@@ -417,9 +489,14 @@ class Normalizer:
             if getattr(self, "cf_depth", 0) and isinstance(val, Static) and isinstance(
                     val.obj, (int, float, bool, np.number)):
                 val = Dyn(ast.Constant(val.obj.item() if isinstance(val.obj, np.generic) else val.obj))
+            elif getattr(self, "cf_depth", 0) and isinstance(val, Struct):
+                self.assign_struct(target.id, val, scope, out, stmt)
+                return
             elif getattr(self, "cf_depth", 0) and not isinstance(val, Dyn):
-                raise error(P, stmt, f"'{target.id}' is bound to a container or function inside a loop or branch",
-                            "only arrays and numbers can be assigned inside loops and branches")
+                raise error(P, stmt, f"'{_user_name(target.id)}' is bound to a "
+                                     f"{'function' if callable(getattr(val, 'obj', None)) or isinstance(val, LocalFunction) else 'value'}"
+                                     " that cannot change inside a loop or branch",
+                            "only arrays, numbers and containers of them can be assigned inside loops and branches")
             if isinstance(val, Dyn):
                 outname = self.var_name(target.id, scope)
                 a = ast.Assign(targets=[ast.Name(outname, ast.Store())], value=val.expr)
@@ -549,9 +626,9 @@ class Normalizer:
             # a captured pytree of arrays: each leaf becomes a captured runtime value
             return _map_struct(obj, lambda path, leaf: self.capture(
                 name + "".join(f"_{k}" for k in path), leaf, scope, _path_getter(getter, path)))
-        if isinstance(obj, (bool, str, type(None), tuple, slice)) and _is_static_tree(obj):
-            self.static_key.append((getter, repr(obj)))
-            return Static(obj)
+        # a value fixed into the generated code (a function, a module, a flag, a tuple of sizes): the
+        # compiled code is rebuilt when the name is rebound (identity) or a static tree changes (equality)
+        self.static_key.append((getter, obj))
         return Static(obj)
 
     def expr(self, node, scope, out):
@@ -652,9 +729,12 @@ class Normalizer:
             obj = getattr(base.obj, attr, MISSING)
             if obj is MISSING:
                 raise error(P, node, f"{getattr(base.obj, '__name__', base.obj)!r} has no attribute '{attr}'", None)
-            if isinstance(obj, (np.ndarray, float, int)) and not isinstance(obj, bool) and isinstance(
-                    base.obj, types.ModuleType):
+            if isinstance(obj, (np.ndarray, float, int, np.number)) and not isinstance(obj, bool) and not isinstance(
+                    base.obj, type):
+                # a module's or an object's array or number (``cfg.lr``): read at every call
                 return self.capture(attr, obj, scope, _attr_getter(base.obj, attr))
+            if not isinstance(base.obj, types.ModuleType) and not callable(obj) and not isinstance(obj, type):
+                self.static_key.append((_attr_getter(base.obj, attr), obj))  # ``cfg.n_layers``: rebuilt if changed
             return Static(obj)
         if isinstance(base, Struct):
             if base.kind == "namedtuple" or base.kind == "dict":
@@ -775,6 +855,8 @@ class Normalizer:
             return Struct("namedtuple", vals, fn)
         if fn in (np.array, np.asarray, np.asanyarray, np.ascontiguousarray) and len(args) == 1:
             a = args[0]
+            if isinstance(a, Struct) and all(isinstance(v, Static) for v in _leaves(a)):
+                return Static(fn(_static_value(a)))  # a constant array (index lists, coefficients)
             if isinstance(a, Struct):
                 return self.call_prim(lookup(np.stack), [a], {}, scope, out, node)
             if isinstance(a, Dyn):
@@ -793,7 +875,7 @@ class Normalizer:
         raise error(P, node, f"'{getattr(fn, '__qualname__', fn)}' has no derivative rule and is not a Python "
                              f"function funcgrad can read",
                     "wrap it with funcgrad.custom_vjp to give it a rule, or register a primitive",
-                    cls=_nd_error)
+                    cls=NoDerivativeError)
 
     def func_expr(self, fn):
         if isinstance(fn, np.ufunc) or getattr(np, getattr(fn, "__name__", ""), None) is fn:
@@ -904,17 +986,14 @@ class Normalizer:
                 v = Dyn(ast.Name(tmp, ast.Load()))
             scope.vars[k] = v
         body = self.structured(parsed, fdef)
+        start = len(out)
         ret = self.block(body, scope, out)
+        tag_file(out[start:], parsed.filename)
         self.inline_stack.pop()
         self.depth -= 1
         if ret is None:
             raise error(parsed, fdef, f"helper '{fdef.name}' returns nothing", "return a value")
         return ret
-
-
-class _nd_error(NoDerivativeError):
-    def __init__(self, msg, filename=None, lineno=None, offset=None, text=None, hint=None):
-        super().__init__(msg + (f"\n  hint: {hint}" if hint else ""), filename, lineno, text)
 
 
 @dataclass
@@ -973,6 +1052,33 @@ def _default_value(fn, name):
     except (KeyError, ValueError):
         return MISSING
     return MISSING if p.default is p.empty else p.default
+
+
+def _describe(v):
+    return f"a {v.kind} of {len(v.values())}" if isinstance(v, Struct) else "a single value"
+
+
+def _user_name(name):
+    """A variable name as the user wrote it (``__ret`` is the function's result)."""
+    return "the returned value" if name == "__ret" else name
+
+
+def tag_file(stmts, filename):
+    """Record the user's file on statements that do not know theirs yet (for errors at file:line)."""
+    for st in stmts:
+        for n in ast.walk(st):
+            if isinstance(n, ast.stmt) and not hasattr(n, "_funcgrad_file"):
+                n._funcgrad_file = filename
+
+
+def _static_value(val):
+    """The Python object of a container whose leaves are all static."""
+    if isinstance(val, Struct):
+        if val.kind == "dict":
+            return {k: _static_value(v) for k, v in val.items.items()}
+        return type([])([_static_value(v) for v in val.values()]) if val.kind == "list" else tuple(
+            _static_value(v) for v in val.values())
+    return val.obj
 
 
 def _is_static_tree(obj):

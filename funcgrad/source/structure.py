@@ -10,8 +10,8 @@ output:
   ``__cont<n>`` / ``__brk<n>``, the rest of the body is guarded by
   ``if not (flags)``, and the body ends with ``if __brk<n>: break`` (the only
   ``break`` left, which the reverse pass treats as a loop exit it counts);
-* ``return`` inside a loop is refused with a hint (use ``break`` and return
-  after the loop).
+* ``return`` inside a loop sets a flag naming which ``return`` fired, leaves
+  every enclosing loop with ``break`` and returns after the outermost loop.
 """
 from __future__ import annotations
 
@@ -54,14 +54,76 @@ def _loc(new, old):
 
 def single_exit(body):
     """Rewrite ``body`` so that it ends by falling through, with every return assigning ``__ret``."""
+    out, _ = _se(lift_returns(body))
+    return out
+
+
+def _walk_no_defs(node):
+    yield node
+    for child in ast.iter_child_nodes(node):
+        if not isinstance(child, (ast.FunctionDef, ast.Lambda)):
+            yield from _walk_no_defs(child)
+
+
+def _returns_inside(stmt):
+    return any(isinstance(n, ast.Return) for n in _walk_no_defs(stmt))
+
+
+def lift_returns(body):
+    """``return`` inside a loop: record which return fired in a flag, leave every enclosing loop with
+    ``break``, and return after the outermost loop.
+
+    A ``break`` leaves the loop before anything else runs, so the names the returned expression reads
+    still hold the values they had at the ``return``: evaluating it after the loop gives the same value.
+    """
+    out = []
     for s in body:
-        for n in ast.walk(s):
-            if isinstance(n, (ast.For, ast.While)):
-                for m in ast.walk(n):
-                    if isinstance(m, ast.Return):
-                        raise StructureError(m, "'return' inside a loop is not supported",
-                                             "set a variable and 'break', then return after the loop")
-    out, _ = _se(body)
+        if isinstance(s, (ast.For, ast.While)) and _returns_inside(s):
+            _Counter.n += 1
+            flag = f"__rf{_Counter.n}"
+            exprs = []
+            out.append(_loc(ast.Assign(targets=[ast.Name(flag, ast.Store())], value=ast.Constant(0)), s))
+            out.append(_lift_loop(s, flag, exprs))
+            chain = None
+            for k in range(len(exprs), 0, -1):
+                value, where = exprs[k - 1]
+                test = ast.Compare(left=ast.Name(flag, ast.Load()), ops=[ast.Eq()], comparators=[ast.Constant(k)])
+                chain = _loc(ast.If(test=test, body=[_loc(ast.Return(value=value), where)],
+                                    orelse=[chain] if chain is not None else []), where)
+            out.append(chain)
+        elif isinstance(s, ast.If) and _returns_inside(s):
+            s = copy.copy(s)
+            s.body = lift_returns(s.body)
+            s.orelse = lift_returns(s.orelse)
+            out.append(s)
+        else:
+            out.append(s)
+    return out
+
+
+def _lift_loop(loop, flag, exprs):
+    loop = copy.copy(loop)
+    loop.body = _lift_stmts(loop.body, flag, exprs)
+    return loop
+
+
+def _lift_stmts(stmts, flag, exprs):
+    out = []
+    for s in stmts:
+        if isinstance(s, ast.Return):
+            exprs.append((s.value if s.value is not None else ast.Constant(None), s))
+            out.append(_loc(ast.Assign(targets=[ast.Name(flag, ast.Store())], value=ast.Constant(len(exprs))), s))
+            out.append(_loc(ast.Break(), s))
+        elif isinstance(s, (ast.For, ast.While)) and _returns_inside(s):
+            out.append(_lift_loop(s, flag, exprs))
+            out.append(_loc(ast.If(test=ast.Name(flag, ast.Load()), body=[_loc(ast.Break(), s)], orelse=[]), s))
+        elif isinstance(s, ast.If) and _returns_inside(s):
+            s = copy.copy(s)
+            s.body = _lift_stmts(s.body, flag, exprs)
+            s.orelse = _lift_stmts(s.orelse, flag, exprs)
+            out.append(s)
+        else:
+            out.append(s)
     return out
 
 
