@@ -19,6 +19,7 @@ replaced by its uncompiled Python (``FUNCGRAD_DISABLE_JIT=1`` / ``jit=False``).
 """
 from __future__ import annotations
 
+import builtins as _builtins
 import types as _pytypes
 
 import numpy as np
@@ -549,10 +550,35 @@ def stack(arrays, axis=0):
     return np.stack(arrays, axis)
 
 
+def _elem_dtype(t):
+    if isinstance(t, types.Array):
+        return numpy_support.as_dtype(t.dtype)
+    if isinstance(t, types.Literal):
+        return np.result_type(t.literal_value)
+    return numpy_support.as_dtype(t)
+
+
 @overload(stack, prefer_literal=True)
 def _stack_ov(arrays, axis=0):
     ax = _literal(axis, "axis")
-    return _compile(f"def impl(arrays, axis=0):\n    return np.stack(arrays, axis={ax})\n", "impl")
+    elems = list(arrays.types) if isinstance(arrays, types.BaseTuple) else None
+    if elems is None:  # a list of arrays
+        return _compile(f"def impl(arrays, axis=0):\n    return np.stack(arrays, axis={ax})\n", "impl")
+    # a tuple (of scalars, or of arrays of possibly different layouts): fill one array slot by slot
+    dt = np.result_type(*[_elem_dtype(t) for t in elems])
+    nd = _builtins.max((t.ndim for t in elems if isinstance(t, types.Array)), default=0)
+    first = next((i for i, t in enumerate(elems) if isinstance(t, types.Array)), None)
+    shape = "()" if first is None else f"arrays[{first}].shape"
+    lines = [f"def impl(arrays, axis=0):", f"    out = np.empty(({len(elems)},) + {shape}, dtype=dt)"]
+    for i, t in enumerate(elems):
+        lines.append(f"    out[{i}] = arrays[{i}]")
+    a = ax % (nd + 1)
+    if a:
+        perm = tuple(list(range(1, a + 1)) + [0] + list(range(a + 1, nd + 1)))
+        lines.append(f"    return np.ascontiguousarray(np.transpose(out, {perm}))")
+    else:
+        lines.append("    return out")
+    return _compile("\n".join(lines) + "\n", "impl", {"dt": dt})
 
 
 @_register
@@ -565,6 +591,8 @@ def unstack(g, arrays, axis=0):
 @overload(unstack, prefer_literal=True)
 def _unstack_ov(g, arrays, axis=0):
     ax = _literal(axis, "axis") % g.ndim
+    if g.ndim == 1:  # the pieces are scalars
+        return lambda g, arrays, axis=0: [g[i] for i in range(g.shape[0])]
     sl = ":, " * ax
     src = f"""
 def impl(g, arrays, axis=0):
@@ -627,21 +655,145 @@ def _stop_gradient_ov(x):
     return lambda x: x
 
 
+def _basic_index(idx):
+    """True for indices NumPy applies as views (ints, slices, None, Ellipsis): no element repeats."""
+    parts = idx if isinstance(idx, tuple) else (idx,)
+    return all(p is None or p is Ellipsis or isinstance(p, (slice, int, np.integer)) for p in parts)
+
+
+def _basic_index_type(t):
+    parts = t.types if isinstance(t, types.BaseTuple) else (t,)
+    return all(isinstance(p, (types.Integer, types.SliceType, types.NoneType, types.EllipsisType)) for p in parts)
+
+
+@_register
+def index_add(out, idx, g):
+    """``out[idx] += g`` with ``np.add.at`` semantics: a repeated index accumulates every time. Returns ``out``."""
+    if _basic_index(idx):
+        out[idx] += g
+    else:
+        np.add.at(out, idx, g)
+    return out
+
+
+@overload(index_add)
+def _index_add_ov(out, idx, g):
+    if _basic_index_type(idx):
+        def basic(out, idx, g):
+            out[idx] += g
+            return out
+        return basic
+    if isinstance(idx, types.Array) and isinstance(idx.dtype, types.Integer) and idx.ndim == 1 and \
+            isinstance(g, types.Array) and g.ndim == out.ndim:
+        def rows(out, idx, g):  # x[idx] on the first axis (embedding lookups): one row at a time
+            n = out.shape[0]
+            gb = np.zeros((idx.shape[0],) + out.shape[1:], out.dtype) + g
+            for k in range(idx.shape[0]):
+                i = idx[k]
+                out[i + n if i < 0 else i] += gb[k]
+            return out
+        return rows
+
+    def general(out, idx, g):  # positions of the selected elements, then one add per occurrence
+        pos = np.arange(out.size).reshape(out.shape)[idx]
+        gb = np.zeros(pos.shape, out.dtype) + g
+        pf = pos.ravel()
+        gf = gb.ravel()
+        for k in range(pf.size):
+            out.flat[pf[k]] += gf[k]
+        return out
+    return general
+
+
 @_register
 def untake(g, x, idx):
-    """Zeros like ``x`` with ``g`` added at ``idx`` (the VJP of ``x[idx]``)."""
-    out = np.zeros_like(x)
-    out[idx] += g
-    return out
+    """Zeros like ``x`` with ``g`` added at ``idx`` (the VJP of ``x[idx]``; repeated indices accumulate)."""
+    return index_add(np.zeros_like(x), idx, g)
 
 
 @overload(untake)
 def _untake_ov(g, x, idx):
     def impl(g, x, idx):
-        out = np.zeros_like(x)
-        out[idx] += g
-        return out
+        return index_add(np.zeros_like(x), idx, g)
     return impl
+
+
+@_register
+def take(x, indices, axis=None):
+    return np.take(x, indices, axis=axis)
+
+
+def _take_index_src(axis, ndim):
+    return "(" + "slice(None), " * axis + "indices,)"
+
+
+@overload(take, prefer_literal=True)
+def _take_ov(x, indices, axis=None):
+    ax = _literal(axis, "axis")
+    if ax is None:
+        return lambda x, indices, axis=None: np.ascontiguousarray(x).ravel()[indices]
+    ax %= x.ndim
+    return _compile(f"def impl(x, indices, axis=None):\n    return x[{_take_index_src(ax, x.ndim)}]\n", "impl")
+
+
+@_register
+def untake_along(g, x, indices, axis=None):
+    """Zeros like ``x`` with ``g`` added where ``np.take(x, indices, axis)`` read (repeated indices add up)."""
+    out = np.zeros_like(x)
+    if axis is None:
+        np.add.at(out.reshape(-1), indices, g)
+        return out
+    ax = axis % np.ndim(x)
+    return index_add(out, (slice(None),) * ax + (indices,), g)
+
+
+@overload(untake_along, prefer_literal=True)
+def _untake_along_ov(g, x, indices, axis=None):
+    ax = _literal(axis, "axis")
+    if ax is None:
+        def flat(g, x, indices, axis=None):
+            out = np.zeros(x.size, x.dtype)
+            index_add(out, indices, g)
+            return out.reshape(x.shape)
+        return flat
+    ax %= x.ndim
+    return _compile(f"def impl(g, x, indices, axis=None):\n"
+                    f"    return index_add(np.zeros_like(x), {_take_index_src(ax, x.ndim)}, g)\n", "impl",
+                    {"index_add": index_add})
+
+
+@_register
+def written(dx, idx):
+    """``dx[idx]`` where each element of ``x`` written by ``x[idx] = v`` counts once: for a repeated index
+    only its last occurrence (the write that stays) gets the cotangent, earlier ones get zero."""
+    piece = np.array(dx[idx], copy=True)
+    if _basic_index(idx):
+        return piece
+    pos = np.arange(dx.size).reshape(dx.shape)[idx].ravel()
+    _, first_from_end = np.unique(pos[::-1], return_index=True)
+    keep = np.zeros(pos.size, dtype=bool)
+    keep[pos.size - 1 - first_from_end] = True
+    piece.reshape(-1)[~keep] = 0
+    return piece
+
+
+@overload(written)
+def _written_ov(dx, idx):
+    if _basic_index_type(idx):
+        return lambda dx, idx: dx[idx].copy()
+
+    def general(dx, idx):
+        piece = dx[idx].copy()
+        pos = np.arange(dx.size).reshape(dx.shape)[idx].ravel()
+        last = np.full(dx.size, -1, np.int64)
+        for k in range(pos.size):
+            last[pos[k]] = k
+        pf = piece.reshape(-1)
+        for k in range(pos.size):
+            if last[pos[k]] != k:
+                pf[k] = 0
+        return piece
+    return general
 
 
 # ----------------------------------------------------------------------------

@@ -744,3 +744,35 @@ def untake(g, x, idx):
 @vjp(untake)
 def _untake_vjp(y, g, x, idx):
     d[g] = d[y][idx]
+
+
+def _sample_take(draw, dt, st, array, shapes):
+    sh = shapes(draw, 1, 3)
+    axis = draw(st.sampled_from([None] + list(range(-len(sh), len(sh)))))
+    n = int(np.prod(sh)) if axis is None else sh[axis]
+    idx = np.array(draw(st.lists(st.integers(-n, n - 1), min_size=1, max_size=5)))  # repeats included
+    return (array(draw, sh, dt), idx), {"axis": axis}
+
+
+@primitive(np.take, sample=S.custom(_sample_take))
+def take(x, indices, axis=None):
+    """``np.take``: elements (``axis=None``, of the flattened array) or slices along ``axis``."""
+    return K.take(x, indices, axis)
+
+
+@vjp(np.take)
+def _take_vjp(y, x, indices, axis=None):
+    d[x] = untake_along(d[y], x, indices, axis)
+
+
+@primitive(sample=S.custom(lambda draw, dt, st, array, shapes: (
+    lambda a, kw: ((array(draw, np.take(a[0], a[1], **kw).shape, dt), a[0], a[1]), kw))(*_sample_take(
+        draw, dt, st, array, shapes))))
+def untake_along(g, x, indices, axis=None):
+    """Zeros shaped like ``x`` with ``g`` added where ``np.take(x, indices, axis)`` read (repeats add up)."""
+    return K.untake_along(g, x, indices, axis)
+
+
+@vjp(untake_along)
+def _untake_along_vjp(y, g, x, indices, axis=None):
+    d[g] = np.take(d[y], indices, axis=axis)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from ..errors import NoDerivativeError, TransformError
 from ..ops.registry import Primitive
+from .anf import inherit_origin
 
 # numpy functions whose result is piecewise constant in their inputs: zero derivative
 ZERO_DERIVATIVE = {
@@ -236,9 +237,13 @@ class Reverse:
         if x in self.active and dx in self.defined:
             idx = t.slice
             if self.is_active(s.value) and isinstance(s.value, ast.Name):
-                piece = ast.Call(func=_K("copy"), args=[ast.Subscript(value=ast.Name(dx, ast.Load()),
-                                                                      slice=copy.deepcopy(idx), ctx=ast.Load())],
-                                 keywords=[])  # a copy: d_x[idx] is zeroed next
+                if _basic_index(idx, self.ranks):
+                    piece = ast.Call(func=_K("copy"), args=[ast.Subscript(value=ast.Name(dx, ast.Load()),
+                                                                          slice=copy.deepcopy(idx), ctx=ast.Load())],
+                                     keywords=[])  # a copy: d_x[idx] is zeroed next
+                else:  # with a repeated index only the last write of an element survived
+                    piece = ast.Call(func=_K("written"), args=[ast.Name(dx, ast.Load()), _index_value(idx)],
+                                     keywords=[])
                 contrib = ast.Call(func=_K("unbroadcast"), args=[piece, s.value], keywords=[])
                 self.accumulate(s.value.id, contrib, out)
             if dx not in self.owned:
@@ -284,6 +289,7 @@ class Reverse:
         subst[tpl.result] = ast.Name(self.result_value or tname, ast.Load())
         local = {}
         pending = []  # (stmt) template locals, emitted lazily if used
+        emitted = set()
         for ts in tpl.body:
             if isinstance(ts, ast.Pass):
                 continue
@@ -303,10 +309,13 @@ class Reverse:
                 continue
             expr = self.subst(ts.value, subst, tname, tpl, prim)
             used = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
-            for new, pexpr in pending:
-                if new in used and new not in self.defined:
+            for new, pexpr in reversed(pending):  # temporaries read by the temporaries this one reads
+                if new in used:
+                    used |= {n.id for n in ast.walk(pexpr) if isinstance(n, ast.Name)}
+            for new, pexpr in pending:  # template temporaries (not cotangents): emitted once, when first used
+                if new in used and new not in emitted:
                     out.append(ast.Assign(targets=[ast.Name(new, ast.Store())], value=pexpr))
-                    self.defined.add(new)
+                    emitted.add(new)
             if prim.name == "getitem" and p == "x":
                 self.scatter(arg.id, call.args[1], ast.Name(self.result_adjoint or adname(tname), ast.Load()), out)
                 continue
@@ -332,8 +341,13 @@ class Reverse:
             out.append(ast.Assign(targets=[ast.Name(dx, ast.Store())],
                                   value=ast.Call(func=_K("copy"), args=[ast.Name(dx, ast.Load())], keywords=[])))
             self.owned.add(dx)
-        out.append(ast.AugAssign(target=ast.Subscript(value=ast.Name(dx, ast.Load()), slice=copy.deepcopy(idx),
-                                                      ctx=ast.Store()), op=ast.Add(), value=g))
+        if _basic_index(idx, self.ranks):
+            out.append(ast.AugAssign(target=ast.Subscript(value=ast.Name(dx, ast.Load()), slice=copy.deepcopy(idx),
+                                                          ctx=ast.Store()), op=ast.Add(), value=g))
+        else:  # an integer-array or mask index may repeat elements: every occurrence accumulates
+            out.append(ast.Assign(targets=[ast.Name(dx, ast.Store())],
+                                  value=ast.Call(func=_K("index_add"),
+                                                 args=[ast.Name(dx, ast.Load()), _index_value(idx), g], keywords=[])))
 
     def subst(self, e, subst, tname, tpl, prim):
         """Fill a template expression: names -> call-site atoms, d[result] -> d_<result>, calls -> K.*"""
@@ -395,6 +409,32 @@ def _resolve(f, G):
         if obj is None:
             return None
     return obj
+
+
+def _basic_index(idx, ranks):
+    """True when the index is ints, slices and None only (no element can be selected twice)."""
+    parts = idx.elts if isinstance(idx, ast.Tuple) else [idx]
+    for p in parts:
+        if isinstance(p, ast.Slice) or (isinstance(p, ast.Constant) and (p.value is None or p.value is Ellipsis or (
+                isinstance(p.value, int) and not isinstance(p.value, bool)))):
+            continue
+        if isinstance(p, ast.UnaryOp) and isinstance(p.operand, ast.Constant):
+            continue
+        if isinstance(p, ast.Name) and ranks.get(p.id) == 0:
+            continue
+        return False
+    return True
+
+
+def _index_value(idx):
+    """An index expression as a value (slices become ``slice(...)`` calls) to pass to a kernel."""
+    if isinstance(idx, ast.Tuple):
+        return ast.Tuple(elts=[_index_value(e) for e in idx.elts], ctx=ast.Load())
+    if isinstance(idx, ast.Slice):
+        return ast.Call(func=ast.Name("slice", ast.Load()),
+                        args=[copy.deepcopy(p) if p is not None else ast.Constant(None)
+                              for p in (idx.lower, idx.upper, idx.step)], keywords=[])
+    return copy.deepcopy(idx)
 
 
 def _K(name):
@@ -502,12 +542,14 @@ class _Loops:
 def _rev_block(R, stmts, out):
     """The adjoint of a block, statements in reverse order (compound statements recursively)."""
     for s in reversed(stmts):
+        start = len(out)
         if isinstance(s, (ast.For, ast.While)):
             _rev_loop(R, s, out)
         elif isinstance(s, ast.If):
             _rev_if(R, s, out)
         elif isinstance(s, ast.Assign):
             R.adjoint_stmt(s, out)
+        inherit_origin(out[start:], s)  # an adjoint line's errors are reported at its primal line
 
 
 def _zero(R, dn, out):
