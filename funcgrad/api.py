@@ -18,10 +18,13 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import re
+import warnings
 
 import numpy as np
+from numba.core import errors as _numba_errors
 
-from .errors import FuncgradError, TreeStructureError
+from .errors import CompileError, FuncgradError, FuncgradWarning, TreeStructureError
 from .tree import tree_flatten, tree_unflatten, tree_structure
 
 __all__ = ["grad", "value_and_grad", "vjp", "jit", "custom_vjp", "stop_gradient", "source"]
@@ -132,6 +135,7 @@ class _Transformed:
         self.jit = jit
         self.cache: dict = {}
         self._memo: dict = {}
+        self._pending: dict = {}      # signature -> what _build needs (kept for an auto fallback rebuild)
         functools.update_wrapper(self, fn, updated=())
 
     @property
@@ -184,7 +188,7 @@ class _Transformed:
                             f"contains {what}; only floating-point inputs can be differentiated. "
                             f"Cast it with .astype(np.float64), or leave it out of argnums.")
 
-    def _build(self, names, nums, flat, trees):
+    def _build(self, names, nums, flat, trees, force_mode=None):
         from .source.normalize import Dyn, Static, _map_struct
         from .source.pipeline import build
         import ast as _ast
@@ -221,26 +225,64 @@ class _Transformed:
         from .source.parse import parse
         import ast as _a
         has_loops = any(isinstance(n, (_a.For, _a.While)) for n in _a.walk(parse(self.fn).node))
-        mode = self._mode(has_loops)
+        mode = force_mode or self._mode(has_loops)
         built = build(self.fn, arg_values_for, diff, mode, kind=kind, allow_control_flow=True)
         built.leaf_names = leaf_names
         built.diff_names = diff
         return built
+
+    def _invoke(self, built, key, which, call_args, n_leaves):
+        """Run the generated function; returns ``(built, result)``.
+
+        A Numba typing failure (nopython mode cannot express something the Python path can) is turned
+        into the user's terms: with ``mode="auto"`` the function is rebuilt once as Python over the
+        compiled kernels (with a warning naming the user's line); with ``mode="njit"`` it is refused
+        at that line. An error raised while the generated code runs gets a note naming the user's line.
+        """
+        fn = built.fn if which == "fn" else built.primal_fn
+        try:
+            return built, fn(*call_args)
+        except _numba_errors.NumbaError as e:
+            if built.mode != "njit":
+                raise
+            where, reason = _numba_failure(e, built)
+            loc = f"{where[0]}:{where[1]}" if where else getattr(self.fn, "__qualname__", "the function")
+            if self.mode == "auto":
+                text = (f"Numba cannot compile this function in nopython mode ({reason}); "
+                        "funcgrad runs it as Python over compiled kernels instead")
+                if where:
+                    warnings.warn_explicit(text, FuncgradWarning, where[0], where[1])
+                else:
+                    warnings.warn(f"{loc}: {text}", FuncgradWarning, stacklevel=4)
+                built = self._build(*self._pending[key], force_mode="python")
+                cap = [g() for _, g in built.captured]
+                built.cap_specs = tuple(_leaf_spec(c) for c in cap)
+                self.cache[key] = built
+                fn = built.fn if which == "fn" else built.primal_fn
+                return built, fn(*call_args)
+            text = _line_text(*where) if where else None
+            raise CompileError(f"Numba cannot compile this function in nopython mode ({reason})\n"
+                               "  hint: use mode=\"auto\" (falls back to Python over compiled kernels) or "
+                               "mode=\"python\"", where[0] if where else None, where[1] if where else None,
+                               text) from None
+        except Exception as e:
+            _note_user_line(e, built)
+            raise
 
     def _lookup(self, args):
         names, single, nums, flat, trees, key = self._prepare(args)
         built = self.cache.get(key)
         if built is not None:
             cap = [g() for _, g in built.captured]
-            if built.cap_specs != tuple(_leaf_spec(c) for c in cap) or any(
-                    repr(g()) != r for g, r in built.static_checks):
+            if built.cap_specs != tuple(_leaf_spec(c) for c in cap) or not _statics_unchanged(built.static_checks):
                 built = None
         if built is None:
+            self._pending[key] = (names, nums, flat, trees)
             built = self._build(names, nums, flat, trees)
             cap = [g() for _, g in built.captured]
             built.cap_specs = tuple(_leaf_spec(c) for c in cap)
             self.cache[key] = built
-        return built, single, nums, flat, trees, cap
+        return built, single, nums, flat, trees, cap, key
 
     def _outputs(self, built, outs):
         from .source.normalize import Dyn, Static, Struct
@@ -262,9 +304,84 @@ class _Transformed:
         return rebuild(built.out_tree)
 
     def _call_vjp(self, args, cotangent_fn):
-        built, single, nums, flat, trees, cap = self._lookup(args)
+        built, single, nums, flat, trees, cap, key = self._lookup(args)
         leaves = [x for ls in flat for x in ls if not isinstance(x, (str, type(None)))]
-        return built, single, nums, flat, trees, leaves, cap
+        return built, single, nums, flat, trees, leaves, cap, key
+
+
+_FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)')
+_NUMBA_FN = re.compile(r"Function\(<(?:function|built-in function|ufunc) '?([A-Za-z_][\w.]*)'?[^>]*>\)")
+
+
+def _numba_failure(err, built):
+    """(the user's (file, line) of the first generated line Numba names, a one-line reason in plain words)."""
+    msg = str(err)
+    where = None
+    for path, line in _FILE_LINE.findall(msg):
+        if os.path.abspath(path) == os.path.abspath(built.path):
+            where = (built.line_map or {}).get(int(line))
+            if where:
+                break
+    reason = "a value of a type nopython mode does not support"
+    m = re.search(r"No implementation of function (.+?) found for signature:\s*\n\s*\n?\s*>>> (.+)", msg)
+    if m:
+        fname = _NUMBA_FN.sub(lambda mm: mm.group(1).split(".")[-1], m.group(1))
+        reason = f"no nopython implementation of {fname} for {m.group(2).strip()}"
+    elif "Untyped global name" in msg:
+        m = re.search(r"Untyped global name '([^']+)'", msg)
+        reason = f"'{m.group(1) if m else '?'}' cannot be called from nopython code"
+    elif re.search(r"Use of unsupported NumPy function '([^']+)'", msg):
+        name = re.search(r"Use of unsupported NumPy function '([^']+)'", msg).group(1)
+        reason = f"{name} is not supported there"
+    elif re.search(r"Unknown attribute '([^']+)' of type", msg):
+        name = re.search(r"Unknown attribute '([^']+)' of type", msg).group(1)
+        reason = f"attribute '{name}' is not supported there"
+    elif "Cannot unify" in msg:
+        reason = "a variable takes values of different types on different paths"
+    reason = re.sub(r"\b_ext\d+_", "", reason)
+    return where, reason[:240]
+
+
+def _line_text(filename, lineno):
+    import linecache
+    return linecache.getline(filename, lineno) if filename and lineno else None
+
+
+def _note_user_line(err, built):
+    """Add a note naming the user's line that the failing generated line came from (PEP 678 notes)."""
+    tb = err.__traceback__
+    line = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == built.path:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    where = (built.line_map or {}).get(line) if line else None
+    if where and hasattr(err, "add_note") and not getattr(err, "_funcgrad_noted", False):
+        text = (_line_text(*where) or "").strip()
+        err.add_note(f"funcgrad: raised at {where[0]}:{where[1]}" + (f": {text}" if text else ""))
+        try:
+            err._funcgrad_noted = True
+        except AttributeError:
+            pass
+
+
+def _statics_unchanged(checks):
+    """True while every value fixed into the generated code is still what its name refers to."""
+    for getter, expected in checks:
+        try:
+            now = getter()
+        except Exception:  # the name went away: rebuild (and report it then)
+            return False
+        if now is expected:
+            continue
+        if type(now) is not type(expected) or not isinstance(now, (bool, int, float, str, tuple, slice, type(None))):
+            return False
+        try:
+            if not bool(now == expected):
+                return False
+        except Exception:
+            return False
+    return True
 
 
 def _as_python_function(fn):
@@ -309,7 +426,7 @@ class _ValueAndGrad(_Transformed):
         self.return_value = return_value
 
     def __call__(self, *args):
-        built, single, nums, flat, trees, leaves, cap = self._call_vjp(args, None)
+        built, single, nums, flat, trees, leaves, cap, key = self._call_vjp(args, None)
         fname = getattr(self.fn, "__qualname__", "f")
         n_out = len(built.out_atoms)
         if self.has_aux:
@@ -325,10 +442,11 @@ class _ValueAndGrad(_Transformed):
             built.seed_dtype = np.result_type(*fl) if fl else np.dtype(np.float64)
         seeds = _seeds(built, n_out, built.seed_dtype)
         try:
-            outs, grads = built.fn(*leaves, *cap, *seeds)
+            built, (outs, grads) = self._invoke(built, key, "fn", (*leaves, *cap, *seeds), len(leaves))
         except Exception:
             if not getattr(built, "checked", False):  # a non-scalar output makes the scalar seed fail: say so
-                _scalar_output_check(fname, list(built.primal_fn(*leaves, *cap))[0], self.has_aux)
+                _, pouts = self._invoke(built, key, "primal", (*leaves, *cap), len(leaves))
+                _scalar_output_check(fname, list(pouts)[0], self.has_aux)
             raise
         outs = list(outs)
         main = outs[0]
@@ -339,7 +457,7 @@ class _ValueAndGrad(_Transformed):
             built.seed_dtype = dt
             if dt != np.float64:
                 seeds = _seeds(built, n_out, dt)
-                outs, grads = built.fn(*leaves, *cap, *seeds)
+                built, (outs, grads) = self._invoke(built, key, "fn", (*leaves, *cap, *seeds), len(leaves))
                 outs = list(outs)
         grads = list(grads)
         result = []
@@ -416,8 +534,8 @@ class _VJP(_Transformed):
 
     def run(self, primals, argnums=None):
         self.argnums = tuple(range(len(primals))) if argnums is None else argnums
-        built, single, nums, flat, trees, leaves, cap = self._call_vjp(primals, None)
-        outs = built.primal_fn(*leaves, *cap)
+        built, single, nums, flat, trees, leaves, cap, key = self._call_vjp(primals, None)
+        built, outs = self._invoke(built, key, "primal", (*leaves, *cap), len(leaves))
         value = self._outputs(built, list(outs))
 
         def vjp_fn(cotangent):
@@ -432,7 +550,7 @@ class _VJP(_Transformed):
                     raise ValueError(f"vjp: a cotangent of shape {c.shape} was given for an output of shape "
                                      f"{np.shape(o)}")
                 seeds.append(c if c.shape else c[()])
-            _, grads = built.fn(*leaves, *cap, *seeds)
+            _, (_, grads) = self._invoke(built, key, "fn", (*leaves, *cap, *seeds), len(leaves))
             grads = list(grads)
             res, gi = [], 0
             for i in nums:
@@ -455,16 +573,28 @@ def vjp(fun, *primals, argnums=None, mode="auto", jit=True):
     return t.run(primals, argnums)
 
 
-_VJP_CACHE: dict = {}
+_VJP_ATTR = "__funcgrad_vjp__"
+_VJP_OTHER: dict = {}   # callables that take no attributes (bound methods, partials): key holds the object itself
 
 
 def _cached_vjp(fun, mode, jit):
-    key = (id(fun), mode, jit)
-    t = _VJP_CACHE.get(key)
-    if t is None or t._fun_ref is not fun:
-        t = _VJP(fun, False, mode, jit)
-        t._fun_ref = fun
-        _VJP_CACHE[key] = t
+    """The transform of ``fun``, cached on the function object itself (so it lives and dies with it,
+    and a new function can never be handed an old one's gradient, as a cache keyed by ``id`` could)."""
+    per_fun = getattr(fun, "__dict__", {}).get(_VJP_ATTR) if hasattr(fun, "__dict__") else None
+    if per_fun is None:
+        per_fun = {}
+        try:
+            setattr(fun, _VJP_ATTR, per_fun)
+        except (AttributeError, TypeError):
+            try:
+                per_fun = _VJP_OTHER.setdefault(fun, per_fun)  # keyed by the object (eq/hash), never by id
+            except TypeError:  # unhashable: transform afresh
+                return _VJP(fun, False, mode, jit)
+            if len(_VJP_OTHER) > 256:
+                _VJP_OTHER.pop(next(iter(_VJP_OTHER)))
+    t = per_fun.get((mode, jit))
+    if t is None:
+        t = per_fun[(mode, jit)] = _VJP(fun, False, mode, jit)
     return t
 
 
@@ -473,9 +603,9 @@ class _Jit(_Transformed):
         super().__init__(fn, "primal", 0, False, mode, True)
 
     def __call__(self, *args):
-        built, single, nums, flat, trees, cap = self._lookup(args)
+        built, single, nums, flat, trees, cap, key = self._lookup(args)
         leaves = [x for ls in flat for x in ls if not isinstance(x, (str, type(None)))]
-        outs = built.fn(*leaves, *cap)
+        built, outs = self._invoke(built, key, "fn", (*leaves, *cap), len(leaves))
         return self._outputs(built, list(outs))
 
 

@@ -52,3 +52,11 @@ class TransformError(FuncgradError):
         loc = f"{filename}:{lineno}: " if filename else ""
         src = f"\n    {text.strip()}" if text else ""
         super().__init__(f"{loc}{msg}{src}")
+
+
+class CompileError(TransformError):
+    """Numba could not compile the generated code of a function forced to ``mode="njit"``."""
+
+
+class FuncgradWarning(UserWarning):
+    """Something funcgrad did differently from what was asked, and why (e.g. an ``auto`` fallback)."""

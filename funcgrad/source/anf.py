@@ -120,7 +120,9 @@ class ANF:
     def block(self, stmts):
         out = []
         for s in stmts:
+            start = len(out)
             self.stmt(s, out)
+            inherit_origin(out[start:], s)
         return out
 
     def stmt(self, s, out):
@@ -203,6 +205,19 @@ def cf_assigned(stmts):
 
     walk(stmts, False)
     return names
+
+
+def inherit_origin(new_stmts, origin):
+    """Give statements made from ``origin`` its user file and line (where they have none of their own)."""
+    f = getattr(origin, "_funcgrad_file", None)
+    line = getattr(origin, "lineno", None)
+    for st in new_stmts:
+        for n in ast.walk(st):
+            if isinstance(n, ast.stmt):
+                if f is not None and not hasattr(n, "_funcgrad_file"):
+                    n._funcgrad_file = f
+                if line is not None and getattr(n, "lineno", None) is None:
+                    n.lineno = line
 
 
 def _is_static(e):

@@ -21,6 +21,8 @@ import sys
 import tempfile
 import types
 
+import numpy as np
+
 _BIN = {"+": ast.Add, "-": ast.Sub, "*": ast.Mult, "/": ast.Div, "**": ast.Pow, "@": ast.MatMult}
 
 
@@ -54,13 +56,20 @@ def render_stmt(s) -> str:
     return ast.unparse(pretty(s))
 
 
-def render_block(stmts, indent=1) -> list[str]:
+def _origin(s):
+    f = getattr(s, "_funcgrad_file", None)
+    line = getattr(s, "lineno", None)
+    return (f, line) if f and line else None
+
+
+def render_block(stmts, indent=1, where=None) -> list[str]:
+    """Source lines of ``stmts``; with a list ``where``, append each line's user (file, line) or None."""
     pad = "    " * indent
     lines = []
+    w = where if where is not None else []
     for s in stmts:
         c = getattr(s, "_funcgrad_comment", None)
         if isinstance(s, (ast.For, ast.While, ast.If)):
-            head = copy.copy(s)
             if isinstance(s, ast.For):
                 text = f"for {ast.unparse(pretty(s.target))} in {ast.unparse(pretty(s.iter))}:"
             elif isinstance(s, ast.While):
@@ -68,27 +77,46 @@ def render_block(stmts, indent=1) -> list[str]:
             else:
                 text = f"if {ast.unparse(pretty(s.test))}:"
             lines.append(pad + text + (f"  # {c}" if c else ""))
-            lines.extend(render_block(s.body, indent + 1) or [pad + "    pass"])
+            w.append(_origin(s))
+            body = render_block(s.body, indent + 1, w)
+            if not body:
+                body = [pad + "    pass"]
+                w.append(None)
+            lines.extend(body)
             if isinstance(s, ast.If) and s.orelse:
                 lines.append(pad + "else:")
-                lines.extend(render_block(s.orelse, indent + 1))
-            del head
+                w.append(None)
+                lines.extend(render_block(s.orelse, indent + 1, w))
             continue
         text = render_stmt(s)
         for i, ln in enumerate(text.splitlines()):
             if i == 0 and c:
                 ln = f"{ln:<40}  # {c}" if len(ln) < 40 else f"{ln}  # {c}"
             lines.append(pad + ln)
+            w.append(_origin(s))
     return lines
 
 
-def module_source(header: str, functions: list[tuple[str, list[str], list]], returns) -> str:
-    """Source text of a generated module: ``functions`` is [(name, params, body stmts + return)]."""
+def module_source(header: str, functions: list[tuple[str, list[str], list]], returns, line_map=None) -> str:
+    """Source text of a generated module: ``functions`` is [(name, params, body stmts + return)].
+
+    With a dict ``line_map``, fill it with generated line number -> the user's (file, line)."""
     out = [f'"""{header}"""', "import numpy as np", "import funcgrad.kernels.cpu as K", ""]
+    out = "\n".join(out).split("\n")
+    where = [None] * len(out)
     for name, params, body in functions:
         out.append("")
         out.append(f"def {name}({', '.join(params)}):")
-        out.extend(render_block(body) or ["    pass"])
+        where += [None, None]
+        n = len(where)
+        lines = render_block(body, 1, where)
+        if not lines:
+            lines = ["    pass"]
+            where.append(None)
+        out.extend(lines)
+        assert len(where) == len(out), (len(where), len(out), n)
+    if line_map is not None:
+        line_map.update({i + 1: w for i, w in enumerate(where) if w is not None})
     return "\n".join(out) + "\n"
 
 
@@ -130,17 +158,45 @@ def python_kernels():
     return _PY_K
 
 
+def externals_fingerprint(externals: dict) -> str:
+    """A digest of the objects a generated module refers to besides its source (constant arrays, helpers).
+
+    It goes into the module's header, so two builds whose source is the same text but whose externals
+    differ are written to different files (Numba's disk cache keys compiled code by file)."""
+    h = hashlib.sha256()
+    for k in sorted(externals):
+        v = externals[k]
+        h.update(k.encode())
+        if isinstance(v, np.ndarray):
+            h.update(f"{v.dtype.str}{v.shape}".encode())
+            h.update(np.ascontiguousarray(v).tobytes())
+        else:
+            code = getattr(v, "__code__", None)
+            h.update(f"{type(v).__module__}.{type(v).__qualname__}:{getattr(v, '__module__', '')}."
+                     f"{getattr(v, '__qualname__', '')}".encode())
+            if code is not None:
+                h.update(code.co_code)
+                h.update(repr(code.co_consts).encode())
+            elif isinstance(v, (bool, int, float, str, tuple, type(None))):
+                h.update(repr(v).encode())
+    return h.hexdigest()[:16]
+
+
 def compile_function(mod, name: str, mode: str, externals: dict):
-    """The function ``name`` of ``mod`` for ``mode`` in {"njit", "python", "nojit"}."""
-    for k, v in externals.items():
-        setattr(mod, k, v)
-    fn = getattr(mod, name)
-    if mode == "python":
-        return fn
+    """The function ``name`` of ``mod`` for ``mode`` in {"njit", "python", "nojit"}.
+
+    Each build gets a function with globals of its own (the module's names plus this build's
+    externals): a module shared by two builds of the same source never mixes their externals."""
+    base = getattr(mod, name)
+    g = dict(base.__globals__)
+    g.update(externals)
     if mode == "nojit":
-        g = dict(fn.__globals__)
         g["K"] = python_kernels()
-        return types.FunctionType(fn.__code__, g, fn.__name__)
+    fn = types.FunctionType(base.__code__, g, base.__name__)
+    fn.__qualname__ = base.__qualname__
+    fn.__module__ = base.__module__
+    if mode in ("python", "nojit"):
+        return fn
     if mode == "njit":
         import numba
         return numba.njit(cache=True)(fn)

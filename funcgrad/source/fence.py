@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 
-from ..errors import UnsupportedSyntaxError
+from ..errors import NoDerivativeError, UnsupportedSyntaxError
 
 _HINTS = {
     ast.Try: ("try/except is not supported in a differentiated function",
@@ -53,6 +53,8 @@ _HINTS = {
 def error(parsed, node, msg, hint=None, cls=UnsupportedSyntaxError):
     lineno = getattr(node, "lineno", None)
     col = getattr(node, "col_offset", None)
+    if issubclass(cls, NoDerivativeError):
+        return cls(msg + (f"\n  hint: {hint}" if hint else ""), parsed.filename, lineno, parsed.line_text(lineno))
     return cls(msg, parsed.filename, lineno, (col + 1) if col is not None else None,
                parsed.line_text(lineno), hint=hint)
 
