@@ -1,0 +1,203 @@
+"""Regression tests for wrong values, wrong gradients and internal crashes (issue 12).
+
+Every program runs plainly (the value oracle) and through funcgrad in every mode:
+``auto``, ``python``, ``njit`` and ``jit=False``; values must match Python and
+gradients central differences in float64.
+"""
+import gc
+
+import numpy as np
+import pytest
+
+import funcgrad
+from funcgrad.testing import numerical_vjp
+from tests.fixtures import regressions as R
+
+MODES = [dict(mode="auto"), dict(mode="python"), dict(mode="njit"), dict(jit=False)]
+MODE_IDS = ["auto", "python", "njit", "nojit"]
+rng = np.random.default_rng(0)
+
+CASES = [
+    (R.fib_tuple, (1.0, 2.0, 5), (0, 1)),
+    (R.swap_in_branch, (0.3, 0.8, 5), (0, 1)),
+    (R.prev_and_next, (0.4, 6), 0),
+    (R.chained_targets, (0.7,), 0),
+    (R.nested_unpack, (rng.normal(size=3), rng.normal(size=3)), (0, 1)),
+    (R.repeated_gather, (rng.normal(size=5),), 0),
+    (R.repeated_rows, (rng.normal(size=(4, 3)),), 0),
+    (R.repeated_pairs, (rng.normal(size=(3, 2)),), 0),
+    (R.mask_gather, (np.array([0.5, -1.0, 2.0, 0.25, -0.3]),), 0),
+    (R.take_repeats, (rng.normal(size=4),), 0),
+    (R.repeated_write, (rng.normal(size=5), rng.normal(size=3)), (0, 1)),
+    (R.gather_in_loop, (rng.normal(size=3), 3), 0),
+    (R.max_in_loop, (rng.normal(size=3), rng.normal(size=(4, 2))), (0, 1)),
+    (R.reductions_in_loop, (rng.normal(size=3), rng.normal(size=(3, 2))), (0, 1)),
+    (R.stack_scalars, (0.3, 0.7), (0, 1)),
+    (R.stack_scalars_in_loop, (0.3, 0.7, 3), (0, 1)),
+    (R.early_return, (1.1, 5), 0),
+    (R.early_return, (0.3, 5), 0),
+    (R.early_return_nested, (0.5, 4), 0),
+    (R.early_return_nested, (0.01, 2), 0),
+    (R.search_array, (np.array([0.1, 0.7, 0.9]),), 0),
+    (R.search_array, (np.array([0.1, 0.2]),), 0),
+    (R.early_return_in_helper, (1.5,), 0),
+    (R.first_above_one, (np.array([0.5, 1.5, 3.0]),), 0),
+    (R.first_above_one, (np.array([0.5, 0.25]),), 0),
+    (R.returns_container_from_loop, (np.array([0.1, 0.7, 0.2]),), 0),
+    (R.returns_container_from_loop, (np.array([0.1, 0.3, 0.2]),), 0),
+    (R.container_carried_by_loop, (np.array([0.3, 0.4]), 3), 0),
+]
+IDS = [f"{i:02d}-{f.__name__}" for i, (f, _, _) in enumerate(CASES)]
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_value_and_gradient_in_every_mode(case, kw):
+    f, args, argnums = case
+    nums = (argnums,) if isinstance(argnums, int) else argnums
+    v, g = funcgrad.value_and_grad(f, argnums=nums, **kw)(*args)
+    np.testing.assert_allclose(v, f(*args), rtol=1e-12, atol=1e-12)
+    for k, i in enumerate(nums):
+        want = numerical_vjp(f, args, i, 1.0, 1e-6)
+        np.testing.assert_allclose(g[k], want, rtol=1e-5, atol=1e-6, err_msg=f"argument {i}")
+
+
+def test_tuple_assignment_value_from_the_issue():
+    def f(a, b, n):
+        for i in range(n):
+            a, b = b, a + 0.5 * b
+        return a * b
+    # lowered as sequential assignments this gave 153.77 instead of Python's 27.91
+    for kw in MODES:
+        assert funcgrad.value_and_grad(f, **kw)(1.0, 2.0, 5)[0] == pytest.approx(f(1.0, 2.0, 5), rel=1e-14)
+    assert f(1.0, 2.0, 5) == pytest.approx(27.90625)
+
+
+def test_vjp_cache_never_hands_back_another_functions_gradient():
+    # closures made in a loop share a code object; a garbage-collected one's id can be reused
+    results = []
+    for k in range(40):
+        fk = (lambda c: (lambda x: np.sum(x * x) * c))(float(k))
+        _, vjp_fn = funcgrad.vjp(fk, np.ones(2))
+        results.append(vjp_fn(1.0)[0][0])
+        del fk, vjp_fn
+        gc.collect()
+    np.testing.assert_allclose(results, [2.0 * k for k in range(40)])
+
+
+def test_rebinding_a_global_function_takes_effect():
+    g = funcgrad.grad(_uses_global_act)
+    global _ACT
+    _ACT = np.sin
+    a = g(0.3)
+    _ACT = np.cos
+    b = g(0.3)
+    assert a == pytest.approx(np.cos(0.3)) and b == pytest.approx(-np.sin(0.3))
+
+
+_ACT = np.sin
+
+
+def _uses_global_act(x):
+    return _ACT(x)
+
+
+class _Cfg:
+    scale = 2.0
+    power = 2
+
+
+def test_changing_an_objects_attribute_takes_effect():
+    cfg = _Cfg()
+
+    def f(x):
+        return cfg.scale * x ** cfg.power
+
+    g = funcgrad.grad(f)
+    assert g(3.0) == pytest.approx(12.0)
+    cfg.scale = 5.0
+    assert g(3.0) == pytest.approx(30.0)
+    cfg.power = 3
+    assert g(3.0) == pytest.approx(135.0)
+
+
+def test_same_source_different_constant_arrays_do_not_share_externals():
+    src = "import numpy as np\ndef f(x):\n    return np.sum(x[np.array({idx})] * 1.0)\n"
+    import importlib.util
+    import os
+    import tempfile
+    fns = []
+    for k, idx in enumerate(([0, 0, 1], [2, 2, 2])):
+        d = tempfile.mkdtemp()
+        path = os.path.join(d, "same_src.py")
+        with open(path, "w") as fh:
+            fh.write(src.format(idx=idx))
+        spec = importlib.util.spec_from_file_location(f"same_src_{k}", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        fns.append(mod.f)
+    x = np.arange(3.0)
+    g0 = funcgrad.grad(fns[0], mode="python")
+    g1 = funcgrad.grad(fns[1], mode="python")
+    a = g0(x)
+    b = g1(x)
+    np.testing.assert_allclose(g0(x), [2.0, 1.0, 0.0])
+    np.testing.assert_allclose(b, [0.0, 0.0, 3.0])
+    np.testing.assert_allclose(a, [2.0, 1.0, 0.0])
+
+
+def test_numba_typing_failure_falls_back_in_auto_and_is_refused_in_njit():
+    from funcgrad.errors import CompileError, FuncgradWarning
+    x, c = np.ones(3), np.arange(3.0)
+    with pytest.warns(FuncgradWarning, match=r"numpy\.pad is not supported"):
+        v, g = funcgrad.value_and_grad(_pads_inside_loop)(x, c)
+    assert v == pytest.approx(_pads_inside_loop(x, c))
+    with pytest.raises(CompileError) as ei:
+        funcgrad.value_and_grad(_pads_inside_loop, mode="njit")(x, c)
+    msg = str(ei.value)
+    assert "test_regressions.py:" in msg and "np.pad(c, 1)" in msg and "generated" not in msg
+    assert "numba" not in msg.lower().replace("numba cannot", "") and "_ext" not in msg
+
+
+def _pads_inside_loop(x, c):
+    s = 0.0
+    w = np.pad(c, 1)
+    for i in range(3):
+        s = s + np.sum(x * w[i])
+    return s
+
+
+def test_error_while_generated_code_runs_names_the_users_line():
+    def f(x, W):
+        h = np.tanh(x @ W)
+        return np.sum(h)
+    with pytest.raises(ValueError) as ei:
+        funcgrad.grad(f, mode="python")(np.ones((2, 3)), np.ones((4, 5)))
+    notes = "\n".join(getattr(ei.value, "__notes__", []))
+    assert "test_regressions.py" in notes and "h = np.tanh(x @ W)" in notes
+
+
+def test_has_aux_pair_returned_from_branches():
+    def f(x):
+        if np.sum(x) > 0:
+            return np.sum(x ** 2), {"n": np.sum(x)}
+        else:
+            return np.sum(x ** 3), {"n": -np.sum(x)}
+    for x in (np.array([1.0, 2.0]), np.array([-1.0, -2.0])):
+        (v, aux), g = funcgrad.value_and_grad(f, has_aux=True)(x)
+        assert v == pytest.approx(f(x)[0]) and aux["n"] == pytest.approx(f(x)[1]["n"])
+        np.testing.assert_allclose(g, numerical_vjp(lambda y: f(y)[0], (x,), 0, 1.0, 1e-6), rtol=1e-6)
+
+
+def test_containers_of_different_structure_on_branches_are_refused_in_user_terms():
+    def f(x):
+        if np.sum(x) > 0:
+            out = (x, x)
+        else:
+            out = (x, x, x)
+        return np.sum(out[0])
+    with pytest.raises(funcgrad.UnsupportedSyntaxError) as ei:
+        funcgrad.grad(f)(np.ones(2))
+    msg = str(ei.value)
+    assert "'out' is given containers of different structure" in msg and "test_regressions.py:" in msg
+    assert "__" not in msg and "_v" not in msg
