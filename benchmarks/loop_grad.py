@@ -19,7 +19,7 @@ import numpy as np
 from numba import njit
 
 import funcgrad
-from funcgrad.source.pipeline import STATS
+from funcgrad.transform.pipeline import STATS
 
 DT = 1e-3
 

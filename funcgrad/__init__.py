@@ -7,26 +7,20 @@ Public API (everything else is internal):
 * pytrees: :func:`tree_flatten`, :func:`tree_unflatten`, :func:`tree_map`, ...;
 * errors: :class:`UnsupportedSyntaxError`, :class:`NoDerivativeError`, ...
 """
-from .api import grad, value_and_grad, vjp, jit, custom_vjp, stop_gradient
+from .api import grad, value_and_grad, vjp, jit, custom_vjp, stop_gradient, source
 from . import testing
-from . import source  # callable: funcgrad.source(f) -> generated source
 from .tree import (tree_flatten, tree_unflatten, tree_leaves, tree_structure, tree_map,
                    register_pytree_node)
 from .errors import (FuncgradError, UnsupportedSyntaxError, NoDerivativeError, TreeStructureError,
-                     TransformError)
+                     TransformError, CompileError, FuncgradWarning)
+from . import nn, optim, data, checkpoint, initializers  # (funcgrad.dist: import it explicitly)
 
 __all__ = [
     "grad", "value_and_grad", "vjp", "jit", "custom_vjp", "stop_gradient", "source",
     "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure", "tree_map",
     "register_pytree_node",
     "FuncgradError", "UnsupportedSyntaxError", "NoDerivativeError", "TreeStructureError", "TransformError",
+    "CompileError", "FuncgradWarning",
+    "nn", "optim", "data", "checkpoint", "initializers", "testing",
 ]
 __version__ = "0.1.0"
-
-from . import ops as _ops  # noqa: E402
-
-_ops.load_all()  # the primitive registry and the kernel namespace (imports numba) are ready at import
-
-from . import nn, optim, data, checkpoint, initializers  # noqa: E402  (funcgrad.dist: import it explicitly)
-
-__all__ += ["nn", "optim", "data", "checkpoint", "initializers", "testing", "source"]

@@ -15,8 +15,9 @@ runs the same generated source with every Numba kernel replaced by its Python.
 """
 from __future__ import annotations
 
-import ast
 import functools
+import inspect
+import linecache
 import os
 import re
 import warnings
@@ -24,73 +25,43 @@ import warnings
 import numpy as np
 from numba.core import errors as _numba_errors
 
-from .errors import CompileError, FuncgradError, FuncgradWarning, TreeStructureError
-from .tree import tree_flatten, tree_unflatten, tree_structure
+from .custom import CustomVJPFunction, custom_vjp, stop_gradient
+from .errors import CompileError, FuncgradWarning, TreeStructureError
+from .kernels.base import get_backend
+from .kernels import cpu_backend as _cpu_backend  # noqa: F401  registers the "cpu" backend
+from .ops.registry import lookup
+from .transform.pipeline import Signature, build
+from .transform.specs import is_float_leaf, is_static_leaf, leaf_spec
+from .transform.values import Static, Struct
+from .tree import tree_flatten, tree_unflatten
 
 __all__ = ["grad", "value_and_grad", "vjp", "jit", "custom_vjp", "stop_gradient", "source"]
 
-_MODES = ("auto", "njit", "python")
+# jit= values and the strategy each selects (see funcgrad.kernels.base); mode= is the older spelling
+_JIT = {True: "auto", "auto": "auto", "whole": "njit", "kernels": "python", False: "nojit"}
+_MODE = {"auto": "auto", "njit": "njit", "python": "python"}
 
 
 def _jit_disabled():
     return os.environ.get("FUNCGRAD_DISABLE_JIT", "").strip() not in ("", "0", "false", "False")
 
 
-# ----------------------------------------------------------------------------- signatures
-def _leaf_spec(x):
-    t = type(x)
-    if t is np.ndarray:
-        return ("a", x.dtype.str, x.ndim)
-    if t is float:
-        return ("f",)
-    if t is int:
-        return ("i",)
-    if isinstance(x, np.ndarray):
-        return ("a", x.dtype.str, x.ndim)
-    if isinstance(x, bool):
-        return ("b",)
-    if isinstance(x, int):
-        return ("i",)
-    if isinstance(x, float):
-        return ("f",)
-    if isinstance(x, np.generic):
-        return ("s", x.dtype.str)
-    if isinstance(x, (str, type(None))):
-        return ("static", repr(x))
-    raise TypeError(f"funcgrad functions take arrays, numbers and pytrees of them; received a leaf of type "
-                    f"{type(x).__name__} ({x!r:.60})")
-
-
-def _scalar_kind(x):
-    """"f8"/"f4"/"i"/"b" for scalars and arrays' element type (what the reverse pass may tape in arrays)."""
-    if isinstance(x, bool):
-        return "b"
-    if isinstance(x, int):
-        return "i"
-    if isinstance(x, float):
-        return "f8"
-    dt = np.asarray(x).dtype
-    return {"f": "f8" if dt == np.float64 else "f4" if dt == np.float32 else None,
-            "i": "i", "u": None, "b": "b"}.get(dt.kind)
-
-
-def _is_float_leaf(x):
-    if isinstance(x, np.ndarray):
-        return np.issubdtype(x.dtype, np.floating)
-    if isinstance(x, np.generic):
-        return np.issubdtype(x.dtype, np.floating)
-    return isinstance(x, float)
-
-
-def _sanitize(s):
-    s = "".join(c if c.isalnum() or c == "_" else "_" for c in str(s))
-    while "__" in s:
-        s = s.replace("__", "_")
-    return s.strip("_")
+def _resolve_jit(jit, mode):
+    """The strategy policy ("auto", "njit", "python" or "nojit") from ``jit=`` and its alias ``mode=``."""
+    if jit not in _JIT:
+        raise ValueError(f"jit must be one of True, False, 'auto', 'whole', 'kernels'; received {jit!r}")
+    if mode is None:
+        return _JIT[jit]
+    if mode not in _MODE:
+        raise ValueError(f"mode must be one of {tuple(_MODE)}; received {mode!r}")
+    if jit is False:
+        return "nojit"  # jit=False (the uncompiled oracle) wins over any mode
+    if _JIT[jit] != "auto" and _JIT[jit] != _MODE[mode]:
+        raise ValueError(f"jit={jit!r} and mode={mode!r} ask for different things; give one of them")
+    return _MODE[mode]
 
 
 def _arg_names(fn, nargs):
-    import inspect
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
@@ -122,16 +93,16 @@ def _check_argnums(argnums, nargs, fname):
 class _Transformed:
     """A transformed function: caches one compiled specialization per signature."""
 
-    def __init__(self, fn, kind, argnums=0, has_aux=False, mode="auto", jit=True):
+    def __init__(self, fn, kind, argnums=0, has_aux=False, mode=None, jit=True, backend="cpu"):
         if not callable(fn):
             raise TypeError(f"expected a function to transform; received {fn!r}")
-        if mode not in _MODES:
-            raise ValueError(f"mode must be one of {_MODES}; received {mode!r}")
+        self.policy = _resolve_jit(jit, mode)
+        self.backend = get_backend(backend)
         self.fn = _as_python_function(fn)
         self.kind = kind
         self.argnums = argnums
         self.has_aux = has_aux
-        self.mode = mode
+        self.mode = mode if mode is not None else {"njit": "njit", "python": "python"}.get(self.policy, "auto")
         self.jit = jit
         self.cache: dict = {}
         self._memo: dict = {}
@@ -141,13 +112,6 @@ class _Transformed:
     @property
     def specializations(self):
         return len(self.cache)
-
-    def _mode(self, built_has_loops):
-        if not self.jit or _jit_disabled():
-            return "nojit"
-        if self.mode == "auto":
-            return "njit" if built_has_loops else "python"
-        return self.mode
 
     def _prepare(self, args):
         fname = getattr(self.fn, "__qualname__", "f")
@@ -167,7 +131,7 @@ class _Transformed:
         key = []
         for i, a in enumerate(args):
             leaves, td = tree_flatten(a)
-            specs = tuple(_leaf_spec(x) for x in leaves)
+            specs = tuple(leaf_spec(x) for x in leaves)
             trees.append(td)
             flat.append(leaves)
             key.append((td, specs, i in nums))
@@ -180,7 +144,7 @@ class _Transformed:
         for i, leaves in enumerate(flat):
             if i in nums:
                 for x in leaves:
-                    if not _is_float_leaf(x):
+                    if not is_float_leaf(x):
                         what = (f"an array of dtype {x.dtype}" if isinstance(x, np.ndarray)
                                 else f"a value of type {type(x).__name__}")
                         raise TypeError(
@@ -189,47 +153,13 @@ class _Transformed:
                             f"Cast it with .astype(np.float64), or leave it out of argnums.")
 
     def _build(self, names, nums, flat, trees, force_mode=None):
-        from .source.normalize import Dyn, Static, _map_struct
-        from .source.pipeline import build
-        import ast as _ast
-
-        leaf_names: list = []
-        diff: list = []
-
-        def arg_values_for(normalizer):
-            out = []
-            for i, (nm, td, leaves) in enumerate(zip(names, trees, flat)):
-                tree = tree_unflatten(td, list(range(len(leaves))))
-
-                def make(path, idx, i=i, nm=nm, leaves=leaves):
-                    x = leaves[idx]
-                    if isinstance(x, (str, type(None))):
-                        return Static(x)
-                    base = nm + ("_" + "_".join(_sanitize(p) for p in path) if path else "")
-                    n = normalizer.names.fresh(base)
-                    normalizer.param_ranks[n] = np.ndim(x)
-                    normalizer.param_kinds[n] = _scalar_kind(x)
-                    leaf_names.append(n)
-                    if i in nums:
-                        diff.append(n)
-                    return Dyn(_ast.Name(n, _ast.Load()))
-
-                if td.num_leaves == 1 and td.kind == "leaf":
-                    out.append((nm, make((), 0)))
-                else:
-                    out.append((nm, _map_struct(tree, lambda path, idx: make(path, idx))))
-            return out
-
-        kind = "primal" if self.kind == "primal" else "vjp"
-        # first pass in "python" to find loops; modes are picked from the function's shape
-        from .source.parse import parse
-        import ast as _a
-        has_loops = any(isinstance(n, (_a.For, _a.While)) for n in _a.walk(parse(self.fn).node))
-        mode = force_mode or self._mode(has_loops)
-        built = build(self.fn, arg_values_for, diff, mode, kind=kind, allow_control_flow=True)
-        built.leaf_names = leaf_names
-        built.diff_names = diff
-        return built
+        sig = Signature(names=list(names), trees=list(trees),
+                        specs=[tuple(leaf_spec(x) for x in leaves) for leaves in flat],
+                        statics={(i, j): x for i, leaves in enumerate(flat) for j, x in enumerate(leaves)
+                                 if is_static_leaf(x)},
+                        diff=tuple(nums))
+        policy = force_mode or ("nojit" if _jit_disabled() else self.policy)
+        return build(self.fn, sig, self.backend, policy, kind="primal" if self.kind == "primal" else "vjp")
 
     def _invoke(self, built, key, which, call_args, n_leaves):
         """Run the generated function; returns ``(built, result)``.
@@ -256,7 +186,7 @@ class _Transformed:
                     warnings.warn(f"{loc}: {text}", FuncgradWarning, stacklevel=4)
                 built = self._build(*self._pending[key], force_mode="python")
                 cap = [g() for _, g in built.captured]
-                built.cap_specs = tuple(_leaf_spec(c) for c in cap)
+                built.cap_specs = tuple(leaf_spec(c) for c in cap)
                 self.cache[key] = built
                 fn = built.fn if which == "fn" else built.primal_fn
                 return built, fn(*call_args)
@@ -274,18 +204,17 @@ class _Transformed:
         built = self.cache.get(key)
         if built is not None:
             cap = [g() for _, g in built.captured]
-            if built.cap_specs != tuple(_leaf_spec(c) for c in cap) or not _statics_unchanged(built.static_checks):
+            if built.cap_specs != tuple(leaf_spec(c) for c in cap) or not _statics_unchanged(built.static_checks):
                 built = None
         if built is None:
             self._pending[key] = (names, nums, flat, trees)
             built = self._build(names, nums, flat, trees)
             cap = [g() for _, g in built.captured]
-            built.cap_specs = tuple(_leaf_spec(c) for c in cap)
+            built.cap_specs = tuple(leaf_spec(c) for c in cap)
             self.cache[key] = built
         return built, single, nums, flat, trees, cap, key
 
     def _outputs(self, built, outs):
-        from .source.normalize import Dyn, Static, Struct
         it = iter(outs)
 
         def rebuild(v):
@@ -343,7 +272,6 @@ def _numba_failure(err, built):
 
 
 def _line_text(filename, lineno):
-    import linecache
     return linecache.getline(filename, lineno) if filename and lineno else None
 
 
@@ -385,9 +313,6 @@ def _statics_unchanged(checks):
 
 
 def _as_python_function(fn):
-    from .ops.registry import lookup
-    from . import ops
-    ops.load_all()
     if lookup(fn) is not None and not hasattr(fn, "__code__") or (
             lookup(fn) is not None and getattr(fn, "__module__", "").startswith("numpy")):
         prim = lookup(fn)
@@ -398,7 +323,6 @@ def _as_python_function(fn):
 
 def _primitive_wrapper(prim, n):
     """A Python function calling primitive ``prim`` with ``n`` positional args (for grad(np.sin))."""
-    import linecache
     args = ", ".join(f"x{i}" for i in range(n))
     src = f"def {prim.name}_({args}):\n    return _prim({args})\n"
     filename = f"<funcgrad primitive {prim.name}>"
@@ -421,8 +345,8 @@ def _scalar_output_check(fname, out, has_aux):
 
 
 class _ValueAndGrad(_Transformed):
-    def __init__(self, fn, argnums=0, has_aux=False, mode="auto", jit=True, return_value=True):
-        super().__init__(fn, "vjp", argnums, has_aux, mode, jit)
+    def __init__(self, fn, argnums=0, has_aux=False, mode=None, jit=True, backend="cpu", return_value=True):
+        super().__init__(fn, "vjp", argnums, has_aux, mode, jit, backend)
         self.return_value = return_value
 
     def __call__(self, *args):
@@ -430,7 +354,6 @@ class _ValueAndGrad(_Transformed):
         fname = getattr(self.fn, "__qualname__", "f")
         n_out = len(built.out_atoms)
         if self.has_aux:
-            from .source.normalize import Struct
             if not (isinstance(built.out_tree, Struct) and built.out_tree.kind in ("tuple", "list")
                     and len(built.out_tree.values()) == 2):
                 raise TypeError(f"{fname} was differentiated with has_aux=True, so it must return a pair "
@@ -480,7 +403,6 @@ class _ValueAndGrad(_Transformed):
 
 
 def _describe_out(v):
-    from .source.normalize import Struct
     if isinstance(v, Struct):
         return f"a {v.kind} of {len(v.values())} values"
     return "a single value"
@@ -512,25 +434,32 @@ def _match(g, x):
     return g
 
 
-def grad(fun, argnums=0, has_aux=False, *, mode="auto", jit=True):
+def grad(fun, argnums=0, has_aux=False, *, jit=True, backend="cpu", mode=None):
     """The gradient of a scalar-valued function with respect to argument(s) ``argnums``.
 
     ``grad(f)(x, ...)`` returns a value with the structure of ``x`` (a pytree of
     arrays). With a tuple ``argnums`` it returns a tuple of such. With
     ``has_aux=True`` ``f`` returns ``(scalar, aux)`` and ``grad`` returns
     ``(gradient, aux)``.
+
+    ``jit`` chooses how the generated code runs: ``True``/``"auto"`` (the default)
+    compiles functions with loops (theirs or a helper's) whole with Numba and runs
+    loop-free array code as Python over compiled kernels; ``"whole"`` and
+    ``"kernels"`` force either; ``False`` runs everything as plain Python (the
+    oracle for tests). ``mode="auto"/"njit"/"python"`` is the older spelling of
+    ``jit="auto"/"whole"/"kernels"``. ``backend`` names the kernels it runs on.
     """
-    return _ValueAndGrad(fun, argnums, has_aux, mode, jit, return_value=False)
+    return _ValueAndGrad(fun, argnums, has_aux, mode, jit, backend, return_value=False)
 
 
-def value_and_grad(fun, argnums=0, has_aux=False, *, mode="auto", jit=True):
+def value_and_grad(fun, argnums=0, has_aux=False, *, jit=True, backend="cpu", mode=None):
     """Like :func:`grad` but returns ``(value, gradient)`` (``((value, aux), gradient)`` with has_aux)."""
-    return _ValueAndGrad(fun, argnums, has_aux, mode, jit, return_value=True)
+    return _ValueAndGrad(fun, argnums, has_aux, mode, jit, backend, return_value=True)
 
 
 class _VJP(_Transformed):
-    def __init__(self, fn, has_aux=False, mode="auto", jit=True):
-        super().__init__(fn, "vjp", 0, has_aux, mode, jit)
+    def __init__(self, fn, has_aux=False, mode=None, jit=True, backend="cpu"):
+        super().__init__(fn, "vjp", 0, has_aux, mode, jit, backend)
 
     def run(self, primals, argnums=None):
         self.argnums = tuple(range(len(primals))) if argnums is None else argnums
@@ -564,12 +493,12 @@ class _VJP(_Transformed):
         return value, vjp_fn
 
 
-def vjp(fun, *primals, argnums=None, mode="auto", jit=True):
+def vjp(fun, *primals, argnums=None, jit=True, backend="cpu", mode=None):
     """``(fun(*primals), vjp_fn)`` where ``vjp_fn(cotangent)`` returns one cotangent per primal.
 
     ``argnums`` (default: all) limits the primals that get cotangents.
     """
-    t = _cached_vjp(fun, mode, jit)
+    t = _cached_vjp(fun, mode, jit, backend)
     return t.run(primals, argnums)
 
 
@@ -577,7 +506,7 @@ _VJP_ATTR = "__funcgrad_vjp__"
 _VJP_OTHER: dict = {}   # callables that take no attributes (bound methods, partials): key holds the object itself
 
 
-def _cached_vjp(fun, mode, jit):
+def _cached_vjp(fun, mode, jit, backend):
     """The transform of ``fun``, cached on the function object itself (so it lives and dies with it,
     and a new function can never be handed an old one's gradient, as a cache keyed by ``id`` could)."""
     per_fun = getattr(fun, "__dict__", {}).get(_VJP_ATTR) if hasattr(fun, "__dict__") else None
@@ -589,18 +518,18 @@ def _cached_vjp(fun, mode, jit):
             try:
                 per_fun = _VJP_OTHER.setdefault(fun, per_fun)  # keyed by the object (eq/hash), never by id
             except TypeError:  # unhashable: transform afresh
-                return _VJP(fun, False, mode, jit)
+                return _VJP(fun, False, mode, jit, backend)
             if len(_VJP_OTHER) > 256:
                 _VJP_OTHER.pop(next(iter(_VJP_OTHER)))
-    t = per_fun.get((mode, jit))
+    t = per_fun.get((mode, jit, backend))
     if t is None:
-        t = per_fun[(mode, jit)] = _VJP(fun, False, mode, jit)
+        t = per_fun[(mode, jit, backend)] = _VJP(fun, False, mode, jit, backend)
     return t
 
 
 class _Jit(_Transformed):
-    def __init__(self, fn, mode="auto"):
-        super().__init__(fn, "primal", 0, False, mode, True)
+    def __init__(self, fn, mode=None, jit="whole", backend="cpu"):
+        super().__init__(fn, "primal", 0, False, mode, jit, backend)
 
     def __call__(self, *args):
         built, single, nums, flat, trees, cap, key = self._lookup(args)
@@ -609,58 +538,11 @@ class _Jit(_Transformed):
         return self._outputs(built, list(outs))
 
 
-def jit(fun=None, *, mode="njit"):
+def jit(fun=None, *, mode=None, strategy="whole", backend="cpu"):
     """Compile a pure function without differentiating it (whole-function ``numba.njit`` by default)."""
     if fun is None:
-        return lambda f: _Jit(f, mode)
-    return _Jit(fun, mode)
-
-
-def stop_gradient(x):
-    """The identity; inside a differentiated function its derivative is zero."""
-    return x
-
-
-class _CustomVJPFunction:
-    """A function with a user-supplied VJP, JAX-style (see :func:`custom_vjp`)."""
-
-    def __init__(self, fun):
-        self.fun = fun
-        self.fwd = None
-        self.bwd = None
-        functools.update_wrapper(self, fun)
-
-    def defvjp(self, fwd, bwd):
-        """``fwd(*args) -> (out, residuals)``; ``bwd(residuals, g) -> tuple of cotangents, one per arg``."""
-        self.fwd, self.bwd = fwd, bwd
-        return self
-
-    def __call__(self, *args):
-        return self.fun(*args)
-
-    def __deepcopy__(self, memo):
-        return self
-
-    def bwd_from_args(self, args, g):
-        if self.fwd is None:
-            raise FuncgradError(f"custom_vjp function {self.fun.__qualname__} has no rule: call .defvjp(fwd, bwd)")
-        _, res = self.fwd(*args)
-        cts = self.bwd(res, g)
-        if not isinstance(cts, tuple) or len(cts) != len(args):
-            raise FuncgradError(f"the bwd rule of {self.fun.__qualname__} must return a tuple of {len(args)} "
-                                f"cotangents (one per argument); it returned {type(cts).__name__}"
-                                + (f" of length {len(cts)}" if isinstance(cts, tuple) else ""))
-        return cts
-
-
-def custom_vjp(fun):
-    """Give ``fun`` a hand-written VJP: ``f = custom_vjp(f); f.defvjp(fwd, bwd)``.
-
-    Inside differentiated code the call runs ``fun`` forward and, in the
-    adjoint, ``bwd(residuals, g)`` where ``residuals`` come from ``fwd``.
-    Functions using it run as Python over the kernels (not whole-``njit``).
-    """
-    return _CustomVJPFunction(fun)
+        return lambda f: _Jit(f, mode, True if mode is not None else strategy, backend)
+    return _Jit(fun, mode, True if mode is not None else strategy, backend)
 
 
 def source(fun, *example_args):

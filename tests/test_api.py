@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import funcgrad
-from funcgrad.source.pipeline import STATS
+from funcgrad.transform.pipeline import STATS
 from funcgrad.testing import check_grads
 from tests.fixtures import models as M
 

@@ -11,7 +11,7 @@ import pytest
 
 import funcgrad
 from funcgrad.errors import UnsupportedSyntaxError
-from funcgrad.source.pipeline import STATS
+from funcgrad.transform.pipeline import STATS
 from funcgrad.testing import check_grads
 from tests.fixtures import loop_programs as L
 from tests.fixtures import unsupported as U

@@ -97,12 +97,6 @@ def _stop_gradient_vjp(y, x):
     pass
 
 
-def _register_api_stop_gradient():
-    from ..api import stop_gradient as user_stop_gradient
-    alias(user_stop_gradient, stop_gradient)
-
-
-_register_api_stop_gradient()
 
 
 # --------------------------------------------------------------------- unary

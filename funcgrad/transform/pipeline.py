@@ -12,12 +12,14 @@ import os
 import sys
 from dataclasses import dataclass
 
-from .. import ops
+from ..tree import tree_unflatten
 from .anf import anf
-from .emit import compile_function, externals_fingerprint, module_source, render_block, write_module
-from .normalize import Dyn, Static, Struct, normalize
+from .emit import externals_fingerprint, module_source, render_block, write_module
+from .normalize import normalize
 from .parse import parse
 from .reverse import reverse
+from .specs import spec_kind
+from .values import Dyn, Static, Struct, map_struct
 
 STATS = {"builds": 0}
 
@@ -41,6 +43,8 @@ class Built:
     static_checks: list       # (getter, expected value) for values fixed into the generated code
     path: str = ""            # the generated file
     line_map: dict = None     # generated line -> the user's (file, line)
+    leaf_names: list = None   # the generated parameter of each argument leaf
+    diff_names: list = None   # the differentiated ones
 
 
 def _out_leaves(val, atoms, version):
@@ -62,18 +66,71 @@ def _returns(atoms):
     return ast.Tuple(elts=[a if a is not None else ast.Constant(None) for a in atoms], ctx=ast.Load())
 
 
-def build(fn, arg_values_for, diff_leaves, mode, kind="vjp", allow_control_flow=False):
-    """Transform ``fn`` for one signature.
+@dataclass
+class Signature:
+    """What one specialization depends on: per positional argument its name, pytree structure and
+    leaf specs (:mod:`.specs`); the objects of static leaves (strings, None); which are differentiated."""
+    names: list
+    trees: list
+    specs: list               # per argument: tuple of leaf specs
+    statics: dict             # (argument, leaf) -> object, for static leaves
+    diff: tuple               # differentiated argument indices
 
-    ``arg_values_for(normalizer)`` returns [(argname, value tree)] with ``Dyn``
-    leaves named after the flattened arguments; ``diff_leaves`` are the leaf
-    names to differentiate; ``kind`` is "vjp" (outputs and cotangents) or
-    "primal" (outputs only, for ``jit``).
+
+def _sanitize(s):
+    s = "".join(c if c.isalnum() or c == "_" else "_" for c in str(s))
+    while "__" in s:
+        s = s.replace("__", "_")
+    return s.strip("_")
+
+
+def _argument_values(sig: Signature, leaf_names: list, diff: list):
+    """``arg_values_for(normalizer)``: the abstract value of every argument, built from its specs."""
+    def arg_values_for(normalizer):
+        out = []
+        for i, (nm, td, specs) in enumerate(zip(sig.names, sig.trees, sig.specs)):
+            tree = tree_unflatten(td, list(range(len(specs))))
+
+            def make(path, idx, i=i, nm=nm, specs=specs):
+                spec = specs[idx]
+                if spec[0] == "static":
+                    return Static(sig.statics[(i, idx)])
+                base = nm + ("_" + "_".join(_sanitize(p) for p in path) if path else "")
+                n = normalizer.names.fresh(base)
+                normalizer.param_ranks[n] = spec[2] if spec[0] == "a" else 0
+                normalizer.param_kinds[n] = spec_kind(spec)
+                leaf_names.append(n)
+                if i in sig.diff:
+                    diff.append(n)
+                return Dyn(ast.Name(n, ast.Load()))
+
+            if td.num_leaves == 1 and td.kind == "leaf":
+                out.append((nm, make((), 0)))
+            else:
+                out.append((nm, map_struct(tree, lambda path, idx: make(path, idx))))
+        return out
+    return arg_values_for
+
+
+def choose_strategy(jit, has_loops):
+    """The strategy for ``jit`` ("auto", "njit", "python" or "nojit"): auto compiles functions with
+    loops (their own or a helper's) whole, and runs loop-free array code as Python over kernels."""
+    if jit == "auto":
+        return "njit" if has_loops else "python"
+    return jit
+
+
+def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flow=True):
+    """Transform ``fn`` for one signature and compile it on ``backend``.
+
+    ``jit`` is "auto", "njit", "python" or "nojit" (see :func:`choose_strategy`); ``kind`` is
+    "vjp" (outputs and cotangents) or "primal" (outputs only, for ``jit``).
     """
-    ops.load_all()
     STATS["builds"] += 1
+    leaf_names: list = []
+    diff_leaves: list = []
     parsed = parse(fn)
-    low = normalize(parsed, arg_values_for, allow_control_flow=allow_control_flow)
+    low = normalize(parsed, _argument_values(sig, leaf_names, diff_leaves), allow_control_flow=allow_control_flow)
     _debug("normalize", ast.unparse(low.node))
     params = low.params + [c[0] for c in low.captured]
     a = anf(low.node, params)
@@ -103,8 +160,9 @@ def build(fn, arg_values_for, diff_leaves, mode, kind="vjp", allow_control_flow=
         src = module_source(header, [(fname, params + g_params, body), (name, params, primal_body)], None, line_map)
     _debug("emit", src)
     mod = write_module(fname, src)
-    compiled = compile_function(mod, fname, mode, low.externals)
-    primal = compile_function(mod, name, mode, low.externals) if kind != "primal" else compiled
-    return Built(fn=compiled, primal_fn=primal, source=src, name=fname, params=params, captured=low.captured, out_tree=low.output,
-                 out_atoms=atoms, mode=mode, static_checks=list(low.static_key), path=mod.__file__,
-                 line_map=line_map)
+    mode = choose_strategy(jit, low.has_loops)
+    compiled = backend.compile(getattr(mod, fname), mode, low.externals)
+    primal = backend.compile(getattr(mod, name), mode, low.externals) if kind != "primal" else compiled
+    return Built(fn=compiled, primal_fn=primal, source=src, name=fname, params=params, captured=low.captured,
+                 out_tree=low.output, out_atoms=atoms, mode=mode, static_checks=list(low.static_key),
+                 path=mod.__file__, line_map=line_map, leaf_names=leaf_names, diff_names=diff_leaves)

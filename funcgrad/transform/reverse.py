@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import ast
 import copy
+import linecache
 from dataclasses import dataclass
 
 from ..errors import NoDerivativeError, TransformError
-from ..ops.registry import Primitive
+from ..ops.registry import Primitive, lookup
 from .anf import inherit_origin
+from .emit import render_stmt
 
 # numpy functions whose result is piecewise constant in their inputs: zero derivative
 ZERO_DERIVATIVE = {
@@ -353,7 +355,6 @@ class Reverse:
         """Fill a template expression: names -> call-site atoms, d[result] -> d_<result>, calls -> K.*"""
         e = copy.deepcopy(e)
         G = tpl.globals
-        from ..ops.registry import lookup
 
         class T(ast.NodeTransformer):
             def visit_Subscript(self_, node):
@@ -450,12 +451,10 @@ def _src(s):
 
 
 def _render(s):
-    from .emit import render_stmt
     return render_stmt(s)
 
 
 def _line_text(fn, line):
-    import linecache
     return linecache.getline(fn, line) if fn and line else None
 
 

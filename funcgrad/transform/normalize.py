@@ -30,42 +30,23 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import inspect
 import math
+import operator
 import types
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..custom import CustomVJPFunction
 from ..errors import NoDerivativeError, UnsupportedSyntaxError
+from ..ops.core import getitem as _getitem
 from ..ops.registry import Primitive, lookup
 from .fence import check as fence_check, error
 from .parse import MISSING, Parsed, parse
-
-# ---------------------------------------------------------------- values
-
-
-@dataclass
-class Dyn:
-    """A runtime value: an AST expression over output-code names."""
-    expr: ast.expr
-
-
-@dataclass
-class Static:
-    """A value known while transforming: module, function, number, None, string, dtype."""
-    obj: object
-
-
-@dataclass
-class Struct:
-    """A container known while transforming whose leaves are values."""
-    kind: str            # tuple, list, dict, namedtuple
-    items: object        # list of values, or dict key -> value
-    cls: type | None = None
-
-    def values(self):
-        return list(self.items.values()) if self.kind == "dict" else list(self.items)
-
+from .specs import scalar_kind
+from .structure import RET, StructureError, lift_returns, single_exit, structure_loops
+from .values import Dyn, Static, Struct, leaves as _leaves, map_struct as _map_struct
 
 @dataclass
 class LocalFunction:
@@ -211,7 +192,6 @@ class Normalizer:
 
     def structured(self, parsed, fdef):
         """The function body with single exit and loops without break/continue (see structure)."""
-        from .structure import RET, StructureError, lift_returns, single_exit, structure_loops
         body = fdef.body
         has_cf = any(isinstance(n, (ast.If, ast.For, ast.While)) for s in body for n in ast.walk(s))
         if not has_cf:
@@ -617,8 +597,7 @@ class Normalizer:
             if key not in self.captured:
                 outname = self.names.fresh(name)
                 self.param_ranks[outname] = np.ndim(obj)
-                from ..api import _scalar_kind
-                self.param_kinds[outname] = _scalar_kind(obj)
+                self.param_kinds[outname] = scalar_kind(obj)
                 self.captured[key] = outname
                 self.captured_list.append((outname, getter))
             return Dyn(ast.Name(self.captured[key], ast.Load()))
@@ -813,8 +792,7 @@ class Normalizer:
     def call_object(self, fn, args, kwargs, scope, out, node):
         P = scope.parsed
         fn = _BUILTIN_MAP.get(fn, fn) if isinstance(fn, types.BuiltinFunctionType) and len(args) != 1 or fn is abs else fn
-        from ..api import _CustomVJPFunction  # late: api imports the pipeline
-        if isinstance(fn, _CustomVJPFunction):
+        if isinstance(fn, CustomVJPFunction):
             return self.custom_vjp_call(fn, args, kwargs, scope, out, node)
         prim = lookup(fn)
         if prim is not None:
@@ -1014,15 +992,8 @@ class _Iter:
     args: list
 
 
-_GETITEM = None
-
-
 def lookup_getitem():
-    global _GETITEM
-    if _GETITEM is None:
-        from ..ops.core import getitem
-        _GETITEM = lookup(getitem)
-    return _GETITEM
+    return lookup(_getitem)
 
 
 def _np_attr(name):
@@ -1046,7 +1017,6 @@ def _is_array_producing(e):
 
 
 def _default_value(fn, name):
-    import inspect
     try:
         p = inspect.signature(fn).parameters[name]
     except (KeyError, ValueError):
@@ -1089,16 +1059,6 @@ def _is_static_tree(obj):
     return isinstance(obj, (bool, int, float, str, type(None), slice))
 
 
-def _map_struct(obj, fn, path=()):
-    if isinstance(obj, dict):
-        return Struct("dict", {k: _map_struct(v, fn, path + (k,)) for k, v in obj.items()})
-    if isinstance(obj, tuple) and hasattr(type(obj), "_fields"):
-        return Struct("namedtuple", [_map_struct(v, fn, path + (i,)) for i, v in enumerate(obj)], type(obj))
-    if isinstance(obj, (tuple, list)):
-        return Struct(type(obj).__name__, [_map_struct(v, fn, path + (i,)) for i, v in enumerate(obj)])
-    return fn(path, obj)
-
-
 def _free_getter(fn, name):
     """Read the current value of free variable ``name`` of ``fn`` (closure cell, global, builtin)."""
     code = getattr(fn, "__code__", None)
@@ -1121,15 +1081,6 @@ def _path_getter(getter, path):
         return v
     get._path = tuple(path)
     return get
-
-
-def _leaves(val):
-    if isinstance(val, Struct):
-        out = []
-        for v in val.values():
-            out.extend(_leaves(v))
-        return out
-    return [val]
 
 
 def _load(target):
@@ -1198,7 +1149,7 @@ def _const_unary(op, a):
 
 
 def _const_compare(op, a, b):
-    import operator as o
+    o = operator
     m = {ast.Eq: o.eq, ast.NotEq: o.ne, ast.Lt: o.lt, ast.LtE: o.le, ast.Gt: o.gt, ast.GtE: o.ge,
          ast.Is: o.is_, ast.IsNot: o.is_not, ast.In: lambda x, y: x in y, ast.NotIn: lambda x, y: x not in y}
     return m[type(op)](a, b)

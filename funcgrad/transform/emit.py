@@ -5,10 +5,10 @@ operators print as operators, indexing as indexing, each adjoint statement
 followed by a comment naming the primal statement it undoes); it is written
 once to a content-hashed file in the cache directory (``FUNCGRAD_CACHE_DIR``,
 default ``~/.cache/funcgrad``) so ``inspect``, ``pdb`` and Numba's disk cache
-(``cache=True``) work across processes; and it can be run three ways from the
-same source: compiled whole with ``numba.njit``, as Python over the kernel
-namespace ``K``, or as Python with every Numba kernel replaced by its Python
-(``jit=False``).
+(``cache=True``) work across processes; and it names its kernels only
+through ``K``, which the backend compiling it injects
+(:mod:`funcgrad.kernels.base`), so the same source runs on any backend under
+any strategy.
 """
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ import importlib.util
 import os
 import sys
 import tempfile
-import types
 
 import numpy as np
 
@@ -101,7 +100,7 @@ def module_source(header: str, functions: list[tuple[str, list[str], list]], ret
     """Source text of a generated module: ``functions`` is [(name, params, body stmts + return)].
 
     With a dict ``line_map``, fill it with generated line number -> the user's (file, line)."""
-    out = [f'"""{header}"""', "import numpy as np", "import funcgrad.kernels.cpu as K", ""]
+    out = [f'"""{header}"""', "import numpy as np", "# K, the kernel namespace, is given by the backend that compiles this module", ""]
     out = "\n".join(out).split("\n")
     where = [None] * len(out)
     for name, params, body in functions:
@@ -147,17 +146,6 @@ def write_module(stem: str, source: str):
     return mod
 
 
-_PY_K = None
-
-
-def python_kernels():
-    global _PY_K
-    if _PY_K is None:
-        from ..kernels import cpu
-        _PY_K = cpu.python_namespace()
-    return _PY_K
-
-
 def externals_fingerprint(externals: dict) -> str:
     """A digest of the objects a generated module refers to besides its source (constant arrays, helpers).
 
@@ -180,24 +168,3 @@ def externals_fingerprint(externals: dict) -> str:
             elif isinstance(v, (bool, int, float, str, tuple, type(None))):
                 h.update(repr(v).encode())
     return h.hexdigest()[:16]
-
-
-def compile_function(mod, name: str, mode: str, externals: dict):
-    """The function ``name`` of ``mod`` for ``mode`` in {"njit", "python", "nojit"}.
-
-    Each build gets a function with globals of its own (the module's names plus this build's
-    externals): a module shared by two builds of the same source never mixes their externals."""
-    base = getattr(mod, name)
-    g = dict(base.__globals__)
-    g.update(externals)
-    if mode == "nojit":
-        g["K"] = python_kernels()
-    fn = types.FunctionType(base.__code__, g, base.__name__)
-    fn.__qualname__ = base.__qualname__
-    fn.__module__ = base.__module__
-    if mode in ("python", "nojit"):
-        return fn
-    if mode == "njit":
-        import numba
-        return numba.njit(cache=True)(fn)
-    raise ValueError(f"unknown mode {mode!r}")

@@ -1,0 +1,75 @@
+"""Argument specs: what a compiled specialization depends on about each argument leaf.
+
+A spec is the leaf's kind, dtype and ndim (never its values); the transform
+cache is keyed by the specs of every leaf, and the pipeline builds the
+abstract values of the arguments from them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["leaf_spec", "scalar_kind", "is_float_leaf", "is_static_leaf"]
+
+
+def leaf_spec(x):
+    """``("a", dtype, ndim)`` for arrays, ``("f",)``/``("i",)``/``("b",)`` for Python numbers,
+    ``("s", dtype)`` for NumPy scalars, ``("static", repr)`` for strings and None."""
+    t = type(x)
+    if t is np.ndarray:
+        return ("a", x.dtype.str, x.ndim)
+    if t is float:
+        return ("f",)
+    if t is int:
+        return ("i",)
+    if isinstance(x, np.ndarray):
+        return ("a", x.dtype.str, x.ndim)
+    if isinstance(x, bool):
+        return ("b",)
+    if isinstance(x, int):
+        return ("i",)
+    if isinstance(x, float):
+        return ("f",)
+    if isinstance(x, np.generic):
+        return ("s", x.dtype.str)
+    if isinstance(x, (str, type(None))):
+        return ("static", repr(x))
+    raise TypeError(f"funcgrad functions take arrays, numbers and pytrees of them; received a leaf of type "
+                    f"{type(x).__name__} ({x!r:.60})")
+
+
+def is_static_leaf(x):
+    """Leaves that are part of the signature itself (strings, None), not runtime values."""
+    return isinstance(x, (str, type(None)))
+
+
+def scalar_kind(x):
+    """"f8"/"f4"/"i"/"b" for scalars and arrays' element type (what the reverse pass may tape in arrays)."""
+    if isinstance(x, bool):
+        return "b"
+    if isinstance(x, int):
+        return "i"
+    if isinstance(x, float):
+        return "f8"
+    dt = np.asarray(x).dtype
+    return {"f": "f8" if dt == np.float64 else "f4" if dt == np.float32 else None,
+            "i": "i", "u": None, "b": "b"}.get(dt.kind)
+
+
+def is_float_leaf(x):
+    if isinstance(x, (np.ndarray, np.generic)):
+        return np.issubdtype(x.dtype, np.floating)
+    return isinstance(x, float)
+
+
+def spec_kind(spec):
+    """:func:`scalar_kind` from a leaf spec."""
+    tag = spec[0]
+    if tag == "f":
+        return "f8"
+    if tag == "i":
+        return "i"
+    if tag == "b":
+        return "b"
+    if tag in ("a", "s"):
+        return scalar_kind(np.empty(0, dtype=spec[1]))
+    return None

@@ -1,0 +1,58 @@
+"""The abstract values the passes reason with while transforming a function.
+
+A value is *static* (known now: a module, a function, a number, a flag),
+*dynamic* (known when the generated code runs: an AST expression over the
+generated code's names) or a *struct* (a tuple, list, dict or NamedTuple
+known now whose leaves are values). Argument values are built from the
+call's argument specs (:mod:`.specs`), never from the arguments themselves.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+__all__ = ["Dyn", "Static", "Struct", "leaves", "map_struct"]
+
+
+@dataclass
+class Dyn:
+    """A runtime value: an AST expression over output-code names."""
+    expr: ast.expr
+
+
+@dataclass
+class Static:
+    """A value known while transforming: module, function, number, None, string, dtype."""
+    obj: object
+
+
+@dataclass
+class Struct:
+    """A container known while transforming whose leaves are values."""
+    kind: str            # tuple, list, dict, namedtuple
+    items: object        # list of values, or dict key -> value
+    cls: type | None = None
+
+    def values(self):
+        return list(self.items.values()) if self.kind == "dict" else list(self.items)
+
+
+def leaves(val):
+    """The leaves of a value tree, in flatten order."""
+    if isinstance(val, Struct):
+        out = []
+        for v in val.values():
+            out.extend(leaves(v))
+        return out
+    return [val]
+
+
+def map_struct(obj, fn, path=()):
+    """A Python container tree as a :class:`Struct` whose leaves are ``fn(path, leaf)``."""
+    if isinstance(obj, dict):
+        return Struct("dict", {k: map_struct(v, fn, path + (k,)) for k, v in obj.items()})
+    if isinstance(obj, tuple) and hasattr(type(obj), "_fields"):
+        return Struct("namedtuple", [map_struct(v, fn, path + (i,)) for i, v in enumerate(obj)], type(obj))
+    if isinstance(obj, (tuple, list)):
+        return Struct(type(obj).__name__, [map_struct(v, fn, path + (i,)) for i, v in enumerate(obj)])
+    return fn(path, obj)

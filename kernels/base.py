@@ -1,0 +1,82 @@
+"""The Backend object: what generated code runs on.
+
+A backend names a kernel namespace ``K`` (every primitive's compute, by the
+primitive's name), says which array types it accepts, and compiles a
+generated function under one of three strategies:
+
+* ``"njit"``: the whole generated function compiled (loops, scalar code);
+* ``"python"``: the generated function runs as Python, calling compiled kernels;
+* ``"nojit"``: the generated function and every kernel run as plain Python
+  (the oracle of differential tests).
+
+Generated modules never import a kernel namespace by name: the backend
+injects ``K`` into the function's globals when it compiles it. Backends are
+found by name with :func:`get_backend`; a new one (a GPU, a call-counting
+wrapper for tests) registers itself with :func:`register_backend`.
+"""
+from __future__ import annotations
+
+import types
+
+__all__ = ["Backend", "register_backend", "get_backend", "backends", "STRATEGIES"]
+
+STRATEGIES = ("njit", "python", "nojit")
+
+
+class Backend:
+    """Base class: subclasses set ``name``, ``array_types`` and implement ``namespace``/``compile``."""
+
+    name = "?"
+    array_types: tuple = ()
+    strategies = STRATEGIES          # the strategies this backend can run
+
+    def namespace(self, compiled=True):
+        """The kernel namespace ``K`` (``compiled=False``: every kernel's plain Python)."""
+        raise NotImplementedError
+
+    def accepts(self, x) -> bool:
+        """True for an array this backend computes on."""
+        return isinstance(x, self.array_types)
+
+    def compile(self, base_fn, strategy: str, externals: dict):
+        """A callable running generated function ``base_fn`` under ``strategy``, with ``K`` and
+        ``externals`` in globals of its own (two builds never share globals)."""
+        if strategy not in self.strategies:
+            raise ValueError(f"backend {self.name!r} cannot run strategy {strategy!r}; it runs {self.strategies}")
+        g = dict(base_fn.__globals__)
+        g.update(externals)
+        g["K"] = self.namespace(compiled=strategy != "nojit")
+        fn = types.FunctionType(base_fn.__code__, g, base_fn.__name__)
+        fn.__qualname__ = base_fn.__qualname__
+        fn.__module__ = base_fn.__module__
+        if strategy == "njit":
+            return self.compile_whole(fn)
+        return fn
+
+    def compile_whole(self, fn):
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"<funcgrad backend {self.name}>"
+
+
+_BACKENDS: dict = {}
+
+
+def register_backend(backend: Backend) -> Backend:
+    _BACKENDS[backend.name] = backend
+    return backend
+
+
+def get_backend(name_or_backend="cpu") -> Backend:
+    """The backend named ``name`` (or the object itself when given one)."""
+    if isinstance(name_or_backend, Backend):
+        return name_or_backend
+    b = _BACKENDS.get(name_or_backend)
+    if b is None:
+        raise ValueError(f"unknown backend {name_or_backend!r}; available: {sorted(_BACKENDS)}")
+    return b
+
+
+def backends() -> dict:
+    return dict(_BACKENDS)

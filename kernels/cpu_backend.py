@@ -1,0 +1,31 @@
+"""The CPU backend: NumPy arrays, the kernel namespace :mod:`funcgrad.kernels.cpu`, Numba's ``njit``."""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from . import cpu
+from .base import Backend, register_backend
+
+__all__ = ["CPUBackend", "CPU"]
+
+
+class CPUBackend(Backend):
+    name = "cpu"
+    array_types = (np.ndarray, np.generic)
+
+    def __init__(self):
+        self._python = None
+
+    def namespace(self, compiled=True):
+        if compiled:
+            return cpu
+        if self._python is None:
+            self._python = cpu.python_namespace()
+        return self._python
+
+    def compile_whole(self, fn):
+        return numba.njit(cache=True)(fn)
+
+
+CPU = register_backend(CPUBackend())
