@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import copy
+from . import annotations as A
 
 _ATOMS = (ast.Name, ast.Constant)
 
@@ -70,7 +71,7 @@ class ANF:
         if isinstance(e, _ATOMS) or _is_static(e):
             return self.rename(copy.copy(e)) if isinstance(e, ast.Name) else e
         if isinstance(e, ast.Call):
-            prim = getattr(e, "_funcgrad_prim", None)
+            prim = A.get(e, A.PRIM, None)
             new = copy.copy(e)
             if prim is not None and prim.name == "getitem":
                 new.args = [self.atom(e.args[0], out, src), self.index(e.args[1], out, src)]
@@ -130,8 +131,8 @@ class ANF:
             (t,) = s.targets
             if isinstance(t, ast.Name):
                 rhs = self.flat(s.value, out, s)
-                if getattr(s.value, "_funcgrad_src", None):
-                    rhs._funcgrad_src = s.value._funcgrad_src
+                if A.get(s.value, A.SRC, None):
+                    A.put(rhs, A.SRC, A.get(s.value, A.SRC))
                 if t.id in self.cf_names:  # assigned inside a loop or branch: one name throughout
                     name = t.id
                 elif t.id in self.version or t.id in self.used_params:
@@ -209,13 +210,13 @@ def cf_assigned(stmts):
 
 def inherit_origin(new_stmts, origin):
     """Give statements made from ``origin`` its user file and line (where they have none of their own)."""
-    f = getattr(origin, "_funcgrad_file", None)
+    f = A.get(origin, A.FILE, None)
     line = getattr(origin, "lineno", None)
     for st in new_stmts:
         for n in ast.walk(st):
             if isinstance(n, ast.stmt):
-                if f is not None and not hasattr(n, "_funcgrad_file"):
-                    n._funcgrad_file = f
+                if f is not None and not A.has(n, A.FILE):
+                    A.put(n, A.FILE, f)
                 if line is not None and getattr(n, "lineno", None) is None:
                     n.lineno = line
 
@@ -234,7 +235,7 @@ def _is_static(e):
 
 def _assign(name, value, src):
     a = ast.Assign(targets=[ast.Name(name, ast.Store())], value=value)
-    a._funcgrad_src = getattr(value, "_funcgrad_src", None) or getattr(src, "_funcgrad_src", None)
+    A.put(a, A.SRC, A.get(value, A.SRC, None) or A.get(src, A.SRC, None))
     return ast.copy_location(a, src)
 
 

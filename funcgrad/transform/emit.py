@@ -21,6 +21,7 @@ import sys
 import tempfile
 
 import numpy as np
+from . import annotations as A
 
 _BIN = {"+": ast.Add, "-": ast.Sub, "*": ast.Mult, "/": ast.Div, "**": ast.Pow, "@": ast.MatMult}
 
@@ -30,7 +31,7 @@ class _Pretty(ast.NodeTransformer):
 
     def visit_Call(self, node):
         self.generic_visit(node)
-        prim = getattr(node, "_funcgrad_prim", None)
+        prim = A.get(node, A.PRIM, None)
         if prim is None or prim.operator is None:
             return node
         op = prim.operator
@@ -56,7 +57,7 @@ def render_stmt(s) -> str:
 
 
 def _origin(s):
-    f = getattr(s, "_funcgrad_file", None)
+    f = A.get(s, A.FILE, None)
     line = getattr(s, "lineno", None)
     return (f, line) if f and line else None
 
@@ -67,7 +68,7 @@ def render_block(stmts, indent=1, where=None) -> list[str]:
     lines = []
     w = where if where is not None else []
     for s in stmts:
-        c = getattr(s, "_funcgrad_comment", None)
+        c = A.get(s, A.COMMENT, None)
         if isinstance(s, (ast.For, ast.While, ast.If)):
             if isinstance(s, ast.For):
                 text = f"for {ast.unparse(pretty(s.target))} in {ast.unparse(pretty(s.iter))}:"

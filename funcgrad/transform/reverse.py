@@ -24,27 +24,29 @@ the adjoint sweep, where
   :class:`funcgrad.errors.NoDerivativeError` at the user's line;
 * every adjoint statement carries the primal statement it undoes (emitted as a
   trailing comment).
+
+The seams: activity analysis (:mod:`.activity`), rank and kind inference
+(:mod:`.infer`), tape planning (:mod:`.tapes`), dead-code removal
+(:mod:`.deadcode`); this module is the reverse pass proper (template filling,
+accumulation, and the adjoints of loops and branches).
 """
 from __future__ import annotations
 
 import ast
 import copy
-import linecache
 from dataclasses import dataclass
 
-from ..errors import NoDerivativeError, TransformError
+from . import annotations as A
+from ..errors import TransformError
 from ..ops.registry import Primitive, lookup
+from .activity import Activity
 from .anf import inherit_origin
+from .astutil import kernel as _K
+from .deadcode import _drop_unused_new
 from .emit import render_stmt
-
-# numpy functions whose result is piecewise constant in their inputs: zero derivative
-ZERO_DERIVATIVE = {
-    "argmax", "argmin", "argsort", "floor", "ceil", "round", "rint", "trunc", "isnan", "isfinite", "isinf",
-    "any", "all", "nonzero", "shape", "size", "ndim", "zeros_like", "ones_like", "empty_like", "count_nonzero",
-    "searchsorted", "digitize", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
-    "logical_and", "logical_or", "logical_not", "sign", "heaviside", "isclose", "floor_divide", "len",
-}
-
+from .infer import infer_kinds, infer_ranks
+from .tapes import (_array_tape_pushes, _expand_markers, _marker, _needed, _preallocatable, _tape_pushes,
+                    save_inplace)
 
 @dataclass
 class Adjoint:
@@ -59,11 +61,11 @@ def adname(name: str) -> str:
 
 
 def _comment(stmt, text):
-    stmt._funcgrad_comment = text
+    A.put(stmt, A.COMMENT, text)
     return stmt
 
 
-class Reverse:
+class Reverse(Activity):
     def __init__(self, src_lookup, float_params, int_params):
         self.src_lookup = src_lookup     # (filename, lineno) -> text, for errors
         self.active: set = set()
@@ -83,67 +85,6 @@ class Reverse:
     def tmp(self, base="_v"):
         self.count += 1
         return f"{base}{self.count}"
-
-    # ------------------------------------------------------------------ activity
-    def is_active(self, e) -> bool:
-        if isinstance(e, ast.Name):
-            return e.id in self.active
-        if isinstance(e, ast.Tuple):
-            return any(self.is_active(x) for x in e.elts)
-        return False
-
-    def mark(self, stmts):
-        """Forward activity (monotone: a name active anywhere is active everywhere; loops to a fixpoint)."""
-        for s in stmts:
-            if isinstance(s, (ast.For, ast.While)):
-                while True:
-                    before = set(self.active)
-                    self.mark(s.body)
-                    if self.active == before:
-                        break
-                continue
-            if isinstance(s, ast.If):
-                self.mark(s.body)
-                self.mark(s.orelse)
-                continue
-            if isinstance(s, ast.Assign):
-                t = s.targets[0]
-                if isinstance(t, ast.Name):
-                    if self.rhs_active(s.value, s):
-                        self.active.add(t.id)
-                elif isinstance(t, ast.Subscript) and self.is_active(s.value):
-                    self.active.add(t.value.id)
-
-    def rhs_active(self, e, stmt) -> bool:
-        if isinstance(e, ast.Name):
-            return e.id in self.active
-        if isinstance(e, ast.Call):
-            prim = getattr(e, "_funcgrad_prim", None)
-            args = list(e.args) + [k.value for k in e.keywords]
-            act = any(self.is_active(a) for a in args)
-            if prim is not None:
-                if prim.template is None and act:
-                    raise self.nd_error(stmt, f"'{prim.name}' has no registered derivative rule")
-                if prim.name == "stop_gradient":
-                    return False
-                if prim.template is not None and not prim.template.diff_params:
-                    return False
-                return act
-            if getattr(e, "_funcgrad_custom", None) is not None:
-                return act
-            nd = getattr(e, "_funcgrad_nondiff", None)
-            if act and nd is not None and nd not in ZERO_DERIVATIVE:
-                raise self.nd_error(stmt, f"'{nd}' has no derivative rule but a differentiated value flows into it")
-            if act and isinstance(e.func, ast.Attribute) and e.func.attr == "astype":
-                raise self.nd_error(stmt, "'.astype()' of a differentiated value is not supported",
-                                    hint="keep the dtype of differentiated values (cast the inputs instead)")
-            return False
-        return False
-
-    def nd_error(self, stmt, msg, hint="give it a rule with funcgrad.custom_vjp, or register a primitive"):
-        where = getattr(stmt.value, "_funcgrad_src", None) or getattr(stmt, "_funcgrad_src", None)
-        fn, line = where if where else self.src_lookup(stmt)
-        return NoDerivativeError(f"{msg}\n  hint: {hint}", fn, line, _line_text(fn, line))
 
     # ------------------------------------------------------------------ accumulation
     def accumulate(self, name, contrib, out, comment=None):
@@ -176,7 +117,7 @@ class Reverse:
             if not restored:
                 out.append(_marker(tname))
             if len(out) > start:
-                out[start]._funcgrad_comment = comment
+                A.put(out[start], A.COMMENT, comment)
             return
         dt = adname(tname)
         if tname not in self.active or dt not in self.defined:
@@ -184,7 +125,7 @@ class Reverse:
         start = len(out)
         self.rhs_adjoint(s, tname, dt, out)
         if len(out) > start and out[start] is not None:
-            out[start]._funcgrad_comment = comment
+            A.put(out[start], A.COMMENT, comment)
 
     def rhs_adjoint(self, s, tname, dres, out):
         """Cotangent contributions of ``tname = rhs`` given the result's cotangent ``dres``."""
@@ -193,10 +134,10 @@ class Reverse:
             if e.id in self.active:
                 self.accumulate(e.id, ast.Name(dres, ast.Load()), out)
         elif isinstance(e, ast.Call):
-            prim = getattr(e, "_funcgrad_prim", None)
+            prim = A.get(e, A.PRIM, None)
             if prim is not None:
                 self.fill(prim, e, tname, out, s)
-            elif getattr(e, "_funcgrad_custom", None) is not None:
+            elif A.get(e, A.CUSTOM, None) is not None:
                 self.custom(e, tname, out)
 
     def adjoint_overwrite(self, s, out):
@@ -234,7 +175,7 @@ class Reverse:
         t = s.targets[0]
         x = t.value.id
         dx = adname(x)
-        saved = getattr(s, "_funcgrad_saved", None)
+        saved = A.get(s, A.SAVED, None)
         start = len(out)
         if x in self.active and dx in self.defined:
             idx = t.slice
@@ -258,10 +199,9 @@ class Reverse:
             out.append(ast.Assign(targets=[ast.Subscript(value=ast.Name(x, ast.Load()), slice=copy.deepcopy(t.slice),
                                                          ctx=ast.Store())], value=ast.Name(saved, ast.Load())))
         if len(out) > start:
-            out[start]._funcgrad_comment = comment
+            A.put(out[start], A.COMMENT, comment)
 
     def custom(self, e, tname, out):
-        cv = e._funcgrad_custom
         res = self.tmp("_res")
         out.append(ast.Assign(targets=[ast.Name(res, ast.Store())],
                               value=ast.Call(func=ast.Attribute(value=copy.deepcopy(e.func), attr="bwd_from_args",
@@ -383,7 +323,7 @@ class Reverse:
                         return node.args[0]  # a scalar operand of a scalar result: nothing was broadcast
                 if p is not None:
                     node.func = _K(p.name)
-                    node._funcgrad_prim = p
+                    A.put(node, A.PRIM, p)
                     if p.operator and p.operator not in ("[]", "neg") and len(node.args) == 2 and not node.keywords:
                         return ast.BinOp(left=node.args[0], op=_BINOPS[p.operator](), right=node.args[1])
                     return node
@@ -438,10 +378,6 @@ def _index_value(idx):
     return copy.deepcopy(idx)
 
 
-def _K(name):
-    return ast.Attribute(value=ast.Name("K", ast.Load()), attr=name, ctx=ast.Load())
-
-
 def _src(s):
     """The primal statement as text, for the adjoint's trailing comment."""
     try:
@@ -452,38 +388,6 @@ def _src(s):
 
 def _render(s):
     return render_stmt(s)
-
-
-def _line_text(fn, line):
-    return linecache.getline(fn, line) if fn and line else None
-
-
-def _marker(name):
-    """Where the value ``name`` had before this assignment is restored (filled in once tapes are known)."""
-    m = ast.Expr(value=ast.Constant(("restore", name)))
-    m._funcgrad_marker = name
-    return m
-
-
-def save_inplace(stmts, tmpgen):
-    """Before each in-place write ``x[idx] = v``, save ``x[idx]`` so the adjoint can restore it."""
-    out = []
-    for s in stmts:
-        if isinstance(s, (ast.For, ast.While, ast.If)):
-            s.body = save_inplace(s.body, tmpgen)
-            if isinstance(s, ast.If):
-                s.orelse = save_inplace(s.orelse, tmpgen)
-        elif isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Subscript):
-            t = s.targets[0]
-            saved = tmpgen("_saved")
-            out.append(ast.copy_location(ast.Assign(
-                targets=[ast.Name(saved, ast.Store())],
-                value=ast.Call(func=_K("copy"), args=[ast.Subscript(value=ast.Name(t.value.id, ast.Load()),
-                                                                   slice=copy.deepcopy(t.slice), ctx=ast.Load())],
-                               keywords=[])), s))
-            s._funcgrad_saved = saved
-        out.append(s)
-    return out
 
 
 def _assigned_in(stmts, inside=False, acc=None):
@@ -513,8 +417,8 @@ class _Loops:
                 self.k += 1
                 n = f"_n{self.k}"
                 self.counters.append(n)
-                s._funcgrad_counter = n
-                s._funcgrad_in_loop = in_loop
+                A.put(s, A.COUNTER, n)
+                A.put(s, A.IN_LOOP, in_loop)
                 out.append(ast.copy_location(ast.Assign(targets=[ast.Name(n, ast.Store())], value=ast.Constant(0)), s))
                 inc = ast.Assign(targets=[ast.Name(n, ast.Store())],
                                  value=ast.BinOp(left=ast.Name(n, ast.Load()), op=ast.Add(), right=ast.Constant(1)))
@@ -580,13 +484,13 @@ def _rev_if(R, s, out):
     if not (rb or ro):
         return
     new = ast.If(test=s.test, body=rb or [ast.Pass()], orelse=ro)
-    new._funcgrad_comment = f"if {ast.unparse(s.test)}:"
+    A.put(new, A.COMMENT, f"if {ast.unparse(s.test)}:")
     out.append(new)
 
 
 def _rev_loop(R, s, out):
     """The reversed loop: the cotangent state at the start of every reversed iteration is the same."""
-    n = s._funcgrad_counter
+    n = A.get(s, A.COUNTER)
     pre = []
     for _ in range(4):  # fixpoint of (defined, owned) at the iteration boundary; nesting depth bounds it
         d0, o0 = set(R.defined), set(R.owned)
@@ -621,7 +525,7 @@ def _rev_loop(R, s, out):
     out.extend(pre)
     if not body:
         return
-    if s._funcgrad_in_loop:
+    if A.get(s, A.IN_LOOP):
         out.append(ast.Assign(targets=[ast.Name(n, ast.Store())],
                               value=ast.Call(func=ast.Attribute(value=ast.Name(f"_tape{n}", ast.Load()), attr="pop",
                                                                 ctx=ast.Load()), args=[], keywords=[])))
@@ -630,385 +534,8 @@ def _rev_loop(R, s, out):
     loop = ast.For(target=ast.Name(k, ast.Store()), iter=rng, body=body, orelse=[])
     head = f"for {ast.unparse(s.target)} in {ast.unparse(s.iter)}:" if isinstance(s, ast.For) \
         else f"while {ast.unparse(s.test)}:"
-    loop._funcgrad_comment = f"reversed: {head}"
+    A.put(loop, A.COMMENT, f"reversed: {head}")
     out.append(loop)
-
-
-_REDUCTIONS = {"sum", "mean", "max", "min", "prod"}
-
-
-def infer_ranks(stmts, ranks):
-    """ndim of every name where it can be known (None where not); loops iterate to a fixpoint."""
-    def rk(e):
-        if isinstance(e, ast.Constant):
-            return 0 if isinstance(e.value, (int, float, bool)) else None
-        if isinstance(e, ast.Name):
-            return ranks.get(e.id)
-        return None
-
-    def rhs(e):
-        if isinstance(e, (ast.Name, ast.Constant)):
-            return rk(e)
-        if isinstance(e, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
-            vals = [rk(x) for x in ast.iter_child_nodes(e) if isinstance(x, (ast.Name, ast.Constant))]
-            return None if any(v is None for v in vals) else max(vals, default=0)
-        if isinstance(e, ast.BinOp):  # integer arithmetic kept as operators
-            a, b = rk(e.left), rk(e.right)
-            return None if a is None or b is None else max(a, b)
-        if isinstance(e, ast.Subscript) or isinstance(e, ast.Attribute):
-            node = e
-            while isinstance(node, ast.Subscript):
-                node = node.value
-            if isinstance(node, ast.Attribute) and node.attr in ("ndim", "size"):
-                return 0
-            if isinstance(node, ast.Attribute) and node.attr == "shape":
-                return 0 if isinstance(e, ast.Subscript) else None
-            return None
-        if isinstance(e, ast.Call):
-            prim = getattr(e, "_funcgrad_prim", None)
-            if prim is None:
-                if isinstance(e.func, ast.Name) and e.func.id in ("int", "float", "len", "min", "max", "abs"):
-                    return 0
-                return None
-            args = [rk(a) for a in e.args]
-            kw = {k.arg: k.value for k in e.keywords}
-            if prim.elementwise:
-                return None if any(a is None for a in args) else max(args, default=0)
-            if prim.name in _REDUCTIONS:
-                r = args[0]
-                if r is None:
-                    return None
-                axis = kw.get("axis", ast.Constant(None))
-                keep = kw.get("keepdims", ast.Constant(False))
-                if not isinstance(keep, ast.Constant):
-                    return None
-                if keep.value:
-                    return r
-                if isinstance(axis, ast.Constant):
-                    return 0 if axis.value is None else r - 1
-                if isinstance(axis, ast.Tuple):
-                    return r - len(axis.elts)
-                return None
-            if prim.name in ("matmul", "dot"):
-                a, b = args
-                if a is None or b is None:
-                    return None
-                return max(a + b - 2, 0)
-            if prim.name == "getitem":
-                r = args[0]
-                idx = e.args[1]
-                parts = idx.elts if isinstance(idx, ast.Tuple) else [idx]
-                if r is None:
-                    return None
-                n_int = 0
-                for p in parts:
-                    if isinstance(p, ast.Slice):
-                        continue
-                    if isinstance(p, ast.Constant) and isinstance(p.value, int):
-                        n_int += 1
-                    elif isinstance(p, ast.Name) and ranks.get(p.id) == 0:
-                        n_int += 1
-                    else:
-                        return None
-                return r - n_int
-            if prim.name in ("copy", "stop_gradient", "negative"):
-                return args[0]
-            return None
-        return None
-
-    def walk(ss):
-        changed = False
-        for st in ss:
-            if isinstance(st, (ast.For, ast.While, ast.If)):
-                if isinstance(st, ast.For) and ranks.get(st.target.id) != 0:
-                    ranks[st.target.id] = 0
-                    changed = True
-                changed |= walk(st.body)
-                changed |= walk(st.orelse)
-            elif isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name):
-                n = st.targets[0].id
-                r = rhs(st.value)
-                if n in ranks and ranks[n] != r:
-                    if ranks[n] is not None:
-                        ranks[n] = None
-                        changed = True
-                elif n not in ranks:
-                    ranks[n] = r
-                    changed = True
-        return changed
-
-    for _ in range(10):
-        if not walk(stmts):
-            break
-    return ranks
-
-
-_UNARY_SAME = {"negative", "absolute", "square", "copy", "stop_gradient", "sign"}
-
-
-def _promote(ks):
-    if any(k is None for k in ks):
-        return None
-    if any(k == "f4" for k in ks):
-        return None  # float32 scalars promote differently in NumPy and Numba: no fast path
-    if any(k in ("f8", "f8w") for k in ks):
-        return "f8"
-    if all(k in ("i", "iw", "b") for k in ks):
-        return "i"
-    return None
-
-
-def infer_kinds(stmts, kinds):
-    """Scalar kind of each name: "f8" (float64), "i" (integer), "b" (bool), or None (unknown/array dtype)."""
-    def kd(e):
-        if isinstance(e, ast.Constant):
-            v = e.value
-            return "b" if isinstance(v, bool) else "iw" if isinstance(v, int) else "f8w" if isinstance(v, float) else None
-        if isinstance(e, ast.Name):
-            return kinds.get(e.id)
-        return None
-
-    def rhs(e):
-        if isinstance(e, (ast.Name, ast.Constant)):
-            k = kd(e)
-            return {"iw": "i", "f8w": "f8"}.get(k, k)
-        if isinstance(e, (ast.Compare, ast.BoolOp)) or (isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not)):
-            return "b"
-        if isinstance(e, ast.BinOp):
-            k = _promote([kd(e.left), kd(e.right)])
-            return k if k == "i" else None
-        if isinstance(e, (ast.Subscript, ast.Attribute)):
-            node = e
-            while isinstance(node, ast.Subscript):
-                node = node.value
-            if isinstance(node, ast.Attribute) and node.attr in ("shape", "ndim", "size"):
-                return "i"
-            return None
-        if isinstance(e, ast.Call):
-            prim = getattr(e, "_funcgrad_prim", None)
-            if prim is None:
-                if isinstance(e.func, ast.Name) and e.func.id in ("int", "len"):
-                    return "i"
-                if isinstance(e.func, ast.Name) and e.func.id == "float":
-                    return "f8"
-                return None
-            ks = [kd(a) for a in e.args]
-            if prim.name == "getitem":
-                return kinds.get(e.args[0].id) if isinstance(e.args[0], ast.Name) else None
-            if prim.name in ("sum", "max", "min", "prod"):
-                return {"iw": "i", "f8w": "f8"}.get(ks[0], ks[0])
-            if prim.name == "mean":
-                return "f8" if _promote(ks[:1]) in ("f8", "i") else None
-            if prim.name in _UNARY_SAME:
-                k = ks[0]
-                return {"iw": "i", "f8w": "f8"}.get(k, k)
-            if prim.name in ("add", "subtract", "multiply", "maximum", "minimum", "matmul", "dot", "where"):
-                return _promote(ks[-2:] if prim.name == "where" else ks)
-            if prim.elementwise:  # transcendental and true division: float results
-                k = _promote(ks)
-                return "f8" if k in ("f8", "i") else None
-            return None
-        return None
-
-    def merge(a, b):
-        if a == b:
-            return a
-        if {a, b} == {"i", "f8"}:
-            return "f8"  # Numba and Python both widen an int rebound to a float
-        return None
-
-    def walk(ss):
-        changed = False
-        for st in ss:
-            if isinstance(st, (ast.For, ast.While, ast.If)):
-                if isinstance(st, ast.For) and kinds.get(st.target.id) != "i":
-                    kinds[st.target.id] = "i"
-                    changed = True
-                changed |= walk(st.body)
-                changed |= walk(st.orelse)
-            elif isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name):
-                n = st.targets[0].id
-                k = rhs(st.value)
-                new = k if n not in kinds else merge(kinds[n], k)
-                if n not in kinds or new != kinds[n]:
-                    kinds[n] = new
-                    changed = True
-        return changed
-
-    for _ in range(10):
-        if not walk(stmts):
-            break
-    return kinds
-
-
-def _preallocatable(body, taped, ranks, kinds):
-    """Taped float64 scalars assigned only at top level or directly in the body of top-level range loops."""
-    ok = {n for n in taped if ranks.get(n) == 0 and kinds.get(n) == "f8"}
-    bad = set()
-
-    def walk(ss, where):
-        for st in ss:
-            if isinstance(st, ast.For):
-                inner = "loop" if where == "top" else "deep"
-                walk(st.body, inner)
-            elif isinstance(st, ast.While):
-                walk(st.body, "deep")
-            elif isinstance(st, ast.If):
-                walk(st.body, "deep")
-                walk(st.orelse, "deep")
-            elif isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name) and where == "deep":
-                bad.add(st.targets[0].id)
-
-    walk(body, "top")
-    return ok - bad
-
-
-def _array_tape_pushes(stmts, pre, top=True):
-    """Pushes onto preallocated tapes: reserve room before each top-level loop (trip count known there)."""
-    out = []
-    for s in stmts:
-        if isinstance(s, ast.For) and top:
-            counts = {}
-            for st in s.body:
-                if isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name) and st.targets[0].id in pre:
-                    counts[st.targets[0].id] = counts.get(st.targets[0].id, 0) + 1
-            if counts:
-                trip = f"_trip{s._funcgrad_counter[2:]}"
-                out.append(ast.Assign(targets=[ast.Name(trip, ast.Store())],
-                                      value=ast.Call(func=ast.Name("len", ast.Load()), args=[copy.deepcopy(s.iter)],
-                                                     keywords=[])))
-                for n, c in sorted(counts.items()):
-                    need = ast.BinOp(left=ast.Name(f"_pos_{n}", ast.Load()), op=ast.Add(),
-                                     right=ast.Name(trip, ast.Load()) if c == 1 else ast.BinOp(
-                                         left=ast.Name(trip, ast.Load()), op=ast.Mult(), right=ast.Constant(c)))
-                    out.append(ast.Assign(targets=[ast.Name(f"_tape_{n}", ast.Store())],
-                                          value=ast.Call(func=_K("tape_reserve"),
-                                                         args=[ast.Name(f"_tape_{n}", ast.Load()), need], keywords=[])))
-            s.body = _array_tape_pushes(s.body, pre, top=False)
-            out.append(s)
-            continue
-        if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name) and s.targets[0].id in pre:
-            n = s.targets[0].id
-            if top:
-                out.append(ast.Assign(targets=[ast.Name(f"_tape_{n}", ast.Store())],
-                                      value=ast.Call(func=_K("tape_reserve"), args=[
-                                          ast.Name(f"_tape_{n}", ast.Load()),
-                                          ast.BinOp(left=ast.Name(f"_pos_{n}", ast.Load()), op=ast.Add(),
-                                                    right=ast.Constant(1))], keywords=[])))
-            out.append(s)
-            out.append(ast.Assign(targets=[ast.Subscript(value=ast.Name(f"_tape_{n}", ast.Load()),
-                                                         slice=ast.Name(f"_pos_{n}", ast.Load()), ctx=ast.Store())],
-                                  value=ast.Name(n, ast.Load())))
-            out.append(ast.AugAssign(target=ast.Name(f"_pos_{n}", ast.Store()), op=ast.Add(), value=ast.Constant(1)))
-            continue
-        if isinstance(s, (ast.For, ast.While, ast.If)):
-            s.body = _array_tape_pushes(s.body, pre, top=False)
-            if isinstance(s, ast.If):
-                s.orelse = _array_tape_pushes(s.orelse, pre, top=False)
-        out.append(s)
-    return out
-
-
-_SHAPE_ONLY = {"zeros_like": (0,), "unbroadcast": (1,), "unreduce": (1,), "reduced_count": (0,)}
-
-
-
-
-def _needed(code, ranks=None):
-    """Names whose values the adjoint reads (so their overwritten values go on a tape).
-
-    Reading a scalar only for its shape (``zeros_like(v)``, ``unbroadcast(g, v)``) does not count.
-    """
-    ranks = ranks or {}
-    need = set()
-
-    def shape_only(call):
-        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and isinstance(
-                call.func.value, ast.Name) and call.func.value.id == "K" and call.func.attr in _SHAPE_ONLY:
-            return [a for i, a in enumerate(call.args) if i in _SHAPE_ONLY[call.func.attr]
-                    and isinstance(a, ast.Name) and ranks.get(a.id) == 0]
-        return []
-
-    for st in ast.walk(ast.Module(body=code, type_ignores=[])):
-        if getattr(st, "_funcgrad_init", False):
-            continue
-        if isinstance(st, ast.stmt) and not isinstance(st, (ast.For, ast.While, ast.If)):
-            skip = set()
-            for n in ast.walk(st):
-                skip.update(id(a) for a in shape_only(n))
-            for n in ast.walk(st):
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in skip:
-                    need.add(n.id)
-            if isinstance(st, ast.Assign) and isinstance(st.value, ast.Call) and getattr(st, "_funcgrad_init", False):
-                pass
-        elif isinstance(st, (ast.If, ast.While)):
-            for n in ast.walk(st.test):
-                if isinstance(n, ast.Name):
-                    need.add(n.id)
-    # zeros_like(v) only needs v's shape: it does not make v needed
-    return need
-
-
-def _drop_unused_new(code):
-    """Remove ``_newN = v`` copies of a result value that no template read."""
-    used = {n.id for n in ast.walk(ast.Module(body=code, type_ignores=[])) if isinstance(n, ast.Name)
-            and isinstance(n.ctx, ast.Load)}
-
-    def clean(ss):
-        out = []
-        for st in ss:
-            if isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name) and \
-                    st.targets[0].id.startswith("_new") and st.targets[0].id not in used:
-                continue
-            if isinstance(st, (ast.For, ast.While, ast.If)):
-                st.body = clean(st.body) or [ast.Pass()]
-                st.orelse = clean(st.orelse)
-            out.append(st)
-        return out
-
-    return clean(code)
-
-
-def _tape_pushes(stmts, taped):
-    out = []
-    for s in stmts:
-        out.append(s)
-        if isinstance(s, (ast.For, ast.While, ast.If)):
-            s.body = _tape_pushes(s.body, taped)
-            if isinstance(s, ast.If):
-                s.orelse = _tape_pushes(s.orelse, taped)
-        elif isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name) and s.targets[0].id in taped:
-            n = s.targets[0].id
-            out.append(ast.Expr(value=ast.Call(func=ast.Attribute(value=ast.Name(f"_tape_{n}", ast.Load()),
-                                                                  attr="append", ctx=ast.Load()),
-                                               args=[ast.Name(n, ast.Load())], keywords=[])))
-    return out
-
-
-def _expand_markers(code, taped, params):
-    out = []
-    for s in code:
-        m = getattr(s, "_funcgrad_marker", None)
-        if m is not None:
-            if m in taped:  # step the tape's read position back; the value before this assignment is below it
-                pos = f"_p_{m}"
-                step = ast.AugAssign(target=ast.Name(pos, ast.Store()), op=ast.Sub(), value=ast.Constant(1))
-                restore = ast.Assign(targets=[ast.Name(m, ast.Store())],
-                                     value=ast.Subscript(value=ast.Name(f"_tape_{m}", ast.Load()),
-                                                         slice=ast.BinOp(left=ast.Name(pos, ast.Load()), op=ast.Sub(),
-                                                                         right=ast.Constant(1)), ctx=ast.Load()))
-                test = ast.Compare(left=ast.Name(pos, ast.Load()), ops=[ast.Gt()], comparators=[ast.Constant(0)])
-                if getattr(s, "_funcgrad_comment", None):
-                    step._funcgrad_comment = s._funcgrad_comment
-                out.append(step)
-                out.append(ast.If(test=test, body=[restore], orelse=[]))
-            continue
-        if isinstance(s, (ast.For, ast.While, ast.If)):
-            s.body = _expand_markers(s.body, taped, params) or [ast.Pass()]
-            if isinstance(s, ast.If):
-                s.orelse = _expand_markers(s.orelse, taped, params)
-        out.append(s)
-    return out
 
 
 def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_params=(), int_params=(),
@@ -1067,7 +594,7 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
         init = ast.List(elts=[ast.Name(n, ast.Load())] if n in params else [], ctx=ast.Load())
         tapes.append(ast.Assign(targets=[ast.Name(f"_tape_{n}", ast.Store())], value=init))
     for n in loops.counters:
-        if any(getattr(s, "_funcgrad_counter", None) == n and s._funcgrad_in_loop
+        if any(A.get(s, A.COUNTER, None) == n and A.get(s, A.IN_LOOP)
                for s in ast.walk(ast.Module(body=body, type_ignores=[]))):
             tapes.append(ast.Assign(targets=[ast.Name(f"_tape{n}", ast.Store())],
                                     value=ast.List(elts=[], ctx=ast.Load())))

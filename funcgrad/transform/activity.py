@@ -1,0 +1,93 @@
+"""Activity analysis: which values depend on the differentiated inputs through differentiable operations.
+
+Guarantees: after ``mark(body)``, ``active`` holds every name whose value
+depends on a differentiated parameter through operations that have a
+derivative (activity is monotone: a name active anywhere is active
+everywhere; loop bodies are iterated to a fixpoint). A call with no
+derivative rule that receives an active value raises
+:class:`funcgrad.errors.NoDerivativeError` at the user's line; calls whose
+arguments are all inactive need no rule at all.
+"""
+from __future__ import annotations
+
+import ast
+import linecache
+
+from . import annotations as A
+from ..errors import NoDerivativeError
+
+# numpy functions whose result is piecewise constant in their inputs: zero derivative
+ZERO_DERIVATIVE = {
+    "argmax", "argmin", "argsort", "floor", "ceil", "round", "rint", "trunc", "isnan", "isfinite", "isinf",
+    "any", "all", "nonzero", "shape", "size", "ndim", "zeros_like", "ones_like", "empty_like", "count_nonzero",
+    "searchsorted", "digitize", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+    "logical_and", "logical_or", "logical_not", "sign", "heaviside", "isclose", "floor_divide", "len",
+}
+
+
+class Activity:
+    """Mixin of the reverse pass: ``self.active`` and the checks that keep it honest."""
+
+    def is_active(self, e) -> bool:
+        if isinstance(e, ast.Name):
+            return e.id in self.active
+        if isinstance(e, ast.Tuple):
+            return any(self.is_active(x) for x in e.elts)
+        return False
+
+    def mark(self, stmts):
+        """Forward activity (monotone: a name active anywhere is active everywhere; loops to a fixpoint)."""
+        for s in stmts:
+            if isinstance(s, (ast.For, ast.While)):
+                while True:
+                    before = set(self.active)
+                    self.mark(s.body)
+                    if self.active == before:
+                        break
+                continue
+            if isinstance(s, ast.If):
+                self.mark(s.body)
+                self.mark(s.orelse)
+                continue
+            if isinstance(s, ast.Assign):
+                t = s.targets[0]
+                if isinstance(t, ast.Name):
+                    if self.rhs_active(s.value, s):
+                        self.active.add(t.id)
+                elif isinstance(t, ast.Subscript) and self.is_active(s.value):
+                    self.active.add(t.value.id)
+
+    def rhs_active(self, e, stmt) -> bool:
+        if isinstance(e, ast.Name):
+            return e.id in self.active
+        if isinstance(e, ast.Call):
+            prim = A.get(e, A.PRIM, None)
+            args = list(e.args) + [k.value for k in e.keywords]
+            act = any(self.is_active(a) for a in args)
+            if prim is not None:
+                if prim.template is None and act:
+                    raise self.nd_error(stmt, f"'{prim.name}' has no registered derivative rule")
+                if prim.name == "stop_gradient":
+                    return False
+                if prim.template is not None and not prim.template.diff_params:
+                    return False
+                return act
+            if A.get(e, A.CUSTOM, None) is not None:
+                return act
+            nd = A.get(e, A.NONDIFF, None)
+            if act and nd is not None and nd not in ZERO_DERIVATIVE:
+                raise self.nd_error(stmt, f"'{nd}' has no derivative rule but a differentiated value flows into it")
+            if act and isinstance(e.func, ast.Attribute) and e.func.attr == "astype":
+                raise self.nd_error(stmt, "'.astype()' of a differentiated value is not supported",
+                                    hint="keep the dtype of differentiated values (cast the inputs instead)")
+            return False
+        return False
+
+    def nd_error(self, stmt, msg, hint="give it a rule with funcgrad.custom_vjp, or register a primitive"):
+        where = A.get(stmt.value, A.SRC, None) or A.get(stmt, A.SRC, None)
+        fn, line = where if where else self.src_lookup(stmt)
+        return NoDerivativeError(f"{msg}\n  hint: {hint}", fn, line, _line_text(fn, line))
+
+
+def _line_text(fn, line):
+    return linecache.getline(fn, line) if fn and line else None

@@ -1,0 +1,38 @@
+"""The one declared vocabulary of AST annotations the passes share.
+
+An annotation is an attribute one pass sets on an AST node for a later pass
+to read. Every one is declared here, with the nodes that carry it, the pass
+that sets it and what it means; passes read and write them only through
+:func:`get`, :func:`put` and :func:`has`, never by spelling the attribute.
+"""
+from __future__ import annotations
+
+__all__ = ["get", "put", "has", "PRIM", "CUSTOM", "NONDIFF", "SRC", "FILE", "COMMENT", "COUNTER", "IN_LOOP",
+           "SAVED", "MARKER", "ANNOTATIONS"]
+
+# name               attribute                  carried by        set by      meaning
+PRIM = "_funcgrad_prim"          # Call            normalize   the Primitive this call applies
+CUSTOM = "_funcgrad_custom"      # Call            normalize   the custom_vjp function this call applies
+NONDIFF = "_funcgrad_nondiff"    # Call            normalize   name of a library call kept as is (no derivative)
+SRC = "_funcgrad_src"            # Call, Assign    normalize   (file, line) of the user's expression
+FILE = "_funcgrad_file"          # stmt            normalize   the user's file (with lineno: errors at file:line)
+COMMENT = "_funcgrad_comment"    # stmt            reverse     trailing comment: the primal statement undone
+COUNTER = "_funcgrad_counter"    # For, While      reverse     the name counting the loop's trips
+IN_LOOP = "_funcgrad_in_loop"    # For, While      reverse     the loop runs inside another loop
+SAVED = "_funcgrad_saved"        # Assign x[i]=v   reverse     the name holding the elements it overwrites
+MARKER = "_funcgrad_marker"      # Expr            reverse     where a taped name's earlier value is restored
+
+ANNOTATIONS = (PRIM, CUSTOM, NONDIFF, SRC, FILE, COMMENT, COUNTER, IN_LOOP, SAVED, MARKER)
+
+
+def get(node, annotation, default=None):
+    return getattr(node, annotation, default)
+
+
+def put(node, annotation, value):
+    setattr(node, annotation, value)
+    return node
+
+
+def has(node, annotation) -> bool:
+    return hasattr(node, annotation)

@@ -1,0 +1,94 @@
+"""Normalize: desugar the user's function into flat, explicit primitive code.
+
+Input: a parsed function plus the structure of each argument (pytree
+structure and, per leaf, array/scalar/static). Output (:class:`Lowered`): one
+``ast.FunctionDef`` whose parameters are the argument *leaves* and the captured
+free variables, and whose body guarantees:
+
+* every differentiable operation is a call ``K.<primitive>(...)`` whose
+  arguments are bound to the primitive's signature (operators, methods such as
+  ``x.sum(axis=1)``, ``x.T`` and NumPy functions under any alias all become
+  such calls, resolved by object, not by name);
+* pytree reads by constant key/index/attribute, tuple unpacking, tuple and
+  dict results, and calls to the user's own helper functions (same module,
+  other modules, nested ``def``) are resolved statically: helpers are inlined
+  with fresh names, containers disappear into their leaves;
+* ``+=`` and friends are plain assignments; in-place writes are
+  ``x[idx] = value`` statements;
+* free variables (captured arrays and numbers) are parameters, so a captured
+  value that changes takes effect at the next call without recompiling;
+  modules, functions and other static objects are resolved now;
+* non-differentiable NumPy calls (``np.zeros``, ``np.arange``, ...) are kept as
+  ``np.<name>(...)``; anything else that cannot be differentiated is reported
+  by the reverse pass if a differentiated value flows into it.
+
+Control flow (``for``/``while``/``if``) is kept as statements with lowered
+bodies; the reverse pass handles it.
+"""
+from __future__ import annotations
+
+import ast
+
+from ...errors import UnsupportedSyntaxError
+from ..fence import check as fence_check, error
+from ..parse import Parsed
+from ..values import Dyn, leaves as _leaves
+from .calls import Calls
+from .captures import Captures
+from .expressions import Expressions
+from .statements import Statements
+from .common import (Lowered, Names, Scope, _arguments, _safe, tag_file)
+
+
+class Normalizer(Statements, Expressions, Calls, Captures):
+    """The normalize pass; its methods are split by concern over the mixins it is made of."""
+
+    def __init__(self, root: Parsed, allow_control_flow: bool):
+        self.root = root
+        self.names = Names()
+        self.captured: dict = {}       # id(obj) or (scope, name) -> (outname, obj)
+        self.captured_list: list = []
+        self.externals: dict = {}
+        self.static_key: list = []
+        self.allow_control_flow = allow_control_flow
+        self.has_loops = False
+        self.depth = 0
+        self.inline_stack: list = []
+        self.tmp_count = 0
+        self.param_ranks: dict = {}    # output name -> ndim of argument leaves and captured values
+        self.param_kinds: dict = {}    # output name -> scalar kind ("f8", "i", ...) of leaves
+        self._owned_structs: dict = {}  # (scope, variable) -> the container whose leaves it owns
+
+    # ------------------------------------------------------------ entry
+    def lower(self, arg_values_for) -> Lowered:
+        p = self.root
+        fence_check(p, allow_control_flow=self.allow_control_flow)
+        scope = Scope(p)
+        params = []
+        body: list = []
+        bound = arg_values_for(self)  # list of (argname, value tree) with Dyn leaves named
+        for name, val in bound:
+            scope.vars[name] = val
+        for name, val in bound:
+            for leaf in _leaves(val):
+                if isinstance(leaf, Dyn):
+                    params.append(leaf.expr.id)
+        self.body = body
+        out = self.block(self.structured(p, p.node), scope, body, top=True)
+        if out is None:
+            raise error(p, p.node, "the function returns nothing", "return the value to differentiate",
+                        cls=UnsupportedSyntaxError)
+        out = self.materialize(out, body, p.node)
+        tag_file(body, p.filename)
+        fdef = ast.FunctionDef(name=_safe(p.node.name), args=_arguments(params + [c[0] for c in self.captured_list]),
+                               body=body or [ast.Pass()], decorator_list=[], returns=None)
+        ast.fix_missing_locations(fdef)
+        self.lowered_ranks = self.param_ranks
+        return Lowered(node=fdef, params=params, captured=list(self.captured_list), output=out, ranks=self.param_ranks, kinds=self.param_kinds,
+                       externals=self.externals, static_key=tuple(self.static_key),
+                       has_loops=self.has_loops, filename=p.filename)
+
+
+def normalize(parsed: Parsed, arg_values_for, allow_control_flow=False) -> Lowered:
+    """Lower ``parsed`` into flat primitive code (see the module docstring)."""
+    return Normalizer(parsed, allow_control_flow).lower(arg_values_for)

@@ -1,0 +1,61 @@
+"""Captures: free variables of the user's function become parameters (arrays, numbers) read at every
+call, or values fixed into the generated code (modules, functions, flags) checked at every call."""
+from __future__ import annotations
+
+import ast
+
+import numpy as np
+
+from ...errors import UnsupportedSyntaxError
+from ..fence import error
+from ..parse import MISSING
+from ..specs import scalar_kind
+from ..values import Dyn, Static, map_struct as _map_struct
+from .common import (_free_getter, _is_static_tree, _path_getter, _safe)
+
+
+class Captures:
+    def external(self, obj):
+        for k, v in self.externals.items():
+            if v is obj:
+                return ast.Name(k, ast.Load())
+        name = f"_ext{len(self.externals)}_{_safe(getattr(obj, '__name__', type(obj).__name__))}"
+        self.externals[name] = obj
+        return ast.Name(name, ast.Load())
+
+    def lookup_name(self, name, scope, node):
+        s = scope
+        while s is not None:
+            if name in s.vars:
+                return s.vars[name]
+            s = s.parent
+        # free variable of the function that defined this scope
+        owner = scope
+        while owner.parent is not None and owner.parsed is owner.parent.parsed:
+            owner = owner.parent
+        obj = owner.parsed.lookup(name)
+        if obj is MISSING:
+            raise error(scope.parsed, node, f"name '{name}' is not defined", None, cls=UnsupportedSyntaxError)
+        return self.capture(name, obj, owner)
+
+    def capture(self, name, obj, scope, getter=None):
+        """A free variable's value: runtime values become parameters read at every call."""
+        if getter is None:
+            getter = _free_getter(scope.parsed.fn, name)
+        if isinstance(obj, np.ndarray) or (isinstance(obj, (float, int, np.number)) and not isinstance(obj, bool)):
+            key = (id(scope.parsed.fn), name, getattr(getter, "_path", ()))
+            if key not in self.captured:
+                outname = self.names.fresh(name)
+                self.param_ranks[outname] = np.ndim(obj)
+                self.param_kinds[outname] = scalar_kind(obj)
+                self.captured[key] = outname
+                self.captured_list.append((outname, getter))
+            return Dyn(ast.Name(self.captured[key], ast.Load()))
+        if isinstance(obj, (tuple, list, dict)) and not _is_static_tree(obj):
+            # a captured pytree of arrays: each leaf becomes a captured runtime value
+            return _map_struct(obj, lambda path, leaf: self.capture(
+                name + "".join(f"_{k}" for k in path), leaf, scope, _path_getter(getter, path)))
+        # a value fixed into the generated code (a function, a module, a flag, a tuple of sizes): the
+        # compiled code is rebuilt when the name is rebound (identity) or a static tree changes (equality)
+        self.static_key.append((getter, obj))
+        return Static(obj)

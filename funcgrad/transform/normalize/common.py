@@ -1,0 +1,252 @@
+"""Shared pieces of normalize: the scope and name bookkeeping, marker values, and small AST helpers."""
+from __future__ import annotations
+
+import ast
+import builtins
+import copy
+import inspect
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import annotations as A
+from ...ops.core import getitem as _getitem
+from ...ops.registry import lookup
+from ..parse import MISSING, Parsed
+from ..values import Dyn, Struct
+
+
+@dataclass
+class LocalFunction:
+    """A nested ``def`` (closing over its defining scope)."""
+    node: ast.FunctionDef
+    scope: "Scope"
+    parsed: Parsed
+
+
+@dataclass
+class CustomVJP:
+    """Marker for funcgrad.custom_vjp functions (see api.custom_vjp)."""
+    fn: object
+
+
+@dataclass
+class Lowered:
+    node: ast.FunctionDef
+    params: list                 # output names of argument leaves (in flatten order)
+    captured: list               # (output name, python object) of captured runtime values
+    output: object               # value tree of the return (Struct / Dyn / Static)
+    externals: dict              # extra globals the generated module needs
+    static_key: tuple            # captured static values that the compiled code depends on
+    has_loops: bool
+    filename: str
+    ranks: dict = field(default_factory=dict)
+    kinds: dict = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- method map
+_METHODS = {
+    "sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod,
+    "copy": np.copy, "dot": np.dot, "clip": np.clip, "squeeze": np.squeeze,
+    "transpose": np.transpose, "reshape": np.reshape, "ravel": None, "flatten": None,
+    "astype": None, "any": np.any, "all": np.all, "argmax": np.argmax, "argmin": np.argmin,
+    "cumsum": np.cumsum,
+}
+
+
+_OPS = {ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply, ast.Div: np.divide,
+        ast.Pow: np.power, ast.MatMult: np.matmul}
+
+
+_NONDIFF_OPS = (ast.FloorDiv, ast.Mod, ast.BitAnd, ast.BitOr, ast.BitXor, ast.LShift, ast.RShift)
+
+
+_BUILTIN_MAP = {abs: np.absolute, max: np.maximum, min: np.minimum}
+
+
+class Names:
+    def __init__(self):
+        self.used = set()
+
+    def fresh(self, base):
+        base = "".join(c if (c.isalnum() or c == "_") else "_" for c in str(base)) or "v"
+        if base[0].isdigit():
+            base = "v" + base
+        if base in ("K", "np", "math", "g_out") or base.startswith("d_") or base.startswith("_t"):
+            base = base + "_"
+        name, i = base, 1
+        while name in self.used:
+            name = f"{base}_{i}"
+            i += 1
+        self.used.add(name)
+        return name
+
+
+class Scope:
+    def __init__(self, parsed: Parsed, parent: "Scope | None" = None, prefix=""):
+        self.parsed = parsed
+        self.parent = parent
+        self.vars: dict = {}
+        self.prefix = prefix
+
+
+class _Return(Exception):
+    pass
+
+
+@dataclass
+class _BoundMethod:
+    base: Dyn
+    name: str
+    node: ast.AST
+
+
+@dataclass
+class _Range:
+    args: list
+
+
+@dataclass
+class _Iter:
+    fn: object
+    args: list
+
+
+def lookup_getitem():
+    return lookup(_getitem)
+
+
+def _np_attr(name):
+    return ast.Attribute(value=ast.Name("np", ast.Load()), attr=name, ctx=ast.Load())
+
+
+def _is_numpy_callable(fn):
+    mod = getattr(fn, "__module__", None) or ""
+    return isinstance(fn, np.ufunc) or mod.startswith("numpy") or (
+        getattr(np, getattr(fn, "__name__", "_"), None) is fn)
+
+
+def _is_metadata(e):
+    while isinstance(e, ast.Subscript):
+        e = e.value
+    return isinstance(e, ast.Attribute) and e.attr in ("shape", "ndim", "dtype", "size")
+
+
+def _is_array_producing(e):
+    return isinstance(e, (ast.Name, ast.Call)) and not _is_metadata(e)
+
+
+def _default_value(fn, name):
+    try:
+        p = inspect.signature(fn).parameters[name]
+    except (KeyError, ValueError):
+        return MISSING
+    return MISSING if p.default is p.empty else p.default
+
+
+def _describe(v):
+    return f"a {v.kind} of {len(v.values())}" if isinstance(v, Struct) else "a single value"
+
+
+def _user_name(name):
+    """A variable name as the user wrote it (``__ret`` is the function's result)."""
+    return "the returned value" if name == "__ret" else name
+
+
+def tag_file(stmts, filename):
+    """Record the user's file on statements that do not know theirs yet (for errors at file:line)."""
+    for st in stmts:
+        for n in ast.walk(st):
+            if isinstance(n, ast.stmt) and not A.has(n, A.FILE):
+                A.put(n, A.FILE, filename)
+
+
+def _static_value(val):
+    """The Python object of a container whose leaves are all static."""
+    if isinstance(val, Struct):
+        if val.kind == "dict":
+            return {k: _static_value(v) for k, v in val.items.items()}
+        return type([])([_static_value(v) for v in val.values()]) if val.kind == "list" else tuple(
+            _static_value(v) for v in val.values())
+    return val.obj
+
+
+def _is_static_tree(obj):
+    if isinstance(obj, (tuple, list)):
+        return all(_is_static_tree(x) for x in obj)
+    if isinstance(obj, dict):
+        return all(_is_static_tree(x) for x in obj.values())
+    return isinstance(obj, (bool, int, float, str, type(None), slice))
+
+
+def _free_getter(fn, name):
+    """Read the current value of free variable ``name`` of ``fn`` (closure cell, global, builtin)."""
+    code = getattr(fn, "__code__", None)
+    if code is not None and fn.__closure__ and name in code.co_freevars:
+        cell = fn.__closure__[code.co_freevars.index(name)]
+        return lambda: cell.cell_contents
+    g = getattr(fn, "__globals__", {})
+    return lambda: g[name] if name in g else getattr(builtins, name)
+
+
+def _attr_getter(obj, attr):
+    return lambda: getattr(obj, attr)
+
+
+def _path_getter(getter, path):
+    def get():
+        v = getter()
+        for k in path:
+            v = v[k]
+        return v
+    get._path = tuple(path)
+    return get
+
+
+def _load(target):
+    t = copy.deepcopy(target)
+    for n in ast.walk(t):
+        if hasattr(n, "ctx"):
+            n.ctx = ast.Load()
+    return t
+
+
+def _safe(name):
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return name or "f"
+
+
+def _arguments(names):
+    return ast.arguments(posonlyargs=[], args=[ast.arg(arg=n) for n in names], vararg=None, kwonlyargs=[],
+                         kw_defaults=[], kwarg=None, defaults=[])
+
+
+def _target_names(t):
+    if isinstance(t, ast.Name):
+        return [t.id]
+    if isinstance(t, (ast.Tuple, ast.List)):
+        return [n for e in t.elts for n in _target_names(e)]
+    return []
+
+
+def _assigned(stmts):
+    """Names assigned (rebound) anywhere in ``stmts``, in first-seen order (not in nested defs)."""
+    names = []
+    for s in stmts:
+        for n in ast.walk(s):
+            tgts = []
+            if isinstance(n, ast.Assign):
+                tgts = n.targets
+            elif isinstance(n, (ast.AugAssign, ast.AnnAssign)):
+                tgts = [n.target]
+            elif isinstance(n, ast.For):
+                tgts = [n.target]
+            for t in tgts:
+                for nm in _target_names(t):
+                    if nm not in names:
+                        names.append(nm)
+    return names
+
+
+def _contains(stmts, kinds):
+    return any(isinstance(n, kinds) for s in stmts for n in ast.walk(s))

@@ -1,0 +1,388 @@
+"""Statements: assignment (tuple targets, in-place writes, containers), return, and the control flow
+kept as statements (if, for, while) with one runtime name per variable they rebind."""
+from __future__ import annotations
+
+import ast
+import copy
+
+import numpy as np
+
+from ...errors import UnsupportedSyntaxError
+from ..fence import error
+from ..structure import RET, StructureError, lift_returns, single_exit, structure_loops
+from ..values import Dyn, Static, Struct
+from .common import (LocalFunction, _Iter, _Range, _assigned, _contains, _describe, _is_array_producing,
+                     _load, _safe, _target_names, _user_name, lookup_getitem)
+
+
+class Statements:
+    def snapshot(self, val, scope, out, node):
+        """``val`` with every runtime leaf bound to a fresh name, so later rebinding cannot change it."""
+        if isinstance(val, Struct):
+            if val.kind == "dict":
+                return Struct("dict", {k: self.snapshot(v, scope, out, node) for k, v in val.items.items()})
+            return Struct(val.kind, [self.snapshot(v, scope, out, node) for v in val.items], val.cls)
+        if isinstance(val, Dyn) and not isinstance(val.expr, ast.Constant):
+            n = self.names.fresh("_tup")
+            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(n, ast.Store())], value=val.expr), node))
+            return Dyn(ast.Name(n, ast.Load()))
+        return val
+
+    def materialize(self, val, body, node):
+        """Bind every computed output leaf to a name (``out``), so outputs are names or constants."""
+        if isinstance(val, Struct):
+            if val.kind == "dict":
+                return Struct("dict", {k: self.materialize(v, body, node) for k, v in val.items.items()})
+            return Struct(val.kind, [self.materialize(v, body, node) for v in val.items], val.cls)
+        if isinstance(val, Dyn) and not isinstance(val.expr, (ast.Name, ast.Constant)):
+            n = self.names.fresh("out")
+            body.append(ast.copy_location(ast.Assign(targets=[ast.Name(n, ast.Store())], value=val.expr), node))
+            return Dyn(ast.Name(n, ast.Load()))
+        return val
+
+    def structured(self, parsed, fdef):
+        """The function body with single exit and loops without break/continue (see structure)."""
+        body = fdef.body
+        has_cf = any(isinstance(n, (ast.If, ast.For, ast.While)) for s in body for n in ast.walk(s))
+        if not has_cf:
+            return body
+        try:
+            new = single_exit(structure_loops(lift_returns(body)))
+        except StructureError as e:
+            raise error(parsed, e.node, e.msg, e.hint) from None
+        ret = ast.Return(value=ast.Name(RET, ast.Load()))
+        ast.copy_location(ret, body[-1])
+        if not any(isinstance(n, ast.Name) and n.id == RET for s in new for n in ast.walk(s)):
+            return new
+        return new + [ret]
+
+    # ------------------------------------------------------------ statements
+    def block(self, stmts, scope, out, top=False):
+        """Lower statements into ``out``; return the value of a final ``return`` (or None)."""
+        for i, s in enumerate(stmts):
+            ret = self.stmt(s, scope, out)
+            if ret is not None:
+                if i != len(stmts) - 1:
+                    raise error(scope.parsed, stmts[i + 1], "code after 'return' is unreachable",
+                                "remove it")
+                return ret
+        return None
+
+    def stmt(self, s, scope, out):
+        P = scope.parsed
+        if isinstance(s, ast.Return):
+            if s.value is None:
+                raise error(P, s, "'return' without a value", "return the value to differentiate")
+            return self.expr(s.value, scope, out)
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
+            return None
+        if isinstance(s, ast.Pass):
+            return None
+        if isinstance(s, ast.Assign):
+            val = self.expr(s.value, scope, out)
+            if len(s.targets) > 1 or not isinstance(s.targets[0], ast.Name):
+                # Python evaluates the whole right side before binding any target (`a, b = b, a + b`,
+                # `x = y = f(x)`): bind every computed leaf to a fresh name first
+                val = self.snapshot(val, scope, out, s)
+            for t in s.targets:
+                self.assign(t, val, scope, out, s)
+            return None
+        if isinstance(s, ast.AnnAssign):
+            if s.value is not None:
+                self.assign(s.target, self.expr(s.value, scope, out), scope, out, s)
+            return None
+        if isinstance(s, ast.AugAssign):
+            op = ast.BinOp(left=_load(s.target), op=s.op, right=s.value)
+            ast.copy_location(op, s)
+            for n in ast.walk(op):
+                ast.copy_location(n, s)
+            val = self.expr(op, scope, out)
+            self.assign(s.target, val, scope, out, s)
+            return None
+        if isinstance(s, ast.FunctionDef):
+            scope.vars[s.name] = LocalFunction(s, scope, scope.parsed)
+            return None
+        if isinstance(s, (ast.For, ast.While, ast.If, ast.Break, ast.Continue)):
+            return self.control(s, scope, out)
+        raise error(P, s, f"unsupported statement '{type(s).__name__}'", None)
+
+    # ------------------------------------------------------------ control flow
+    def prepare_cf(self, stmts, scope, out, node):
+        """Give every variable assigned in ``stmts`` one runtime name before a branch or loop."""
+        for name in _assigned(stmts):
+            cur = scope.vars.get(name)
+            if isinstance(cur, Dyn) and isinstance(cur.expr, ast.Name) and self.owns(cur.expr.id, name, scope):
+                continue
+            if isinstance(cur, Struct):  # a tuple/dict of arrays: each leaf gets a runtime name of its own
+                if self._owned_structs.get((id(scope), name)) is not cur:
+                    scope.vars[name] = self.own_struct(name, cur, scope, out, node)
+                continue
+            if isinstance(cur, LocalFunction) or (isinstance(cur, Static) and not isinstance(
+                    cur.obj, (int, float, bool, np.number))):
+                raise error(scope.parsed, node, f"'{name}' holds a {type(cur).__name__.lower()} value and is "
+                                                f"reassigned inside a loop or branch",
+                            "only arrays and numbers can change inside loops and branches; give the container "
+                            "another name")
+            outname = self.var_name(name, scope)
+            if cur is not None:
+                out.append(ast.copy_location(ast.Assign(targets=[ast.Name(outname, ast.Store())],
+                                                        value=self.as_expr(cur, scope, node)), node))
+            scope.vars[name] = Dyn(ast.Name(outname, ast.Load()))
+
+    def own_struct(self, name, val, scope, out, node, template=None):
+        """A copy of container ``val`` whose runtime leaves are names owned by variable ``name``
+        (assigned from ``val``'s leaves now), so loops and branches can rebind them leaf by leaf."""
+        def own(v, path):
+            if isinstance(v, Struct):
+                if v.kind == "dict":
+                    return Struct("dict", {k: own(x, path + (k,)) for k, x in v.items.items()})
+                return Struct(v.kind, [own(x, path + (i,)) for i, x in enumerate(v.items)], v.cls)
+            if isinstance(v, Static) and not isinstance(v.obj, (int, float, bool, np.number)) or \
+                    isinstance(v, Static) and isinstance(v.obj, bool):
+                return v  # None, strings, flags: fixed, and must stay the same
+            if not isinstance(v, (Dyn, Static)):
+                raise error(scope.parsed, node, f"'{name}' holds a function inside a container that changes in a "
+                                                "loop or branch", "keep functions out of containers that change")
+            outname = self.names.fresh(scope.prefix + name + "".join(f"_{_safe(str(k))}" for k in path))
+            expr = self.as_expr(v, scope, node)
+            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(outname, ast.Store())], value=expr), node))
+            return Dyn(ast.Name(outname, ast.Load()))
+        new = own(val, ())
+        self._owned_structs[(id(scope), name)] = new
+        return new
+
+    def assign_struct(self, name, val, scope, out, stmt):
+        """``name = <container>`` inside a loop or branch: rebind the owned leaves one by one."""
+        cur = scope.vars.get(name)
+        if self._owned_structs.get((id(scope), name)) is not cur:
+            scope.vars[name] = self.own_struct(name, val, scope, out, stmt)
+            return
+        val = self.snapshot(val, scope, out, stmt)  # the right side may read the leaves it replaces
+
+        def bind(c, v, path):
+            if isinstance(c, Struct):
+                if not isinstance(v, Struct) or c.kind != v.kind or (
+                        c.kind == "dict" and list(c.items) != list(v.items)) or len(c.values()) != len(v.values()):
+                    raise error(scope.parsed, stmt, f"'{name}' is given containers of different structure in "
+                                                    "a loop or on different branches ({} and {})".format(
+                                                        _describe(c), _describe(v)),
+                                "give it the same structure (the same keys, the same length) everywhere")
+                for k, (cc, vv) in enumerate(zip(c.values(), v.values())):
+                    bind(cc, vv, path + (k,))
+                return
+            if isinstance(c, Static):
+                if not (isinstance(v, Static) and v.obj is c.obj or (isinstance(v, Static) and v.obj == c.obj)):
+                    raise error(scope.parsed, stmt, f"'{name}' holds {c.obj!r} in one place and another value in a "
+                                                    "loop or branch", "use the same value, or an array")
+                return
+            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(c.expr.id, ast.Store())],
+                                                    value=self.as_expr(v, scope, stmt)), stmt))
+        bind(cur, val, ())
+
+    def owns(self, outname, name, scope):
+        return getattr(self, "_owned", {}).get(outname) == ("var", id(scope), name)
+
+    def control(self, s, scope, out):
+        P = scope.parsed
+        if isinstance(s, ast.If):
+            test = self.expr(s.test, scope, out)
+            if isinstance(test, Static):  # decided now (e.g. `if b is None`): only one branch exists
+                self.block_cf(s.body if test.obj else s.orelse, scope, out, dynamic=False)
+                return None
+            self.prepare_cf(s.body + s.orelse, scope, out, s)
+            body, orelse = [], []
+            self.block_cf(s.body, scope, body)
+            self.block_cf(s.orelse, scope, orelse)
+            out.append(ast.copy_location(ast.If(test=self.as_expr(test, scope, s), body=body or [ast.Pass()],
+                                                orelse=orelse), s))
+            return None
+        if isinstance(s, ast.While):
+            self.has_loops = True
+            self.prepare_cf(s.body, scope, out, s)
+            test = self.expr(s.test, scope, out)
+            body = []
+            self.block_cf(s.body, scope, body)
+            out.append(ast.copy_location(ast.While(test=self.as_expr(test, scope, s), body=body or [ast.Pass()],
+                                                   orelse=[]), s))
+            return None
+        if isinstance(s, ast.For):
+            return self.for_loop(s, scope, out)
+        if isinstance(s, ast.Break):
+            out.append(ast.copy_location(ast.Break(), s))
+            return None
+        raise error(P, s, f"unsupported statement '{type(s).__name__}'", None)
+
+    def block_cf(self, stmts, scope, out, dynamic=True):
+        self.cf_depth = getattr(self, "cf_depth", 0) + (1 if dynamic else 0)
+        try:
+            ret = self.block(stmts, scope, out)
+        finally:
+            self.cf_depth -= (1 if dynamic else 0)
+        if ret is not None:  # pragma: no cover - structure() removed returns from branches
+            raise error(scope.parsed, stmts[-1], "'return' inside a branch or loop", None)
+
+    def for_loop(self, s, scope, out):
+        P = scope.parsed
+        it = self.expr(s.iter, scope, out)
+        # a loop over a container known now (a list of layers, a tuple of params): unrolled
+        if isinstance(it, (Struct, Static)) and not isinstance(it, _Range):
+            items = it.values() if isinstance(it, Struct) else [Static(v) for v in it.obj]
+            if _contains(s.body, (ast.Break,)) or any(isinstance(n, ast.Name) and n.id.startswith("__brk")
+                                                        for n in ast.walk(ast.Module(body=s.body, type_ignores=[]))):
+                raise error(P, s, "'break' in a loop over a Python list/tuple is not supported",
+                            "loop over range(len(...)) instead")
+            for v in items:
+                self.assign(s.target, v, scope, out, s)
+                self.block(s.body, scope, out)
+            return None
+        if isinstance(it, _Iter) and all(isinstance(a, (Struct, Static)) for a in it.args):
+            if it.fn is enumerate:
+                seq = it.args[0]
+                items = seq.values() if isinstance(seq, Struct) else [Static(v) for v in seq.obj]
+                pairs = [Struct("tuple", [Static(i), v]) for i, v in enumerate(items)]
+            else:
+                cols = [a.values() if isinstance(a, Struct) else [Static(v) for v in a.obj] for a in it.args]
+                pairs = [Struct("tuple", list(t)) for t in zip(*cols)]
+            for v in pairs:
+                self.assign(s.target, v, scope, out, s)
+                self.block(s.body, scope, out)
+            return None
+        self.has_loops = True
+        if isinstance(it, _Range):
+            rng = ast.Call(func=ast.Name("range", ast.Load()), args=it.args, keywords=[])
+            target = s.target
+            if not isinstance(target, ast.Name):
+                raise error(P, s, "a range loop needs a single loop variable", None)
+            self.prepare_cf([ast.Assign(targets=[target], value=ast.Constant(0))] + s.body, scope, out, s)
+            tname = scope.vars[target.id].expr.id
+            body = []
+            self.block_cf(s.body, scope, body)
+            out.append(ast.copy_location(ast.For(target=ast.Name(tname, ast.Store()), iter=rng, body=body or [ast.Pass()],
+                                                 orelse=[]), s))
+            return None
+        # enumerate / zip / rows of an array: a range loop over the shortest length
+        inner_zip = isinstance(it, _Iter) and it.fn is enumerate and isinstance(it.args[0], _Iter) \
+            and it.args[0].fn is zip
+        if inner_zip:  # enumerate(zip(a, b, ...))
+            seqs = it.args[0].args
+        elif isinstance(it, _Iter):
+            seqs = it.args if it.fn is zip else [it.args[0]]
+        elif isinstance(it, Dyn):
+            seqs = [it]
+        else:
+            raise error(P, s, "cannot loop over this value", "loop over range(...), an array, enumerate or zip")
+        lens = []
+        for q in seqs:
+            if isinstance(q, Struct):
+                lens.append(ast.Constant(len(q.values())))
+            elif isinstance(q, _Range):
+                raise error(P, s, "range() inside zip/enumerate is not supported", "index with the loop counter")
+            else:
+                lens.append(ast.Subscript(value=ast.Attribute(value=self.as_expr(q, scope, s), attr="shape",
+                                                              ctx=ast.Load()), slice=ast.Constant(0), ctx=ast.Load()))
+        n = lens[0] if len(lens) == 1 else ast.Call(func=ast.Name("min", ast.Load()), args=lens, keywords=[])
+        idx = self.names.fresh("_i")
+        self.prepare_cf(s.body, scope, out, s)
+        for t in _target_names(s.target):
+            if t not in scope.vars or not isinstance(scope.vars[t], Dyn):
+                self.prepare_cf([ast.Assign(targets=[ast.Name(t, ast.Store())], value=ast.Constant(0))], scope, out, s)
+        body = []
+        self.cf_depth = getattr(self, "cf_depth", 0) + 1
+        try:
+            ival = Dyn(ast.Name(idx, ast.Load()))
+            elems = [self.subscript_dyn(q, ival, scope, body, s) for q in seqs]
+            if inner_zip:
+                val = Struct("tuple", [ival, Struct("tuple", elems)])
+            elif isinstance(it, _Iter) and it.fn is enumerate:
+                val = Struct("tuple", [ival, elems[0]])
+            elif isinstance(it, _Iter):
+                val = Struct("tuple", elems)
+            else:
+                val = elems[0]
+            self.assign(s.target, val, scope, body, s)
+            self.block(s.body, scope, body)
+        finally:
+            self.cf_depth -= 1
+        rng = ast.Call(func=ast.Name("range", ast.Load()), args=[n], keywords=[])
+        out.append(ast.copy_location(ast.For(target=ast.Name(idx, ast.Store()), iter=rng, body=body, orelse=[]), s))
+        return None
+
+    def subscript_dyn(self, q, ival, scope, out, node):
+        if isinstance(q, Struct):
+            raise error(scope.parsed, node, "zip/enumerate over a Python list mixed with arrays is not supported",
+                        "stack the list into an array first")
+        return self.call_prim(lookup_getitem(), [q, ival], {}, scope, out, node)
+
+    def assign(self, target, val, scope, out, stmt):
+        P = scope.parsed
+        if isinstance(target, ast.Name):
+            if getattr(self, "cf_depth", 0) and isinstance(val, Static) and isinstance(
+                    val.obj, (int, float, bool, np.number)):
+                val = Dyn(ast.Constant(val.obj.item() if isinstance(val.obj, np.generic) else val.obj))
+            elif getattr(self, "cf_depth", 0) and isinstance(val, Struct):
+                self.assign_struct(target.id, val, scope, out, stmt)
+                return
+            elif getattr(self, "cf_depth", 0) and not isinstance(val, Dyn):
+                raise error(P, stmt, f"'{_user_name(target.id)}' is bound to a "
+                                     f"{'function' if callable(getattr(val, 'obj', None)) or isinstance(val, LocalFunction) else 'value'}"
+                                     " that cannot change inside a loop or branch",
+                            "only arrays, numbers and containers of them can be assigned inside loops and branches")
+            if isinstance(val, Dyn):
+                outname = self.var_name(target.id, scope)
+                a = ast.Assign(targets=[ast.Name(outname, ast.Store())], value=val.expr)
+                ast.copy_location(a, stmt)
+                out.append(a)
+                scope.vars[target.id] = Dyn(ast.Name(outname, ast.Load()))
+            else:
+                scope.vars[target.id] = val
+            return
+        if isinstance(target, (ast.Tuple, ast.List)):
+            items = self.unpack(val, len(target.elts), scope, out, stmt)
+            for t, v in zip(target.elts, items):
+                self.assign(t, v, scope, out, stmt)
+            return
+        if isinstance(target, ast.Subscript):
+            base = self.expr(target.value, scope, out)
+            if not isinstance(base, Dyn) or not isinstance(base.expr, ast.Name):
+                raise error(P, target, "in-place assignment is only supported on array variables",
+                            "build a new array (np.where, np.concatenate) instead")
+            idx = self.index(target.slice, scope, out)
+            v = self.as_expr(val, scope, target)
+            a = ast.Assign(targets=[ast.Subscript(value=ast.Name(base.expr.id, ast.Load()), slice=idx, ctx=ast.Store())],
+                           value=v)
+            ast.copy_location(a, stmt)
+            out.append(a)
+            return
+        if isinstance(target, ast.Attribute):
+            raise error(P, target, "assigning to an attribute is not supported in a pure function",
+                        "return a new value (NamedTuple._replace is not supported either: build a new one)")
+        raise error(P, target, "unsupported assignment target", None)
+
+    def unpack(self, val, n, scope, out, node):
+        if isinstance(val, Struct):
+            items = val.values()
+            if len(items) != n:
+                raise error(scope.parsed, node, f"cannot unpack {len(items)} values into {n} names", None,
+                            cls=UnsupportedSyntaxError)
+            return items
+        if isinstance(val, Static) and isinstance(val.obj, tuple):
+            if len(val.obj) != n:
+                raise error(scope.parsed, node, f"cannot unpack {len(val.obj)} values into {n} names", None)
+            return [Static(v) for v in val.obj]
+        if isinstance(val, Dyn):
+            # unpack a runtime tuple (e.g. x.shape) or the rows of an array
+            return [Dyn(ast.Subscript(value=copy.deepcopy(val.expr), slice=ast.Constant(i), ctx=ast.Load()))
+                    for i in range(n)] if not _is_array_producing(val.expr) else [
+                self.call_prim(lookup_getitem(), [val, Static(i)], {}, scope, out, node) for i in range(n)]
+        raise error(scope.parsed, node, "cannot unpack this value", "unpack a tuple")
+
+    def var_name(self, name, scope):
+        key = ("var", id(scope), name)
+        cur = scope.vars.get(name)
+        if isinstance(cur, Dyn) and isinstance(cur.expr, ast.Name) and getattr(self, "_owned", {}).get(
+                cur.expr.id) == key:
+            return cur.expr.id
+        outname = self.names.fresh(scope.prefix + name)
+        self._owned = getattr(self, "_owned", {})
+        self._owned[outname] = key
+        return outname
