@@ -11,6 +11,7 @@ import linecache
 
 import numpy as np
 
+from .api import vjp
 from .tree import tree_flatten, tree_unflatten
 
 __all__ = ["check_grads", "numerical_vjp", "arrays", "broadcastable_shapes", "pytrees", "primitive_function"]
@@ -59,7 +60,6 @@ def check_grads(f, args, argnums=0, eps=None, atol=None, rtol=None, seed=0, max_
     larger ones are checked along ``projections`` random directions. Raises
     ``AssertionError`` with the worst mismatch. Tolerances default by dtype.
     """
-    from .api import vjp
     args = tuple(args)
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     leaves_all = [x for i in nums for x in tree_flatten(args[i])[0]]

@@ -1,21 +1,7 @@
 """Every primitive, declared once (forward + VJP template side by side).
 
-``load_all()`` imports every module that declares primitives, so the registry
-is complete before a transformation or the registry-driven test runs.
+Importing this package registers NumPy's primitives (:mod:`.core`); the
+model toolkit's primitives register when :mod:`funcgrad.nn` is imported, which
+``import funcgrad`` does. :func:`.registry.registry` lists them all.
 """
-_LOADED = False
-
-
-def load_all():
-    global _LOADED
-    if _LOADED:
-        return
-    _LOADED = True
-    from . import core  # noqa: F401  numpy primitives
-    import importlib
-    for mod in ("funcgrad.nn",):
-        try:
-            importlib.import_module(mod)
-        except ImportError as e:  # pragma: no cover - only while nn is being written
-            if getattr(e, "name", None) != mod:
-                raise
+from . import core  # noqa: F401  (registers NumPy's primitives)

@@ -160,7 +160,5 @@ def by_name(name: str) -> Primitive | None:
 
 
 def registry() -> dict[str, Primitive]:
-    """All primitives by name (loads every ops module first)."""
-    from . import load_all
-    load_all()
+    """All primitives registered so far, by name (after ``import funcgrad``: every one)."""
     return dict(_BY_NAME)
