@@ -93,7 +93,7 @@ def _check_argnums(argnums, nargs, fname):
 class _Transformed:
     """A transformed function: caches one compiled specialization per signature."""
 
-    def __init__(self, fn, kind, argnums=0, has_aux=False, mode=None, jit=True, backend="cpu"):
+    def __init__(self, fn, kind, argnums=0, has_aux=False, mode=None, jit=True, backend=None):
         if not callable(fn):
             raise TypeError(f"expected a function to transform; received {fn!r}")
         self.policy = _resolve_jit(jit, mode)
@@ -345,7 +345,7 @@ def _scalar_output_check(fname, out, has_aux):
 
 
 class _ValueAndGrad(_Transformed):
-    def __init__(self, fn, argnums=0, has_aux=False, mode=None, jit=True, backend="cpu", return_value=True):
+    def __init__(self, fn, argnums=0, has_aux=False, mode=None, jit=True, backend=None, return_value=True):
         super().__init__(fn, "vjp", argnums, has_aux, mode, jit, backend)
         self.return_value = return_value
 
@@ -434,7 +434,7 @@ def _match(g, x):
     return g
 
 
-def grad(fun, argnums=0, has_aux=False, *, jit=True, backend="cpu", mode=None):
+def grad(fun, argnums=0, has_aux=False, *, jit=True, backend=None, mode=None):
     """The gradient of a scalar-valued function with respect to argument(s) ``argnums``.
 
     ``grad(f)(x, ...)`` returns a value with the structure of ``x`` (a pytree of
@@ -452,13 +452,13 @@ def grad(fun, argnums=0, has_aux=False, *, jit=True, backend="cpu", mode=None):
     return _ValueAndGrad(fun, argnums, has_aux, mode, jit, backend, return_value=False)
 
 
-def value_and_grad(fun, argnums=0, has_aux=False, *, jit=True, backend="cpu", mode=None):
+def value_and_grad(fun, argnums=0, has_aux=False, *, jit=True, backend=None, mode=None):
     """Like :func:`grad` but returns ``(value, gradient)`` (``((value, aux), gradient)`` with has_aux)."""
     return _ValueAndGrad(fun, argnums, has_aux, mode, jit, backend, return_value=True)
 
 
 class _VJP(_Transformed):
-    def __init__(self, fn, has_aux=False, mode=None, jit=True, backend="cpu"):
+    def __init__(self, fn, has_aux=False, mode=None, jit=True, backend=None):
         super().__init__(fn, "vjp", 0, has_aux, mode, jit, backend)
 
     def run(self, primals, argnums=None):
@@ -493,12 +493,12 @@ class _VJP(_Transformed):
         return value, vjp_fn
 
 
-def vjp(fun, *primals, argnums=None, jit=True, backend="cpu", mode=None):
+def vjp(fun, *primals, argnums=None, jit=True, backend=None, mode=None):
     """``(fun(*primals), vjp_fn)`` where ``vjp_fn(cotangent)`` returns one cotangent per primal.
 
     ``argnums`` (default: all) limits the primals that get cotangents.
     """
-    t = _cached_vjp(fun, mode, jit, backend)
+    t = _cached_vjp(fun, mode, jit, get_backend(backend))
     return t.run(primals, argnums)
 
 
@@ -528,7 +528,7 @@ def _cached_vjp(fun, mode, jit, backend):
 
 
 class _Jit(_Transformed):
-    def __init__(self, fn, mode=None, jit="whole", backend="cpu"):
+    def __init__(self, fn, mode=None, jit="whole", backend=None):
         super().__init__(fn, "primal", 0, False, mode, jit, backend)
 
     def __call__(self, *args):
@@ -538,7 +538,7 @@ class _Jit(_Transformed):
         return self._outputs(built, list(outs))
 
 
-def jit(fun=None, *, mode=None, strategy="whole", backend="cpu"):
+def jit(fun=None, *, mode=None, strategy="whole", backend=None):
     """Compile a pure function without differentiating it (whole-function ``numba.njit`` by default)."""
     if fun is None:
         return lambda f: _Jit(f, mode, True if mode is not None else strategy, backend)

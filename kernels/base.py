@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import types
 
-__all__ = ["Backend", "register_backend", "get_backend", "backends", "STRATEGIES"]
+__all__ = ["Backend", "register_backend", "get_backend", "set_default_backend", "backends", "STRATEGIES"]
 
 STRATEGIES = ("njit", "python", "nojit")
 
@@ -29,6 +29,7 @@ class Backend:
     name = "?"
     array_types: tuple = ()
     strategies = STRATEGIES          # the strategies this backend can run
+    operators_as_syntax = True       # generated code may write x + y, x @ y (False: K.add(x, y), ...)
 
     def namespace(self, compiled=True):
         """The kernel namespace ``K`` (``compiled=False``: every kernel's plain Python)."""
@@ -68,8 +69,18 @@ def register_backend(backend: Backend) -> Backend:
     return backend
 
 
-def get_backend(name_or_backend="cpu") -> Backend:
-    """The backend named ``name`` (or the object itself when given one)."""
+_DEFAULT = ["cpu"]
+
+
+def set_default_backend(name_or_backend) -> None:
+    """The backend transforms use when they are given none (``backend=None``)."""
+    _DEFAULT[0] = get_backend(name_or_backend).name if not isinstance(name_or_backend, Backend) else name_or_backend
+
+
+def get_backend(name_or_backend=None) -> Backend:
+    """The backend named ``name`` (or the object itself when given one; ``None``: the default)."""
+    if name_or_backend is None:
+        name_or_backend = _DEFAULT[0]
     if isinstance(name_or_backend, Backend):
         return name_or_backend
     b = _BACKENDS.get(name_or_backend)

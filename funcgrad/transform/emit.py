@@ -44,16 +44,49 @@ class _Pretty(ast.NodeTransformer):
         return node
 
 
-def pretty(node):
-    n = _Pretty().visit(copy.deepcopy(node))
+_KERNEL_OPS = {ast.Add: "add", ast.Sub: "subtract", ast.Mult: "multiply", ast.Div: "divide", ast.Pow: "power",
+               ast.MatMult: "matmul"}
+
+
+class _AsKernels(ast.NodeTransformer):
+    """For backends whose arrays have no Python operators: arithmetic becomes ``K.<primitive>`` calls
+    (indexing stays indexing)."""
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        prim = A.get(node, A.PRIM, None)
+        if prim is not None and prim.operator == "[]":
+            return ast.Subscript(value=node.args[0], slice=node.args[1], ctx=ast.Load())
+        return node
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        name = _KERNEL_OPS.get(type(node.op))
+        if name is None:
+            return node
+        return ast.Call(func=ast.Attribute(value=ast.Name("K", ast.Load()), attr=name, ctx=ast.Load()),
+                        args=[node.left, node.right], keywords=[])
+
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, ast.USub) and not isinstance(node.operand, ast.Constant):
+            return ast.Call(func=ast.Attribute(value=ast.Name("K", ast.Load()), attr="negative", ctx=ast.Load()),
+                            args=[node.operand], keywords=[])
+        return node
+
+
+def pretty(node, operators=True):
+    """``node`` as it is printed: operator primitives as operators (``operators=False``: every
+    arithmetic operation as a kernel call, for backends whose arrays have no Python operators)."""
+    n = (_Pretty() if operators else _AsKernels()).visit(copy.deepcopy(node))
     for sub in ast.walk(n):
         if isinstance(sub, (ast.stmt, ast.expr)) and not hasattr(sub, "lineno"):
             sub.lineno, sub.col_offset, sub.end_lineno, sub.end_col_offset = 1, 0, 1, 0
     return n
 
 
-def render_stmt(s) -> str:
-    return ast.unparse(pretty(s))
+def render_stmt(s, operators=True) -> str:
+    return ast.unparse(pretty(s, operators))
 
 
 def _origin(s):
@@ -62,7 +95,7 @@ def _origin(s):
     return (f, line) if f and line else None
 
 
-def render_block(stmts, indent=1, where=None) -> list[str]:
+def render_block(stmts, indent=1, where=None, operators=True) -> list[str]:
     """Source lines of ``stmts``; with a list ``where``, append each line's user (file, line) or None."""
     pad = "    " * indent
     lines = []
@@ -71,14 +104,14 @@ def render_block(stmts, indent=1, where=None) -> list[str]:
         c = A.get(s, A.COMMENT, None)
         if isinstance(s, (ast.For, ast.While, ast.If)):
             if isinstance(s, ast.For):
-                text = f"for {ast.unparse(pretty(s.target))} in {ast.unparse(pretty(s.iter))}:"
+                text = f"for {ast.unparse(pretty(s.target))} in {ast.unparse(pretty(s.iter, operators))}:"
             elif isinstance(s, ast.While):
-                text = f"while {ast.unparse(pretty(s.test))}:"
+                text = f"while {ast.unparse(pretty(s.test, operators))}:"
             else:
-                text = f"if {ast.unparse(pretty(s.test))}:"
+                text = f"if {ast.unparse(pretty(s.test, operators))}:"
             lines.append(pad + text + (f"  # {c}" if c else ""))
             w.append(_origin(s))
-            body = render_block(s.body, indent + 1, w)
+            body = render_block(s.body, indent + 1, w, operators)
             if not body:
                 body = [pad + "    pass"]
                 w.append(None)
@@ -86,9 +119,9 @@ def render_block(stmts, indent=1, where=None) -> list[str]:
             if isinstance(s, ast.If) and s.orelse:
                 lines.append(pad + "else:")
                 w.append(None)
-                lines.extend(render_block(s.orelse, indent + 1, w))
+                lines.extend(render_block(s.orelse, indent + 1, w, operators))
             continue
-        text = render_stmt(s)
+        text = render_stmt(s, operators)
         for i, ln in enumerate(text.splitlines()):
             if i == 0 and c:
                 ln = f"{ln:<40}  # {c}" if len(ln) < 40 else f"{ln}  # {c}"
@@ -97,7 +130,8 @@ def render_block(stmts, indent=1, where=None) -> list[str]:
     return lines
 
 
-def module_source(header: str, functions: list[tuple[str, list[str], list]], returns, line_map=None) -> str:
+def module_source(header: str, functions: list[tuple[str, list[str], list]], returns, line_map=None,
+                  operators=True) -> str:
     """Source text of a generated module: ``functions`` is [(name, params, body stmts + return)].
 
     With a dict ``line_map``, fill it with generated line number -> the user's (file, line)."""
@@ -109,7 +143,7 @@ def module_source(header: str, functions: list[tuple[str, list[str], list]], ret
         out.append(f"def {name}({', '.join(params)}):")
         where += [None, None]
         n = len(where)
-        lines = render_block(body, 1, where)
+        lines = render_block(body, 1, where, operators)
         if not lines:
             lines = ["    pass"]
             where.append(None)

@@ -144,7 +144,8 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
     line_map: dict = {}
     if kind == "primal":
         body = list(a.body) + [ast.Return(value=_returns(atoms))]
-        src = module_source(header, [(name, params, body)], None, line_map)
+        src = module_source(header, [(name, params, body)], None, line_map,
+                            operators=backend.operators_as_syntax)
         fname = name
     else:
         def src_lookup(stmt):
@@ -157,7 +158,8 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         body = adj.primal + adj.adjoint + [ret]
         fname = f"{name}_vjp"
         primal_body = list(a.body) + [ast.Return(value=_returns(atoms))]
-        src = module_source(header, [(fname, params + g_params, body), (name, params, primal_body)], None, line_map)
+        src = module_source(header, [(fname, params + g_params, body), (name, params, primal_body)], None, line_map,
+                            operators=backend.operators_as_syntax)
     _debug("emit", src)
     mod = write_module(fname, src)
     mode = choose_strategy(jit, low.has_loops)
