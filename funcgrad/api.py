@@ -20,6 +20,7 @@ import inspect
 import linecache
 import os
 import re
+import types
 import warnings
 
 import numpy as np
@@ -66,7 +67,7 @@ def _arg_names(fn, nargs):
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         params = []
-    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     if len(names) < nargs:
         raise TypeError(f"{getattr(fn, '__qualname__', fn)}() takes {len(names)} positional arguments but "
                         f"{nargs} were given")
@@ -107,7 +108,34 @@ class _Transformed:
         self.cache: dict = {}
         self._memo: dict = {}
         self._pending: dict = {}      # signature -> what _build needs (kept for an auto fallback rebuild)
+        try:
+            self._signature = inspect.signature(self.fn)
+        except (TypeError, ValueError):
+            self._signature = None
+        self._n_params = -1 if self._signature is None else sum(
+            1 for p in self._signature.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD,
+                                                                         p.KEYWORD_ONLY))
         functools.update_wrapper(self, fn, updated=())
+
+    def _bind(self, args, kwargs):
+        """Call arguments as every parameter's value in order (keywords and defaults resolved), or
+        Python's own error for a call that does not fit the function."""
+        if self._signature is None:
+            if kwargs:
+                raise TypeError(f"{getattr(self.fn, '__qualname__', self.fn)}() takes no keyword arguments here")
+            return args
+        try:
+            ba = self._signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{getattr(self.fn, '__qualname__', 'f')}(): {e}") from None
+        ba.apply_defaults()
+        out = []
+        for p in self._signature.parameters.values():
+            if p.kind == p.VAR_POSITIONAL:
+                out.extend(ba.arguments.get(p.name, ()))
+            elif p.kind != p.VAR_KEYWORD:
+                out.append(ba.arguments[p.name])
+        return tuple(out)
 
     @property
     def specializations(self):
@@ -313,12 +341,32 @@ def _statics_unchanged(checks):
 
 
 def _as_python_function(fn):
+    """A Python function (or bound method) funcgrad can read, for any callable users pass."""
     if lookup(fn) is not None and not hasattr(fn, "__code__") or (
             lookup(fn) is not None and getattr(fn, "__module__", "").startswith("numpy")):
         prim = lookup(fn)
         n = len([p for p in prim.signature.parameters.values() if p.default is p.empty])
         return _primitive_wrapper(prim, n)
+    if isinstance(fn, functools.partial):
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+        return _call_wrapper(fn, [p.name for p in params], getattr(fn.func, "__name__", "partial"))
+    if not isinstance(fn, (types.FunctionType, types.MethodType, type)) and isinstance(
+            getattr(type(fn), "__call__", None), types.FunctionType):
+        return fn.__call__  # a callable object: its __call__, bound to it
     return fn
+
+
+def _call_wrapper(target, names, label):
+    """A Python function of ``names`` that calls ``target`` (a partial object) with them."""
+    args = ", ".join(names)
+    name = "".join(c if c.isalnum() else "_" for c in label)
+    src = f"def {name}({args}):\n    return _target({args})\n"
+    filename = f"<funcgrad wrapper of {label} {id(target):x}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    ns = {"_target": target}
+    exec(compile(src, filename, "exec"), ns)
+    return ns[name]
 
 
 def _primitive_wrapper(prim, n):
@@ -336,7 +384,7 @@ def _scalar_output_check(fname, out, has_aux):
     if type(out) is float or type(out) is np.float64 or type(out) is np.float32:
         return
     arr = np.asarray(out)
-    if arr.shape != ():
+    if arr.size != 1:  # a scalar, or a size-1 array (shape (1,), (1, 1)) as autograd accepts
         raise TypeError(f"grad of {fname} requires a scalar output; the function returned an array of shape "
                         f"{arr.shape}. Reduce it (np.sum, np.mean) or use funcgrad.vjp for non-scalar outputs."
                         + (" (with has_aux=True the function must return (scalar, aux))" if has_aux else ""))
@@ -349,7 +397,9 @@ class _ValueAndGrad(_Transformed):
         super().__init__(fn, "vjp", argnums, has_aux, mode, jit, backend)
         self.return_value = return_value
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        if kwargs or len(args) != self._n_params:
+            args = self._bind(args, kwargs)
         built, single, nums, flat, trees, leaves, cap, key = self._call_vjp(args, None)
         fname = getattr(self.fn, "__qualname__", "f")
         n_out = len(built.out_atoms)
@@ -376,9 +426,11 @@ class _ValueAndGrad(_Transformed):
         _scalar_output_check(fname, main, self.has_aux)
         built.checked = True
         dt = np.asarray(main).dtype
-        if getattr(built, "seed_dtype", None) != dt:
-            built.seed_dtype = dt
-            if dt != np.float64:
+        shape = np.shape(main)
+        if getattr(built, "seed_dtype", None) != dt or getattr(built, "seed_shape", ()) != shape:
+            # a float32 result, or a size-1 array result (shape (1,) or (1, 1)): seed with its dtype and shape
+            built.seed_dtype, built.seed_shape = dt, shape
+            if dt != np.float64 or shape:
                 seeds = _seeds(built, n_out, dt)
                 built, (outs, grads) = self._invoke(built, key, "fn", (*leaves, *cap, *seeds), len(leaves))
                 outs = list(outs)
@@ -410,9 +462,13 @@ def _describe_out(v):
 
 def _seeds(built, n_out, dtype=None):
     seeds = []
+    shape = getattr(built, "seed_shape", ())
     for i in range(n_out):
         if i == 0:
-            seeds.append(1.0 if dtype is None or dtype == np.float64 else np.ones((), dtype=dtype)[()])
+            if shape:
+                seeds.append(np.ones(shape, dtype=dtype or np.float64))
+            else:
+                seeds.append(1.0 if dtype is None or dtype == np.float64 else np.ones((), dtype=dtype)[()])
         else:
             seeds.append(0.0)
     return seeds
@@ -531,7 +587,9 @@ class _Jit(_Transformed):
     def __init__(self, fn, mode=None, jit="whole", backend=None):
         super().__init__(fn, "primal", 0, False, mode, jit, backend)
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        if kwargs or len(args) != self._n_params:
+            args = self._bind(args, kwargs)
         built, single, nums, flat, trees, cap, key = self._lookup(args)
         leaves = [x for ls in flat for x in ls if not isinstance(x, (str, type(None)))]
         built, outs = self._invoke(built, key, "fn", (*leaves, *cap), len(leaves))

@@ -20,6 +20,7 @@ replaced by its uncompiled Python (``FUNCGRAD_DISABLE_JIT=1`` / ``jit=False``).
 from __future__ import annotations
 
 import builtins as _builtins
+import operator as _operator
 import types as _pytypes
 
 import numpy as np
@@ -794,6 +795,24 @@ def _written_ov(dx, idx):
                 pf[k] = 0
         return piece
     return general
+
+
+@_register
+def index_arg(n):
+    """``n`` as an integer argument of ``range``: a float raises TypeError, as Python's range does."""
+    return _operator.index(n)
+
+
+@overload(index_arg)
+def _index_arg_ov(n):
+    if isinstance(n, (types.Integer, types.Boolean)):
+        return lambda n: n
+    if isinstance(n, types.Float):
+        def impl(n):
+            if n == n or n != n:  # always: raise at run time (typed as an int, so range() still types)
+                raise TypeError("'float' object cannot be interpreted as an integer")
+            return 0
+        return impl
 
 
 # ----------------------------------------------------------------------------

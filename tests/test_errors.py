@@ -18,9 +18,8 @@ def _line(tag):
 
 
 SYNTAX_CASES = [
-    ("uses_try", "try"), ("uses_with", "with"), ("uses_lambda", "lambda"), ("uses_yield", "yield"),
+    ("uses_try", "try"), ("uses_with", "with"), ("uses_yield", "yield"),
     ("uses_global", "global"), ("uses_nonlocal", "nonlocal"), ("uses_class", "class"), ("uses_del", "del"),
-    ("uses_starred", "starred"),
 ]
 
 

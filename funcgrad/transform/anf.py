@@ -152,6 +152,9 @@ class ANF:
                 return
         if isinstance(s, (ast.For, ast.While, ast.If)):
             return self.control(s, out)
+        if isinstance(s, (ast.Expr, ast.Assert)):  # print(...), assert: read the current versions of names
+            out.append(ast.copy_location(self.rename(copy.deepcopy(s)), s))
+            return
         out.append(s)
 
     def control(self, s, out):

@@ -112,11 +112,12 @@ def _argument_values(sig: Signature, leaf_names: list, diff: list):
     return arg_values_for
 
 
-def choose_strategy(jit, has_loops):
+def choose_strategy(jit, has_loops, opaque_calls=False):
     """The strategy for ``jit`` ("auto", "njit", "python" or "nojit"): auto compiles functions with
-    loops (their own or a helper's) whole, and runs loop-free array code as Python over kernels."""
+    loops (their own or a helper's) whole, and runs loop-free array code, and code calling functions
+    Numba cannot compile (library Python, logging), as Python over compiled kernels."""
     if jit == "auto":
-        return "njit" if has_loops else "python"
+        return "njit" if has_loops and not opaque_calls else "python"
     return jit
 
 
@@ -162,7 +163,7 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
                             operators=backend.operators_as_syntax)
     _debug("emit", src)
     mod = write_module(fname, src)
-    mode = choose_strategy(jit, low.has_loops)
+    mode = choose_strategy(jit, low.has_loops, low.opaque_calls)
     compiled = backend.compile(getattr(mod, fname), mode, low.externals)
     primal = backend.compile(getattr(mod, name), mode, low.externals) if kind != "primal" else compiled
     return Built(fn=compiled, primal_fn=primal, source=src, name=fname, params=params, captured=low.captured,

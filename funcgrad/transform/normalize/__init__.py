@@ -28,11 +28,12 @@ bodies; the reverse pass handles it.
 from __future__ import annotations
 
 import ast
+import types
 
 from ...errors import UnsupportedSyntaxError
 from ..fence import check as fence_check, error
 from ..parse import Parsed
-from ..values import Dyn, leaves as _leaves
+from ..values import Dyn, Static, leaves as _leaves
 from .calls import Calls
 from .captures import Captures
 from .expressions import Expressions
@@ -58,6 +59,8 @@ class Normalizer(Statements, Expressions, Calls, Captures):
         self.param_ranks: dict = {}    # output name -> ndim of argument leaves and captured values
         self.param_kinds: dict = {}    # output name -> scalar kind ("f8", "i", ...) of leaves
         self._owned_structs: dict = {}  # (scope, variable) -> the container whose leaves it owns
+        self.owned_leaves: set = set()  # runtime names of those leaves
+        self.opaque_calls = False       # calls Numba cannot compile (library Python, logging)
 
     # ------------------------------------------------------------ entry
     def lower(self, arg_values_for) -> Lowered:
@@ -67,6 +70,8 @@ class Normalizer(Statements, Expressions, Calls, Captures):
         params = []
         body: list = []
         bound = arg_values_for(self)  # list of (argname, value tree) with Dyn leaves named
+        if isinstance(p.fn, types.MethodType) and p.node.args.args:  # grad(model.loss): self is the instance
+            scope.vars[p.node.args.args[0].arg] = Static(p.fn.__self__)
         for name, val in bound:
             scope.vars[name] = val
         for name, val in bound:
@@ -86,7 +91,7 @@ class Normalizer(Statements, Expressions, Calls, Captures):
         self.lowered_ranks = self.param_ranks
         return Lowered(node=fdef, params=params, captured=list(self.captured_list), output=out, ranks=self.param_ranks, kinds=self.param_kinds,
                        externals=self.externals, static_key=tuple(self.static_key),
-                       has_loops=self.has_loops, filename=p.filename)
+                       has_loops=self.has_loops, filename=p.filename, opaque_calls=self.opaque_calls)
 
 
 def normalize(parsed: Parsed, arg_values_for, allow_control_flow=False) -> Lowered:

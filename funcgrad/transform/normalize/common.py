@@ -5,6 +5,8 @@ import ast
 import builtins
 import copy
 import inspect
+import os
+import sysconfig
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -13,7 +15,7 @@ from .. import annotations as A
 from ...ops.core import getitem as _getitem
 from ...ops.registry import lookup
 from ..parse import MISSING, Parsed
-from ..values import Dyn, Struct
+from ..values import Dyn, Static, Struct
 
 
 @dataclass
@@ -42,6 +44,7 @@ class Lowered:
     filename: str
     ranks: dict = field(default_factory=dict)
     kinds: dict = field(default_factory=dict)
+    opaque_calls: bool = False   # calls whole-function Numba cannot compile
 
 
 # ---------------------------------------------------------------- method map
@@ -62,6 +65,12 @@ _NONDIFF_OPS = (ast.FloorDiv, ast.Mod, ast.BitAnd, ast.BitOr, ast.BitXor, ast.LS
 
 
 _BUILTIN_MAP = {abs: np.absolute, max: np.maximum, min: np.minimum}
+# builtins evaluated while transforming when every argument is known then
+_STATIC_BUILTINS = {isinstance, issubclass, type, hasattr, getattr, callable, len, abs, round, min, max, sorted,
+                    reversed, tuple, list, str, int, float, bool, any, all, divmod, pow, repr, zip, enumerate, dict,
+                    sum}
+# builtins that whole-function Numba code can call
+_NJIT_BUILTINS = {print, len, abs, min, max, round, int, float, bool, range}
 
 
 class Names:
@@ -107,6 +116,29 @@ class _Range:
 
 
 @dataclass
+class _DictView:
+    """``d.items`` / ``d.keys`` / ``d.values`` / ``d.get`` of a dict known now (and ``nt._replace``)."""
+    struct: object
+    attr: str
+
+    def items(self):
+        from_ = self.struct.items
+        if self.attr == "keys":
+            return [Static(k) for k in from_]
+        if self.attr == "values":
+            return list(from_.values())
+        return [Struct("tuple", [Static(k), v]) for k, v in from_.items()]
+
+
+@dataclass
+class _Partial:
+    """``functools.partial(f, *args, **kwargs)`` made inside the function."""
+    fn: object
+    args: list
+    kwargs: dict
+
+
+@dataclass
 class _Iter:
     fn: object
     args: list
@@ -118,6 +150,25 @@ def lookup_getitem():
 
 def _np_attr(name):
     return ast.Attribute(value=ast.Name("np", ast.Load()), attr=name, ctx=ast.Load())
+
+
+def _is_user_code(fn):
+    """True for Python functions funcgrad reads and transforms: the user's own code (and funcgrad's),
+    not an installed library's or the standard library's (those are called as they are)."""
+    mod = getattr(fn, "__module__", None) or ""
+    if mod == "funcgrad" or mod.startswith("funcgrad."):
+        return True
+    top = mod.split(".")[0]
+    if top in _LIBRARY_ROOTS:
+        return False
+    code = getattr(fn, "__code__", None)
+    path = os.path.abspath(code.co_filename) if code is not None else ""
+    return not (any(part in path for part in (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep))
+                or path.startswith(_STDLIB))
+
+
+_STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
+_LIBRARY_ROOTS = {"numpy", "scipy", "numba", "math", "functools", "builtins", "logging"}
 
 
 def _is_numpy_callable(fn):
@@ -245,6 +296,18 @@ def _assigned(stmts):
                 for nm in _target_names(t):
                     if nm not in names:
                         names.append(nm)
+    return names
+
+
+def _item_assigned(stmts):
+    """Names whose items are assigned (``d[k] = v``) anywhere in ``stmts``."""
+    names = []
+    for s in stmts:
+        for n in ast.walk(s):
+            tgts = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AugAssign) else []
+            for t in tgts:
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id not in names:
+                    names.append(t.value.id)
     return names
 
 

@@ -11,8 +11,8 @@ from ...ops.registry import lookup
 from ..fence import error
 from ..parse import MISSING
 from ..values import Dyn, Static, Struct
-from .common import (CustomVJP, LocalFunction, _BoundMethod, _OPS, _attr_getter, _is_metadata, _np_attr,
-                     lookup_getitem)
+from .common import (CustomVJP, LocalFunction, Scope, _BoundMethod, _DictView, _Iter, _OPS, _Range, _attr_getter,
+                     _is_metadata, _is_static_tree, _np_attr, lookup_getitem)
 from .constants import (_const_binop, _const_compare, _const_unary)
 
 
@@ -43,7 +43,10 @@ class Expressions:
                         "index the container to get an array")
         if isinstance(val, (LocalFunction, CustomVJP)):
             raise error(scope.parsed, node, "a function cannot be used as a value here", "call it")
-        raise error(scope.parsed, node, f"unsupported value {val!r}", None)
+        what = {"_DictView": "a dict's keys, values or items", "_Range": "a range", "_Iter": "a zip or enumerate",
+                "_Partial": "a functools.partial", "_BoundMethod": "a method"}.get(type(val).__name__, "this value")
+        raise error(scope.parsed, node, f"{what} cannot be used as an array value here",
+                    "convert it (list(...), np.array(...)) or index it")
 
     def expr(self, node, scope, out):
         P = scope.parsed
@@ -116,8 +119,95 @@ class Expressions:
         if isinstance(node, ast.IfExp):
             return self.ifexp(node, scope, out)
         if isinstance(node, ast.Slice):
+            parts = [None if q is None else self.expr(q, scope, out) for q in (node.lower, node.upper, node.step)]
+            if all(q is None or isinstance(q, Static) for q in parts):
+                return Static(slice(*[None if q is None else q.obj for q in parts]))
             return Dyn(self.index(node, scope, out))
+        if isinstance(node, ast.Lambda):
+            fdef = ast.FunctionDef(name="<lambda>", args=node.args, body=[ast.copy_location(ast.Return(value=node.body),
+                                                                                            node.body)],
+                                   decorator_list=[], returns=None, type_params=[])
+            ast.copy_location(fdef, node)
+            return LocalFunction(fdef, scope, scope.parsed)
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)):
+            return self.comprehension(node, scope, out)
         raise error(P, node, f"unsupported expression '{type(node).__name__}'", None)
+
+    def comprehension(self, node, scope, out):
+        """A comprehension over containers and ranges known now, unrolled into a list, tuple or dict."""
+        P = scope.parsed
+        if isinstance(node, ast.SetComp):
+            raise error(P, node, "set comprehensions are not supported", "use a list or an array")
+        results = []
+
+        def run(gens, sc):
+            if not gens:
+                if isinstance(node, ast.DictComp):
+                    k = self.expr(node.key, sc, out)
+                    if not isinstance(k, Static):
+                        raise error(P, node.key, "dict keys must be known before the function runs", None)
+                    results.append((k.obj, self.expr(node.value, sc, out)))
+                else:
+                    results.append(self.expr(node.elt, sc, out))
+                return
+            g = gens[0]
+            items = self.static_items(self.expr(g.iter, sc, out), g.iter, sc)
+            for v in items:
+                inner = Scope(sc.parsed, sc, prefix=sc.prefix)
+                self.assign_static_target(g.target, v, inner, out, g)
+                keep = True
+                for cond in g.ifs:
+                    c = self.expr(cond, inner, out)
+                    if not isinstance(c, Static):
+                        raise error(P, cond, "a comprehension's 'if' depends on array values",
+                                    "filter with a mask instead (np.where, boolean indexing)")
+                    keep = keep and bool(c.obj)
+                if keep:
+                    run(gens[1:], inner)
+
+        run(node.generators, scope)
+        if isinstance(node, ast.DictComp):
+            return Struct("dict", dict(results))
+        return Struct("list", results)
+
+    def static_items(self, it, node, scope):
+        """The elements of an iterable known now (a container, a constant range, zip/enumerate of those)."""
+        P = scope.parsed
+        if isinstance(it, Struct):
+            return it.values() if it.kind != "dict" else [Static(k) for k in it.items]  # a dict: its keys
+        if isinstance(it, _Range):
+            if all(isinstance(a, ast.Constant) for a in it.args):
+                r = range(*[a.value for a in it.args])
+                if len(r) > 10000:
+                    raise error(P, node, f"a comprehension over {len(r)} values is unrolled, up to 10,000",
+                                "use an array expression instead")
+                return [Static(i) for i in r]
+        if isinstance(it, _Iter):
+            cols = [self.static_items(a, node, scope) for a in it.args]
+            if it.fn is enumerate:
+                return [Struct("tuple", [Static(i), v]) for i, v in enumerate(cols[0])]
+            return [Struct("tuple", list(t)) for t in zip(*cols)]
+        if isinstance(it, _DictView):
+            return it.items()
+        if isinstance(it, Static):
+            try:
+                return [Static(v) for v in it.obj]
+            except TypeError:
+                pass
+        raise error(P, node, "a comprehension or unpacking over values only known when the function runs "
+                             "(an array's rows, a range of runtime length) is not supported",
+                    "write a for loop that writes into a preallocated array, or use an array expression")
+
+    def assign_static_target(self, target, v, scope, out, node):
+        if isinstance(target, ast.Name):
+            scope.vars[target.id] = v
+            return
+        if isinstance(target, (ast.Tuple, ast.List)):
+            items = self.unpack(v, len(target.elts), scope, out, node)
+            for t, x in zip(target.elts, items):
+                self.assign_static_target(t, x, scope, out, node)
+            return
+        raise error(scope.parsed, node, "unsupported comprehension target", None)
 
     def ifexp(self, node, scope, out):
         test = self.expr(node.test, scope, out)
@@ -143,10 +233,13 @@ class Expressions:
             obj = getattr(base.obj, attr, MISSING)
             if obj is MISSING:
                 raise error(P, node, f"{getattr(base.obj, '__name__', base.obj)!r} has no attribute '{attr}'", None)
-            if isinstance(obj, (np.ndarray, float, int, np.number)) and not isinstance(obj, bool) and not isinstance(
-                    base.obj, type):
-                # a module's or an object's array or number (``cfg.lr``): read at every call
+            if (isinstance(obj, (np.ndarray, float, int, np.number)) and not isinstance(obj, bool) or isinstance(
+                    obj, (list, tuple, dict)) and not _is_static_tree(obj)) and not isinstance(base.obj, type):
+                # a module's or an object's array, number or container of arrays (``cfg.lr``, ``self.layers``):
+                # read at every call
                 return self.capture(attr, obj, scope, _attr_getter(base.obj, attr))
+            if isinstance(obj, types.MethodType) and not isinstance(base.obj, types.ModuleType):
+                return Static(obj)
             if not isinstance(base.obj, types.ModuleType) and not callable(obj) and not isinstance(obj, type):
                 self.static_key.append((_attr_getter(base.obj, attr), obj))  # ``cfg.n_layers``: rebuilt if changed
             return Static(obj)
@@ -155,6 +248,10 @@ class Expressions:
                 fields = base.cls._fields if base.kind == "namedtuple" else None
                 if fields and attr in fields:
                     return base.items[fields.index(attr)]
+            if base.kind == "dict" and attr in ("items", "keys", "values", "get"):
+                return _DictView(base, attr)
+            if base.kind == "namedtuple" and attr == "_replace":
+                return _DictView(base, attr)
             raise error(P, node, f"{base.kind} has no attribute '{attr}' here", None)
         if isinstance(base, Dyn):
             if attr == "T":
@@ -166,6 +263,14 @@ class Expressions:
 
     def subscript(self, base, node, scope, out):
         P = scope.parsed
+        if isinstance(base, _Range) and all(isinstance(a, ast.Constant) for a in base.args):
+            base = Static(range(*[a.value for a in base.args]))
+        if isinstance(base, Static) and isinstance(base.obj, range):
+            key = self.expr(node.slice, scope, out)
+            if isinstance(key, Static):
+                r = base.obj[key.obj]
+                return _Range([ast.Constant(r.start), ast.Constant(r.stop), ast.Constant(r.step)]) \
+                    if isinstance(r, range) else Static(r)
         if isinstance(base, Struct):
             key = self.expr(node.slice, scope, out)
             if not isinstance(key, Static):

@@ -11,7 +11,7 @@ from ...errors import UnsupportedSyntaxError
 from ..fence import error
 from ..structure import RET, StructureError, lift_returns, single_exit, structure_loops
 from ..values import Dyn, Static, Struct
-from .common import (LocalFunction, _Iter, _Range, _assigned, _contains, _describe, _is_array_producing,
+from .common import (_item_assigned, LocalFunction, _Iter, _Range, _assigned, _contains, _describe, _is_array_producing,
                      _load, _safe, _target_names, _user_name, lookup_getitem)
 
 
@@ -75,6 +75,17 @@ class Statements:
                 raise error(P, s, "'return' without a value", "return the value to differentiate")
             return self.expr(s.value, scope, out)
         if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
+            return None  # a docstring
+        if isinstance(s, ast.Expr):
+            return self.expr_stmt(s, scope, out)
+        if isinstance(s, ast.Assert):
+            test = self.expr(s.test, scope, out)
+            if isinstance(test, Static):
+                if not test.obj:
+                    out.append(ast.copy_location(ast.Assert(test=ast.Constant(False), msg=s.msg and ast.Constant(
+                        ast.unparse(s.msg))), s))
+                return None
+            out.append(ast.copy_location(ast.Assert(test=self.as_expr(test, scope, s), msg=None), s))
             return None
         if isinstance(s, ast.Pass):
             return None
@@ -106,9 +117,82 @@ class Statements:
             return self.control(s, scope, out)
         raise error(P, s, f"unsupported statement '{type(s).__name__}'", None)
 
+    def expr_stmt(self, s, scope, out):
+        """An expression statement: a list/dict mutation, or a call run for its effect (print, logging)."""
+        e = s.value
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name):
+            holder = e.func.value.id
+            cur = self.lookup_name(holder, scope, e.func.value) if self.is_bound(holder, scope) else None
+            if isinstance(cur, Struct) and cur.kind in ("list", "dict"):
+                return self.mutate_container(holder, cur, e, scope, out, s)
+        val = self.expr(e, scope, out)
+        if isinstance(val, Dyn) and isinstance(val.expr, ast.Call):
+            out.append(ast.copy_location(ast.Expr(value=val.expr), s))  # runs; its value is unused
+        return None
+
+    def builds_containers(self, stmts, scope):
+        """True when ``stmts`` append to, or set items of, a list or dict bound now."""
+        for st in stmts:
+            for n in ast.walk(st):
+                name = None
+                if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute) \
+                        and isinstance(n.value.func.value, ast.Name) and n.value.func.attr in ("append", "extend",
+                                                                                               "insert", "update"):
+                    name = n.value.func.value.id
+                elif isinstance(n, (ast.Assign, ast.AugAssign)):
+                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                        if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                            name = t.value.id
+                if name is not None and self.is_bound(name, scope):
+                    cur = self.lookup_name(name, scope, n)
+                    if isinstance(cur, Struct) and cur.kind in ("list", "dict"):
+                        return True
+        return False
+
+    def is_bound(self, name, scope):
+        sc = scope
+        while sc is not None:
+            if name in sc.vars:
+                return True
+            sc = sc.parent
+        return False
+
+    def mutate_container(self, name, cur, call, scope, out, stmt):
+        """``lst.append(v)``, ``lst.extend(seq)``, ``d.update(...)`` on a container known now."""
+        P = scope.parsed
+        meth = call.func.attr
+        args = [self.expr(a, scope, out) for a in call.args]
+        kwargs = {k.arg: self.expr(k.value, scope, out) for k in call.keywords if k.arg}
+        if getattr(self, "cf_depth", 0):
+            raise error(P, stmt, f"'{name}.{meth}(...)' inside a loop over a runtime range or inside a branch on "
+                                 "array values changes the container's length at run time, which is not supported",
+                        "loop over a Python range or list (unrolled), or build an array with np.stack after a "
+                        "comprehension")
+        args = [self.snapshot(a, scope, out, stmt) for a in args]
+        if cur.kind == "list" and meth == "append" and len(args) == 1:
+            cur.items.append(args[0])
+        elif cur.kind == "list" and meth == "extend" and len(args) == 1 and isinstance(args[0], Struct):
+            cur.items.extend(args[0].values())
+        elif cur.kind == "list" and meth == "insert" and len(args) == 2 and isinstance(args[0], Static):
+            cur.items.insert(args[0].obj, args[1])
+        elif cur.kind == "dict" and meth == "update" and (
+                (len(args) == 1 and isinstance(args[0], Struct) and args[0].kind == "dict") or not args):
+            cur.items.update(args[0].items if args else {})
+            cur.items.update(kwargs)
+        else:
+            raise error(P, stmt, f"'{name}.{meth}(...)' is not supported on a {cur.kind} here",
+                        "use append/extend on lists and update or item assignment on dicts")
+        return None
+
     # ------------------------------------------------------------ control flow
     def prepare_cf(self, stmts, scope, out, node):
         """Give every variable assigned in ``stmts`` one runtime name before a branch or loop."""
+        for name in _item_assigned(stmts):  # d["k"] = v inside: the container's leaves get runtime names
+            cur = scope.vars.get(name)
+            if isinstance(cur, Struct) and self._owned_structs.get((id(scope), name)) is not cur:
+                new = self.own_struct(name, cur, scope, out, node)
+                cur.items = new.items  # in place: other names bound to the container see the same leaves
+                self._owned_structs[(id(scope), name)] = cur
         for name in _assigned(stmts):
             cur = scope.vars.get(name)
             if isinstance(cur, Dyn) and isinstance(cur.expr, ast.Name) and self.owns(cur.expr.id, name, scope):
@@ -144,6 +228,7 @@ class Statements:
                 raise error(scope.parsed, node, f"'{name}' holds a function inside a container that changes in a "
                                                 "loop or branch", "keep functions out of containers that change")
             outname = self.names.fresh(scope.prefix + name + "".join(f"_{_safe(str(k))}" for k in path))
+            self.owned_leaves.add(outname)
             expr = self.as_expr(v, scope, node)
             out.append(ast.copy_location(ast.Assign(targets=[ast.Name(outname, ast.Store())], value=expr), node))
             return Dyn(ast.Name(outname, ast.Load()))
@@ -154,7 +239,7 @@ class Statements:
     def assign_struct(self, name, val, scope, out, stmt):
         """``name = <container>`` inside a loop or branch: rebind the owned leaves one by one."""
         cur = scope.vars.get(name)
-        if self._owned_structs.get((id(scope), name)) is not cur:
+        if cur is None or self._owned_structs.get((id(scope), name)) is not cur:
             scope.vars[name] = self.own_struct(name, val, scope, out, stmt)
             return
         val = self.snapshot(val, scope, out, stmt)  # the right side may read the leaves it replaces
@@ -245,6 +330,22 @@ class Statements:
                 pairs = [Struct("tuple", list(t)) for t in zip(*cols)]
             for v in pairs:
                 self.assign(s.target, v, scope, out, s)
+                self.block(s.body, scope, out)
+            return None
+        if isinstance(it, _Range) and all(isinstance(a, ast.Constant) for a in it.args) and \
+                self.builds_containers(s.body, scope):
+            # a constant range whose body grows or sets items of a list/dict: run it now, unrolled
+            rng = range(*[a.value for a in it.args])
+            if len(rng) > 1000:
+                raise error(P, s, f"this loop builds a list or dict over {len(rng)} iterations; loops that change "
+                                  "a container are unrolled, up to 1,000 iterations",
+                            "preallocate an array (np.zeros) and write into it instead")
+            if _contains(s.body, (ast.Break,)) or any(isinstance(n, ast.Name) and n.id.startswith("__brk")
+                                                        for n in ast.walk(ast.Module(body=s.body, type_ignores=[]))):
+                raise error(P, s, "'break' (or 'return') in a loop that builds a list or dict is not supported",
+                            "build the list first, then search it")
+            for i in rng:
+                self.assign(s.target, Static(i), scope, out, s)
                 self.block(s.body, scope, out)
             return None
         self.has_loops = True
@@ -343,6 +444,8 @@ class Statements:
             return
         if isinstance(target, ast.Subscript):
             base = self.expr(target.value, scope, out)
+            if isinstance(base, Struct) and base.kind in ("list", "dict"):
+                return self.set_item(base, target, val, scope, out, stmt)
             if not isinstance(base, Dyn) or not isinstance(base.expr, ast.Name):
                 raise error(P, target, "in-place assignment is only supported on array variables",
                             "build a new array (np.where, np.concatenate) instead")
@@ -357,6 +460,34 @@ class Statements:
             raise error(P, target, "assigning to an attribute is not supported in a pure function",
                         "return a new value (NamedTuple._replace is not supported either: build a new one)")
         raise error(P, target, "unsupported assignment target", None)
+
+    def set_item(self, base, target, val, scope, out, stmt):
+        """``d[key] = v`` / ``lst[i] = v`` on a container known now (the container is updated in place, so
+        every name bound to it sees the change, as in Python)."""
+        P = scope.parsed
+        key = self.expr(target.slice, scope, out)
+        if not isinstance(key, Static):
+            raise error(P, target, "a list or dict can only be indexed by a value known before the function runs "
+                                   "(a constant, a Python loop variable over a list or range)",
+                        "use an array and index it with the runtime value instead")
+        k = key.obj
+        if base.kind == "list":
+            try:
+                old = base.items[k]
+            except (IndexError, TypeError):
+                raise error(P, target, f"list index {k!r} out of range", None) from None
+        else:
+            old = base.items.get(k)
+        if getattr(self, "cf_depth", 0):
+            # inside a loop or branch: the leaf already has a runtime name owned by the container's variable
+            if isinstance(old, Dyn) and isinstance(old.expr, ast.Name) and old.expr.id in self.owned_leaves:
+                out.append(ast.copy_location(ast.Assign(targets=[ast.Name(old.expr.id, ast.Store())],
+                                                        value=self.as_expr(val, scope, stmt)), stmt))
+                return
+            raise error(P, stmt, "this item of a list or dict is set inside a loop or branch that runs at run "
+                                 "time, but it was not set before the loop or branch",
+                        "give the item a value before the loop or branch")
+        base.items[k] = val
 
     def unpack(self, val, n, scope, out, node):
         if isinstance(val, Struct):
