@@ -697,7 +697,6 @@ class _NodeShm:
     def views(self, dt, n, rank):
         """(every rank's input slot, this rank's chunk of each, the two outputs, this rank's chunk
         of each) as ``dt`` arrays of ``n`` elements."""
-        from .ring import _chunk_bounds
         lo, hi = _chunk_bounds(n, self.p)[rank:rank + 2]
         mk = lambda k: np.ndarray(buffer=self.buf, dtype=dt, shape=(n,), offset=self.head + k * self.cap)  # noqa: E731
         ins = [mk(k) for k in range(self.p)]
@@ -958,6 +957,17 @@ class _Speculation:
         w.wait([req], "ring_allreduce (mismatch report)", timeout=timeout, seq=w._seq)
         raise mismatch_error(w, "ring_allreduce", names, int(mine[0]), allv)
 
+
+def chunk_bounds(n, p):
+    """Offsets of ``p`` contiguous chunks of ``n`` elements (sizes differ by at most one)."""
+    q, r = divmod(n, p)
+    offs = [0] * (p + 1)
+    for i in range(p):
+        offs[i + 1] = offs[i] + q + (1 if i < r else 0)
+    return offs
+
+
+_chunk_bounds = chunk_bounds
 
 _DTYPE_CODES = {}
 _DTYPE_CODE_CACHE = {}

@@ -23,28 +23,24 @@ import zlib
 import numpy as np
 
 import funcgrad.tree as ftree
+from funcgrad.api import value_and_grad as _value_and_grad
+from funcgrad.data import DistributedSampler
+from funcgrad.optim import apply_updates as _optim_apply_updates
 
 from . import _mpit
 from . import checkpoint as _ckpt
 from .buckets import DEFAULT_BUCKET_BYTES, _plan_for, allreduce_tree, broadcast_tree
 from .comm import World, world
 from .errors import CommMismatchError, ParameterDivergenceError
-from .ring import ring_allreduce
+from .ring import _small_bytes, ring_allreduce
 
 __all__ = ["DataParallel", "data_parallel_step", "params_checksum", "check_params_in_sync",
            "apply_updates"]
 
 
 def apply_updates(params, updates):
-    """``params + updates`` leaf by leaf (``funcgrad.optim.apply_updates`` when present)."""
-    try:
-        from funcgrad.optim import apply_updates as ap  # noqa: WPS433
-    except Exception:
-        ap = None
-    if ap is not None:
-        return ap(params, updates)
-    return ftree.tree_map(lambda p, u: np.asarray(p) + np.asarray(u, dtype=np.asarray(p).dtype),
-                          params, updates)
+    """``params + updates`` leaf by leaf (``funcgrad.optim.apply_updates``)."""
+    return _optim_apply_updates(params, updates)
 
 
 def params_checksum(params) -> int:
@@ -75,18 +71,8 @@ def check_params_in_sync(params, step=None, *, timeout=None, comm: World | None 
 
 
 def _resolve_grad(loss_fn):
-    try:
-        import funcgrad  # noqa: WPS433
-        vg = getattr(funcgrad, "value_and_grad", None)
-        if vg is not None:
-            return vg(loss_fn), True
-        g = getattr(funcgrad, "grad", None)
-        if g is not None:
-            return g(loss_fn), False
-    except Exception as e:  # pragma: no cover
-        raise RuntimeError(f"DataParallel: could not build the gradient of loss_fn with funcgrad ({e}); "
-                           f"pass grad_fn=(params, *batch) -> grads instead") from e
-    raise RuntimeError("DataParallel: funcgrad.grad is not available; pass grad_fn=(params, *batch) -> grads")
+    """(``funcgrad.value_and_grad(loss_fn)``, True): the gradient function of ``loss_fn``."""
+    return _value_and_grad(loss_fn), True
 
 
 def _split(batch, k):
@@ -182,7 +168,6 @@ def _persistent_buckets(w, lay):
     Created once, right after every rank agreed on the layout, so every rank creates the
     same requests at the same point; then each step is ``Start`` + a deadline-bounded poll,
     without building a new nonblocking schedule per call."""
-    from .ring import _small_bytes
     MPI = w.MPI
     out = []
     for lo, hi in lay.buckets:
@@ -312,7 +297,6 @@ class DataParallel:
 
     def sampler(self, n, shuffle=True, seed=0, drop_last=True):
         """``funcgrad.data.DistributedSampler`` for this rank."""
-        from funcgrad.data import DistributedSampler  # noqa: WPS433
         return DistributedSampler(n, rank=self.rank, world_size=self.size, shuffle=shuffle,
                                   seed=seed, drop_last=drop_last)
 
