@@ -148,7 +148,7 @@ elif test == "async":
 
 elif test in ("die-async", "die-sync", "die-ssp", "kill-async", "kill-sync", "kill-ssp"):
     how, mode = test.split("-")
-    ps = make(mode, worker_timeout=1.5, staleness=2)
+    ps = make(mode, worker_timeout=float(os.environ.get("PS_WORKER_TIMEOUT", "1.5")), staleness=2)
     victim = ns + 1          # the second worker
 
     def g(prm, c):
