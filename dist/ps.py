@@ -36,7 +36,13 @@ survivors live on after a process dies, MPICH's launcher needs
 ``mpiexec -disable-auto-cleanup``: hydra otherwise kills every rank as soon
 as one process ends without ``MPI_Finalize``, whatever its exit code (checked
 with an ``os._exit(0)``), and nothing inside the dying process or the
-survivors can prevent that. With ``checkpoint_dir`` and
+survivors can prevent that. A worker on the servers' node whose process is gone
+(exit, SIGKILL, OOM killer) is seen within about ``comm.WATCH_EVERY`` seconds by
+its process id, without waiting for ``worker_timeout``; a rank killed by a
+signal makes hydra kill every rank even with ``-disable-auto-cleanup``, unless
+each rank runs in a shell that outlives it (``sh -c "trap '' USR1; python ..."``,
+see the README). Workers wait ``timeout + worker_timeout`` for the servers, so
+the server's diagnosis is the one reported. With ``checkpoint_dir`` and
 ``checkpoint_every=k`` each server writes its slice, optimizer state and
 clocks every ``k`` clocks (``ps_server<j>.npz``); ``resume=True`` restarts
 from those files (exactly, in ``sync`` mode).
