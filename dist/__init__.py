@@ -11,7 +11,7 @@ Modules: ``comm`` (world, deadlines, agreement checks, abort), ``ring``
 (checkpoint files), ``errors`` (exception types).
 """
 from .errors import (DistError, CommTimeout, CommMismatchError, ParameterDivergenceError,
-                     MPIUnavailableError, WorkerFailure)
+                     MPIUnavailableError, WorkerFailure, RankFailure, NonFiniteGradientError)
 from .comm import World, world, default_timeout, install_abort_hook
 from .ring import ring_allreduce
 from .buckets import allreduce_tree, broadcast_tree
@@ -24,5 +24,5 @@ __all__ = [
     "DataParallel", "data_parallel_step", "params_checksum", "check_params_in_sync",
     "ParameterServer",
     "DistError", "CommTimeout", "CommMismatchError", "ParameterDivergenceError",
-    "MPIUnavailableError", "WorkerFailure",
+    "MPIUnavailableError", "WorkerFailure", "RankFailure", "NonFiniteGradientError",
 ]

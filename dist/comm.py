@@ -36,14 +36,17 @@ from __future__ import annotations
 import atexit
 import os
 import platform
+import signal
 import sys
+import threading
 import time
+import traceback
 import zlib
 
 import numpy as np
 
 from . import _mpit
-from .errors import CommMismatchError, CommTimeout, MPIUnavailableError
+from .errors import CommMismatchError, CommTimeout, MPIUnavailableError, RankFailure
 
 __all__ = ["World", "world", "default_timeout", "install_abort_hook"]
 
@@ -103,12 +106,27 @@ def user_site() -> str:
 _ABORT_HOOK_INSTALLED = False
 
 
+def _write_all(fd, text):
+    """Write all of ``text`` to file descriptor ``fd`` (one ``os.write`` per pipe-sized piece, so
+    the launcher forwards a whole traceback even when the job is torn down right after)."""
+    data = text.encode("utf-8", "replace")
+    while data:
+        try:
+            n = os.write(fd, data)
+        except InterruptedError:
+            continue
+        except OSError:
+            return
+        data = data[n:]
+
+
 def install_abort_hook():
     """Make an uncaught exception on any rank abort the whole job (``MPI_Abort``).
 
-    Installed by :func:`world` when the world has more than one rank. The
-    traceback is printed first, prefixed with the rank, so the job's output
-    shows which rank failed and why.
+    Installed when ``funcgrad.dist`` is imported under ``mpiexec`` (and by
+    :func:`world` when the world has more than one rank). The whole traceback
+    is written first, in one piece and headed by the rank, so the job's output
+    shows which rank failed and why even when another rank aborts at once.
     """
     global _ABORT_HOOK_INSTALLED
     if _ABORT_HOOK_INSTALLED:
@@ -121,10 +139,16 @@ def install_abort_hook():
     def _hook(etype, value, tb):
         try:
             rank = MPI.COMM_WORLD.Get_rank()
-            sys.stderr.write(f"[funcgrad.dist] rank {rank}: uncaught {etype.__name__}; aborting the job\n")
-            previous(etype, value, tb)
-            sys.stderr.flush()
-            sys.stdout.flush()
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            except Exception:  # noqa: BLE001 (a closed stream must not stop the abort)
+                pass
+            text = "".join(traceback.format_exception(etype, value, tb))
+            _write_all(2, f"[funcgrad.dist] rank {rank}: uncaught {etype.__name__}; aborting the job\n"
+                          f"{text}")
+            if previous not in (sys.__excepthook__, _hook):
+                previous(etype, value, tb)
             time.sleep(0.2)   # let the launcher forward this rank's output before the job is killed
         finally:
             if not issubclass(etype, (SystemExit,)):
@@ -132,16 +156,32 @@ def install_abort_hook():
 
     sys.excepthook = _hook
     # Threads too: an exception in a worker thread must not leave the job hanging.
-    try:
-        import threading
-
-        def _thook(args):
-            _hook(args.exc_type, args.exc_value, args.exc_traceback)
-
-        threading.excepthook = _thook
-    except Exception:  # pragma: no cover
-        pass
+    threading.excepthook = lambda args: _hook(args.exc_type, args.exc_value, args.exc_traceback)
     _ABORT_HOOK_INSTALLED = True
+
+
+def _process_gone(pid) -> bool:
+    """Whether process ``pid`` (on this node) has exited or been killed (gone, or a zombie)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            st = f.read()
+    except OSError:
+        return False
+    return st[st.rindex(b")") + 2:st.rindex(b")") + 3] in (b"Z", b"X")
+
+
+#: seconds between two looks for vanished peers while a wait is stuck (see World.lost)
+WATCH_EVERY = 0.25
+#: seconds a wait goes on after a rank it waits for announced the end of its script, before it
+#: raises RankFailure (that rank's last messages may still be on their way through a third rank)
+FINISH_GRACE = 2.0
+_LEAVE_TAG = 7                     # on the diagnosis communicator: "I reached the end of my script"
 
 
 class World:
@@ -164,6 +204,11 @@ class World:
         self.node_shm = False        # see _agree_at_start and _NodeShm
         self._shm = None
         self.dead = set()            # ranks known to have died (parameter-server drop)
+        self.context = ""            # what the training loop is doing (named in RankFailure)
+        self.steps_done = -1         # DataParallel steps this rank completed (sent when it leaves)
+        self._pids = {}              # rank -> pid, for the other ranks on this node (see lost())
+        self._left = {}              # rank -> DataParallel steps it completed before it left
+        self._leave_sends = None
         self._ctl = None
         self._spec = None
         if comm is None or _mpi is None:
@@ -193,6 +238,7 @@ class World:
         self.oversubscribed = oversubscribed
         if self.size > 1:
             self.small_rd, self.oversubscribed, self.node_shm = self._agree_at_start(oversubscribed)
+            self._pids = self._node_pids()
         self._ctl = _Control(self) if self.size > 1 else None
         self._spec = _Speculation(self) if self.size > 1 else None
 
@@ -211,6 +257,63 @@ class World:
         seq = self.next_seq()
         self.wait([req], "world(): agreeing on the small-message allreduce schedule", seq=seq)
         return bool(agreed[0]), not agreed[1], bool(agreed[2])
+
+    def _node_pids(self):
+        """{rank: pid} of the other ranks on this node (one allgather at world()): a wait that is
+        stuck checks whether they still run (:meth:`lost`), so a rank that exits or is killed is
+        named within about a second instead of at the deadline."""
+        mine = np.array([zlib.crc32(platform.node().encode()), os.getpid()], dtype=np.int64)
+        allv = np.zeros((self.size, 2), dtype=np.int64)
+        req = self.comm.Iallgather(mine, allv)
+        self.wait([req], "world(): exchanging process ids", seq=self.next_seq(), watch=())
+        return {r: int(allv[r, 1]) for r in range(self.size)
+                if r != self.rank and allv[r, 0] == mine[0]}
+
+    def lost(self, ranks, finished_ok=False):
+        """{rank: how} for those of ``ranks`` that went away: ``"exited"`` (its process on this
+        node is gone or a zombie: exited, killed, OOM-killed) or ``"finished"`` (it announced
+        the end of its script, see :meth:`_shutdown`; ignored when ``finished_ok``). Ranks on
+        other nodes are only seen when they finish, else at the deadline."""
+        out = {}
+        d = self._diag
+        if d is not None:
+            MPI = self.MPI
+            st = MPI.Status()
+            buf = np.zeros(1, dtype=np.int64)
+            while d.Iprobe(MPI.ANY_SOURCE, _LEAVE_TAG, st):
+                src = st.Get_source()
+                d.Recv(buf, source=src, tag=_LEAVE_TAG)
+                self._left[src] = int(buf[0])
+        for r in ranks:
+            pid = self._pids.get(r)
+            if pid is not None and _process_gone(pid):
+                out[r] = "exited"
+            elif r in self._left and not finished_ok:
+                out[r] = "finished"
+        return out
+
+    def _rank_failure(self, what, how, t):
+        """The :class:`RankFailure` for a wait on ``what`` whose peers ``how`` went away."""
+        parts = []
+        for r in sorted(how):
+            if how[r] == "exited":
+                parts.append(f"rank {r} (pid {self._pids.get(r)}) exited or was killed")
+            else:
+                n = self._left.get(r, -1)
+                after = f" after {n} DataParallel step(s)" if n >= 0 else ""
+                parts.append(f"rank {r} finished its script{after}")
+        ranks = sorted(how)
+        ctx = f" during {self.context}" if self.context else ""
+        msg = (f"{user_site()}: {what}: {'; '.join(parts)}, so it will never join; rank {self.rank} "
+               f"was waiting for it{ctx}.")
+        if any(v == "finished" for v in how.values()):
+            msg += (" The ranks ran different numbers of steps (uneven inputs: a shorter data shard "
+                    "or one more batch on some ranks). Give every rank the same number of batches: "
+                    "DataParallel.sampler() / funcgrad.data.DistributedSampler gives every rank the "
+                    "same count (it pads, or drops the tail with drop_last=True).")
+        else:
+            msg += " See the output above for that rank's own error, if it printed one."
+        return RankFailure(msg, ranks=ranks, operation=what, timeout=t, how=how)
 
     def node_region(self):
         """The node's shared-memory region (:class:`_NodeShm`), created on first use; None when
@@ -265,7 +368,7 @@ class World:
         return self._seq
 
     # --------------------------------------------------------------- waiting
-    def wait(self, requests, what, peers=None, timeout=None, seq=None):
+    def wait(self, requests, what, peers=None, timeout=None, seq=None, watch=None):
         """Complete every request before the deadline or raise :class:`CommTimeout`.
 
         Polls ``Request.Test``/``Testall`` (yielding the core between polls,
@@ -274,7 +377,9 @@ class World:
         (formatted only on timeout); ``peers`` the ranks waited for (default:
         all others). On timeout the ranks that never joined collective
         ``seq`` are determined with the other ranks (see :meth:`diagnose`)
-        and named in the error.
+        and named in the error. While it waits, the ranks in ``watch`` (default: every other
+        rank not known dead) are checked every ``WATCH_EVERY`` seconds (:meth:`lost`); one
+        that went away raises :class:`RankFailure` at once, naming it.
         """
         if len(requests) == 1:
             req = requests[0]
@@ -287,16 +392,22 @@ class World:
             if test():
                 return
         t = self.timeout if timeout is None else float(timeout)
-        if not self.poll(test, t):
-            if callable(what):
-                what = what()
-            if peers is None:
-                peers = [r for r in range(self.size) if r != self.rank]
-            raise self._timeout(what, peers, t, seq)
+        res = self.poll(test, t, watch)
+        if res is True:
+            return
+        if callable(what):
+            what = what()
+        if res is not False:
+            raise self._rank_failure(what, res, t)
+        if peers is None:
+            peers = [r for r in range(self.size) if r != self.rank]
+        raise self._timeout(what, peers, t, seq)
 
-    def poll(self, test, t):
+    def poll(self, test, t, watch=None, finished_ok=False):
         """Call ``test()`` until it is true (True) or ``t`` seconds have passed (False), yielding
-        the core as the module docstring describes."""
+        the core as the module docstring describes. Every ``WATCH_EVERY`` seconds of waiting the
+        ranks ``watch`` (None: every other rank not known dead) are checked with :meth:`lost`;
+        if any went away (and ``test()`` is still false) returns ``{rank: how}``."""
         yield_after = self._yield_after
         per_yield = self._tests_per_yield
         mono = time.monotonic
@@ -305,6 +416,8 @@ class World:
         k = 0
         sched_yield = os.sched_yield
         sleep_at = mono() + _SLEEP_AFTER
+        watch_at = mono() + WATCH_EVERY
+        finished_at = None
         while not test():
             polls += 1
             if polls > yield_after:
@@ -319,6 +432,24 @@ class World:
                     sched_yield()
                 if tt > deadline:
                     return False
+                if tt > watch_at and self.size > 1:
+                    watch_at = tt + WATCH_EVERY
+                    ranks = watch if watch is not None else \
+                        [r for r in range(self.size) if r != self.rank and r not in self.dead]
+                    gone = self.lost(ranks, finished_ok) if ranks else None
+                    if gone:
+                        if "exited" not in gone.values():
+                            # a rank that finished may still have its last messages in flight to a
+                            # descheduled third rank: it counts once the wait went on for a while
+                            if finished_at is None:
+                                finished_at = tt
+                            if tt - finished_at < FINISH_GRACE:
+                                continue
+                        end = mono() + 0.05      # what a dead rank sent before it died: received
+                        while mono() < end:
+                            if test():
+                                return True
+                        return gone
         return True
 
     def _timeout(self, what, peers, t, seq):
@@ -406,15 +537,29 @@ class World:
         try:
             if self.MPI.Is_finalized():
                 return
-            self.barrier("shutdown barrier")
+            # tell the others this rank reached the end of its script: one still waiting for it in
+            # a collective (uneven inputs) then says so at once (see lost()) instead of hanging
+            mine = np.array([self.steps_done], dtype=np.int64)
+            self._leave_sends = (mine, [self._diag.Isend(mine, dest=r, tag=_LEAVE_TAG)
+                                        for r in range(self.size) if r != self.rank])
+            self.context = "the shutdown barrier at the end of the script"
+            seq = self.next_seq()
+            req = self.comm.Ibarrier()
+            t = self.timeout
+            res = self.poll(req.Test, t, finished_ok=True)
+            if res is not True:
+                what = "shutdown barrier"
+                raise self._rank_failure(what, res, t) if res else self._timeout(
+                    what, [r for r in range(self.size) if r != self.rank], t, seq)
+            self.lost(())          # receive the others' announcements
             f = self._shm
             if f is not None and f.win is not None:
                 f.win.Unlock_all()
                 f.win.Free()
                 self._shm = None
         except CommTimeout as e:
-            sys.stderr.write(f"[funcgrad.dist] rank {self.rank}: {e}\n")
-            sys.stderr.flush()
+            _write_all(2, f"[funcgrad.dist] rank {self.rank}: {type(e).__name__}: {e}\n")
+            time.sleep(0.2)
             self.MPI.COMM_WORLD.Abort(1)
 
     def abort(self, code=1):
@@ -697,7 +842,6 @@ class _NodeShm:
     def views(self, dt, n, rank):
         """(every rank's input slot, this rank's chunk of each, the two outputs, this rank's chunk
         of each) as ``dt`` arrays of ``n`` elements."""
-        from .ring import _chunk_bounds
         lo, hi = _chunk_bounds(n, self.p)[rank:rank + 2]
         mk = lambda k: np.ndarray(buffer=self.buf, dtype=dt, shape=(n,), offset=self.head + k * self.cap)  # noqa: E731
         ins = [mk(k) for k in range(self.p)]
@@ -914,8 +1058,12 @@ class _Speculation:
     @staticmethod
     def _shm_wait(w, counters, c, timeout):
         t = w.timeout if timeout is None else float(timeout)
-        if w.poll(lambda: counters.min() >= c, t):
+        res = w.poll(lambda: counters.min() >= c, t)
+        if res is True:
             return
+        if res:
+            w._ctl.broken = "ring_allreduce (node shared memory)"
+            raise w._rank_failure("ring_allreduce (node shared memory)", res, t)
         late = [k for k in range(w.size) if counters[k] < c]
         w._ctl.broken = "ring_allreduce (node shared memory)"
         raise CommTimeout(
@@ -958,6 +1106,17 @@ class _Speculation:
         w.wait([req], "ring_allreduce (mismatch report)", timeout=timeout, seq=w._seq)
         raise mismatch_error(w, "ring_allreduce", names, int(mine[0]), allv)
 
+
+def chunk_bounds(n, p):
+    """Offsets of ``p`` contiguous chunks of ``n`` elements (sizes differ by at most one)."""
+    q, r = divmod(n, p)
+    offs = [0] * (p + 1)
+    for i in range(p):
+        offs[i + 1] = offs[i] + q + (1 if i < r else 0)
+    return offs
+
+
+_chunk_bounds = chunk_bounds
 
 _DTYPE_CODES = {}
 _DTYPE_CODE_CACHE = {}
@@ -1037,3 +1196,41 @@ def world(timeout=None) -> World:
     if w.size > 1:
         atexit.register(w._shutdown)
     return w
+
+
+def _init_under_mpiexec():
+    """Under ``mpiexec``: initialise MPI and install the abort hook now, at import.
+
+    A rank that fails before its first ``world()`` call (a data-loading error,
+    a bad rank-dependent config) must not leave the others waiting in
+    ``MPI_Init`` for it: once every rank has initialised MPI, its uncaught
+    exception calls ``MPI_Abort`` and the job ends within seconds, naming it.
+    (``mpi4py.MPI`` is imported here, not at module level: a plain
+    ``python script.py`` is a world of size 1 and must work without mpi4py.)
+    Set ``mpi4py.rc`` options before importing ``funcgrad.dist``.
+    """
+    if not _launched_by_mpiexec():
+        return
+    MPI, _ = _import_mpi()
+    if MPI is not None and MPI.COMM_WORLD.Get_size() > 1:
+        install_abort_hook()
+        # MPICH's launcher tells the survivors that a rank was killed by a signal with SIGUSR1
+        # (under -disable-auto-cleanup), whose default action kills them too: note it instead;
+        # the waits then name the dead rank (World.lost)
+        try:
+            if signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL:
+                signal.signal(signal.SIGUSR1, _note_peer_failure)
+        except (ValueError, OSError, AttributeError):   # not the main thread, or no SIGUSR1
+            pass
+
+
+#: how many failure notifications (SIGUSR1 from MPICH's launcher) this process received
+PEER_FAILURE_SIGNALS = 0
+
+
+def _note_peer_failure(signum, frame):
+    global PEER_FAILURE_SIGNALS
+    PEER_FAILURE_SIGNALS += 1
+
+
+_init_under_mpiexec()

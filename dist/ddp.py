@@ -17,34 +17,104 @@ batch ``B/N`` follow one process with batch ``B`` (up to summation order).
 """
 from __future__ import annotations
 
+import logging
+import math
 import os
 import zlib
 
 import numpy as np
 
 import funcgrad.tree as ftree
+from funcgrad.api import value_and_grad as _value_and_grad
+from funcgrad.data import DistributedSampler
+from funcgrad.optim import apply_updates as _optim_apply_updates
 
 from . import _mpit
 from . import checkpoint as _ckpt
 from .buckets import DEFAULT_BUCKET_BYTES, _plan_for, allreduce_tree, broadcast_tree
 from .comm import World, world
-from .errors import CommMismatchError, ParameterDivergenceError
-from .ring import ring_allreduce
+from .errors import CommMismatchError, NonFiniteGradientError, ParameterDivergenceError
+from .ring import _small_bytes, ring_allreduce
 
 __all__ = ["DataParallel", "data_parallel_step", "params_checksum", "check_params_in_sync",
-           "apply_updates"]
+           "apply_updates", "NONFINITE_MODES"]
+
+log = logging.getLogger("funcgrad.dist")
+
+#: what a data-parallel step does when a rank's gradient holds NaN or Inf before the allreduce:
+#: raise NonFiniteGradientError on every rank, skip the step on every rank, or not check
+NONFINITE_MODES = ("raise", "skip", None)
+_REPORT_LEAVES = 8          # non-finite leaves per rank named in the report
+
+
+def _check_nonfinite_mode(nonfinite, who):
+    if nonfinite == "off":
+        return None
+    if nonfinite not in NONFINITE_MODES:
+        raise ValueError(f"{who}: nonfinite must be 'raise', 'skip' or None (no check), "
+                         f"received {nonfinite!r}")
+    return nonfinite
+
+
+def _all_finite(a) -> bool:
+    """Whether every value of the contiguous floating array ``a`` is finite: one summing pass
+    (a NaN or Inf anywhere makes the sum non-finite), and an exact look only when the sum is
+    not finite (it may also have overflowed)."""
+    return math.isfinite(float(np.add.reduce(a.reshape(-1)))) or bool(np.isfinite(a).all())
+
+
+def _nonfinite_outcome(w, mode, step, leaves, paths, timeout):
+    """After a reduction whose non-finite flag is set (the same on every rank): every rank learns
+    which ranks and leaves were non-finite (one fixed-size allgather), then raises the same
+    NonFiniteGradientError (``mode="raise"``) or logs the skipped step (``"skip"``)."""
+    mine = np.full(1 + 3 * _REPORT_LEAVES, -1, dtype=np.int64)
+    bad = []
+    for i, a in enumerate(leaves):
+        a = np.asarray(a)
+        if a.dtype.kind in "fc" and not _all_finite(np.ascontiguousarray(a)):
+            bad.append((i, int(np.isnan(a).sum()), int(np.isinf(a).sum())))
+    mine[0] = len(bad)
+    for k, (i, nn, ni) in enumerate(bad[:_REPORT_LEAVES]):
+        mine[1 + 3 * k:4 + 3 * k] = (i, nn, ni)
+    if w.comm is not None and w.size > 1:
+        allv = np.empty((w.size, mine.size), dtype=np.int64)
+        seq = w.next_seq()
+        req = w.comm.Iallgather(mine, allv)
+        w.wait([req], f"DataParallel step {step}: non-finite gradient report", timeout=timeout, seq=seq)
+    else:
+        allv = mine[None, :]
+    ranks = [r for r in range(len(allv)) if allv[r, 0] > 0]
+    per, names = [], {}
+    for r in ranks:
+        items = []
+        for k in range(min(int(allv[r, 0]), _REPORT_LEAVES)):
+            i, nn, ni = (int(v) for v in allv[r, 1 + 3 * k:4 + 3 * k])
+            path = f"params{paths[i]}" if i < len(paths) else f"leaf {i}"
+            size = np.asarray(leaves[i]).size if i < len(leaves) else "?"
+            what = " and ".join(x for x in (f"{nn} NaN" if nn else "", f"{ni} Inf" if ni else "") if x)
+            items.append(f"{path} ({what} of {size} values)")
+            names.setdefault(r, []).append(path)
+        more = int(allv[r, 0]) - _REPORT_LEAVES
+        per.append(f"rank {r}: " + ", ".join(items) + (f" and {more} more leaves" if more > 0 else ""))
+    if not ranks:      # every rank finite alone: the sum over ranks overflowed
+        per.append("every rank's gradient is finite, but their sum overflowed")
+    where = "; ".join(per)
+    if mode == "skip":
+        if w.rank == 0:
+            log.warning("funcgrad.dist: DataParallel step %s skipped on every rank: non-finite "
+                        "gradient (%s)", step, where)
+        return ranks
+    raise NonFiniteGradientError(
+        f"DataParallel step {step}: non-finite gradient before the allreduce on {where}. Every rank "
+        f"stops here: averaged in, it would have made every rank's parameters NaN. Look at that "
+        f"rank's batch and loss (log of 0, division by 0, a learning rate too large), or pass "
+        f"nonfinite='skip' to skip such steps on every rank (as mixed-precision loss scalers do), "
+        f"or nonfinite=None to switch the check off.", ranks=ranks, step=step, leaves=names)
 
 
 def apply_updates(params, updates):
-    """``params + updates`` leaf by leaf (``funcgrad.optim.apply_updates`` when present)."""
-    try:
-        from funcgrad.optim import apply_updates as ap  # noqa: WPS433
-    except Exception:
-        ap = None
-    if ap is not None:
-        return ap(params, updates)
-    return ftree.tree_map(lambda p, u: np.asarray(p) + np.asarray(u, dtype=np.asarray(p).dtype),
-                          params, updates)
+    """``params + updates`` leaf by leaf (``funcgrad.optim.apply_updates``)."""
+    return _optim_apply_updates(params, updates)
 
 
 def params_checksum(params) -> int:
@@ -75,18 +145,8 @@ def check_params_in_sync(params, step=None, *, timeout=None, comm: World | None 
 
 
 def _resolve_grad(loss_fn):
-    try:
-        import funcgrad  # noqa: WPS433
-        vg = getattr(funcgrad, "value_and_grad", None)
-        if vg is not None:
-            return vg(loss_fn), True
-        g = getattr(funcgrad, "grad", None)
-        if g is not None:
-            return g(loss_fn), False
-    except Exception as e:  # pragma: no cover
-        raise RuntimeError(f"DataParallel: could not build the gradient of loss_fn with funcgrad ({e}); "
-                           f"pass grad_fn=(params, *batch) -> grads instead") from e
-    raise RuntimeError("DataParallel: funcgrad.grad is not available; pass grad_fn=(params, *batch) -> grads")
+    """(``funcgrad.value_and_grad(loss_fn)``, True): the gradient function of ``loss_fn``."""
+    return _value_and_grad(loss_fn), True
 
 
 def _split(batch, k):
@@ -133,7 +193,8 @@ def _local_grads(grad_fn, params, batch, accum_steps, micro_batches, returns_los
 
 def data_parallel_step(grad_fn, optimizer, params, opt_state, *batch, accum_steps=1,
                        micro_batches=None, returns_loss=False, bucket_bytes=DEFAULT_BUCKET_BYTES,
-                       timeout=None, comm: World | None = None, _sig_state=None):
+                       timeout=None, comm: World | None = None, nonfinite="raise", step=None,
+                       _sig_state=None):
     """One synchronous data-parallel step; returns ``(params, opt_state, loss)``.
 
     ``grad_fn(params, *micro_batch)`` returns the local mean gradient (or
@@ -142,15 +203,18 @@ def data_parallel_step(grad_fn, optimizer, params, opt_state, *batch, accum_step
     gradients are averaged (weighted by size) before the one allreduce;
     ``micro_batches=[(x, y), ...]`` passes them explicitly (equal weights).
     ``loss`` is the mean over ranks of the local loss, or ``None``.
+    ``nonfinite`` (see :class:`DataParallel`) says what a NaN or Inf in any rank's gradient does;
+    ``step`` numbers the step in its messages.
     """
     w = comm if comm is not None else world()
+    nonfinite = _check_nonfinite_mode(nonfinite, "data_parallel_step")
     acc, loss = _local_grads(grad_fn, params, batch, accum_steps, micro_batches, returns_loss)
     return _reduce_and_apply(w, optimizer, params, opt_state, acc, loss, returns_loss, bucket_bytes,
-                             timeout, _sig_state)
+                             timeout, _sig_state, nonfinite, step)
 
 
 def _reduce_and_apply(w, optimizer, params, opt_state, acc, loss, returns_loss, bucket_bytes, timeout,
-                      _sig_state):
+                      _sig_state, nonfinite="raise", step=None):
     """The generic step after the local gradient: allreduce_tree, optimizer leaf by leaf."""
     # the loss rides in the gradients' bucket (same dtype) instead of costing a bucket of its own
     gdt = {np.asarray(l).dtype for l in ftree.tree_leaves(acc)}
@@ -158,6 +222,12 @@ def _reduce_and_apply(w, optimizer, params, opt_state, acc, loss, returns_loss, 
     if ldt.kind != "f":
         ldt = np.dtype(np.float64)
     payload = {"g": acc, "loss": np.asarray(loss if loss is not None else 0.0, dtype=ldt)}
+    g_leaves = ftree.tree_leaves(acc)
+    if nonfinite is not None:
+        # one flag per rank rides in the same buckets: > 0 after the mean when any rank was bad
+        ok = all(np.asarray(a).dtype.kind not in "fc" or _all_finite(np.ascontiguousarray(a))
+                 for a in g_leaves)
+        payload["nonfinite"] = np.asarray(0.0 if ok else 1.0, dtype=ldt)
     if _sig_state is None:
         red = allreduce_tree(payload, op="mean", bucket_bytes=bucket_bytes, timeout=timeout, comm=w)
     else:
@@ -169,6 +239,12 @@ def _reduce_and_apply(w, optimizer, params, opt_state, acc, loss, returns_loss, 
         if first and w.size > 1:
             leaves, td = ftree.tree_flatten(payload)
             _sig_state["sig"] = _plan_for([np.asarray(l) for l in leaves], td, bucket_bytes)[0]
+    if nonfinite is not None and float(red["nonfinite"]) != 0.0:
+        paths = [p for p, _ in ftree.tree_flatten_with_path(acc)[0]]
+        _nonfinite_outcome(w, nonfinite, step, g_leaves, paths, timeout)
+        if _sig_state is not None:
+            _sig_state["skipped"] = step
+        return params, opt_state, (float(red["loss"]) if returns_loss else None)   # skipped
     grads = red["g"]
     updates, opt_state = optimizer.update(grads, opt_state, params)
     params = apply_updates(params, updates)
@@ -182,7 +258,6 @@ def _persistent_buckets(w, lay):
     Created once, right after every rank agreed on the layout, so every rank creates the
     same requests at the same point; then each step is ``Start`` + a deadline-bounded poll,
     without building a new nonblocking schedule per call."""
-    from .ring import _small_bytes
     MPI = w.MPI
     out = []
     for lo, hi in lay.buckets:
@@ -200,7 +275,7 @@ def _persistent_buckets(w, lay):
 class _FlatLayout:
     """One parameter layout kept flat: every leaf a view of one vector (canonical leaf order).
 
-    The gradient buffer holds the gradient leaves then the loss, reduced in contiguous
+    The gradient buffer holds the gradient leaves, the loss and the non-finite flag, reduced in contiguous
     buckets of at most ``bucket_bytes`` (leaves kept whole, like allreduce_tree's)."""
 
     def __init__(self, treedef, shapes, dtype, bucket_bytes):
@@ -212,15 +287,15 @@ class _FlatLayout:
         self.n = n = self.offs[-1]
         self.spans = [(self.offs[i], self.offs[i] + sizes[i], shapes[i]) for i in range(len(sizes))]
         bounds, cur = [0], 0
-        for sz in sizes + [1]:
+        for sz in sizes + [2]:
             if cur > 0 and (cur + sz) * dtype.itemsize > bucket_bytes:
                 bounds.append(bounds[-1] + cur)
                 cur = 0
             cur += sz
         bounds.append(bounds[-1] + cur)
         self.buckets = list(zip(bounds[:-1], bounds[1:]))
-        self.gbuf = np.empty(n + 1, dtype=dtype)
-        self.rbuf = np.empty(n + 1, dtype=dtype)   # receive buffer of the persistent allreduces
+        self.gbuf = np.empty(n + 2, dtype=dtype)
+        self.rbuf = np.empty(n + 2, dtype=dtype)   # receive buffer of the persistent allreduces
         self.persistent = None                     # per bucket: a persistent request or None (ring)
         self.gviews = self.views(self.gbuf)
         self.sig = zlib.crc32(repr((repr(treedef), shapes, dtype.str, self.buckets)).encode())
@@ -262,11 +337,20 @@ class DataParallel:
     repacking when it receives them back unchanged. Bit for bit the result of
     the per-leaf path (same reduction, same elementwise arithmetic).
     ``fused=False`` always takes the per-leaf path.
+
+    ``nonfinite``: every step checks the packed local gradient for NaN and Inf
+    before the allreduce (one summing pass; a flag rides in the reduction, so
+    no extra collective). ``"raise"`` (default): :class:`NonFiniteGradientError`
+    on every rank, naming the rank(s), the step and the parameter leaves;
+    ``"skip"``: every rank skips the update (parameters and optimizer state
+    unchanged, the step listed in ``skipped_steps``, a warning on the
+    ``funcgrad.dist`` logger), as mixed-precision loss scalers do; ``None``:
+    no check (a NaN on one rank then turns every rank's parameters into NaN).
     """
 
     def __init__(self, optimizer, grad_fn=None, *, loss_fn=None, returns_loss=False, accum_steps=1,
                  check_every=100, bucket_bytes=DEFAULT_BUCKET_BYTES, timeout=None,
-                 comm: World | None = None, fused=None):
+                 comm: World | None = None, fused=None, nonfinite="raise"):
         if not (hasattr(optimizer, "init") and hasattr(optimizer, "update")):
             raise TypeError(f"DataParallel: optimizer must have .init(params) and "
                             f".update(grads, state, params), received {type(optimizer).__name__}")
@@ -274,6 +358,8 @@ class DataParallel:
             raise TypeError("DataParallel: pass grad_fn=(params, *batch) -> grads or loss_fn=")
         if accum_steps < 1:
             raise ValueError(f"DataParallel: accum_steps must be >= 1, received {accum_steps}")
+        self.nonfinite = _check_nonfinite_mode(nonfinite, "DataParallel")
+        self.skipped_steps = []        # steps skipped for a non-finite gradient (nonfinite='skip')
         self.optimizer = optimizer
         self._grad_fn = grad_fn
         self._loss_fn = loss_fn
@@ -312,11 +398,12 @@ class DataParallel:
 
     def sampler(self, n, shuffle=True, seed=0, drop_last=True):
         """``funcgrad.data.DistributedSampler`` for this rank."""
-        from funcgrad.data import DistributedSampler  # noqa: WPS433
         return DistributedSampler(n, rank=self.rank, world_size=self.size, shuffle=shuffle,
                                   seed=seed, drop_last=drop_last)
 
     def step(self, params, opt_state, *batch, micro_batches=None):
+        w = self.world
+        w.context = f"DataParallel step {self.step_count + 1}"   # named if a peer goes away
         r = None
         if self.fused is not False:
             r = self._fused_step(params, opt_state, batch, micro_batches)
@@ -325,9 +412,13 @@ class DataParallel:
                 self._grad(), self.optimizer, params, opt_state, *batch, accum_steps=self.accum_steps,
                 micro_batches=micro_batches, returns_loss=self.returns_loss,
                 bucket_bytes=self.bucket_bytes, timeout=self.timeout, comm=self.world,
-                _sig_state=self._sig_state)
+                nonfinite=self.nonfinite, step=self.step_count + 1, _sig_state=self._sig_state)
         params, opt_state, loss = r
+        if self._sig_state.pop("skipped", None) is not None:
+            self.skipped_steps.append(self.step_count + 1)
         self.step_count += 1
+        w.steps_done = self.step_count
+        w.context = f"the code after DataParallel step {self.step_count}"
         self.last_loss = loss
         if self.check_every and self.step_count % self.check_every == 0:
             self.check(params)
@@ -404,12 +495,16 @@ class DataParallel:
                 for g, (_, _, sh) in zip(g_leaves, lay.spans)):
             # not the parameters' layout and dtype: the per-leaf path reduces (and reports) it
             return _reduce_and_apply(w, self.optimizer, params, opt_state, acc, loss, self.returns_loss,
-                                     self.bucket_bytes, self.timeout, self._sig_state)
+                                     self.bucket_bytes, self.timeout, self._sig_state, self.nonfinite,
+                                     self.step_count + 1)
         for v, g in zip(lay.gviews, g_leaves):
             v[...] = g
         n = lay.n
         lay.gbuf[n] = loss if loss is not None else 0.0
-        res = np.empty(n + 1, dtype=lay.dtype)
+        # the non-finite check: one pass over the packed gradient; its flag rides in the allreduce
+        check = self.nonfinite is not None
+        lay.gbuf[n + 1] = 0.0 if not check or _all_finite(lay.gbuf[:n]) else 1.0
+        res = np.empty(n + 2, dtype=lay.dtype)
         if w.comm is not None and w.size > 1:
             if self._checked is not lay:   # first step with this layout: agree on it across ranks
                 w.check_same("DataParallel.step", {"tree signature": lay.sig}, timeout=self.timeout)
@@ -429,6 +524,12 @@ class DataParallel:
                 np.true_divide(lay.rbuf[lo:hi], w.size, out=res[lo:hi])   # the mean, as ring_allreduce's
         else:
             res[...] = lay.gbuf
+        if check and res[n + 1] != 0.0:
+            paths = [p for p, _ in ftree.tree_flatten_with_path(params)[0]]
+            step = self.step_count + 1
+            _nonfinite_outcome(w, self.nonfinite, step, lay.views(lay.gbuf), paths, self.timeout)
+            self.skipped_steps.append(step)
+            return params, opt_state, (float(res[n]) if self.returns_loss else None)
         updates, new_state = self.optimizer.update(res[:n], sflat, pflat)
         new_p = np.add(pflat, updates)
         if new_p.dtype != lay.dtype:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from funcgrad.errors import FuncgradError
 
 __all__ = ["DistError", "CommTimeout", "CommMismatchError", "ParameterDivergenceError",
-           "MPIUnavailableError", "WorkerFailure"]
+           "MPIUnavailableError", "WorkerFailure", "RankFailure", "NonFiniteGradientError"]
 
 
 class DistError(FuncgradError):
@@ -44,3 +44,34 @@ class MPIUnavailableError(DistError, RuntimeError):
 
 class WorkerFailure(DistError, RuntimeError):
     """A parameter-server worker stopped responding where the mode cannot go on without it."""
+
+
+class RankFailure(CommTimeout):
+    """A rank this one was waiting for has exited, been killed, or finished its script.
+
+    Raised by every deadline-bounded wait as soon as that is seen (within about
+    a second), instead of waiting for the deadline. ``ranks`` are the ranks
+    that went away; ``how`` maps each to what happened (``"exited"`` when its
+    process is gone, ``"finished"`` when it reached the end of its script).
+    A subclass of :class:`CommTimeout`, so code that handles timeouts handles it.
+    """
+
+    def __init__(self, message, ranks=(), operation="", timeout=None, how=None):
+        super().__init__(message, ranks=ranks, operation=operation, timeout=timeout)
+        self.how = dict(how or {})
+
+
+class NonFiniteGradientError(DistError, FloatingPointError):
+    """A rank's gradient held NaN or Inf before the data-parallel reduction.
+
+    Raised on every rank (the reduction would have spread it to all of them).
+    ``ranks`` lists the ranks whose gradient was non-finite, ``step`` the
+    step number, ``leaves`` the key paths of the non-finite leaves on each of
+    those ranks (``{rank: ["['W1']", ...]}``).
+    """
+
+    def __init__(self, message, ranks=(), step=None, leaves=None):
+        super().__init__(message)
+        self.ranks = tuple(int(r) for r in ranks)
+        self.step = step
+        self.leaves = dict(leaves or {})

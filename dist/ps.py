@@ -36,7 +36,13 @@ survivors live on after a process dies, MPICH's launcher needs
 ``mpiexec -disable-auto-cleanup``: hydra otherwise kills every rank as soon
 as one process ends without ``MPI_Finalize``, whatever its exit code (checked
 with an ``os._exit(0)``), and nothing inside the dying process or the
-survivors can prevent that. With ``checkpoint_dir`` and
+survivors can prevent that. A worker on the servers' node whose process is gone
+(exit, SIGKILL, OOM killer) is seen within about ``comm.WATCH_EVERY`` seconds by
+its process id, without waiting for ``worker_timeout``; a rank killed by a
+signal makes hydra kill every rank even with ``-disable-auto-cleanup``, unless
+each rank runs in a shell that outlives it (``sh -c "trap '' USR1; python ..."``,
+see the README). Workers wait ``timeout + worker_timeout`` for the servers, so
+the server's diagnosis is the one reported. With ``checkpoint_dir`` and
 ``checkpoint_every=k`` each server writes its slice, optimizer state and
 clocks every ``k`` clocks (``ps_server<j>.npz``); ``resume=True`` restarts
 from those files (exactly, in ``sync`` mode).
@@ -57,7 +63,7 @@ import funcgrad.tree as ftree
 
 from . import checkpoint as _ckpt
 from .buckets import broadcast_tree
-from .comm import World, world
+from .comm import WATCH_EVERY, World, world
 from .ddp import apply_updates
 from .errors import CommMismatchError, CommTimeout, WorkerFailure
 from .ring import _chunk_bounds
@@ -188,7 +194,9 @@ class ParameterServer:
 
     # ----------------------------------------------------------- helpers
     def _wait(self, reqs, what, peers, timeout=None):
-        self.world.wait(reqs, what, peers=peers, timeout=self.timeout if timeout is None else timeout)
+        """A deadline-bounded wait for ``peers`` only: a dropped worker elsewhere is no failure."""
+        self.world.wait(reqs, what, peers=peers, timeout=self.timeout if timeout is None else timeout,
+                        watch=[r for r in peers if r not in self.world.dead])
 
     def _ckpt_path(self, j):
         return os.path.join(self.checkpoint_dir, f"ps_server{j}.npz")
@@ -225,7 +233,10 @@ class ParameterServer:
             for j in range(k):
                 ctl[j][:] = (PULL, me, c, 1 if hello else 0)
                 rqs.append(comm.Isend([ctl[j], MPI.INT64_T], dest=j, tag=PULL))
-            self._wait(rqs, f"worker {me}: pull of clock {c} from servers {self.servers}", self.servers)
+            # a server waits up to worker_timeout for a silent worker before it stops the job (sync)
+            # or drops it: wait longer than that, so the server's diagnosis is the one the user sees
+            self._wait(rqs, f"worker {me}: pull of clock {c} from servers {self.servers}", self.servers,
+                       timeout=self.timeout + self.worker_timeout)
             for j in range(k):
                 lo, hi = self._slice(j)
                 flat[lo:hi] = recv[j].data
@@ -392,6 +403,7 @@ class ParameterServer:
                 try_grant(w)
 
         polls = 0
+        watch_at = now() + WATCH_EVERY
         while alive - done:
             msg = comm.Improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)
             if msg is None:
@@ -402,6 +414,23 @@ class ParameterServer:
                     os.sched_yield()
                 if polls % 64 == 0:
                     t = now()
+                    if t > watch_at:
+                        # a worker whose process is gone (exit, SIGKILL, OOM killer) is known at once
+                        watch_at = t + WATCH_EVERY
+                        gone = [v for v, how in self.world.lost(sorted(alive - done), True).items()
+                                if how == "exited"]
+                        if gone and self.mode == "sync":
+                            raise WorkerFailure(
+                                f"ParameterServer(mode='sync'): server rank {me}: worker rank(s) {gone} "
+                                f"exited or were killed at clock {clock}; a synchronous step needs every "
+                                f"worker, so the job stops. Use mode='async' or 'ssp' to drop failed "
+                                f"workers and go on (launched with mpiexec -disable-auto-cleanup).")
+                        for v in gone:
+                            drop(v, "its process exited or was killed")
+                        if gone:
+                            for v in list(pending):
+                                try_grant(v)
+                            continue
                     if self.mode == "sync":
                         waiting = sorted(w for w in alive if w not in got and w not in done)
                         if waiting and t - clock_started > self.worker_timeout:

@@ -68,7 +68,7 @@ import weakref
 
 import numpy as np
 
-from .comm import World, dtype_code, world
+from .comm import World, chunk_bounds as _chunk_bounds, dtype_code, world
 
 __all__ = ["ring_allreduce", "SMALL_BYTES", "OVERSUBSCRIBED_SMALL_BYTES", "OPS"]
 
@@ -106,15 +106,6 @@ class _Scratch:
 
 
 _SCRATCH = _Scratch()
-
-
-def _chunk_bounds(n, p):
-    q, r = divmod(n, p)
-    counts = [q + (1 if i < r else 0) for i in range(p)]
-    offs = [0] * (p + 1)
-    for i in range(p):
-        offs[i + 1] = offs[i] + counts[i]
-    return offs
 
 
 def ring_allreduce(x, op="sum", out=None, *, algorithm="auto", timeout=None, check=True,

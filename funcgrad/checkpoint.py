@@ -18,7 +18,9 @@ Guarantees:
 * ``save`` writes to a temporary file in the target's directory, flushes and
   fsyncs it, ``os.replace``-s it over the target and fsyncs the directory: a
   crash or SIGKILL at any point leaves either the old or the new checkpoint,
-  never a mix (a stale ``.<name>.*.tmp`` file may remain after a kill).
+  never a mix. The temporary is ``flock``-ed while it is written; a kill may leave it behind,
+  and the next save of the same checkpoint deletes every such temporary whose lock no
+  writer holds any more (never one another live process is writing).
 * ``load`` uses ``allow_pickle=False`` and reads every array eagerly, so a
   truncated or corrupt file raises :class:`CheckpointError` (naming the file)
   at load time, not later.
@@ -29,6 +31,7 @@ Guarantees:
 """
 from __future__ import annotations
 
+import fcntl
 import importlib
 import json
 import os
@@ -204,6 +207,51 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
+def _locked_temporary(path, directory):
+    """(fd, name) of a new temporary file for ``path``, with an exclusive ``flock`` held on it until
+    the fd is closed (after ``os.replace``), so no other saver takes it for a stale one. A
+    cleaner may unlink it between its creation and our lock: then try again."""
+    while True:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.stat(tmp).st_ino == os.fstat(fd).st_ino:
+                return fd, tmp
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+
+def _remove_stale_temporaries(path, directory, keep):
+    """Delete the temporaries of earlier saves of ``path`` that were interrupted (killed,
+    preempted): those whose writer no longer holds their lock. A live writer's are kept."""
+    prefix = f".{os.path.basename(path)}."
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith(prefix) and n.endswith(".tmp")]
+    except OSError:
+        return
+    for n in names:
+        full = os.path.join(directory, n)
+        if full == keep:
+            continue
+        try:
+            fd = os.open(full, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:        # held: another process is writing it right now
+            os.close(fd)
+            continue
+        try:
+            if os.stat(full).st_ino == os.fstat(fd).st_ino:
+                os.unlink(full)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
 def save(path, tree, metadata: Any = None) -> None:
     """Atomically write ``tree`` (and JSON-serializable ``metadata``) to ``path`` (written as given;
     use a ``.npz`` suffix by convention)."""
@@ -220,7 +268,8 @@ def save(path, tree, metadata: Any = None) -> None:
     arrays[_TREE_KEY] = np.frombuffer(blob, dtype=np.uint8)
 
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    fd, tmp = _locked_temporary(path, directory)
+    _remove_stale_temporaries(path, directory, keep=tmp)
     try:
         with os.fdopen(fd, "wb") as f:
             _write_npz(f, arrays)

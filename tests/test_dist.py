@@ -29,14 +29,15 @@ needs_mpi = pytest.mark.skipif(not (MPIEXEC.exists() and HAVE_MPI4PY),
                                reason=f"mpiexec not found next to sys.executable ({MPIEXEC}) or mpi4py missing")
 
 
-def run_mpi(p, script, *args, timeout=60, comm_timeout=30, module=True, flags=(), env=None):
-    """Launch ``script`` on p ranks; returns (returncode, stdout, stderr, seconds)."""
+def run_mpi(p, script, *args, timeout=60, comm_timeout=30, module=True, flags=(), env=None, shell=False):
+    """Launch ``script`` on p ranks; returns (returncode, stdout, stderr, seconds). With
+    ``shell=True`` each rank is ``sh -c <args[0]>`` (``script`` is then "-c")."""
     e = dict(os.environ)
     e["FUNCGRAD_COMM_TIMEOUT"] = str(comm_timeout)
     e.setdefault("PYTHONUNBUFFERED", "1")
     if env:
         e.update(env)
-    cmd = [str(MPIEXEC), *flags, "-n", str(p), sys.executable]
+    cmd = [str(MPIEXEC), *flags, "-n", str(p)] + (["sh"] if shell else [sys.executable])
     if module:
         cmd += ["-m", "mpi4py"]
     cmd += [str(script), *map(str, args)]
@@ -331,3 +332,154 @@ def test_examples_without_mpiexec():
     r = subprocess.run([sys.executable, str(ROOT / "examples" / "ps_digits.py"), "--handwritten"],
                        capture_output=True, text=True, timeout=100, cwd=ROOT, env=env)
     assert r.returncode != 0 and "needs at least 2 MPI ranks" in r.stderr and "mpiexec -n" in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------- issue 19: fail fast, name the culprit
+FAULTS2 = MPI_DIR / "faults2.py"
+
+
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("module", [False, True], ids=["plain-python", "python-m-mpi4py"])
+def test_rank_that_raises_before_any_dist_call_aborts_job(module):
+    """Rank 1 raises right after `import funcgrad.dist` (before world()): MPI was initialised at
+    import, so its abort hook ends the job within 10 s, naming rank 1 and its exception."""
+    rc, out, err, dt = run_mpi(2, FAULTS2, "early", timeout=35, comm_timeout=60, module=module)
+    assert rc != 0 and dt < 10, (rc, dt, err[-2000:])
+    assert "rank 1: uncaught FileNotFoundError" in err, err[-2000:]
+    assert "bad config on rank 1: data/shard1.npz does not exist" in err
+    assert "should not get here" not in out
+
+
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(40)
+def test_killed_rank_is_named_by_survivors():
+    """Rank 1 SIGKILLs itself mid-training. Under -disable-auto-cleanup, with each rank in a shell
+    that outlives it (MPICH's launcher otherwise kills every rank at once), the survivors raise
+    RankFailure naming rank 1 within a second (deadline 60 s), with the whole traceback."""
+    rc, out, err, dt = run_mpi(3, "-c", f"trap '' USR1; {sys.executable} {FAULTS2} kill",
+                               timeout=35, comm_timeout=60, module=False, flags=["-disable-auto-cleanup"],
+                               shell=True)
+    assert rc != 0 and dt < 15, (rc, dt, err[-3000:])
+    assert "uncaught RankFailure" in err and "rank 1 (pid" in err and "exited or was killed" in err, \
+        err[-3000:]
+    assert "Traceback (most recent call last)" in err and "ring_allreduce" in err
+
+
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(40)
+def test_uneven_inputs_name_the_rank_that_stopped_early():
+    """Rank 1 runs 9 DataParallel steps, the others 10: they raise RankFailure at step 10 saying
+    rank 1 finished after 9 steps (uneven inputs), within seconds instead of the 60 s deadline."""
+    rc, out, err, dt = run_mpi(3, FAULTS2, "uneven", timeout=35, comm_timeout=60)
+    assert rc != 0 and dt < 15, (rc, dt, err[-3000:])
+    assert "rank 1 finished its script after 9 DataParallel step(s)" in err, err[-3000:]
+    assert "during DataParallel step 10" in err and "uneven inputs" in err
+    assert "no error" not in out
+
+
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(40)
+def test_distributed_sampler_gives_every_rank_the_same_steps():
+    """103 samples on 3 ranks through DataParallel.sampler: every rank runs the same number of
+    steps, training ends normally and the parameters agree."""
+    out = ok(run_mpi(3, FAULTS2, "sampler", timeout=35), "RESULT sampler")
+    steps = re.findall(r"RESULT sampler rank=(\d) steps=(\d+) ok", out)
+    assert sorted(int(r) for r, _ in steps) == [0, 1, 2] and len({s for _, s in steps}) == 1, out
+
+
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(40)
+def test_nonfinite_gradient_raises_on_every_rank_naming_rank_step_leaf():
+    """A NaN and an Inf in rank 1's gradient of params['W1'] at step 3: NonFiniteGradientError on
+    every rank (fused and per-leaf paths) naming rank 1, step 3 and params['W1']."""
+    out = ok(run_mpi(3, FAULTS2, "nan-raise", timeout=35), "RESULT nan-raise")
+    lines = re.findall(r"RESULT nan-raise fused=(\w+) rank=(\d) ranks=\[1\] step=3 "
+                       r"leaves=\{1: \[\"params\['W1'\]\"\]\} msg=(.*)", out)
+    assert sorted((f, int(r)) for f, r, _ in lines) == [(f, r) for f in ("False", "True") for r in range(3)], out
+    for _, _, msg in lines:
+        assert "step 3" in msg and "rank 1: params['W1'] (1 NaN and 1 Inf of 4096 values)" in msg, msg
+
+
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(40)
+def test_nonfinite_gradient_skip_mode_skips_the_step_everywhere():
+    out = ok(run_mpi(3, FAULTS2, "nan-skip", timeout=35), "RESULT nan-skip")
+    lines = re.findall(r"RESULT nan-skip fused=(\w+) rank=(\d) skipped=\[3\] finite=True W1=(\S+)", out)
+    assert len(lines) == 6, out
+    assert len({w for _, _, w in lines}) == 1, lines          # the same parameters on every rank
+
+
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_parameter_server_sees_dead_worker_in_seconds(mode, tmp_path):
+    """A worker exits at clock 5 with worker_timeout=60 s: the servers see its process gone within
+    about a second (no 60 s stall): async drops it and finishes, sync stops with WorkerFailure
+    naming it (the server's message, not a worker blaming the server)."""
+    rc, out, err, dt = run_mpi(4, MPI_DIR / "ps.py", tmp_path, f"die-{mode}", 1, timeout=35, comm_timeout=60,
+                               flags=["-disable-auto-cleanup"], env={"PS_WORKER_TIMEOUT": "60"})
+    assert dt < 15, (dt, err[-3000:])
+    if mode == "async":
+        assert "PS OK die-async dropped=[2]" in out and "its process exited or was killed" in err, err[-3000:]
+    else:
+        assert rc != 0 and "WorkerFailure" in err and "worker rank(s) [2] exited or were killed" in err, \
+            err[-3000:]
+        assert "timed out waiting for rank(s) [0]" not in err
+
+
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(40)
+def test_parameter_server_survives_sigkilled_worker(tmp_path):
+    """A SIGKILLed worker (as the OOM killer does) under async: dropped within seconds, training
+    finishes (each rank in a shell that outlives the kill, as the README says)."""
+    cmd = f"trap '' USR1; {sys.executable} {MPI_DIR / 'ps.py'} {tmp_path} kill-async 1"
+    rc, out, err, dt = run_mpi(4, "-c", cmd, timeout=35, comm_timeout=60, module=False,
+                               flags=["-disable-auto-cleanup"], env={"PS_WORKER_TIMEOUT": "60"}, shell=True)
+    assert "PS OK kill-async dropped=[2]" in out, (rc, out, err[-3000:])
+    assert dt < 15, dt
+
+
+def test_interrupted_checkpoint_writes_leave_no_temporaries(tmp_path):
+    """10 saves of a 16 MB checkpoint killed mid-write, then one save: no .tmp file is left; a
+    temporary that a live writer holds is never removed."""
+    import fcntl
+    import signal as _signal
+    import funcgrad.checkpoint as ck
+    import numpy as np
+    path = tmp_path / "ck.npz"
+    script = ("import sys, numpy as np, funcgrad.checkpoint as ck\n"
+              "big = {'w': np.ones(2 * 2 ** 20)}\n"
+              "while True:\n    ck.save(sys.argv[1], big)\n")
+    left = 0
+    for _ in range(10):
+        p = subprocess.Popen([sys.executable, "-c", script, str(path)], cwd=ROOT)
+        t0 = time.monotonic()
+        while not any(n.endswith(".tmp") for n in os.listdir(tmp_path)) and time.monotonic() - t0 < 20:
+            time.sleep(0.01)
+        time.sleep(0.02)
+        p.send_signal(_signal.SIGKILL)
+        p.wait(timeout=10)
+        left = max(left, len([n for n in os.listdir(tmp_path) if n.endswith(".tmp")]))
+    assert left >= 1, "the kills never interrupted a write: the test proves nothing"
+    # a live writer's temporary (its lock held) must survive the next save
+    live = tmp_path / ".ck.npz.live.tmp"
+    fd = os.open(live, os.O_CREAT | os.O_WRONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        ck.save(path, {"w": np.zeros(3)})
+        rest = sorted(n for n in os.listdir(tmp_path) if n.endswith(".tmp"))
+        assert rest == [live.name], rest
+    finally:
+        os.close(fd)
+    ck.save(path, {"w": np.zeros(3)})
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+    assert np.array_equal(ck.load(path)["w"], np.zeros(3))

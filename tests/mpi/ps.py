@@ -7,6 +7,7 @@ convex quadratic), die-async / die-sync (a worker calls os._exit mid-training).
 Rank 0 prints ``PS OK <test> ...`` on success.
 """
 import os
+import signal
 import sys
 import time
 
@@ -145,13 +146,15 @@ elif test == "async":
         print(f"PS OK async servers={ns} loss={loss:.3g} (start {x0:.3g}) pushes={ps.stats['pushes_applied']}",
               flush=True)
 
-elif test in ("die-async", "die-sync", "die-ssp"):
-    mode = test.split("-")[1]
-    ps = make(mode, worker_timeout=1.5, staleness=2)
+elif test in ("die-async", "die-sync", "die-ssp", "kill-async", "kill-sync", "kill-ssp"):
+    how, mode = test.split("-")
+    ps = make(mode, worker_timeout=float(os.environ.get("PS_WORKER_TIMEOUT", "1.5")), staleness=2)
     victim = ns + 1          # the second worker
 
     def g(prm, c):
         if r == victim and c == 5:
+            if how == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
             os._exit(7)
         return grad_for(prm, ps.worker_index, c)
     out = ps.run(g, 120)
