@@ -27,7 +27,7 @@ import numpy as np
 from numba.core import errors as _numba_errors
 
 from .custom import CustomVJPFunction, custom_vjp, stop_gradient
-from .errors import CompileError, FuncgradWarning, TreeStructureError
+from .errors import CompileError, FuncgradError, FuncgradWarning, TreeStructureError
 from .kernels.base import get_backend
 from .kernels import cpu_backend as _cpu_backend  # noqa: F401  registers the "cpu" backend
 from .ops.registry import lookup
@@ -89,6 +89,20 @@ def _check_argnums(argnums, nargs, fname):
     if len(set(norm)) != len(norm):
         raise ValueError(f"argnums={argnums!r} names the same argument twice")
     return single, tuple(norm)
+
+
+def _user_facing(method):
+    """Errors about the user's code leave funcgrad with the transformer's frames trimmed from their
+    traceback (as JAX filters its own): the user sees their call and the line the error names."""
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except FuncgradError as e:
+            e.__cause__ = None
+            e.__suppress_context__ = True
+            raise e.with_traceback(None) from None
+    return wrapper
 
 
 class _Transformed:
@@ -397,6 +411,7 @@ class _ValueAndGrad(_Transformed):
         super().__init__(fn, "vjp", argnums, has_aux, mode, jit, backend)
         self.return_value = return_value
 
+    @_user_facing
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != self._n_params:
             args = self._bind(args, kwargs)
@@ -517,6 +532,7 @@ class _VJP(_Transformed):
     def __init__(self, fn, has_aux=False, mode=None, jit=True, backend=None):
         super().__init__(fn, "vjp", 0, has_aux, mode, jit, backend)
 
+    @_user_facing
     def run(self, primals, argnums=None):
         self.argnums = tuple(range(len(primals))) if argnums is None else argnums
         built, single, nums, flat, trees, leaves, cap, key = self._call_vjp(primals, None)
@@ -587,6 +603,7 @@ class _Jit(_Transformed):
     def __init__(self, fn, mode=None, jit="whole", backend=None):
         super().__init__(fn, "primal", 0, False, mode, jit, backend)
 
+    @_user_facing
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != self._n_params:
             args = self._bind(args, kwargs)

@@ -61,3 +61,16 @@ def test_bad_argnums_and_outputs():
         funcgrad.grad(lambda x: np.sum(x * 2.0))(np.arange(3))
     with pytest.raises(TypeError, match="has_aux=True.*pair"):
         funcgrad.grad(lambda x: np.sum(x), has_aux=True)(np.ones(3))
+
+
+def test_refusal_traceback_is_trimmed_of_funcgrad_frames():
+    import os
+    import traceback
+    with pytest.raises(UnsupportedSyntaxError) as ei:
+        funcgrad.grad(U.uses_try)(np.ones(3))
+    frames = traceback.extract_tb(ei.value.__traceback__)
+    pkg = os.path.dirname(funcgrad.__file__)
+    inside = [f for f in frames if f.filename.startswith(pkg)]
+    assert len(inside) <= 1, [f"{f.filename}:{f.lineno}" for f in inside]   # the API's own re-raise only
+    text = "".join(traceback.format_exception(ei.value))
+    assert f'File "{U.__file__}", line {_line("try")}' in text and "normalize" not in text
