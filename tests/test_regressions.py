@@ -46,6 +46,7 @@ CASES = [
     (R.returns_container_from_loop, (np.array([0.1, 0.7, 0.2]),), 0),
     (R.returns_container_from_loop, (np.array([0.1, 0.3, 0.2]),), 0),
     (R.container_carried_by_loop, (np.array([0.3, 0.4]), 3), 0),
+    (R.list_index_with_repeats, (0.7, np.array([0.3, -0.2, 0.5]), 2), (0, 1)),
 ]
 IDS = [f"{i:02d}-{f.__name__}" for i, (f, _, _) in enumerate(CASES)]
 

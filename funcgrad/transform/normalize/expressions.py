@@ -8,6 +8,7 @@ import types
 import numpy as np
 
 from ...ops.registry import lookup
+from .. import annotations as A
 from ..fence import error
 from ..parse import MISSING
 from ..values import Dyn, Static, Struct
@@ -309,6 +310,17 @@ class Expressions:
         v = self.expr(sl, scope, out)
         if isinstance(v, Static) and v.obj is None:
             return ast.Constant(None)
+        if isinstance(v, Struct) and v.kind == "list":
+            # x[[0, 2, 2]]: a list is an integer-array index (a tuple would index several axes)
+            if all(isinstance(x, Static) for x in v.values()):
+                return self.as_expr(Static(np.array([x.obj for x in v.values()])), scope, sl)
+            call = ast.Call(func=_np_attr("array"), args=[ast.List(elts=[self.as_expr(x, scope, sl)
+                                                                         for x in v.values()], ctx=ast.Load())],
+                            keywords=[])
+            A.put(call, A.NONDIFF, "array")
+            return call
         if isinstance(v, Struct):
             return ast.Tuple(elts=[self.as_expr(x, scope, sl) for x in v.values()], ctx=ast.Load())
+        if isinstance(v, Static) and isinstance(v.obj, list):
+            return self.as_expr(Static(np.array(v.obj)), scope, sl)
         return self.as_expr(v, scope, sl)
