@@ -1,10 +1,12 @@
-"""NumPy's differentiable functions as primitives: forward and VJP template side by side.
+"""NumPy's differentiable functions as primitives, each declared once.
 
-Each ``@primitive(np.f)`` declares the forward (its signature is the
-primitive's; its body calls ``K.<name>``) and each ``@vjp(np.f)`` the adjoint
-template the reverse pass fills in. Templates use only primitives, operators
-and ``.shape``, so the adjoint is itself differentiable. Broadcasting is undone
-by ``unbroadcast`` and reductions by ``unreduce``, both primitives themselves.
+``@defvjp(np.f, sample=..., elementwise=...)`` over ``def f(y, x, ...)``
+declares a primitive: the template body (``d[x] = ...``) is the VJP the
+reverse pass fills in, the forward is the backend kernel ``K.f`` of the same
+name. Templates use only primitives, operators and ``.shape``, so the adjoint
+is itself differentiable. Broadcasting is undone by ``unbroadcast`` and
+reductions by ``unreduce``, both primitives themselves. Indexing keeps the
+two-part form (``@primitive`` + ``@vjp``): its forward is Python indexing.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import numpy as np
 
 import funcgrad.kernels.cpu as K
 from . import samples as S
-from .registry import alias, d, primitive, vjp
+from .registry import alias, d, defvjp, nondiff, primitive, vjp
 
 # --------------------------------------------------------------------- helpers
 # (primitives with no NumPy key: generated code and templates use them)
@@ -26,19 +28,19 @@ def _sample_unbroadcast(draw, dt, st, array, shapes):
     return (array(draw, gs, dt), array(draw, tuple(xs), dt)), {}
 
 
-@primitive(sample=S.custom(_sample_unbroadcast))
-def unbroadcast(g, x):
+@defvjp(None, sample=S.custom(_sample_unbroadcast))
+def unbroadcast(y, g, x):
     """Sum ``g`` down to the shape of ``x``: the adjoint of NumPy broadcasting."""
-    return K.unbroadcast(g, x)
+    d[g] = np.broadcast_to(d[y], np.shape(g))
 
 
-@primitive(sample=S.custom(lambda draw, dt, st, array, shapes: (
+@defvjp(None, sample=S.custom(lambda draw, dt, st, array, shapes: (
     lambda sh, ax, kd: ((array(draw, np.sum(np.zeros(sh), axis=ax, keepdims=kd).shape, dt), array(draw, sh, dt)),
                         {"axis": ax, "keepdims": kd}))(
     (2, 3), draw(st.sampled_from([None, 0, 1, -1, (0, 1)])), draw(st.booleans()))))
-def unreduce(g, x, axis=None, keepdims=False):
+def unreduce(y, g, x, axis=None, keepdims=False):
     """Broadcast a reduction's cotangent ``g`` back to the shape of ``x``."""
-    return K.unreduce(g, x, axis, keepdims)
+    d[g] = np.sum(d[y], axis=axis, keepdims=keepdims)
 
 
 def _sample_matmul_d(which):
@@ -52,308 +54,156 @@ def _sample_matmul_d(which):
     return S.custom(fn)
 
 
-@primitive(sample=_sample_matmul_d("x"))
-def matmul_dx(g, x, y):
+@defvjp(None, sample=_sample_matmul_d("x"))
+def matmul_dx(r, g, x, y):
     """Cotangent of ``x`` in ``x @ y``."""
-    return K.matmul_dx(g, x, y)
-
-
-@primitive(sample=_sample_matmul_d("y"))
-def matmul_dy(g, x, y):
-    """Cotangent of ``y`` in ``x @ y``."""
-    return K.matmul_dy(g, x, y)
-
-
-@vjp(unbroadcast)
-def _unbroadcast_vjp(y, g, x):
-    d[g] = np.broadcast_to(d[y], np.shape(g))
-
-
-@vjp(unreduce)
-def _unreduce_vjp(y, g, x, axis=None, keepdims=False):
-    d[g] = np.sum(d[y], axis=axis, keepdims=keepdims)
-
-
-@vjp(matmul_dx)
-def _matmul_dx_vjp(r, g, x, y):
     d[g] = d[r] @ y
     d[y] = matmul_dy(g, d[r], y)
 
 
-@vjp(matmul_dy)
-def _matmul_dy_vjp(r, g, x, y):
+@defvjp(None, sample=_sample_matmul_d("y"))
+def matmul_dy(r, g, x, y):
+    """Cotangent of ``y`` in ``x @ y``."""
     d[g] = x @ d[r]
     d[x] = matmul_dx(g, x, d[r])
 
 
-@primitive(sample=S.unary())
-def stop_gradient(x):
+@defvjp(None, sample=S.unary())
+def stop_gradient(y, x):
     """The identity whose derivative is zero: treat ``x`` as a constant."""
-    return K.stop_gradient(x)
-
-
-@vjp(stop_gradient)
-def _stop_gradient_vjp(y, x):
     pass
 
 
-
-
 # --------------------------------------------------------------------- unary
-@primitive(np.negative, sample=S.unary(), elementwise=True, operator="neg")
-def negative(x):
-    return K.negative(x)
-
-
-@vjp(np.negative)
-def _negative_vjp(y, x):
+@defvjp(np.negative, sample=S.unary(), elementwise=True, operator="neg")
+def negative(y, x):
     d[x] = -d[y]
 
 
-@primitive(np.absolute, name="absolute", sample=S.unary(distinct=True), elementwise=True)
-def absolute(x):
-    return K.absolute(x)
-
-
-@vjp(np.absolute)
-def _absolute_vjp(y, x):
+@defvjp(np.absolute, name="absolute", sample=S.unary(distinct=True), elementwise=True)
+def absolute(y, x):
     d[x] = d[y] * np.sign(x)
 
 
-@primitive(np.sign, sample=S.unary(distinct=True), elementwise=True)
-def sign(x):
-    return K.sign(x)
-
-
-@vjp(np.sign)
-def _sign_vjp(y, x):
+@defvjp(np.sign, sample=S.unary(distinct=True), elementwise=True)
+def sign(y, x):
     pass  # piecewise constant: zero derivative
 
 
-@primitive(np.square, sample=S.unary(), elementwise=True)
-def square(x):
-    return K.square(x)
-
-
-@vjp(np.square)
-def _square_vjp(y, x):
+@defvjp(np.square, sample=S.unary(), elementwise=True)
+def square(y, x):
     d[x] = d[y] * 2 * x
 
 
-@primitive(np.reciprocal, sample=S.unary("positive"), elementwise=True)
-def reciprocal(x):
-    return K.reciprocal(x)
-
-
-@vjp(np.reciprocal)
-def _reciprocal_vjp(y, x):
+@defvjp(np.reciprocal, sample=S.unary("positive"), elementwise=True)
+def reciprocal(y, x):
     d[x] = -d[y] * y * y
 
 
-@primitive(np.exp, sample=S.unary(), elementwise=True)
-def exp(x):
-    return K.exp(x)
-
-
-@vjp(np.exp)
-def _exp_vjp(y, x):
+@defvjp(np.exp, sample=S.unary(), elementwise=True)
+def exp(y, x):
     d[x] = d[y] * y
 
 
-@primitive(np.log, sample=S.unary("positive"), elementwise=True)
-def log(x):
-    return K.log(x)
-
-
-@vjp(np.log)
-def _log_vjp(y, x):
+@defvjp(np.log, sample=S.unary("positive"), elementwise=True)
+def log(y, x):
     d[x] = d[y] / x
 
 
-@primitive(np.log1p, sample=S.unary("positive"), elementwise=True)
-def log1p(x):
-    return K.log1p(x)
-
-
-@vjp(np.log1p)
-def _log1p_vjp(y, x):
+@defvjp(np.log1p, sample=S.unary("positive"), elementwise=True)
+def log1p(y, x):
     d[x] = d[y] / (1 + x)
 
 
-@primitive(np.expm1, sample=S.unary(), elementwise=True)
-def expm1(x):
-    return K.expm1(x)
-
-
-@vjp(np.expm1)
-def _expm1_vjp(y, x):
+@defvjp(np.expm1, sample=S.unary(), elementwise=True)
+def expm1(y, x):
     d[x] = d[y] * (y + 1)
 
 
-@primitive(np.sqrt, sample=S.unary("positive"), elementwise=True)
-def sqrt(x):
-    return K.sqrt(x)
-
-
-@vjp(np.sqrt)
-def _sqrt_vjp(y, x):
+@defvjp(np.sqrt, sample=S.unary("positive"), elementwise=True)
+def sqrt(y, x):
     d[x] = d[y] * 0.5 / y
 
 
-@primitive(np.sin, sample=S.unary(), elementwise=True)
-def sin(x):
-    return K.sin(x)
-
-
-@vjp(np.sin)
-def _sin_vjp(y, x):
+@defvjp(np.sin, sample=S.unary(), elementwise=True)
+def sin(y, x):
     d[x] = d[y] * np.cos(x)
 
 
-@primitive(np.cos, sample=S.unary(), elementwise=True)
-def cos(x):
-    return K.cos(x)
-
-
-@vjp(np.cos)
-def _cos_vjp(y, x):
+@defvjp(np.cos, sample=S.unary(), elementwise=True)
+def cos(y, x):
     d[x] = -d[y] * np.sin(x)
 
 
-@primitive(np.tan, sample=S.unary("unit"), elementwise=True)
-def tan(x):
-    return K.tan(x)
-
-
-@vjp(np.tan)
-def _tan_vjp(y, x):
+@defvjp(np.tan, sample=S.unary("unit"), elementwise=True)
+def tan(y, x):
     d[x] = d[y] * (1 + y * y)
 
 
-@primitive(np.tanh, sample=S.unary(), elementwise=True)
-def tanh(x):
-    return K.tanh(x)
-
-
-@vjp(np.tanh)
-def _tanh_vjp(y, x):
+@defvjp(np.tanh, sample=S.unary(), elementwise=True)
+def tanh(y, x):
     d[x] = d[y] * (1 - y * y)
 
 
-@primitive(np.sinh, sample=S.unary(), elementwise=True)
-def sinh(x):
-    return K.sinh(x)
-
-
-@vjp(np.sinh)
-def _sinh_vjp(y, x):
+@defvjp(np.sinh, sample=S.unary(), elementwise=True)
+def sinh(y, x):
     d[x] = d[y] * np.cosh(x)
 
 
-@primitive(np.cosh, sample=S.unary(), elementwise=True)
-def cosh(x):
-    return K.cosh(x)
-
-
-@vjp(np.cosh)
-def _cosh_vjp(y, x):
+@defvjp(np.cosh, sample=S.unary(), elementwise=True)
+def cosh(y, x):
     d[x] = d[y] * np.sinh(x)
 
 
-@primitive(np.arctan, sample=S.unary(), elementwise=True)
-def arctan(x):
-    return K.arctan(x)
-
-
-@vjp(np.arctan)
-def _arctan_vjp(y, x):
+@defvjp(np.arctan, sample=S.unary(), elementwise=True)
+def arctan(y, x):
     d[x] = d[y] / (1 + x * x)
 
 
-@primitive(np.copy, sample=S.unary())
-def copy(x):
-    return K.copy(x)
-
-
-@vjp(np.copy)
-def _copy_vjp(y, x):
+@defvjp(np.copy, sample=S.unary())
+def copy(y, x):
     d[x] = d[y]
 
 
 # --------------------------------------------------------------------- binary
-@primitive(np.add, sample=S.binary(), elementwise=True, operator="+")
-def add(x, y):
-    return K.add(x, y)
-
-
-@vjp(np.add)
-def _add_vjp(z, x, y):
+@defvjp(np.add, sample=S.binary(), elementwise=True, operator="+")
+def add(z, x, y):
     d[x] = unbroadcast(d[z], x)
     d[y] = unbroadcast(d[z], y)
 
 
-@primitive(np.subtract, sample=S.binary(), elementwise=True, operator="-")
-def subtract(x, y):
-    return K.subtract(x, y)
-
-
-@vjp(np.subtract)
-def _subtract_vjp(z, x, y):
+@defvjp(np.subtract, sample=S.binary(), elementwise=True, operator="-")
+def subtract(z, x, y):
     d[x] = unbroadcast(d[z], x)
     d[y] = unbroadcast(-d[z], y)
 
 
-@primitive(np.multiply, sample=S.binary(), elementwise=True, operator="*")
-def multiply(x, y):
-    return K.multiply(x, y)
-
-
-@vjp(np.multiply)
-def _multiply_vjp(z, x, y):
+@defvjp(np.multiply, sample=S.binary(), elementwise=True, operator="*")
+def multiply(z, x, y):
     d[x] = unbroadcast(d[z] * y, x)
     d[y] = unbroadcast(d[z] * x, y)
 
 
-@primitive(np.divide, sample=S.binary("real", "positive"), elementwise=True, operator="/")
-def divide(x, y):
-    return K.divide(x, y)
-
-
-@vjp(np.divide)
-def _divide_vjp(z, x, y):
+@defvjp(np.divide, sample=S.binary("real", "positive"), elementwise=True, operator="/")
+def divide(z, x, y):
     d[x] = unbroadcast(d[z] / y, x)
     d[y] = unbroadcast(-d[z] * z / y, y)
 
 
-@primitive(np.power, sample=S.binary("positive", "real"), elementwise=True, operator="**")
-def power(x, y):
-    return K.power(x, y)
-
-
-@vjp(np.power)
-def _power_vjp(z, x, y):
+@defvjp(np.power, sample=S.binary("positive", "real"), elementwise=True, operator="**")
+def power(z, x, y):
     d[x] = unbroadcast(d[z] * y * x ** (y - 1), x)
     d[y] = unbroadcast(d[z] * z * np.log(x), y)
 
 
-@primitive(np.maximum, sample=S.binary(distinct=True), elementwise=True)
-def maximum(x, y):
-    return K.maximum(x, y)
-
-
-@vjp(np.maximum)
-def _maximum_vjp(z, x, y):
+@defvjp(np.maximum, sample=S.binary(distinct=True), elementwise=True)
+def maximum(z, x, y):
     d[x] = unbroadcast(d[z] * mask(x >= y, d[z]), x)
     d[y] = unbroadcast(d[z] * mask(x < y, d[z]), y)
 
 
-@primitive(np.minimum, sample=S.binary(distinct=True), elementwise=True)
-def minimum(x, y):
-    return K.minimum(x, y)
-
-
-@vjp(np.minimum)
-def _minimum_vjp(z, x, y):
+@defvjp(np.minimum, sample=S.binary(distinct=True), elementwise=True)
+def minimum(z, x, y):
     d[x] = unbroadcast(d[z] * mask(x <= y, d[z]), x)
     d[y] = unbroadcast(d[z] * mask(x > y, d[z]), y)
 
@@ -364,13 +214,8 @@ def _sample_where(draw, dt, st, array, shapes):
     return (c, array(draw, sx, dt), array(draw, sy, dt)), {}
 
 
-@primitive(np.where, sample=S.custom(_sample_where))
-def where(condition, x, y):
-    return K.where(condition, x, y)
-
-
-@vjp(np.where)
-def _where_vjp(z, condition, x, y):
+@defvjp(np.where, sample=S.custom(_sample_where))
+def where(z, condition, x, y):
     d[x] = unbroadcast(d[z] * mask(condition, d[z]), x)
     d[y] = unbroadcast(d[z] * mask(np.logical_not(condition), d[z]), y)
 
@@ -380,110 +225,60 @@ def _sample_clip(draw, dt, st, array, shapes):
     return (x, -0.73, 0.61), {}
 
 
-@primitive(np.clip, sample=S.custom(_sample_clip))
-def clip(x, lo, hi):
-    return K.clip(x, lo, hi)
-
-
-@vjp(np.clip)
-def _clip_vjp(y, x, lo, hi):
+@defvjp(np.clip, sample=S.custom(_sample_clip))
+def clip(y, x, lo, hi):
     d[x] = d[y] * in_range(x, lo, hi)
 
 
-@primitive(sample=S.custom(lambda draw, dt, st, array, shapes: ((array(draw, shapes(draw), dt), -0.5, 0.5), {})))
-def in_range(x, lo, hi):
+@defvjp(None, sample=S.custom(lambda draw, dt, st, array, shapes: ((array(draw, shapes(draw), dt), -0.5, 0.5), {})))
+def in_range(y, x, lo, hi):
     """1 where ``lo <= x <= hi`` else 0, in x's dtype (not differentiable: piecewise constant)."""
-    return K.in_range(x, lo, hi)
-
-
-@vjp(in_range)
-def _in_range_vjp(y, x, lo, hi):
     pass
 
 
-@primitive(sample=S.custom(lambda draw, dt, st, array, shapes: (
+@defvjp(None, sample=S.custom(lambda draw, dt, st, array, shapes: (
     lambda s: ((array(draw, s, np.float64) > 0, array(draw, s, dt)), {}))(shapes(draw))))
-def mask(c, like):
+def mask(y, c, like):
     """A boolean condition as 1/0 in the dtype of ``like`` (piecewise constant)."""
-    return K.mask(c, like)
-
-
-@vjp(mask)
-def _mask_vjp(y, c, like):
     pass
 
 
-@primitive(np.logical_not, sample=S.custom(lambda draw, dt, st, array, shapes: (
+@defvjp(np.logical_not, sample=S.custom(lambda draw, dt, st, array, shapes: (
     (array(draw, shapes(draw), np.float64) > 0,), {})))
-def logical_not(x):
-    return K.logical_not(x)
-
-
-@vjp(np.logical_not)
-def _logical_not_vjp(y, x):
+def logical_not(y, x):
     pass
 
 
-@primitive(np.zeros_like, sample=S.unary())
-def zeros_like(x):
-    return K.zeros_like(x)
-
-
-@vjp(np.zeros_like)
-def _zeros_like_vjp(y, x):
+@defvjp(np.zeros_like, sample=S.unary())
+def zeros_like(y, x):
     pass
 
 
 # --------------------------------------------------------------------- reductions
-@primitive(np.sum, sample=S.reduction())
-def sum(x, axis=None, keepdims=False):  # noqa: A001
-    return K.sum(x, axis, keepdims)
-
-
-@vjp(np.sum)
-def _sum_vjp(y, x, axis=None, keepdims=False):
+@defvjp(np.sum, sample=S.reduction())
+def sum(y, x, axis=None, keepdims=False):  # noqa: A001
     d[x] = unreduce(d[y], x, axis, keepdims)
 
 
-@primitive(np.mean, sample=S.reduction())
-def mean(x, axis=None, keepdims=False):
-    return K.mean(x, axis, keepdims)
-
-
-@vjp(np.mean)
-def _mean_vjp(y, x, axis=None, keepdims=False):
+@defvjp(np.mean, sample=S.reduction())
+def mean(y, x, axis=None, keepdims=False):
     d[x] = unreduce(d[y], x, axis, keepdims) / K.reduced_count(x, axis)
 
 
-@primitive(np.max, sample=S.reduction(distinct=True))
-def max(x, axis=None, keepdims=False):  # noqa: A001
-    return K.max(x, axis, keepdims)
-
-
-@vjp(np.max)
-def _max_vjp(y, x, axis=None, keepdims=False):
+@defvjp(np.max, sample=S.reduction(distinct=True))
+def max(y, x, axis=None, keepdims=False):  # noqa: A001
     m = mask(x == unreduce(y, x, axis, keepdims), x)
     d[x] = unreduce(d[y], x, axis, keepdims) * m / unreduce(np.sum(m, axis=axis, keepdims=keepdims), x, axis, keepdims)
 
 
-@primitive(np.min, sample=S.reduction(distinct=True))
-def min(x, axis=None, keepdims=False):  # noqa: A001
-    return K.min(x, axis, keepdims)
-
-
-@vjp(np.min)
-def _min_vjp(y, x, axis=None, keepdims=False):
+@defvjp(np.min, sample=S.reduction(distinct=True))
+def min(y, x, axis=None, keepdims=False):  # noqa: A001
     m = mask(x == unreduce(y, x, axis, keepdims), x)
     d[x] = unreduce(d[y], x, axis, keepdims) * m / unreduce(np.sum(m, axis=axis, keepdims=keepdims), x, axis, keepdims)
 
 
-@primitive(np.prod, sample=S.reduction("positive"))
-def prod(x, axis=None, keepdims=False):
-    return K.prod(x, axis, keepdims)
-
-
-@vjp(np.prod)
-def _prod_vjp(y, x, axis=None, keepdims=False):
+@defvjp(np.prod, sample=S.reduction("positive"))
+def prod(y, x, axis=None, keepdims=False):
     d[x] = unreduce(d[y] * y, x, axis, keepdims) / x
 
 
@@ -496,24 +291,14 @@ def _sample_matmul(draw, dt, st, array, shapes):
     return (array(draw, xs, dt), array(draw, ys, dt)), {}
 
 
-@primitive(np.matmul, sample=S.custom(_sample_matmul), operator="@")
-def matmul(x, y):
-    return K.matmul(x, y)
-
-
-@vjp(np.matmul)
-def _matmul_vjp(z, x, y):
+@defvjp(np.matmul, sample=S.custom(_sample_matmul), operator="@")
+def matmul(z, x, y):
     d[x] = matmul_dx(d[z], x, y)
     d[y] = matmul_dy(d[z], x, y)
 
 
-@primitive(np.dot, sample=S.custom(_sample_matmul))
-def dot(x, y):
-    return K.dot(x, y)
-
-
-@vjp(np.dot)
-def _dot_vjp(z, x, y):
+@defvjp(np.dot, sample=S.custom(_sample_matmul))
+def dot(z, x, y):
     d[x] = matmul_dx(d[z], x, y)
     d[y] = matmul_dy(d[z], x, y)
 
@@ -522,13 +307,8 @@ def _sample_outer(draw, dt, st, array, shapes):
     return (array(draw, (draw(st.integers(1, 4)),), dt), array(draw, (draw(st.integers(1, 4)),), dt)), {}
 
 
-@primitive(np.outer, sample=S.custom(_sample_outer))
-def outer(x, y):
-    return K.outer(x, y)
-
-
-@vjp(np.outer)
-def _outer_vjp(z, x, y):
+@defvjp(np.outer, sample=S.custom(_sample_outer))
+def outer(z, x, y):
     d[x] = d[z] @ y
     d[y] = x @ d[z]
 
@@ -540,24 +320,14 @@ def _sample_transpose(draw, dt, st, array, shapes):
     return (array(draw, sh, dt),), {"axes": axes}
 
 
-@primitive(np.transpose, sample=S.custom(_sample_transpose))
-def transpose(x, axes=None):
-    return K.transpose(x, axes)
-
-
-@vjp(np.transpose)
-def _transpose_vjp(y, x, axes=None):
+@defvjp(np.transpose, sample=S.custom(_sample_transpose))
+def transpose(y, x, axes=None):
     d[x] = untranspose(d[y], axes)
 
 
-@primitive(sample=S.custom(_sample_transpose))
-def untranspose(g, axes=None):
+@defvjp(None, sample=S.custom(_sample_transpose))
+def untranspose(y, g, axes=None):
     """The inverse permutation of ``np.transpose(x, axes)``."""
-    return K.untranspose(g, axes)
-
-
-@vjp(untranspose)
-def _untranspose_vjp(y, g, axes=None):
     d[g] = np.transpose(d[y], axes)
 
 
@@ -568,13 +338,8 @@ def _sample_reshape(draw, dt, st, array, shapes):
     return (array(draw, sh, dt), target), {}
 
 
-@primitive(np.reshape, sample=S.custom(_sample_reshape))
-def reshape(x, shape):
-    return K.reshape(x, shape)
-
-
-@vjp(np.reshape)
-def _reshape_vjp(y, x, shape):
+@defvjp(np.reshape, sample=S.custom(_sample_reshape))
+def reshape(y, x, shape):
     d[x] = np.reshape(d[y], np.shape(x))
 
 
@@ -583,13 +348,8 @@ def _sample_expand(draw, dt, st, array, shapes):
     return (array(draw, sh, dt), draw(st.integers(-len(sh) - 1, len(sh)))), {}
 
 
-@primitive(np.expand_dims, sample=S.custom(_sample_expand))
-def expand_dims(x, axis):
-    return K.expand_dims(x, axis)
-
-
-@vjp(np.expand_dims)
-def _expand_dims_vjp(y, x, axis):
+@defvjp(np.expand_dims, sample=S.custom(_sample_expand))
+def expand_dims(y, x, axis):
     d[x] = np.reshape(d[y], np.shape(x))
 
 
@@ -600,13 +360,8 @@ def _sample_squeeze(draw, dt, st, array, shapes):
     return (array(draw, tuple(sh), dt),), {"axis": pos}
 
 
-@primitive(np.squeeze, sample=S.custom(_sample_squeeze))
-def squeeze(x, axis=None):
-    return K.squeeze(x, axis)
-
-
-@vjp(np.squeeze)
-def _squeeze_vjp(y, x, axis=None):
+@defvjp(np.squeeze, sample=S.custom(_sample_squeeze))
+def squeeze(y, x, axis=None):
     d[x] = np.reshape(d[y], np.shape(x))
 
 
@@ -616,13 +371,8 @@ def _sample_broadcast_to(draw, dt, st, array, shapes):
     return (array(draw, sx, dt), target), {}
 
 
-@primitive(np.broadcast_to, sample=S.custom(_sample_broadcast_to))
-def broadcast_to(x, shape):
-    return K.broadcast_to(x, shape)
-
-
-@vjp(np.broadcast_to)
-def _broadcast_to_vjp(y, x, shape):
+@defvjp(np.broadcast_to, sample=S.custom(_sample_broadcast_to))
+def broadcast_to(y, x, shape):
     d[x] = unbroadcast(d[y], x)
 
 
@@ -638,13 +388,8 @@ def _sample_concat(draw, dt, st, array, shapes):
     return (tuple(arrays),), {"axis": axis}
 
 
-@primitive(np.concatenate, sample=S.custom(_sample_concat))
-def concatenate(arrays, axis=0):
-    return K.concatenate(arrays, axis)
-
-
-@vjp(np.concatenate)
-def _concatenate_vjp(y, arrays, axis=0):
+@defvjp(np.concatenate, sample=S.custom(_sample_concat))
+def concatenate(y, arrays, axis=0):
     d[arrays] = unconcatenate(d[y], arrays, axis)
 
 
@@ -661,13 +406,8 @@ def _sample_stack(draw, dt, st, array, shapes):
     return (tuple(array(draw, base, dt) for _ in range(n)),), {"axis": axis}
 
 
-@primitive(np.stack, sample=S.custom(_sample_stack))
-def stack(arrays, axis=0):
-    return K.stack(arrays, axis)
-
-
-@vjp(np.stack)
-def _stack_vjp(y, arrays, axis=0):
+@defvjp(np.stack, sample=S.custom(_sample_stack))
+def stack(y, arrays, axis=0):
     d[arrays] = unstack(d[y], arrays, axis)
 
 
@@ -728,15 +468,10 @@ def _getitem_vjp(y, x, idx):
     d[x] = untake(d[y], x, idx)
 
 
-@primitive(sample=S.custom(lambda draw, dt, st, array, shapes: (
+@defvjp(None, sample=S.custom(lambda draw, dt, st, array, shapes: (
     lambda a: ((array(draw, np.shape(a[0][a[1]]), dt), a[0], a[1]), {}))(_sample_getitem(draw, dt, st, array, shapes)[0])))
-def untake(g, x, idx):
+def untake(y, g, x, idx):
     """Zeros shaped like ``x`` with ``g`` added at ``idx`` (the VJP of indexing)."""
-    return K.untake(g, x, idx)
-
-
-@vjp(untake)
-def _untake_vjp(y, g, x, idx):
     d[g] = d[y][idx]
 
 
@@ -748,25 +483,29 @@ def _sample_take(draw, dt, st, array, shapes):
     return (array(draw, sh, dt), idx), {"axis": axis}
 
 
-@primitive(np.take, sample=S.custom(_sample_take))
-def take(x, indices, axis=None):
+@defvjp(np.take, sample=S.custom(_sample_take))
+def take(y, x, indices, axis=None):
     """``np.take``: elements (``axis=None``, of the flattened array) or slices along ``axis``."""
-    return K.take(x, indices, axis)
-
-
-@vjp(np.take)
-def _take_vjp(y, x, indices, axis=None):
     d[x] = untake_along(d[y], x, indices, axis)
 
 
-@primitive(sample=S.custom(lambda draw, dt, st, array, shapes: (
+@defvjp(None, sample=S.custom(lambda draw, dt, st, array, shapes: (
     lambda a, kw: ((array(draw, np.take(a[0], a[1], **kw).shape, dt), a[0], a[1]), kw))(*_sample_take(
         draw, dt, st, array, shapes))))
-def untake_along(g, x, indices, axis=None):
+def untake_along(y, g, x, indices, axis=None):
     """Zeros shaped like ``x`` with ``g`` added where ``np.take(x, indices, axis)`` read (repeats add up)."""
-    return K.untake_along(g, x, indices, axis)
-
-
-@vjp(untake_along)
-def _untake_along_vjp(y, g, x, indices, axis=None):
     d[g] = np.take(d[y], indices, axis=axis)
+
+
+
+
+# --------------------------------------------------------------------- no derivative
+# piecewise constant in their inputs (or reading only shapes): a differentiated value may flow in,
+# and contributes nothing to the gradient
+nondiff(np.argmax, np.argmin, np.argsort, np.floor, np.ceil, np.round, np.around, np.rint, np.trunc, np.fix,
+        np.isnan, np.isfinite, np.isinf, np.any, np.all, np.nonzero, np.shape, np.size, np.ndim, np.zeros_like,
+        np.ones_like, np.empty_like, np.count_nonzero, np.searchsorted, np.digitize, np.equal, np.not_equal,
+        np.less, np.less_equal, np.greater, np.greater_equal, np.logical_and, np.logical_or, np.logical_not,
+        np.logical_xor, np.heaviside, np.isclose, np.allclose, np.array_equal, np.floor_divide, np.signbit,
+        np.argwhere, np.flatnonzero, math.floor, math.ceil, math.trunc, math.isnan, math.isinf, math.isfinite,
+        round, len)

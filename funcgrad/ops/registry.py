@@ -13,6 +13,11 @@ A primitive is keyed by the function object users call (``numpy.exp``,
   differentiable (axes, shapes, flags);
 * a ``sample`` spec the registry-driven property test draws arguments from.
 
+:func:`defvjp` declares all of it in one place (the forward is the backend
+kernel of the template's name); ``@primitive`` + ``@vjp`` remain for the few
+primitives whose forward is not a kernel call (indexing). :func:`nondiff`
+declares functions whose derivative is zero.
+
 Guarantee: ``lookup(obj)`` returns the :class:`Primitive` for any registered
 callable (also for ``ndarray`` methods normalized to functions), and every
 registered primitive has a sample spec, so the property test covers it.
@@ -25,7 +30,9 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["Primitive", "primitive", "vjp", "d", "lookup", "registry", "alias"]
+from ..kernels import cpu as _cpu_kernels
+
+__all__ = ["Primitive", "defvjp", "primitive", "vjp", "d", "lookup", "registry", "alias", "nondiff", "is_nondiff"]
 
 
 class _Cotangents:
@@ -118,6 +125,43 @@ def alias(key, target_key):
     _register_key(key, prim)
 
 
+def defvjp(key=None, *, name: str | None = None, sample=None, elementwise=False, operator=None, also=(),
+           tested_via=None):
+    """Declare a primitive in one place: its VJP template, keyed by the function users call.
+
+    ``@defvjp(np.arcsin, sample=S.unary("unit"), elementwise=True, also=[math.asin])`` over
+    ``def arcsin(y, x): d[x] = d[y] / np.sqrt(1 - x * x)`` declares everything: the primitive's
+    name is the template's name, its signature the template's parameters after the result ``y``
+    (defaults mark non-differentiable parameters such as ``axis``), its forward the backend kernel
+    of the same name (``K.arcsin``, which must exist: checked here for the CPU backend), ``also``
+    lists other callables that mean the same (``math.asin``). A template that assigns no ``d[...]``
+    (only ``pass``) declares a function whose derivative is zero.
+    """
+
+    def deco(fn):
+        nm = name or fn.__name__
+        kernel = getattr(_cpu_kernels, nm, None)
+        if kernel is None:
+            raise TypeError(f"primitive {nm!r} has no kernel: add {nm} to funcgrad/kernels/cpu.py")
+        sig = inspect.signature(fn)
+        fsig = sig.replace(parameters=list(sig.parameters.values())[1:])
+
+        def forward(*args, **kwargs):
+            return getattr(_cpu_kernels, nm)(*args, **kwargs)
+
+        forward.__name__ = forward.__qualname__ = nm
+        forward.__signature__ = fsig
+        forward.__doc__ = fn.__doc__
+        primitive(key, name=nm, sample=sample, elementwise=elementwise, operator=operator,
+                  tested_via=tested_via)(forward)
+        vjp(key if key is not None else forward)(fn)
+        for other in also:
+            alias(other, key if key is not None else forward)
+        return forward if key is None else fn
+
+    return deco
+
+
 def vjp(key):
     """Declare the VJP template of the primitive keyed by ``key``."""
 
@@ -149,6 +193,21 @@ def vjp(key):
 def _is_d(node) -> bool:
     return (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "d"
             and isinstance(node.slice, ast.Name))
+
+
+_NONDIFF: dict = {}   # id -> function whose result is piecewise constant in its inputs (zero derivative)
+
+
+def nondiff(*fns):
+    """Declare functions with no derivative (``np.argmax``, comparisons, ``np.floor``...): a call of one
+    on a differentiated value contributes nothing to the gradient, and no rule is needed."""
+    for f in fns:
+        _KEEPALIVE.append(f)
+        _NONDIFF[id(f)] = f
+
+
+def is_nondiff(obj) -> bool:
+    return id(obj) in _NONDIFF and _NONDIFF[id(obj)] is obj
 
 
 def lookup(obj) -> Primitive | None:

@@ -15,14 +15,9 @@ import linecache
 
 from . import annotations as A
 from ..errors import NoDerivativeError
+from ..ops.registry import is_nondiff
 
 # numpy functions whose result is piecewise constant in their inputs: zero derivative
-ZERO_DERIVATIVE = {
-    "argmax", "argmin", "argsort", "floor", "ceil", "round", "rint", "trunc", "isnan", "isfinite", "isinf",
-    "any", "all", "nonzero", "shape", "size", "ndim", "zeros_like", "ones_like", "empty_like", "count_nonzero",
-    "searchsorted", "digitize", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
-    "logical_and", "logical_or", "logical_not", "sign", "heaviside", "isclose", "floor_divide", "len",
-}
 
 
 class Activity:
@@ -75,7 +70,8 @@ class Activity:
             if A.get(e, A.CUSTOM, None) is not None:
                 return act
             nd = A.get(e, A.NONDIFF, None)
-            if act and nd is not None and nd not in ZERO_DERIVATIVE:
+            if act and nd is not None and not is_nondiff(nd):
+                nd = getattr(nd, "__name__", repr(nd))
                 raise self.nd_error(stmt, f"'{nd}' has no derivative rule but a differentiated value flows into it")
             if act and isinstance(e.func, ast.Attribute) and e.func.attr == "astype":
                 raise self.nd_error(stmt, "'.astype()' of a differentiated value is not supported",

@@ -13,7 +13,7 @@ __all__ = ["get", "put", "has", "PRIM", "CUSTOM", "NONDIFF", "SRC", "FILE", "COM
 # name               attribute                  carried by        set by      meaning
 PRIM = "_funcgrad_prim"          # Call            normalize   the Primitive this call applies
 CUSTOM = "_funcgrad_custom"      # Call            normalize   the custom_vjp function this call applies
-NONDIFF = "_funcgrad_nondiff"    # Call            normalize   name of a library call kept as is (no derivative)
+NONDIFF = "_funcgrad_nondiff"    # Call            normalize   the function of a call kept as is (no rule)
 SRC = "_funcgrad_src"            # Call, Assign    normalize   (file, line) of the user's expression
 FILE = "_funcgrad_file"          # stmt            normalize   the user's file (with lineno: errors at file:line)
 COMMENT = "_funcgrad_comment"    # stmt            reverse     trailing comment: the primal statement undone

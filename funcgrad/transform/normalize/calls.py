@@ -166,7 +166,7 @@ class Calls:
             call = ast.Call(func=fexpr, args=[self.as_expr(a, scope, node) for a in args],
                             keywords=[ast.keyword(arg=k, value=self.as_expr(v, scope, node)) for k, v in kwargs.items()])
             ast.copy_location(call, node)
-            A.put(call, A.NONDIFF, getattr(fn, "__name__", repr(fn)))
+            A.put(call, A.NONDIFF, fn)
             A.put(call, A.SRC, (P.filename, getattr(node, "lineno", None)))
             return Dyn(call)
         raise error(P, node, f"'{getattr(fn, '__qualname__', fn)}' has no derivative rule and is not a Python "

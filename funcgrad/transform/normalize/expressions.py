@@ -317,7 +317,7 @@ class Expressions:
             call = ast.Call(func=_np_attr("array"), args=[ast.List(elts=[self.as_expr(x, scope, sl)
                                                                          for x in v.values()], ctx=ast.Load())],
                             keywords=[])
-            A.put(call, A.NONDIFF, "array")
+            A.put(call, A.NONDIFF, np.array)
             return call
         if isinstance(v, Struct):
             return ast.Tuple(elts=[self.as_expr(x, scope, sl) for x in v.values()], ctx=ast.Load())
