@@ -42,6 +42,7 @@ tanh = np.tanh
 sinh = np.sinh
 cosh = np.cosh
 arctan = np.arctan
+arcsin = np.arcsin
 absolute = np.abs
 sign = np.sign
 negative = np.negative
@@ -717,6 +718,17 @@ def _untake_ov(g, x, idx):
     def impl(g, x, idx):
         return index_add(np.zeros_like(x), idx, g)
     return impl
+
+
+@_register
+def getitem(x, idx):
+    """``x[idx]`` (generated code writes indexing as indexing; this is the same, by name)."""
+    return x[idx]
+
+
+@overload(getitem)
+def _getitem_ov(x, idx):
+    return lambda x, idx: x[idx]
 
 
 @_register

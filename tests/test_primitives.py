@@ -133,3 +133,15 @@ def test_unbroadcast_sums_broadcast_axes():
     assert np.array_equal(K.unbroadcast(g, np.zeros((3, 1))), g.sum((0, 2)).reshape(3, 1))
     assert K.unbroadcast(g, np.zeros((2, 3, 4))) is g
     assert K.unbroadcast(g, 1.0) == g.sum()
+
+
+def test_every_primitive_has_a_kernel_in_every_backend():
+    from funcgrad.kernels.base import backends
+    from funcgrad.ops.registry import registry
+    prims = registry()
+    assert len(prims) > 50
+    for b in backends().values():
+        for compiled in (True, False):
+            K = b.namespace(compiled)
+            missing = sorted(name for name in prims if not hasattr(K, name))
+            assert not missing, f"backend {b.name} (compiled={compiled}) lacks kernels for {missing}"

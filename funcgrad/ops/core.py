@@ -155,6 +155,11 @@ def cosh(y, x):
     d[x] = d[y] * np.sinh(x)
 
 
+@defvjp(np.arcsin, sample=S.unary("unit"), elementwise=True, also=[math.asin])
+def arcsin(y, x):
+    d[x] = d[y] / np.sqrt(1 - x * x)
+
+
 @defvjp(np.arctan, sample=S.unary(), elementwise=True)
 def arctan(y, x):
     d[x] = d[y] / (1 + x * x)
