@@ -93,6 +93,9 @@ class Program:
                 out.append(rng.uniform(-1.0, 1.0, size=k))
         return tuple(out)
 
+    def _repr_pretty_(self, p, cycle):  # hypothesis's printer: show the program as text
+        p.text(repr(self))
+
     def __repr__(self):  # what hypothesis prints for a falsifying example
         return (f"Program(seed={self.seed}, n={self.n_value}, args={self.arg_kinds})\n"
                 f"---- program ----\n{self.source}-----------------")
