@@ -5,7 +5,8 @@ Draws ``FUZZ_N`` programs (default 2000) from a seeded ``random.Random``
 program can be regenerated alone with ``--only i``), checks each one in a worker
 process (restarted after a timeout or a crash), and keeps going after failures.
 The first programs showing each distinct failure are shrunk (``FUZZ_SHRINK``
-tries each, default 80; 0 turns shrinking off) and written, with how they fail
+tries each, default 150; 0 turns shrinking off): their choices, then their source
+(``reduce.py``) and written, with how they fail
 and the arguments they fail at, to ``FUZZ_OUT`` (default ``fuzz-failures/``).
 It ends with a summary: right / refused by message / invalid / failures by class.
 
@@ -38,9 +39,8 @@ def _worker(conn, cfg, modes):
         msg = conn.recv()
         if msg is None:
             return
-        choices, only_modes = msg
+        prog, only_modes = msg
         try:
-            prog = generate(ReplayDrawer(choices), cfg)
             out = check(prog, modes=only_modes or modes)
             conn.send(("ok", out))
         except BaseException:  # a bug in the harness: report it, keep the worker
@@ -66,12 +66,12 @@ class Worker:
             self.proc.join(5)
             self.proc = None
 
-    def check(self, choices, modes=None):
+    def check(self, prog, modes=None):
         """An Outcome, or an Outcome-like FAILURE for a timeout or a dead worker."""
         from .check import FAILURE, Outcome
         if self.proc is None or not self.proc.is_alive():
             self.start()
-        self.conn.send((list(choices), modes))
+        self.conn.send((prog, modes))
         if not self.conn.poll(self.timeout):
             self.stop()
             return Outcome(FAILURE, "?", "timeout", f"no answer in {self.timeout} s (hang or endless compile)")
@@ -144,7 +144,7 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=int(env.get("FUZZ_N", 2000)))
     ap.add_argument("--seed", type=int, default=int(env.get("FUZZ_SEED", 0)))
     ap.add_argument("--out", default=env.get("FUZZ_OUT", "fuzz-failures"))
-    ap.add_argument("--shrink", type=int, default=int(env.get("FUZZ_SHRINK", 80)))
+    ap.add_argument("--shrink", type=int, default=int(env.get("FUZZ_SHRINK", 150)))
     ap.add_argument("--shrink-per-class", type=int, default=int(env.get("FUZZ_SHRINK_PER_CLASS", 2)))
     ap.add_argument("--timeout", type=float, default=float(env.get("FUZZ_TIMEOUT", 180)))
     ap.add_argument("--modes", default=env.get("FUZZ_MODES", "auto,python,njit,nojit"))
@@ -177,7 +177,7 @@ def main(argv=None):
             drawer = RandomDrawer(a.seed + i)
             prog = generate(drawer, cfg)
             choices = drawer.choices
-            out = worker.check(choices)
+            out = worker.check(prog)
             counts[out.status] += 1
             if a.only is not None:
                 print(prog.source)
@@ -216,14 +216,31 @@ def main(argv=None):
     return 1 if classes else 0
 
 
+def _same_failure(cls, out):
+    first = out.mode.split(",")[0]
+
+    def same(o):
+        if o.status != "FAILURE" or o.kind != out.kind:
+            return False
+        if o.kind in ("wrong-gradient", "wrong-value", "timeout", "crash"):
+            return first in o.mode.split(",") or first == "?"
+        return failure_class(o) == cls
+    return same
+
+
 def _shrink(worker, cfg, choices, cls, out, tries):
-    def still_fails(c):
-        o = worker.check(c, modes=tuple(m for m in out.mode.split(",") if m and m != "?") or None)
-        return o.status == "FAILURE" and failure_class(o)[:2] == cls[:2] and (
-            o.kind in ("wrong-gradient", "wrong-value", "timeout", "crash") or failure_class(o) == cls)
-    best = shrink_choices(choices, still_fails, max_tries=tries, max_seconds=tries * 6.0)
+    """Shrink the program's choices a little, then its source (tests/fuzz/reduce.py)."""
+    import dataclasses
+    from .reduce import reduce_source
+    same = _same_failure(cls, out)
+    modes = tuple(m for m in out.mode.split(",") if m and m != "?") or None
+    best = shrink_choices(choices, lambda c: same(worker.check(generate(ReplayDrawer(c), cfg), modes=modes)),
+                          max_tries=max(tries // 4, 1), max_seconds=tries * 1.5)
     prog = generate(ReplayDrawer(best), cfg)
-    final = worker.check(best)
+    src = reduce_source(prog.source, lambda s: same(worker.check(dataclasses.replace(prog, source=s), modes=modes)),
+                        max_tries=tries, max_seconds=tries * 5.0)
+    prog = dataclasses.replace(prog, source=src)
+    final = worker.check(prog)
     return prog, final
 
 
