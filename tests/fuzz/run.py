@@ -98,7 +98,7 @@ def failure_class(out):
     if out.kind in ("wrong-gradient", "wrong-value", "timeout", "crash"):
         return (out.status, out.kind, out.mode)
     from .check import _normalize
-    return (out.status, out.kind, _normalize(out.message))
+    return (out.status, out.kind, _normalize(out.message + "\n" + (out.details or "")))
 
 
 def write_program(path, prog, out, note=""):
