@@ -111,7 +111,7 @@ def write_program(path, prog, out, note=""):
         lines.append(f"#   {ln}")
     if note:
         lines.append(f"# {note}")
-    lines.append(f"# features: {', '.join(sorted(prog.features))}")
+    lines.append(f"# features drawn (before shrinking): {', '.join(sorted(prog.features))}")
     lines.append(f"# reproduce: check_program(open(__file__).read(), make_args(), ARGNUMS)  (tests/fuzz/check.py)")
     body = prog.source.rstrip("\n")
     tail = [
