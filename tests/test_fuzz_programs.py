@@ -10,10 +10,13 @@ failure is shrunk by hypothesis to a small program, printed in full.
 
 The budget is fixed and derandomized (the same programs every run):
 ``FUZZ_CI_EXAMPLES`` (default 30) programs; ``FUZZ_CI_FEATURES`` /
-``FUZZ_CI_WITHOUT`` (comma lists) choose the constructs. ``make fuzz`` is the
+``FUZZ_CI_WITHOUT`` (comma lists) choose the constructs; shrinking a failure stops
+taking new programs ``FUZZ_CI_SHRINK_SECONDS`` (default 180) after the first one
+(``FUZZ_CI_NO_SHRINK=1`` skips it). ``make fuzz`` is the
 long run (``tests/fuzz/run.py``).
 """
 import os
+import time
 import warnings
 
 import pytest
@@ -34,14 +37,35 @@ EXAMPLES = int(os.environ.get("FUZZ_CI_EXAMPLES", 30))
 PHASES = (Phase.explicit, Phase.generate) + (() if os.environ.get("FUZZ_CI_NO_SHRINK") else (Phase.shrink,))
 
 
+# Shrinking re-runs programs for as long as it finds smaller failing ones; past this many
+# seconds after the first failure, programs not yet seen are rejected, so the test ends with
+# the smallest failing program found so far.
+SHRINK_SECONDS = float(os.environ.get("FUZZ_CI_SHRINK_SECONDS", 180))
+CHECK_TIMEOUT = int(os.environ.get("FUZZ_CI_TIMEOUT", 60))     # seconds per mode and program
+VERBOSE = bool(os.environ.get("FUZZ_CI_VERBOSE"))                  # one line per program (with pytest -s)
+_failed: dict = {}
+_first_failure = []
+
+
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None, phases=PHASES,
           suppress_health_check=list(HealthCheck), print_blob=False)
 @given(programs(CI_CONFIG))
 def test_random_programs_are_right_or_refused(prog):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        out = check(prog)
-    hypothesis.assume(out.status != INVALID)
+    key = (prog.source, prog.seed, prog.n_value, repr(prog.arg_kinds))
+    out = _failed.get(key)
+    if out is None:
+        if _first_failure and time.monotonic() - _first_failure[0] > SHRINK_SECONDS:
+            hypothesis.reject()
+        t0 = time.monotonic()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = check(prog, timeout=CHECK_TIMEOUT)
+        if VERBOSE:
+            print(f"[fuzz] {time.monotonic() - t0:5.1f}s {out.status} {out.kind} {out.mode}", flush=True)
+        hypothesis.assume(out.status != INVALID)
+        if out.status == FAILURE:
+            _failed[key] = out
+            _first_failure[:] = _first_failure or [time.monotonic()]
     assert out.status != FAILURE, f"\n{prog!r}\n{out}"
 
 
