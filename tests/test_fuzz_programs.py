@@ -41,7 +41,7 @@ PHASES = (Phase.explicit, Phase.generate) + (() if os.environ.get("FUZZ_CI_NO_SH
 # seconds after the first failure, programs not yet seen are rejected, so the test ends with
 # the smallest failing program found so far.
 SHRINK_SECONDS = float(os.environ.get("FUZZ_CI_SHRINK_SECONDS", 180))
-CHECK_TIMEOUT = int(os.environ.get("FUZZ_CI_TIMEOUT", 60))     # seconds per mode and program
+CHECK_TIMEOUT = int(os.environ.get("FUZZ_CI_TIMEOUT", 300))    # seconds per mode and program (a cold njit compile on a loaded 2-core box can take a minute)
 VERBOSE = bool(os.environ.get("FUZZ_CI_VERBOSE"))                  # one line per program (with pytest -s)
 _failed: dict = {}
 _first_failure = []
