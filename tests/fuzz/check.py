@@ -340,6 +340,11 @@ def check_program(src, args, argnums, modes=MODES, use_autograd=True, timeout=12
         first_bad = first_bad or mode
     details = ""
     if first_bad:
+        # the failure reported (and grouped on) is the worst one: a silently wrong answer
+        # outranks a crash, which would otherwise hide it (e.g. njit crashes, python is wrong)
+        rank = {"wrong-value": 0, "wrong-gradient": 1, "bad-refusal": 2, "timeout": 9}
+        first_bad = min((m for m, v in per_mode.items() if v[0] == FAILURE),
+                        key=lambda m: (rank.get(per_mode[m][1], 5), list(per_mode).index(m)))
         st, kind, msg = per_mode[first_bad]
         if kind == "wrong-gradient":
             got = per_mode  # noqa: F841
