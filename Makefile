@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install clean
+.PHONY: demo test install clean fuzz
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -27,6 +27,12 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -rs -p no:cacheprovider -n 2 --ignore=tests/test_dist.py tests
 	$(BIN)/python -m pytest -q -rs -p no:cacheprovider tests/test_dist.py
+
+# The long fuzz run: FUZZ_N random programs (default 2000) through every mode; keeps going
+# after failures, shrinks one or two of each kind, writes them to fuzz-failures/ and prints
+# a summary. FUZZ_SEED, FUZZ_SHRINK, FUZZ_WITHOUT, ... : see tests/fuzz/run.py.
+fuzz: $(STAMP)
+	$(BIN)/python -m tests.fuzz.run
 
 clean:
 	rm -rf $(VENV) build *.egg-info

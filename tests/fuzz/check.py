@@ -1,0 +1,379 @@
+"""Run one generated program through funcgrad in every mode and classify the result.
+
+``check_program(src, args, argnums) -> Outcome`` writes ``src`` to a real file,
+imports it (so funcgrad can read its source), and for each mode in ``MODES``
+(``auto``, ``python``, ``njit`` and ``jit=False``) compares funcgrad's value with
+the plain Python call and its gradient with central differences in float64
+(re-checked with a second step before a mismatch counts), and with autograd
+when autograd is installed and can run the program. The outcome is one of
+
+* ``RIGHT``: every mode gave the right value and gradient;
+* ``REFUSED``: some mode raised a ``funcgrad.errors.FuncgradError`` whose message
+  names the user's ``file:line`` and no internal name; the others were right;
+* ``FAILURE``: anything else: a wrong value or gradient, any other exception
+  (KeyError, a Numba TypingError, ...), or a refusal that does not point at the
+  user's line or leaks internal names;
+* ``INVALID``: the program itself is unusable as a test (plain Python raises,
+  the value is not finite, or the point is not smooth: two finite-difference
+  steps disagree). Callers discard these.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.util
+import os
+import re
+import signal
+import sys
+import tempfile
+import traceback
+import warnings
+from contextlib import contextmanager
+
+import numpy as np
+
+import funcgrad
+from funcgrad.errors import FuncgradError
+
+MODES = ("auto", "python", "njit", "nojit")
+
+RTOL, ATOL = 1e-4, 1e-6
+EPS1, EPS2 = 1e-6, 1e-5
+VALUE_RTOL = 1e-9
+
+_FUNCGRAD_DIR = os.path.dirname(os.path.abspath(funcgrad.__file__))
+
+# names from funcgrad's generated code or its internals that a user should never read
+INTERNAL = re.compile(
+    r"\b_v\d+|\b_t\d+|__ret|__brk|_nd_error|_ValueAndGrad|_Transformed|\bK\.|numba|Numba|TypingError"
+    r"|site-packages|funcgrad/source|funcgrad/ops|funcgrad/kernels|funcgrad/api|\b_tape|\b_it\d+|\b_k\d+"
+    r"|\bd_\w+|\b_dres\d+|\b_pos_\w+|Traceback")
+
+RIGHT, REFUSED, FAILURE, INVALID = "RIGHT", "REFUSED", "FAILURE", "INVALID"
+
+
+@dataclasses.dataclass
+class Outcome:
+    status: str                      # RIGHT / REFUSED / FAILURE / INVALID
+    mode: str = ""                   # the first mode that refused or failed
+    kind: str = ""                   # e.g. "wrong-gradient", "KeyError", "bad-refusal", "UnsupportedSyntaxError"
+    message: str = ""                # the exception's message, or what mismatched
+    details: str = ""                # traceback tail, numbers
+    per_mode: dict = dataclasses.field(default_factory=dict)   # mode -> (status, kind, message)
+
+    @property
+    def signature(self):
+        """What makes two failures 'the same bug' (for grouping and shrinking)."""
+        return (self.status, self.mode, self.kind, _normalize(self.message))
+
+    def __str__(self):
+        head = f"{self.status}"
+        if self.status != RIGHT:
+            head += f" [{self.mode}] {self.kind}: {self.message}"
+        lines = [head]
+        for m, (st, k, msg) in self.per_mode.items():
+            if st != RIGHT:
+                lines.append(f"  {m}: {st} {k}: {msg[:300]}")
+        if self.details:
+            lines.append(self.details)
+        return "\n".join(lines)
+
+
+def _normalize(msg):
+    """A message with the user's file, line numbers, names and numbers taken out."""
+    lines = [ln.strip() for ln in msg.split("\n") if ln.strip()]
+    msg = lines[0] if lines else ""
+    if msg.startswith("Failed in nopython mode pipeline") and len(lines) > 1:
+        # a Numba error: what failed to type is on the next lines
+        sig = next((ln for ln in lines if ln.startswith(">>>")), "")
+        msg = lines[1] + (" " + re.sub(r"\(.*", "(...)", sig) if sig else "")
+    msg = re.sub(r" at 0x[0-9a-f]+", "", msg)
+    msg = re.sub(r"\S*fz_[0-9a-f]+\.py:\d+", "<file>:<line>", msg)
+    msg = re.sub(r"'[A-Za-z_]\w*'", "'<name>'", msg)
+    msg = re.sub(r"\b[a-z]{1,2}\d+\b", "<name>", msg)
+    msg = re.sub(r"-?\d+(\.\d+)?(e-?\d+)?", "<num>", msg)
+    return msg[:160]
+
+
+class _Timeout(Exception):
+    pass
+
+
+@contextmanager
+def _time_limit(seconds):
+    if not seconds or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def handler(signum, frame):
+        raise _Timeout(f"timed out after {seconds} s")
+    old = signal.signal(signal.SIGALRM, handler)
+    signal.alarm(int(seconds))
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+_DIR = None
+
+
+def _workdir():
+    global _DIR
+    if _DIR is None:
+        _DIR = os.environ.get("FUZZ_PROGRAM_DIR") or tempfile.mkdtemp(prefix="funcgrad-fuzz-")
+        os.makedirs(_DIR, exist_ok=True)
+    return _DIR
+
+
+def load_program(src, name="f"):
+    """Write ``src`` to a real file under a unique module name and import it; returns (fn, path)."""
+    h = hashlib.sha1(src.encode()).hexdigest()[:12]
+    modname = f"fz_{h}"
+    path = os.path.join(_workdir(), modname + ".py")
+    if not os.path.exists(path):
+        with open(path, "w") as fh:
+            fh.write(src)
+    mod = sys.modules.get(modname)
+    if mod is None:
+        spec = importlib.util.spec_from_file_location(modname, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[modname] = mod
+        spec.loader.exec_module(mod)
+    return getattr(mod, name), path
+
+
+def _copy_args(args):
+    return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
+
+
+def _fd(fn, args, argnums, eps):
+    out = []
+    for i in argnums:
+        a = args[i]
+        if isinstance(a, np.ndarray):
+            g = np.zeros_like(a)
+            for k in range(a.size):
+                ap = a.copy()
+                ap.reshape(-1)[k] += eps
+                am = a.copy()
+                am.reshape(-1)[k] -= eps
+                fp = fn(*(args[:i] + (ap,) + args[i + 1:]))
+                fm = fn(*(args[:i] + (am,) + args[i + 1:]))
+                g.reshape(-1)[k] = (fp - fm) / (2 * eps)
+            out.append(g)
+        else:
+            fp = fn(*(args[:i] + (a + eps,) + args[i + 1:]))
+            fm = fn(*(args[:i] + (a - eps,) + args[i + 1:]))
+            out.append(np.float64((fp - fm) / (2 * eps)))
+    return out
+
+
+def _close(got, want, scale):
+    for g, w in zip(got, want):
+        g = np.asarray(g, dtype=np.float64)
+        w = np.asarray(w, dtype=np.float64)
+        if g.shape != w.shape:
+            return False
+        if not np.all(np.isfinite(g)):
+            return False
+        if not np.allclose(g, w, rtol=RTOL, atol=ATOL * scale):
+            return False
+    return True
+
+
+def _worst(got, want):
+    worst = (0.0, None)
+    for j, (g, w) in enumerate(zip(got, want)):
+        g = np.asarray(g, dtype=np.float64)
+        w = np.asarray(w, dtype=np.float64)
+        if g.shape != w.shape:
+            return f"arg {j}: gradient shape {g.shape}, expected {w.shape}"
+        err = np.abs(g - w)
+        if err.size and np.nanmax(err) >= worst[0]:
+            worst = (float(np.nanmax(err)), j)
+    if worst[1] is None:
+        return "gradient not finite"
+    j = worst[1]
+    return f"arg {j}: max abs error {worst[0]:.3g}"
+
+
+def _autograd(path, src, args, argnums):
+    """autograd's gradient of the program, or None when autograd is missing or cannot run it."""
+    try:
+        import autograd
+    except ImportError:
+        return None
+    asrc = src.replace("import numpy as np", "import autograd.numpy as np")
+    h = hashlib.sha1(asrc.encode()).hexdigest()[:12]
+    modname = f"fzag_{h}"
+    apath = os.path.join(_workdir(), modname + ".py")
+    try:
+        with open(apath, "w") as fh:
+            fh.write(asrc)
+        spec = importlib.util.spec_from_file_location(modname, apath)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = []
+            for i in argnums:
+                g = autograd.grad(mod.f, i)(*_copy_args(args))
+                out.append(np.asarray(g, dtype=np.float64))
+        return out
+    except Exception:
+        return None
+
+
+def _run_mode(fn, args, argnums, mode):
+    if mode == "nojit":
+        vg = funcgrad.value_and_grad(fn, argnums=argnums, jit=False)
+    else:
+        vg = funcgrad.value_and_grad(fn, argnums=argnums, mode=mode)
+    return vg(*_copy_args(args))
+
+
+def _classify_exception(e, path):
+    """(status, kind, message) for an exception raised by funcgrad."""
+    tb = traceback.format_exception(type(e), e, e.__traceback__)
+    msg = str(e)
+    if isinstance(e, FuncgradError):
+        # the message names the user's file:line, and nothing of funcgrad's insides
+        base = os.path.basename(path)
+        names_line = re.search(re.escape(path) + r":\d+", msg) or re.search(re.escape(base) + r":\d+", msg)
+        scrubbed = msg.replace(path, "<file>")
+        leak = INTERNAL.search(scrubbed)
+        if not names_line:
+            return FAILURE, "bad-refusal", f"{type(e).__name__} without the user's file:line: {msg}"
+        if leak:
+            return FAILURE, "bad-refusal", f"{type(e).__name__} leaks {leak.group(0)!r}: {msg}"
+        return REFUSED, type(e).__name__, msg
+    kind = type(e).__name__
+    return FAILURE, kind, f"{msg}\n" + "".join(tb[-6:])
+
+
+def check_program(src, args, argnums, modes=MODES, use_autograd=True, timeout=120):
+    """Classify one program: RIGHT, REFUSED(message), FAILURE(kind, details) or INVALID."""
+    args = tuple(args)
+    argnums = tuple(argnums)
+    try:
+        fn, path = load_program(src)
+    except Exception as e:  # the generator wrote something Python rejects
+        return Outcome(INVALID, kind="load", message=f"{type(e).__name__}: {e}")
+    # the plain Python value: the program must run, return a finite float, and leave its inputs alone
+    try:
+        with np.errstate(all="raise"), warnings.catch_warnings():
+            warnings.simplefilter("error")
+            before = _copy_args(args)
+            value = fn(*_copy_args(args))
+            fn(*args)
+            for a, b in zip(args, before):
+                if isinstance(a, np.ndarray) and not np.array_equal(a, b):
+                    return Outcome(INVALID, kind="mutates-input")
+    except Exception as e:
+        return Outcome(INVALID, kind="plain", message=f"{type(e).__name__}: {e}")
+    if not isinstance(value, (float, np.floating)) or not np.isfinite(value) or abs(value) > 1e6:
+        return Outcome(INVALID, kind="value", message=repr(value)[:80])
+    try:
+        with np.errstate(all="ignore"):
+            fd1 = _fd(fn, args, argnums, EPS1)
+    except Exception as e:
+        return Outcome(INVALID, kind="plain-fd", message=f"{type(e).__name__}: {e}")
+    if not all(np.all(np.isfinite(g)) and np.all(np.abs(g) < 1e6) for g in fd1):
+        return Outcome(INVALID, kind="fd", message="finite differences not finite")
+    scale = max(1.0, abs(float(value)), max((float(np.max(np.abs(g))) if np.size(g) else 0.0) for g in fd1))
+    refs = {"fd1": fd1}
+
+    def reference(name):
+        if name not in refs:
+            if name == "fd2":
+                with np.errstate(all="ignore"):
+                    refs[name] = _fd(fn, args, argnums, EPS2)
+            elif name == "autograd":
+                refs[name] = _autograd(path, src, args, argnums) if use_autograd else None
+        return refs[name]
+
+    per_mode = {}
+    first_bad = None
+    first_refused = None
+    for mode in modes:
+        try:
+            with _time_limit(timeout):
+                val, grads = _run_mode(fn, args, argnums, mode)
+        except _Timeout as e:
+            per_mode[mode] = (FAILURE, "timeout", str(e))
+            first_bad = first_bad or mode
+            continue
+        except Exception as e:
+            st, kind, msg = _classify_exception(e, path)
+            per_mode[mode] = (st, kind, msg)
+            if st == FAILURE:
+                first_bad = first_bad or mode
+            else:
+                first_refused = first_refused or mode
+            continue
+        grads = list(grads) if isinstance(grads, tuple) else [grads]
+        # the value
+        if not np.isfinite(val) or not np.isclose(val, value, rtol=VALUE_RTOL, atol=1e-12 * scale):
+            per_mode[mode] = (FAILURE, "wrong-value", f"value {val!r}, plain Python gives {value!r}")
+            first_bad = first_bad or mode
+            continue
+        # the gradient: right if it matches either finite-difference step or autograd
+        if _close(grads, fd1, scale):
+            per_mode[mode] = (RIGHT, "", "")
+            continue
+        fd2 = reference("fd2")
+        if not _close(fd1, fd2, scale):
+            # not smooth at this point (a branch or a kink within eps): nothing can be judged here
+            return Outcome(INVALID, kind="not-smooth", message="finite differences disagree between steps")
+        if _close(grads, fd2, scale):
+            per_mode[mode] = (RIGHT, "", "")
+            continue
+        ag = reference("autograd")
+        if ag is not None and _close(grads, ag, scale):
+            per_mode[mode] = (RIGHT, "", "")
+            continue
+        detail = _worst(grads, fd1)
+        per_mode[mode] = (FAILURE, "wrong-gradient", detail)
+        first_bad = first_bad or mode
+    details = ""
+    if first_bad:
+        # the failure reported (and grouped on) is the worst one: a silently wrong answer
+        # outranks a crash, which would otherwise hide it (e.g. njit crashes, python is wrong)
+        rank = {"wrong-value": 0, "wrong-gradient": 1, "bad-refusal": 2, "timeout": 9}
+        first_bad = min((m for m, v in per_mode.items() if v[0] == FAILURE),
+                        key=lambda m: (rank.get(per_mode[m][1], 5), list(per_mode).index(m)))
+        st, kind, msg = per_mode[first_bad]
+        if kind == "wrong-gradient":
+            got = per_mode  # noqa: F841
+            details = _grad_details(fn, args, argnums, first_bad, fd1, refs.get("autograd"))
+        head, _, rest = msg.partition("\n")
+        bad_modes = [m for m, v in per_mode.items() if v[0] == FAILURE]
+        return Outcome(FAILURE, ",".join(bad_modes), kind, head, rest or details, per_mode)
+    if first_refused:
+        st, kind, msg = per_mode[first_refused]
+        modes_ref = [m for m, v in per_mode.items() if v[0] == REFUSED]
+        return Outcome(REFUSED, ",".join(modes_ref), kind, msg, "", per_mode)
+    return Outcome(RIGHT, per_mode=per_mode)
+
+
+def _grad_details(fn, args, argnums, mode, fd1, ag):
+    try:
+        _, grads = _run_mode(fn, args, argnums, mode)
+    except Exception:  # pragma: no cover
+        return ""
+    grads = list(grads) if isinstance(grads, tuple) else [grads]
+    out = []
+    with np.printoptions(precision=6, suppress=True, linewidth=120):
+        for j, (g, w) in enumerate(zip(grads, fd1)):
+            out.append(f"  d/d arg{argnums[j]}: funcgrad {np.asarray(g)!r}\n"
+                       f"  {'':11}finite differences {np.asarray(w)!r}")
+    return "\n".join(out)
+
+
+def check(prog, modes=MODES, use_autograd=True, timeout=120):
+    """``check_program`` for a ``gen.Program``."""
+    return check_program(prog.source, prog.make_args(), prog.argnums, modes=modes,
+                         use_autograd=use_autograd and not prog.uses_inplace, timeout=timeout)

@@ -1,0 +1,24 @@
+# Found by tests/fuzz (exception, every mode). An integer-list index A[[0, 0]] is
+# read as the tuple index A[0, 0]: IndexError 'too many indices for array' in
+# auto/python/jit=False, a Numba TypingError (getitem(array 1d, UniTuple(int x 2))) in njit.
+import numpy as np
+
+def f(x, A, n):
+    return np.sum(A[[0, 0]])
+
+# ---- the arguments it fails at ----
+ARGNUMS = (0, 1)
+INPLACE = False
+
+
+def make_args():
+    rng = np.random.RandomState(0)
+    out = []
+    for k in ['f', (3,), 'i']:
+        if k == "f":
+            out.append(float(rng.uniform(-1.0, 1.0)))
+        elif k == "i":
+            out.append(2)
+        else:
+            out.append(rng.uniform(-1.0, 1.0, size=k))
+    return tuple(out)

@@ -1,0 +1,26 @@
+# Found by tests/fuzz (exception while transforming, every mode): KeyError: '_v1'
+# from funcgrad/source/reverse.py (_rev_if -> _zero) for np.max inside an if.
+# Same family as max_in_loop.py (np.max inside a loop: KeyError '_v3').
+import numpy as np
+
+def f(x, A, n):
+    if n == 0:
+        x = np.max(A * x)
+    return x
+
+# ---- the arguments it fails at ----
+ARGNUMS = (0, 1)
+INPLACE = False
+
+
+def make_args():
+    rng = np.random.RandomState(0)
+    out = []
+    for k in ['f', (3,), 'i']:
+        if k == "f":
+            out.append(float(rng.uniform(-1.0, 1.0)))
+        elif k == "i":
+            out.append(2)
+        else:
+            out.append(rng.uniform(-1.0, 1.0, size=k))
+    return tuple(out)
