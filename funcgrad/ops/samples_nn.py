@@ -15,7 +15,7 @@ from funcgrad.kernels import cpu_nn as K
 
 
 def _st():
-    import hypothesis.strategies as st
+    import hypothesis.strategies as st  # optional: a test-time dependency, needed only to draw a sample
     return st
 
 
