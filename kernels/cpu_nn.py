@@ -25,7 +25,7 @@ import numpy as np
 import numba
 from numba import njit, prange, types
 from numba.core import errors as _nberrors
-from numba.extending import overload
+from numba.extending import overload, register_jitable
 from numba.np.unsafe.ndarray import to_fixed_tuple
 import os as _os
 
@@ -907,8 +907,9 @@ def _ov_avg_pool2d_grad(dy, x_shape, kernel_size, stride=None, padding=0):
 
 # --------------------------------------------------------------------------- elementwise activations
 # Each activation works on a number or on an array of any shape (same shape out).
-# Scalar math lives in a small @njit function; _ew1/_ew2 build the array loop
-# and a Python dispatcher with a numba overload for scalar-or-array.
+# Scalar math lives in a small @njit function (_s_*); _map_x/_map_gx build its array
+# loop (_a_*), and _make_ew1/_make_ew2 (or the written-out parametric ones) a Python
+# dispatcher with a numba overload for scalar-or-array.
 
 @njit(cache=True)
 def _s_relu(v):
@@ -977,131 +978,56 @@ def _s_softplus(v):
     return max(v, 0.0) + math.log1p(math.exp(-abs(v)))
 
 
-# Array loops, one per op (written out: njit functions taking functions as arguments do not cache).
-@njit(cache=True)
-def _a_relu(x):
-    xf = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty(xf.size, x.dtype)
-    for i in range(xf.size):
-        out[i] = _s_relu(xf[i])
-    return out.reshape(x.shape)
+# The array loops (_a_*), built from the scalar kernels by one helper per arity. Each loop is
+# its own cached dispatcher: the scalar kernel is a constant of the loop's closure, given as
+# its Python function made jitable (register_jitable), which Numba inlines and pickles by
+# content into the disk-cache key. (A dispatcher there would pickle with a per-process id:
+# the key, so the cache, would never match again; that is why these loops were written out.)
+def _loop_of(s, loop):
+    """``loop`` compiled, named after its scalar kernel (``_s_relu`` -> ``relu_array``): the
+    name is the loop's own disk-cache file."""
+    loop.__name__ = loop.__qualname__ = getattr(s, "py_func", s).__name__[3:] + "_array"
+    return njit(cache=True)(loop)
 
 
-@njit(cache=True)
-def _a_gelu(x):
-    xf = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty(xf.size, x.dtype)
-    for i in range(xf.size):
-        out[i] = _s_gelu(xf[i])
-    return out.reshape(x.shape)
+def _inlined(s):
+    """The scalar kernel ``s`` as a constant a cached loop can close over (see above)."""
+    return register_jitable(getattr(s, "py_func", s))
 
 
-@njit(cache=True)
-def _a_sigmoid(x):
-    xf = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty(xf.size, x.dtype)
-    for i in range(xf.size):
-        out[i] = _s_sigmoid(xf[i])
-    return out.reshape(x.shape)
+def _map_x(s):
+    """``x -> s(x[i], *params)`` for every element: an array of x's shape and dtype."""
+    s = _inlined(s)
+
+    def loop(x, *params):
+        xf = np.ascontiguousarray(x).reshape(-1)
+        out = np.empty(xf.size, x.dtype)
+        for i in range(xf.size):
+            out[i] = s(xf[i], *params)
+        return out.reshape(x.shape)
+    return _loop_of(s, loop)
 
 
-@njit(cache=True)
-def _a_softplus(x):
-    xf = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty(xf.size, x.dtype)
-    for i in range(xf.size):
-        out[i] = _s_softplus(xf[i])
-    return out.reshape(x.shape)
+def _map_gx(s):
+    """``(g, x) -> s(g[i], x[i], *params)`` for every element (g and x of one size): x's shape and dtype."""
+    s = _inlined(s)
+
+    def loop(g, x, *params):
+        gf = np.ascontiguousarray(g).reshape(-1)
+        xf = np.ascontiguousarray(x).reshape(-1)
+        if gf.size != xf.size:
+            raise ValueError("elementwise gradient: shapes differ")
+        out = np.empty(xf.size, x.dtype)
+        for i in range(xf.size):
+            out[i] = s(gf[i], xf[i], *params)
+        return out.reshape(x.shape)
+    return _loop_of(s, loop)
 
 
-@njit(cache=True)
-def _a_leaky_relu(x, a):
-    xf = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty(xf.size, x.dtype)
-    for i in range(xf.size):
-        out[i] = _s_leaky_relu(xf[i], a)
-    return out.reshape(x.shape)
-
-
-@njit(cache=True)
-def _a_elu(x, a):
-    xf = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty(xf.size, x.dtype)
-    for i in range(xf.size):
-        out[i] = _s_elu(xf[i], a)
-    return out.reshape(x.shape)
-
-
-@njit(cache=True)
-def _a_relu_grad(g, x):
-    gf = np.ascontiguousarray(g).reshape(-1)
-    xf = np.ascontiguousarray(x).reshape(-1)
-    if gf.size != xf.size:
-        raise ValueError("elementwise gradient: shapes differ")
-    out = np.empty(xf.size, x.dtype)
-    for i in range(xf.size):
-        out[i] = _s_relu_grad(gf[i], xf[i])
-    return out.reshape(x.shape)
-
-
-@njit(cache=True)
-def _a_gelu_grad(g, x):
-    gf = np.ascontiguousarray(g).reshape(-1)
-    xf = np.ascontiguousarray(x).reshape(-1)
-    if gf.size != xf.size:
-        raise ValueError("elementwise gradient: shapes differ")
-    out = np.empty(xf.size, x.dtype)
-    for i in range(xf.size):
-        out[i] = _s_gelu_grad(gf[i], xf[i])
-    return out.reshape(x.shape)
-
-
-@njit(cache=True)
-def _a_gelu_grad2(g, x):
-    gf = np.ascontiguousarray(g).reshape(-1)
-    xf = np.ascontiguousarray(x).reshape(-1)
-    if gf.size != xf.size:
-        raise ValueError("elementwise gradient: shapes differ")
-    out = np.empty(xf.size, x.dtype)
-    for i in range(xf.size):
-        out[i] = _s_gelu_grad2(gf[i], xf[i])
-    return out.reshape(x.shape)
-
-
-@njit(cache=True)
-def _a_sigmoid_grad(g, x):
-    gf = np.ascontiguousarray(g).reshape(-1)
-    xf = np.ascontiguousarray(x).reshape(-1)
-    if gf.size != xf.size:
-        raise ValueError("elementwise gradient: shapes differ")
-    out = np.empty(xf.size, x.dtype)
-    for i in range(xf.size):
-        out[i] = _s_sigmoid_grad(gf[i], xf[i])
-    return out.reshape(x.shape)
-
-
-@njit(cache=True)
-def _a_leaky_relu_grad(g, x, a):
-    gf = np.ascontiguousarray(g).reshape(-1)
-    xf = np.ascontiguousarray(x).reshape(-1)
-    if gf.size != xf.size:
-        raise ValueError("elementwise gradient: shapes differ")
-    out = np.empty(xf.size, x.dtype)
-    for i in range(xf.size):
-        out[i] = _s_leaky_relu_grad(gf[i], xf[i], a)
-    return out.reshape(x.shape)
-
-
-@njit(cache=True)
-def _a_elu_grad(g, x, a):
-    gf = np.ascontiguousarray(g).reshape(-1)
-    xf = np.ascontiguousarray(x).reshape(-1)
-    if gf.size != xf.size:
-        raise ValueError("elementwise gradient: shapes differ")
-    out = np.empty(xf.size, x.dtype)
-    for i in range(xf.size):
-        out[i] = _s_elu_grad(gf[i], xf[i], a)
-    return out.reshape(x.shape)
+_a_relu, _a_gelu, _a_sigmoid, _a_softplus, _a_leaky_relu, _a_elu = map(
+    _map_x, (_s_relu, _s_gelu, _s_sigmoid, _s_softplus, _s_leaky_relu, _s_elu))
+_a_relu_grad, _a_gelu_grad, _a_gelu_grad2, _a_sigmoid_grad, _a_leaky_relu_grad, _a_elu_grad = map(
+    _map_gx, (_s_relu_grad, _s_gelu_grad, _s_gelu_grad2, _s_sigmoid_grad, _s_leaky_relu_grad, _s_elu_grad))
 
 
 def _is_arr(t):

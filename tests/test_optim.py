@@ -222,6 +222,69 @@ def test_update_is_pure():
     assert s2.count == 2
 
 
+# ---------------------------------------------------------------- the optimizers are chains of transforms
+
+CHAINS = [
+    ("sgd", lambda: optim.sgd(0.05, momentum=0.8, dampening=0.3, weight_decay=0.1),
+     lambda: optim.chain(optim.add_decayed_weights(0.1), optim.trace(0.8, dampening=0.3),
+                         optim.scale_by_learning_rate(0.05))),
+    ("sgd-nesterov", lambda: optim.sgd(0.05, momentum=0.9, nesterov=True),
+     lambda: optim.chain(optim.trace(0.9, nesterov=True), optim.scale_by_learning_rate(0.05))),
+    ("adam", lambda: optim.adam(0.05, weight_decay=0.1, amsgrad=True),
+     lambda: optim.chain(optim.add_decayed_weights(0.1), optim.scale_by_adam(amsgrad=True),
+                         optim.scale_by_learning_rate(0.05))),
+    ("adamw", lambda: optim.adamw(0.05, weight_decay=0.3),
+     lambda: optim.chain(optim.scale_by_adam(), optim.add_decayed_weights(0.3), optim.scale_by_learning_rate(0.05))),
+    ("rmsprop", lambda: optim.rmsprop(0.01, alpha=0.9, momentum=0.7, centered=True),
+     lambda: optim.chain(optim.scale_by_rms(0.9, centered=True), optim.trace(0.7), optim.scale_by_learning_rate(0.01))),
+    ("adagrad", lambda: optim.adagrad(0.1, lr_decay=0.05, initial_accumulator_value=0.2),
+     lambda: optim.chain(optim.scale_by_rss(0.2),
+                         optim.scale_by_learning_rate(lambda step: 0.1 / (1.0 + step * 0.05)))),
+]
+
+
+@pytest.mark.parametrize("name,alias,links", CHAINS, ids=[c[0] for c in CHAINS])
+def test_optimizer_is_its_chain_of_transforms(name, alias, links):
+    """Each optimizer gives bit for bit what the chain of its transforms gives, and keeps the
+    links' states merged into its one state NamedTuple."""
+    p = make_params()
+    ours, chained = run_funcgrad(alias(), p), run_funcgrad(links(), p)
+    for a, b in zip(ours, chained):
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k], err_msg=f"{name}: {k}")
+    opt, chain = alias(), links()
+    st, cst = opt.init(p), chain.init(p)
+    for t in range(2):
+        _, st = opt.update(grad_fn(p, t), st, p)
+        _, cst = chain.update(grad_fn(p, t), cst, p)
+    merged = {f: v for s in cst for f, v in zip(s._fields, s)}
+    assert set(merged) <= set(st._fields) and st.count == 2
+    for f, v in merged.items():
+        for x, y in zip(tree_leaves(getattr(st, f)), tree_leaves(v)):
+            np.testing.assert_array_equal(x, y, err_msg=f"{name}: state field {f}")
+    assert opt.update.elementwise is True
+
+
+def test_transforms_refuse_mismatched_grads_and_bad_hyperparameters():
+    p = {"layer": {"W": np.ones((2, 2)), "b": np.ones(2)}}
+    for t in (optim.trace(0.9), optim.scale_by_adam(), optim.scale_by_rms(), optim.scale_by_rss()):
+        st = t.init(p)
+        with pytest.raises(TreeStructureError, match=r"grads\['layer'\]\['b'\] has shape \(3,\)"):
+            t.update({"layer": {"W": np.ones((2, 2)), "b": np.ones(3)}}, st)
+    for make in (lambda: optim.trace(-0.1), lambda: optim.trace(0.0, nesterov=True),
+                 lambda: optim.scale_by_adam(b1=1.0), lambda: optim.scale_by_rms(decay=1.5),
+                 lambda: optim.scale_by_rss(eps=-1.0)):
+        with pytest.raises(ValueError):
+            make()
+
+
+def test_optimizer_state_keeps_its_public_import_path():
+    """Checkpoints name NamedTuples by import path: the states stay at funcgrad.optim."""
+    for cls in (optim.SGDState, optim.AdamState, optim.RMSPropState, optim.AdagradState, optim.EmptyState,
+                optim.ScaleByScheduleState, optim.MultiTransformState, optim.TraceState, optim.ScaleByAdamState):
+        assert cls.__module__ == "funcgrad.optim"
+
+
 # ---------------------------------------------------------------- schedules
 
 def test_schedules_values():
