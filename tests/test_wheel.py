@@ -1,5 +1,6 @@
 """The wheel installs funcgrad, funcgrad.kernels and funcgrad.dist, and nothing top-level named kernels/dist."""
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -13,12 +14,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.mark.timeout(300)
 def test_wheel_installs_into_a_fresh_venv(tmp_path):
     wheels = tmp_path / "wheels"
+    shutil.rmtree(os.path.join(ROOT, "build"), ignore_errors=True)  # a stale build/ would leak old modules in
     subprocess.run([sys.executable, "-m", "pip", "wheel", ROOT, "--no-deps", "--no-build-isolation", "-q",
                     "-w", str(wheels)], check=True, cwd=tmp_path)
     (whl,) = list(wheels.glob("funcgrad-*.whl"))
     names = zipfile.ZipFile(whl).namelist()
     assert "funcgrad/kernels/cpu.py" in names and "funcgrad/dist/__init__.py" in names
     assert not any(n.startswith(("kernels/", "dist/")) for n in names), "kernels/dist installed at top level"
+    # every package of the repository is in the wheel (pyproject lists packages by hand)
+    for part, folder in (("funcgrad", "funcgrad"), ("funcgrad/kernels", "kernels"), ("funcgrad/dist", "dist")):
+        for dirpath, _, files in os.walk(os.path.join(ROOT, folder)):
+            if "__init__.py" in files and "__pycache__" not in dirpath:
+                rel = os.path.relpath(dirpath, os.path.join(ROOT, folder)).replace(os.sep, "/")
+                pkg = part if rel == "." else f"{part}/{rel}"
+                assert f"{pkg}/__init__.py" in names, f"package {pkg} is missing from the wheel (pyproject packages)"
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
