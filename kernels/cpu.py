@@ -43,6 +43,7 @@ sinh = np.sinh
 cosh = np.cosh
 arctan = np.arctan
 arcsin = np.arcsin
+arccos = np.arccos
 absolute = np.abs
 sign = np.sign
 negative = np.negative

@@ -160,6 +160,11 @@ def arcsin(y, x):
     d[x] = d[y] / np.sqrt(1 - x * x)
 
 
+@defvjp(np.arccos, sample=S.unary("unit"), elementwise=True, also=[math.acos])
+def arccos(y, x):
+    d[x] = -d[y] / np.sqrt(1 - x * x)
+
+
 @defvjp(np.arctan, sample=S.unary(), elementwise=True)
 def arctan(y, x):
     d[x] = d[y] / (1 + x * x)
