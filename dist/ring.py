@@ -11,14 +11,14 @@ one rank, and copied byte-for-byte to the others: results are bit-identical
 on every rank. Each rank moves ``2 (p-1)/p * n`` elements, the lower bound.
 
 Repeated calls with one signature (a training loop) first settle on a
-speculative round (``comm._Speculation``): one persistent allreduce, in the
+speculative round (``speculation.Speculation``): one persistent allreduce, in the
 data's own dtype, of the data (messages up to ``SPEC_DATA_BYTES``) or nothing
 (larger ones, which then go by the paths below) plus the agreement header; so
 the check costs no extra collective in the steady state. Otherwise, small
-floating messages (at most ``comm.CONTROL_SLOTS`` elements) take neither
+floating messages (at most ``agreement.CONTROL_SLOTS`` elements) take neither
 path: they ride, with the cross-rank length/dtype/op agreement header, in the
 world's control allreduce (one persistent ``MPI_Allreduce_init`` of a fixed
-8 KB float64 buffer, see ``comm._Control``): one collective per call, the
+8 KB float64 buffer, see ``agreement.Control``): one collective per call, the
 check included, summed in float64 and rounded once to the caller's dtype.
 Every other call first runs that control allreduce with the header alone
 (``check=True``), then the data path below. The small persistent allreduces
@@ -33,12 +33,12 @@ Python before ``MPI_Start`` costs several of wall time. Above
 allreduce bound to their own arrays, which the ranks create together once a
 token in the round shows that all of them are planned (:func:`_planned`).
 When every rank shares one node, repeated calls of 16 KB to 1 MB
-(``comm.NODE_SHM_MIN_BYTES``, ``comm.NODE_SHM_BYTES``; ``algorithm="auto"``
+(``shm.NODE_SHM_MIN_BYTES``, ``shm.NODE_SHM_BYTES``; ``algorithm="auto"``
 only) take no MPI call at all: every rank copies ``x`` into a node
 shared-memory region, the ranks meet at a counter barrier that also compares
 their signatures (the check costs nothing extra), each sums its ``1/p``
 chunk of every input in rank order, and after a second barrier each copies
-the result out (see ``comm._NodeShm``; measured at p = 4 on 2 cores, 1e5
+the result out (see ``shm.NodeShm``; measured at p = 4 on 2 cores, 1e5
 float32: 0.71x ``comm.Allreduce``, 0.76x at p = 2; results bit-identical on
 every rank, as with the ring). ``FUNCGRAD_COMM_NODE_SHM=0`` switches it off,
 and ranks on several nodes never take it: they bind persistent requests as
@@ -68,14 +68,16 @@ import weakref
 
 import numpy as np
 
-from .comm import World, chunk_bounds as _chunk_bounds, dtype_code, world
+from .agreement import dtype_code
+from .comm import World, world
+from .shm import chunk_bounds as _chunk_bounds
 
 __all__ = ["ring_allreduce", "SMALL_BYTES", "OVERSUBSCRIBED_SMALL_BYTES", "OPS"]
 
 #: Below this many bytes ring_allreduce uses MPI's Iallreduce (see module docstring).
 SMALL_BYTES = 256 * 1024
 #: Largest message (bytes) whose data rides in the speculative round of repeated calls (see
-#: comm._Speculation): a round whose signature turns out to have changed is wasted whole.
+#: speculation.Speculation): a round whose signature turns out to have changed is wasted whole.
 SPEC_DATA_BYTES = 64 * 1024
 #: The same threshold when a node runs more ranks than it has cores.
 OVERSUBSCRIBED_SMALL_BYTES = 2 ** 20

@@ -158,7 +158,7 @@ for n in (10, 1000, 5000, 2 ** 17 + 3):            # folded, small, mid-size (da
 
 # --------------------- repeated calls on the same x and out (ring._PLANS skips the argument checks)
 from funcgrad.dist import ring as ring_mod  # noqa: E402
-from funcgrad.dist.comm import NODE_SHM_BYTES, NODE_SHM_MIN_BYTES  # noqa: E402
+from funcgrad.dist.shm import NODE_SHM_BYTES, NODE_SHM_MIN_BYTES  # noqa: E402
 
 # folded, control-size, data-in-round, header-only round + MPI's allreduce, header-only + ring
 for n in (10, 1000, 5000, 20000, 2 ** 17 + 3):
@@ -209,7 +209,7 @@ for n in (10, 1000, 5000, 20000, 2 ** 17 + 3):
             assert np.all(ob == sum(range(p)) + p * rep)
             checks += 1
 # repeated mid-size calls: one rank changes its buffers, then changes back; every call is
-# right. With w.node_shm they are reduced in node shared memory (comm._NodeShm: any arrays of
+# right. With w.node_shm they are reduced in node shared memory (shm.NodeShm: any arrays of
 # the agreed signature), else by a persistent allreduce bound to the caller's arrays, which the
 # ranks bind again together
 n = 20000
