@@ -11,6 +11,7 @@ the mismatch report (:func:`mismatch_error`).
 from __future__ import annotations
 
 import hashlib
+import json
 import zlib
 
 import numpy as np
@@ -19,7 +20,8 @@ from . import _mpit
 from .deadline import dup, user_site
 from .errors import CommMismatchError, CommTimeout
 
-__all__ = ["Control", "CONTROL_SLOTS", "mismatch_error", "dtype_code", "varint", "signed64"]
+__all__ = ["Control", "CONTROL_SLOTS", "mismatch_error", "report_mismatch", "exchange", "tree_detail",
+           "dtype_code", "shape_code", "varint", "signed64"]
 
 
 #: float64 payload slots of the control allreduce (small floating messages ride in it). With the
@@ -127,16 +129,18 @@ class Control:
         ent = self.cache.get((kind, vals))
         return ent if ent is not None else self._entry(kind, names, vals)
 
-    def run(self, kind, names, vals, what, data=None, timeout=None):
+    def run(self, kind, names, vals, what, data=None, timeout=None, detail=None):
         """One control allreduce: agree on ``vals`` (and sum the 1-D floating ``data``
         of at most ``slots`` elements, when given). Returns the reduced payload
-        (a float64 view of the internal buffer, valid until the next call) or None."""
+        (a float64 view of the internal buffer, valid until the next call) or None.
+        ``detail`` (a zero-argument callable returning a JSON value, called on a mismatch
+        only) describes this rank's arguments for the report (see :func:`report_mismatch`)."""
         ent = self.cache.get((kind, vals))
         if ent is None:
             ent = self._entry(kind, names, vals)
-        return self.run_entry(ent, names, what, data, timeout)
+        return self.run_entry(ent, names, what, data, timeout, detail)
 
-    def run_entry(self, ent, names, what, data=None, timeout=None):
+    def run_entry(self, ent, names, what, data=None, timeout=None, detail=None):
         if self.broken is not None:
             raise CommTimeout(f"{user_site()}: {what}: this communicator is unusable after an earlier "
                               f"timeout in {self.broken}; end the job", ranks=(), operation=what)
@@ -164,43 +168,151 @@ class Control:
                     raise
                 break
         if self.hdr_out.tobytes() != ent[1]:
-            self._mismatch(ent[3], names, ent[4], what, ent[2], timeout)
+            report_mismatch(self.w, self.comm, what, names, ent[2], ent[4], timeout, detail)
         return self.data_out[:data.size] if data is not None else None
 
-    def _mismatch(self, kind, names, vals, what, code, timeout):
-        """Everyone learns everyone's fields (fixed-size allgather) and raises the same error."""
-        w = self.w
-        mine = np.zeros(_MAX_FIELDS + 1, dtype=np.int64)
-        mine[0] = code
-        mine[1:1 + len(vals)] = [signed64(v) for v in vals]
-        allv = np.empty((self.p, _MAX_FIELDS + 1), dtype=np.int64)
-        seq = w.next_seq()
-        req = self.comm.Iallgather(mine, allv)
-        w.wait([req], f"{what} (mismatch report)", timeout=timeout, seq=seq)
-        raise mismatch_error(w, what, names, code, allv)
+def exchange(w, comm, obj, what, timeout=None):
+    """Every rank's JSON value ``obj``, in rank order: two deadline-bounded collectives on
+    ``comm`` (the lengths, then the bytes). For error reports only, never on a hot path."""
+    data = np.frombuffer(json.dumps(obj).encode(), dtype=np.uint8)
+    p = comm.Get_size()
+    n = np.array([data.size], dtype=np.int64)
+    lens = np.empty(p, dtype=np.int64)
+    seq = w.next_seq()
+    w.wait([comm.Iallgather(n, lens)], what, timeout=timeout, seq=seq)
+    buf = np.empty(max(int(lens.sum()), 1), dtype=np.uint8)
+    offs = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
+    seq = w.next_seq()
+    req = comm.Iallgatherv(data, [buf, (lens.tolist(), offs.tolist()), w.MPI.BYTE])
+    w.wait([req], what, timeout=timeout, seq=seq)
+    return [json.loads(bytes(buf[o:o + k]).decode()) for o, k in zip(offs, lens)]
 
 
-def mismatch_error(w, what, names, code, allv):
-    """The :class:`CommMismatchError` every rank raises, from every rank's header fields
-    (``allv[rank] = [operation code, *fields]``)."""
-    p = len(allv)
+def report_mismatch(w, comm, what, names, code, vals, timeout=None, detail=None):
+    """Raise the same :class:`CommMismatchError` on every rank after a failed agreement check.
+
+    Every rank of ``comm`` calls this at the same point (they all saw the same reduced
+    header): one :func:`exchange` of every rank's operation code, fields (``names``:
+    ``vals``), shape (when ``names`` has one: its code is a hash, see :func:`shape_code`) and
+    ``detail()`` (e.g. :func:`tree_detail`), from which :func:`mismatch_error` names what
+    differs."""
+    mine = {"code": int(code), "vals": [signed64(v) for v in vals]}
+    if "shape" in names:
+        sh = _SHAPES.get(int(vals[names.index("shape")]))
+        mine["shape"] = list(sh) if sh is not None else None
+    if detail is not None:
+        mine["detail"] = detail()
+    raise mismatch_error(w, what, names, code, exchange(w, comm, mine, f"{what} (mismatch report)",
+                                                        timeout))
+
+
+def tree_detail(leaves, treedef, root="tree"):
+    """A pytree's description for a mismatch report: its structure and, per leaf, the key
+    path (``funcgrad.tree`` style: ``['W1']``), shape and dtype. ``leaves`` are
+    ``(path, shape, dtype)``; ``root`` names the tree in the message (``params['W1']``)."""
+    return {"tree": [[path, [int(d) for d in shape], np.dtype(dt).name] for path, shape, dt in leaves],
+            "structure": repr(treedef), "root": root}
+
+
+def _ranks_phrase(rs):
+    return f"rank {rs[0]}" if len(rs) == 1 else "ranks " + ", ".join(map(str, rs))
+
+
+def _per_rank(values, fmt):
+    """``rank 0 X, ranks 1, 2 Y``: the ranks grouped by equal value, in rank order."""
+    groups = {}
+    for r, v in enumerate(values):
+        groups.setdefault(json.dumps(v), (v, []))[1].append(r)
+    return ", ".join(f"{_ranks_phrase(rs)} {fmt(v)}" for v, rs in groups.values())
+
+
+def _shape_str(sh):
+    return "unknown shape" if sh is None else str(tuple(sh))
+
+
+_MAX_LEAF_LINES = 8
+
+
+def _tree_lines(trees):
+    """Lines naming each leaf whose shape or dtype differs between ``trees`` (one description
+    per rank, see :func:`tree_detail`), or that some ranks lack; else the structures."""
+    maps = [{path: (shape, dt) for path, shape, dt in t["tree"]} for t in trees]
+    order = []
+    seen = set()
+    for t in trees:
+        for path, _, _ in t["tree"]:
+            if path not in seen:
+                seen.add(path)
+                order.append(path)
+    root = trees[0].get("root", "tree")
     lines = []
-    if not np.all(allv[:, 0] == code):
-        per = ", ".join(f"rank {r}: {_KINDS.get(int(allv[r, 0]) & 0xFFFFFFFF, 'another operation')}"
-                        for r in range(p))
+    for path in order:
+        vals = [m.get(path) for m in maps]
+        if all(v == vals[0] for v in vals):
+            continue
+        lines.append(f"  {root}{path}: " + _per_rank(
+            vals, lambda v: "missing" if v is None else f"{_shape_str(v[0])} {v[1]}"))
+    if len(lines) > _MAX_LEAF_LINES:
+        lines = lines[:_MAX_LEAF_LINES] + [f"  ... and {len(lines) - _MAX_LEAF_LINES} more leaves"]
+    if not lines:
+        lines.append("  structure: " + _per_rank([t["structure"] for t in trees], str))
+    return lines
+
+
+def mismatch_error(w, what, names, code, allm):
+    """The :class:`CommMismatchError` every rank raises, from every rank's report
+    (``allm[rank] = {"code": operation code, "vals": fields, "shape": ..., "detail": ...}``,
+    see :func:`report_mismatch`)."""
+    p = len(allm)
+    lines = []
+    codes = [int(m["code"]) for m in allm]
+    if any(c != code for c in codes):
+        per = ", ".join(f"rank {r}: {_KINDS.get(c & 0xFFFFFFFF, 'another operation')}"
+                        for r, c in enumerate(codes))
         lines.append(f"  operation: {per}")
         bad = ["operation"]
     else:
-        bad = [names[j] for j in range(len(names)) if not np.all(allv[:, j + 1] == allv[0, j + 1])]
+        vals = [m["vals"] for m in allm]
+        bad = [names[j] for j in range(len(names)) if any(v[j] != vals[0][j] for v in vals)]
+    details = [m.get("detail") for m in allm]
+    trees = all(isinstance(d, dict) and "tree" in d for d in details)
+    shown = []
     for j, name in enumerate(names):
-        if name in bad:
-            per = ", ".join(f"rank {r}: {_describe(name, allv[r, j + 1])}" for r in range(p))
-            lines.append(f"  {name}: {per}")
+        if name not in bad:
+            continue
+        if name == "tree signature" and trees:
+            lines.extend(_tree_lines(details))
+            shown.append("trees")
+            continue
+        if name == "shape":
+            per = ", ".join(f"rank {r}: {_shape_str(m.get('shape'))}" for r, m in enumerate(allm))
+        else:
+            per = ", ".join(f"rank {r}: {_describe(name, m['vals'][j])}" for r, m in enumerate(allm))
+        lines.append(f"  {name}: {per}")
+        shown.append(name)
     return CommMismatchError(
-        f"{user_site()}: {what}: the ranks passed different {', '.join(bad)} (seen on rank {w.rank}):\n"
+        f"{user_site()}: {what}: the ranks passed different {', '.join(shown or bad)} (seen on "
+        f"rank {w.rank}):\n"
         + "\n".join(lines)
-        + "\nEvery rank must call it with arrays of the same length and dtype (and the same op/tree).")
+        + "\nEvery rank must call it with arrays of the same shape and dtype (and the same op/tree).")
 
+
+_SHAPES: dict = {}                    # shape code -> shape, for mismatch reports
+_SHAPE_CODES: dict = {}
+
+
+def shape_code(shape) -> int:
+    """The agreement field of an array's shape: 0 for every 1-D shape (the length is a field
+    of its own), else a 32-bit hash of the shape (odd, so never 0)."""
+    c = _SHAPE_CODES.get(shape)
+    if c is None:
+        c = 0 if len(shape) == 1 else zlib.crc32(repr(tuple(int(d) for d in shape)).encode()) | 1
+        if len(_SHAPE_CODES) > 4096:
+            _SHAPE_CODES.clear()
+            _SHAPES.clear()
+        _SHAPE_CODES[shape] = c
+        _SHAPES[c] = tuple(int(d) for d in shape)
+    return c
 
 
 _DTYPE_CODES = {}

@@ -489,15 +489,19 @@ class World:
                   timeout=timeout, seq=seq)
 
     # ------------------------------------------------------------- agreement
-    def check_same(self, what: str, fields: dict, timeout=None):
+    def check_same(self, what: str, fields: dict, timeout=None, detail=None):
         """Every rank must pass equal integer ``fields``; else the same
         :class:`CommMismatchError` is raised on every rank, listing each
         rank's values. One round of the control allreduce (see
-        :class:`Control`) on the fast path."""
+        :class:`~funcgrad.dist.agreement.Control`) on the fast path. ``detail``
+        (a zero-argument callable returning a JSON value, called after a mismatch only)
+        describes this rank's arguments for the message: with
+        :func:`~funcgrad.dist.agreement.tree_detail` a ``"tree signature"`` field that
+        differs is reported leaf by leaf."""
         if self.comm is None or self.size == 1:
             return
         self._ctl.run(what, tuple(fields), tuple(int(v) for v in fields.values()), what,
-                      timeout=timeout)
+                      timeout=timeout, detail=detail)
 
     # --------------------------------------------------------------- shutdown
     def _shutdown(self):

@@ -68,7 +68,7 @@ import weakref
 
 import numpy as np
 
-from .agreement import dtype_code
+from .agreement import dtype_code, shape_code
 from .comm import World, world
 from .shm import chunk_bounds as _chunk_bounds
 
@@ -148,9 +148,10 @@ def ring_allreduce(x, op="sum", out=None, *, algorithm="auto", timeout=None, che
             pl = _PLANS.get((id(x), id(out), op, algorithm))
             if pl is not None and (pl.xref() is not x or pl.oref() is not out):
                 pl = None
-        # (the same arrays: same memory and size; a shape set in place changes neither)
+        # (the same arrays: same memory and size; a shape set in place is compared)
         if pl is not None and (comm is None or comm is pl.w) and pl.w._spec.cur is pl.spec \
-                and x.dtype is pl.dt and out.dtype is pl.dt and out.flags.writeable:
+                and x.dtype is pl.dt and out.dtype is pl.dt and out.flags.writeable \
+                and x.shape == pl.shape:
             _PLANS[None] = pl
             return _planned(pl, x, out, timeout)
     return _ring_allreduce(x, op, out, algorithm, timeout, check, comm)
@@ -164,10 +165,11 @@ def _ring_allreduce(x, op, out, algorithm, timeout, check, comm):
         n = x.size
         if n <= ctl.slots and type(op) is str:
             dt = x.dtype
-            hit = ctl.ring_entries.get((n, dt, op, algorithm))
+            shape = x.shape
+            hit = ctl.ring_entries.get((shape, dt, op, algorithm))
             if hit is None and dt.num in _FOLD_NUMS and op in OPS:
-                ent = ctl.entry("ring_allreduce", _NAMES, (n, dtype_code(dt), OPS[op]))
-                hit = ctl.ring_entries[(n, dt, op, algorithm)] = (ent, ent[4] + (_ALGO[algorithm],))
+                ent = ctl.entry("ring_allreduce", _NAMES, (n, dtype_code(dt), OPS[op], shape_code(shape)))
+                hit = ctl.ring_entries[(shape, dt, op, algorithm)] = (ent, ent[4] + (_ALGO[algorithm],))
             if hit is not None and (out is None or (type(out) is _ndarray and out.dtype == dt
                                                     and out.shape == x.shape and out.flags.writeable)):
                 ent, sig = hit
@@ -238,7 +240,7 @@ def _ring_allreduce(x, op, out, algorithm, timeout, check, comm):
     flat_in = xa.reshape(-1)
     fold = kind == "f" and n <= ctl.slots and dt.itemsize <= 8 and algorithm != "ring"
     use_mpi = algorithm == "mpi" or (algorithm == "auto" and n * dt.itemsize < _small_bytes(w))
-    sig = (n, dtype_code(dt), opc, _ALGO[algorithm])
+    sig = (n, dtype_code(dt), opc, shape_code(xa.shape), _ALGO[algorithm])
     agreed = False
     if (check or fold) and spec.cur is not None:
         # one collective carrying the check (and, when it was agreed before, the data)
@@ -260,7 +262,7 @@ def _ring_allreduce(x, op, out, algorithm, timeout, check, comm):
             agreed = True          # every rank has this (new) signature: no further check
     if fold and not agreed:
         # e.g. a list or a non-array input: the same one-collective path as the fast path above
-        red = ctl.run("ring_allreduce", _NAMES, sig[:3], "ring_allreduce", data=flat_in, timeout=timeout)
+        red = ctl.run("ring_allreduce", _NAMES, sig[:4], "ring_allreduce", data=flat_in, timeout=timeout)
         spec.note(w, sig, dt, True)
         if opc == 2:
             red /= p
@@ -271,7 +273,7 @@ def _ring_allreduce(x, op, out, algorithm, timeout, check, comm):
         flat_in = xa.reshape(-1)
     flat_out = out.reshape(-1)
     if check and not agreed:
-        ctl.run("ring_allreduce", _NAMES, sig[:3], "ring_allreduce", timeout=timeout)
+        ctl.run("ring_allreduce", _NAMES, sig[:4], "ring_allreduce", timeout=timeout)
         spec.note(w, sig, dt, use_mpi and n * dt.itemsize <= SPEC_DATA_BYTES)
     if use_mpi:
         _mpi_allreduce(w, flat_in, flat_out, op, timeout, inplace=out is xa)
@@ -280,13 +282,13 @@ def _ring_allreduce(x, op, out, algorithm, timeout, check, comm):
     return out
 
 
-_NAMES = ("length", "dtype", "op")
+_NAMES = ("length", "dtype", "op", "shape")       # the control fields: SIG_NAMES less the algorithm
 _ALGO = {"auto": 0, "ring": 1, "mpi": 2}
 
 
 class _Plan:
     """A repeated ``ring_allreduce(x, out=out)`` on the same two arrays (see :func:`_remember`)."""
-    __slots__ = ("w", "xref", "oref", "dt", "sig", "spec", "mean", "op", "algorithm", "use_mpi",
+    __slots__ = ("w", "xref", "oref", "dt", "shape", "sig", "spec", "mean", "op", "algorithm", "use_mpi",
                  "token", "req", "fast")
 
 
@@ -312,7 +314,7 @@ def _remember(w, x, out, op, algorithm, sig, use_mpi):
         pl.xref, pl.oref = weakref.ref(x), weakref.ref(out)
     except TypeError:
         return
-    pl.w, pl.dt = w, x.dtype
+    pl.w, pl.dt, pl.shape = w, x.dtype, x.shape
     pl.sig, pl.spec, pl.mean, pl.op, pl.algorithm = sig, w._spec.cur, op == "mean", op, algorithm
     pl.use_mpi = use_mpi
     pl.token, pl.req, pl.fast = 0, None, None

@@ -17,8 +17,9 @@ import numpy as np
 __all__ = ["NodeShm", "NODE_SHM_MIN_BYTES", "NODE_SHM_BYTES", "ROW_WORDS", "chunk_bounds"]
 
 
-#: int64 words per agreement row: the operation code and the 4 signature fields
-ROW_WORDS = 5
+#: int64 words per agreement row: the operation code and the 5 signature fields
+#: (``speculation.SIG_NAMES``)
+ROW_WORDS = 6
 #: Message sizes (bytes per rank) that ring_allreduce reduces through node shared memory.
 #: Below the lower bound MPI's one small allreduce beats two barriers (measured against
 #: comm.Allreduce at p = 4 on 2 cores, float32, the region's steps alone: 2.23x at 4 KB,

@@ -15,7 +15,7 @@ import zlib
 import numpy as np
 
 from . import _mpit
-from .agreement import _MASK64, mismatch_error, signed64, varint
+from .agreement import _MASK64, report_mismatch, signed64, varint
 from .deadline import dup, user_site
 from .errors import CommTimeout
 from .shm import NODE_SHM_BYTES, NODE_SHM_MIN_BYTES
@@ -28,7 +28,9 @@ _CRC_RING = zlib.crc32(b"ring_allreduce")
 # limb width (bits) of a speculative round's header, by buffer dtype, and the largest world for
 # which its sums of squares stay exact: float64 and int64 16 bits, float32 and int32 8 bits
 SPEC_DTYPES = {"f8": (16, 1 << 20), "i8": (16, 1 << 20), "f4": (8, 258), "i4": (8, 1 << 14)}
-_SPEC_PAYLOAD = 18          # bytes of the varint-coded signature (n, dtype code, op, algorithm)
+_SPEC_PAYLOAD = 18          # bytes of the varint-coded signature (n, dtype code, op, shape code, algorithm)
+#: the fields of a ring_allreduce signature (``ring._ring_allreduce``), in order
+SIG_NAMES = ("length", "dtype", "op", "shape", "algorithm")
 
 
 class Spec:
@@ -40,7 +42,7 @@ class Spec:
         self.L = _SPEC_PAYLOAD * 8 // bits
         self.shm = None            # the node region when it reduces this signature (see NodeShm)
         nbytes = sig[0] * dt.itemsize
-        if sig[3] == 0 and w.node_shm and NODE_SHM_MIN_BYTES <= nbytes <= NODE_SHM_BYTES:
+        if sig[4] == 0 and w.node_shm and NODE_SHM_MIN_BYTES <= nbytes <= NODE_SHM_BYTES:
             # algorithm "auto" only
             region = w.node_region()
             if region is not None and nbytes <= region.cap:
@@ -79,7 +81,7 @@ class Spec:
             payload = bytearray()
             for v in sig:
                 varint(int(v) & _MASK64, payload)
-            if len(payload) > _SPEC_PAYLOAD:      # cannot happen for 4 fields of <= 64 bits; be safe
+            if len(payload) > _SPEC_PAYLOAD:      # a length of 2^35 or more with a 2-D shape
                 payload = bytearray(hashlib.blake2b(bytes(payload), digest_size=_SPEC_PAYLOAD).digest())
             payload += bytes(_SPEC_PAYLOAD - len(payload))
             v = int.from_bytes(bytes(payload), "little")
@@ -95,7 +97,7 @@ class Spec:
 class Speculation:
     """ring_allreduce's agreement check folded into the data collective of repeated calls.
 
-    Training loops reduce the same signature (length, dtype, op, algorithm)
+    Training loops reduce the same signature (length, dtype, op, shape, algorithm)
     step after step. Once two consecutive checked calls had the same agreed
     signature, every rank holds the same :class:`Spec`: a persistent
     allreduce, on a communicator of its own, of ``[data | header]`` in the
@@ -215,7 +217,7 @@ class Speculation:
         self._shm_barrier(w, sh, sh.arrived, c, timeout)
         rows = sh.rows[par]
         if rows.tobytes() != spec.row_expect:
-            return self.decide_rows(w, spec, sig, rows.copy())
+            return self.decide_rows(w, spec, sig, rows.copy(), timeout)
         ch = spec.in_chunks
         out = spec.out_chunks[par]
         np.add(ch[0], ch[1], out=out)
@@ -253,7 +255,7 @@ class Speculation:
             f"make the same collective calls in the same order; raise FUNCGRAD_COMM_TIMEOUT if a "
             f"rank is just slow.", ranks=late, operation="ring_allreduce", timeout=t)
 
-    def decide_rows(self, w, spec, sig, rows):
+    def decide_rows(self, w, spec, sig, rows, timeout=None):
         """:meth:`result` for a node shared-memory round, from every rank's signature row (the
         same rows on every rank, not all equal to ``spec``'s): every rank with one other
         signature: None; else raise the same CommMismatchError on every rank."""
@@ -262,8 +264,7 @@ class Speculation:
             self.last = sig
             return None
         self.last = None
-        raise mismatch_error(w, "ring_allreduce", ("length", "dtype", "op", "algorithm"),
-                             _CRC_RING, rows)
+        report_mismatch(w, self.comm, "ring_allreduce", SIG_NAMES, _CRC_RING, sig, timeout)
 
     def result(self, w, spec, sig, timeout):
         """What a completed round of ``spec`` (for a call with ``sig``) says; see :meth:`round`."""
@@ -277,13 +278,5 @@ class Speculation:
         if all(a * a == spec.p * b for a, b in zip(s1, s2)):
             self.last = sig                           # every rank: the same new signature
             return None
-        names = ("length", "dtype", "op", "algorithm")
-        mine = np.zeros(len(names) + 1, dtype=np.int64)
-        mine[0] = zlib.crc32(b"ring_allreduce")
-        mine[1:] = [signed64(v) for v in sig]
-        allv = np.empty((spec.p, mine.size), dtype=np.int64)
-        w._seq += 1
-        req = self.comm.Iallgather(mine, allv)
-        w.wait([req], "ring_allreduce (mismatch report)", timeout=timeout, seq=w._seq)
-        raise mismatch_error(w, "ring_allreduce", names, int(mine[0]), allv)
+        report_mismatch(w, self.comm, "ring_allreduce", SIG_NAMES, _CRC_RING, sig, timeout)
 
