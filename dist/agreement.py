@@ -26,7 +26,7 @@ __all__ = ["Control", "CONTROL_SLOTS", "mismatch_error", "report_mismatch", "exc
 
 #: float64 payload slots of the control allreduce (small floating messages ride in it). With the
 #: header the buffer is 8 KB, the largest size MPICH's shared-memory allreduce still moves in one
-#: cell (measured on 2 cores: 1024 doubles 5.4 us, 1088 doubles 8.6 us, 2048 doubles 19 us at p = 2).
+#: cell (benchmarks/dist_tuning.md).
 #: The same on every rank: it fixes the message size of a collective every rank calls alike.
 CONTROL_SLOTS = 1000
 _HDR_LIMBS = 12                       # 16-bit limbs: operation code (2), exact/hashed flag, 9 of fields

@@ -38,9 +38,8 @@ only) take no MPI call at all: every rank copies ``x`` into a node
 shared-memory region, the ranks meet at a counter barrier that also compares
 their signatures (the check costs nothing extra), each sums its ``1/p``
 chunk of every input in rank order, and after a second barrier each copies
-the result out (see ``shm.NodeShm``; measured at p = 4 on 2 cores, 1e5
-float32: 0.71x ``comm.Allreduce``, 0.76x at p = 2; results bit-identical on
-every rank, as with the ring). ``FUNCGRAD_COMM_NODE_SHM=0`` switches it off,
+the result out (see ``shm.NodeShm``; results bit-identical on every rank, as
+with the ring). ``FUNCGRAD_COMM_NODE_SHM=0`` switches it off,
 and ranks on several nodes never take it: they bind persistent requests as
 above.
 
@@ -54,13 +53,11 @@ more ranks than it has cores (``mpiexec -n 4`` on 2 cores) each of the ring's
 algorithms (fewer rounds) stay ahead for smaller messages: the threshold is
 then ``OVERSUBSCRIBED_SMALL_BYTES``, on every rank of the job once any node is
 oversubscribed (``World.oversubscribed`` is agreed at ``world()``: ranks that
-chose different paths for one call would deadlock) (measured for p = 4 on 2 cores with
-benchmarks/allreduce.py, forced ring / ``comm.Allreduce``: 2.0-2.7x at
-400 KB, 1.2-1.4x at 1.2 MB against 1.25-1.5x for the MPI path with its
-check, 0.84-0.93x at 4 MB against 1.15-1.25x, 0.8x at 12 MB). Splitting each ring step
+chose different paths for one call would deadlock). Splitting each ring step
 into 64 KB or 256 KB ``Isend``/``Irecv`` pieces to overlap the additions with
-the transfers was measured too and did not pay on shared memory (equal at
-256 KB pieces, up to 1.6x slower at 64 KB), so each step is one message.
+the transfers did not pay on shared memory, so each step is one message. The
+measurements behind these thresholds and choices are in
+``benchmarks/dist_tuning.md``.
 """
 from __future__ import annotations
 
@@ -455,7 +452,7 @@ def _ring(w, src, buf, op, timeout):
     the allgather. That saves a full read+write pass over the vector.
     (Sending the p = 2 agreement header as its own small message next to the
     first ring message, instead of the control allreduce before the ring, was
-    measured slower: 1.43x against 1.22x ``comm.Allreduce`` at 1e5 float32.)
+    measured slower: ``benchmarks/dist_tuning.md``.)
     """
     p, r = w.size, w.rank
     comm = w.comm

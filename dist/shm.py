@@ -21,10 +21,7 @@ __all__ = ["NodeShm", "NODE_SHM_MIN_BYTES", "NODE_SHM_BYTES", "ROW_WORDS", "chun
 #: (``speculation.SIG_NAMES``)
 ROW_WORDS = 6
 #: Message sizes (bytes per rank) that ring_allreduce reduces through node shared memory.
-#: Below the lower bound MPI's one small allreduce beats two barriers (measured against
-#: comm.Allreduce at p = 4 on 2 cores, float32, the region's steps alone: 2.23x at 4 KB,
-#: 1.92x at 10 KB, 1.27x at 20 KB, 1.04x at 40 KB, 0.71x at 400 KB; p = 2: 1.90x, 1.45x,
-#: 0.91x, 0.89x, 0.76x)
+#: Below the lower bound MPI's one small allreduce beats two barriers (benchmarks/dist_tuning.md)
 NODE_SHM_MIN_BYTES = 16 << 10
 NODE_SHM_BYTES = 1 << 20
 _NODE_SHM_TOTAL = 32 << 20     # and the data part of the region stays under this many bytes
@@ -57,8 +54,8 @@ class NodeShm:
     world's deadline and names the ranks whose counters lag. Every rank moves
     ``x`` in, ``1/p`` of every input through the adder and the result out:
     fewer copies than MPI's shared-memory allreduce, which also moves every
-    step's message through its cells (measured at p = 4 on 2 cores, 1e5
-    float32: 0.71x ``comm.Allreduce``; 0.76x at p = 2). Stores and loads are
+    step's message through its cells (0.71-0.76x ``comm.Allreduce`` at 1e5
+    float32, ``benchmarks/dist_tuning.md``). Stores and loads are
     ordered by ``MPI_Win_sync`` except on x86-64, whose memory order already
     keeps them. Creating the region (``Split_type``, ``Win_allocate_shared``
     and one node barrier: blocking calls with no deadline of their own)
