@@ -198,7 +198,8 @@ def report_mismatch(w, comm, what, names, code, vals, timeout=None, detail=None)
     differs."""
     mine = {"code": int(code), "vals": [signed64(v) for v in vals]}
     if "shape" in names:
-        sh = _SHAPES.get(int(vals[names.index("shape")]))
+        c = int(vals[names.index("shape")])
+        sh = (int(vals[names.index("length")]),) if c == 0 else _SHAPES.get(c)   # 0: 1-D
         mine["shape"] = list(sh) if sh is not None else None
     if detail is not None:
         mine["detail"] = detail()
@@ -235,7 +236,8 @@ _MAX_LEAF_LINES = 8
 
 def _tree_lines(trees):
     """Lines naming each leaf whose shape or dtype differs between ``trees`` (one description
-    per rank, see :func:`tree_detail`), or that some ranks lack; else the structures."""
+    per rank, see :func:`tree_detail`), or that some ranks lack; else the structures; None
+    when those are the same too."""
     maps = [{path: (shape, dt) for path, shape, dt in t["tree"]} for t in trees]
     order = []
     seen = set()
@@ -255,7 +257,10 @@ def _tree_lines(trees):
     if len(lines) > _MAX_LEAF_LINES:
         lines = lines[:_MAX_LEAF_LINES] + [f"  ... and {len(lines) - _MAX_LEAF_LINES} more leaves"]
     if not lines:
-        lines.append("  structure: " + _per_rank([t["structure"] for t in trees], str))
+        structures = [t["structure"] for t in trees]
+        if all(s == structures[0] for s in structures):
+            return None            # the same leaves and structure: another field of the signature
+        lines.append("  structure: " + _per_rank(structures, str))
     return lines
 
 
@@ -281,9 +286,11 @@ def mismatch_error(w, what, names, code, allm):
         if name not in bad:
             continue
         if name == "tree signature" and trees:
-            lines.extend(_tree_lines(details))
-            shown.append("trees")
-            continue
+            tl = _tree_lines(details)
+            if tl is not None:
+                lines.extend(tl)
+                shown.append("trees")
+                continue
         if name == "shape":
             per = ", ".join(f"rank {r}: {_shape_str(m.get('shape'))}" for r, m in enumerate(allm))
         else:
@@ -311,7 +318,8 @@ def shape_code(shape) -> int:
             _SHAPE_CODES.clear()
             _SHAPES.clear()
         _SHAPE_CODES[shape] = c
-        _SHAPES[c] = tuple(int(d) for d in shape)
+        if c:
+            _SHAPES[c] = tuple(int(d) for d in shape)
     return c
 
 

@@ -106,6 +106,8 @@ expect_mismatch(lambda: fd.allreduce_tree((np.ones(2),) if r == 0 else [np.ones(
 # shapes, not only lengths
 expect_mismatch(lambda: fd.ring_allreduce(np.ones((3, 4) if r != p - 1 else (4, 3))),
                 ["shape", "rank 0: (3, 4)", f"rank {p - 1}: (4, 3)"])
+fd.ring_allreduce(np.ones(12))    # a 1-D shape seen before another one: still reported as itself
+fd.ring_allreduce(np.ones(5))
 expect_mismatch(lambda: fd.ring_allreduce(np.ones((12,) if r else (3, 4))), ["shape", "rank 0: (3, 4)", "rank 1: (12,)"])
 # the small-message path (data in the control allreduce) against the header-only path
 S = w._ctl.slots
