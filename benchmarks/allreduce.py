@@ -19,7 +19,7 @@ slowest rank's mean time per call; every timed block starts with 3 untimed
 calls, because the columns alternate signatures and the figure wanted is a
 training loop's steady state (repeated calls with one signature: the
 agreement check then rides in the data's own collective, see
-``funcgrad.dist.comm._Speculation``; a call with a new signature costs one
+``funcgrad.dist.speculation.Speculation``; a call with a new signature costs one
 extra small round, and the two after it take the plain path).
 """
 from __future__ import annotations

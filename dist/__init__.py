@@ -5,10 +5,13 @@ an uncaught exception abort the job; funcgrad also installs that hook itself
 when the world has more than one rank). A plain ``python train.py`` is a
 world of size 1, also without mpi4py installed.
 
-Modules: ``comm`` (world, deadlines, agreement checks, abort), ``ring``
-(ring allreduce), ``buckets`` (pytree allreduce/broadcast), ``ddp``
-(data-parallel trainer), ``ps`` (parameter server), ``checkpoint``
-(checkpoint files), ``errors`` (exception types).
+Modules: ``comm`` (world, waits, failure detection, abort), ``deadline``
+(the default deadline, deadline-bounded communicator duplication),
+``agreement`` (the cross-rank agreement check and mismatch reports),
+``speculation`` (ring_allreduce's speculative rounds), ``shm`` (the node
+shared-memory region), ``ring`` (ring allreduce), ``buckets`` (pytree
+allreduce/broadcast), ``ddp`` (data-parallel trainer), ``ps`` (parameter
+server), ``checkpoint`` (checkpoint files), ``errors`` (exception types).
 """
 from .errors import (DistError, CommTimeout, CommMismatchError, ParameterDivergenceError,
                      MPIUnavailableError, WorkerFailure, RankFailure, NonFiniteGradientError)

@@ -8,11 +8,8 @@ choice. A persistent request keeps the schedule it was created with, so the
 variable is set only around ``Allreduce_init`` and then restored; nothing
 else in the process sees it.
 
-Measured with a persistent allreduce of float32 polled to completion, against
-the blocking ``comm.Allreduce`` on 2 cores (default schedule / recursive
-doubling): 4 KB 0.89x / 0.61x at p = 2, 1.04x / 0.78x at p = 3, 1.00x / 0.64x
-at p = 4; 40 KB 0.98x / 0.86x, 0.97x / 0.92x, 1.13x / 1.00x; 160 KB 0.97x /
-1.15x, 1.11x / 1.06x, 1.06x / 1.39x. Hence :data:`MAX_BYTES`.
+Recursive doubling pays up to :data:`MAX_BYTES` and not above (the figures
+are in ``benchmarks/dist_tuning.md``).
 
 Every rank must make the same choice (a collective's ranks must run the same
 schedule): it depends only on the message size and on ``World.small_rd``,

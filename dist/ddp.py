@@ -31,6 +31,7 @@ from funcgrad.optim import apply_updates as _optim_apply_updates
 
 from . import _mpit
 from . import checkpoint as _ckpt
+from .agreement import tree_detail
 from .buckets import DEFAULT_BUCKET_BYTES, _plan_for, allreduce_tree, broadcast_tree
 from .comm import World, world
 from .errors import CommMismatchError, NonFiniteGradientError, ParameterDivergenceError
@@ -507,7 +508,11 @@ class DataParallel:
         res = np.empty(n + 2, dtype=lay.dtype)
         if w.comm is not None and w.size > 1:
             if self._checked is not lay:   # first step with this layout: agree on it across ranks
-                w.check_same("DataParallel.step", {"tree signature": lay.sig}, timeout=self.timeout)
+                w.check_same("DataParallel.step", {"tree signature": lay.sig}, timeout=self.timeout,
+                             detail=lambda: tree_detail(
+                                 [(pth, sh, lay.dtype) for (pth, _), (_, _, sh)
+                                  in zip(ftree.tree_flatten_with_path(params)[0], lay.spans)],
+                                 lay.treedef, root="params"))
                 self._checked = lay
             if lay.persistent is None:
                 lay.persistent = _persistent_buckets(w, lay)

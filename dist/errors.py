@@ -31,7 +31,13 @@ class CommTimeout(DistError, TimeoutError):
 
 
 class CommMismatchError(DistError, ValueError):
-    """Ranks called the same collective with different lengths, dtypes, ops or trees."""
+    """Ranks called the same collective with different shapes, dtypes, ops or trees.
+
+    Raised on every rank at once. The message names what differs and each rank's value: the
+    shape (``shape: rank 0: (3, 4), rank 1: (4, 3)``), or for pytrees each leaf by its key path
+    (``tree['W1']: rank 0 (64, 64) float64, rank 1 (64, 80) float64``; ``missing`` where a
+    rank lacks it).
+    """
 
 
 class ParameterDivergenceError(DistError, RuntimeError):

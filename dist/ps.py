@@ -65,7 +65,7 @@ from . import checkpoint as _ckpt
 from .buckets import broadcast_tree
 from .comm import WATCH_EVERY, World, world
 from .ddp import apply_updates
-from .errors import CommMismatchError, CommTimeout, WorkerFailure
+from .errors import CommMismatchError, WorkerFailure
 from .ring import _chunk_bounds
 
 __all__ = ["ParameterServer"]
@@ -285,126 +285,257 @@ class ParameterServer:
 
     # ----------------------------------------------------------- server
     def _serve(self, num_clocks):
-        comm, MPI, me = self.comm, self.MPI, self.rank
-        j = self.server_index
-        lo, hi = self._slice(j)
+        return _Server(self).run()
+
+
+class _Server:
+    """One server rank's side of :meth:`ParameterServer.run`: its slice, optimizer state and
+    clocks, and the message loop. Each message kind the workers send has its handler
+    (:attr:`HANDLERS`: PUSH, PULL, DONE); between messages, :meth:`idle` watches for dead
+    or silent workers; :meth:`finish` exchanges the final slices."""
+
+    def __init__(self, ps):
+        self.ps = ps
+        self.me = me = ps.rank
+        self.j = j = ps.server_index
+        self.lo, self.hi = lo, hi = ps._slice(j)
         m = hi - lo
-        theta = self._flat0[lo:hi].copy()
-        opt_state = self.optimizer.init(theta)
-        workers = self.workers
-        wclock = {w: 0 for w in workers}
-        clock = 0
-        if self.resume and self.checkpoint_dir and os.path.exists(self._ckpt_path(j)):
-            tree, meta = _ckpt.load(self._ckpt_path(j), like={"theta": theta, "opt_state": opt_state})
-            if (meta.get("lo"), meta.get("hi"), meta.get("mode")) != (lo, hi, self.mode):
-                raise CommMismatchError(f"ParameterServer: checkpoint {self._ckpt_path(j)} is for slice "
+        self.m = m
+        self.mode = ps.mode
+        self.theta = ps._flat0[lo:hi].copy()
+        self.opt_state = ps.optimizer.init(self.theta)
+        workers = ps.workers
+        self.wclock = {w: 0 for w in workers}
+        self.clock = 0
+        if ps.resume and ps.checkpoint_dir and os.path.exists(ps._ckpt_path(j)):
+            path = ps._ckpt_path(j)
+            tree, meta = _ckpt.load(path, like={"theta": self.theta, "opt_state": self.opt_state})
+            if (meta.get("lo"), meta.get("hi"), meta.get("mode")) != (lo, hi, ps.mode):
+                raise CommMismatchError(f"ParameterServer: checkpoint {path} is for slice "
                                         f"[{meta.get('lo')}, {meta.get('hi')}) mode {meta.get('mode')!r}, "
-                                        f"this server holds [{lo}, {hi}) mode {self.mode!r}")
-            theta, opt_state = np.asarray(tree["theta"]), tree["opt_state"]
-            clock = int(meta["clock"])
-            wclock = {w: int(meta["wclock"].get(str(w), clock)) for w in workers}
-            log.info("server %d resumed at clock %d from %s", me, clock, self._ckpt_path(j))
-        last_ckpt = clock
-        alive = set(workers)
-        done = set()
-        dropped = set()
-        got = set()                       # sync: workers whose gradient for `clock` arrived
-        pending = {}                      # worker -> (requested clock, hello)
-        push = {w: _Msg(m, self.dtype) for w in workers}
-        out = {w: _Msg(m, self.dtype) for w in workers}
-        hdr = np.zeros(HDR, dtype=np.int64)
-        junk = _Msg(m, self.dtype)
-        now = time.monotonic
-        last_heard = {w: now() for w in workers}
-        clock_started = now()
+                                        f"this server holds [{lo}, {hi}) mode {ps.mode!r}")
+            self.theta, self.opt_state = np.asarray(tree["theta"]), tree["opt_state"]
+            self.clock = int(meta["clock"])
+            self.wclock = {w: int(meta["wclock"].get(str(w), self.clock)) for w in workers}
+            log.info("server %d resumed at clock %d from %s", me, self.clock, path)
+        self.last_ckpt = self.clock
+        self.alive = set(workers)
+        self.done = set()
+        self.dropped = set()
+        self.got = set()                  # sync: workers whose gradient for `clock` arrived
+        self.pending = {}                 # worker -> (requested clock, hello)
+        self.push = {w: _Msg(m, ps.dtype) for w in workers}
+        self.out = {w: _Msg(m, ps.dtype) for w in workers}
+        self.hdr = np.zeros(HDR, dtype=np.int64)
+        self.junk = _Msg(m, ps.dtype)
+        self.now = time.monotonic
+        self.last_heard = {w: self.now() for w in workers}
+        self.clock_started = self.now()
+
+    # ------------------------------------------------------------ state changes
+    def apply(self, g):
+        ps = self.ps
+        updates, self.opt_state = ps.optimizer.update(g, self.opt_state, self.theta)
+        self.theta = np.asarray(apply_updates(self.theta, updates), dtype=ps.dtype)
+        ps.stats["pushes_applied"] += 1
+
+    def slowest(self):
+        act = [self.wclock[w] for w in self.alive if w not in self.done]
+        return min(act) if act else 1 << 62
+
+    def reply(self, w, kind=PARAMS, aux=0):
+        ps = self.ps
+        o = self.out[w]
+        if o.req is not None:
+            ps._wait([o.req], f"server {self.me}: previous reply to worker {w}", [w])
+        o.hdr[:] = (kind, self.me, self.clock if self.mode == "sync" else self.wclock[w], aux)
+        o.data[:] = self.theta
+        o.req = ps.comm.Isend([o.raw, ps.MPI.BYTE], dest=w, tag=kind)
+        self.last_heard[w] = self.now()   # its silence is counted from when it got what it waited for
+
+    def try_grant(self, w):
+        c, hello = self.pending[w]
+        if hello:
+            del self.pending[w]
+            self.reply(w, aux=self.slowest() if self.mode == "ssp" else 0)
+            return
+        if self.mode == "sync":
+            if self.clock >= c:
+                del self.pending[w]
+                self.reply(w)
+        elif self.mode == "async":
+            del self.pending[w]
+            self.reply(w)
+        else:
+            s_min = self.slowest()
+            if s_min >= c - self.ps.staleness:
+                del self.pending[w]
+                self.reply(w, aux=s_min)
+
+    def grant_pending(self):
+        for w in list(self.pending):
+            self.try_grant(w)
+
+    def maybe_checkpoint(self, cl):
+        ps = self.ps
+        if not (ps.checkpoint_dir and ps.checkpoint_every):
+            return
+        every = ps.checkpoint_every
+        if cl - self.last_ckpt >= every or (cl % every == 0 and cl != self.last_ckpt):
+            _ckpt.save(ps._ckpt_path(self.j), {"theta": self.theta, "opt_state": self.opt_state},
+                       metadata={"clock": int(cl), "mode": self.mode, "lo": self.lo, "hi": self.hi,
+                                 "num_servers": ps.num_servers,
+                                 "wclock": {str(w): int(v) for w, v in self.wclock.items()}})
+            self.last_ckpt = cl
+
+    def drop(self, w, why):
+        ps = self.ps
+        self.alive.discard(w)
+        self.dropped.add(w)
+        self.pending.pop(w, None)
+        self.got.discard(w)
+        o = self.out[w]
+        if o.req is not None:
+            try:
+                o.req.Cancel()
+            except Exception:
+                pass
+            o.req = None
+        ps.world.dead.add(w)
+        ps.stats["dropped"].append(w)
+        log.warning("funcgrad.dist: server %d dropped worker rank %d (%s); training goes on with "
+                    "workers %s", self.me, w, why, sorted(self.alive))
+
+    def sync_aggregate(self):
+        order = sorted(self.got)
+        acc = self.push[order[0]].data.copy()
+        for w in order[1:]:
+            acc += self.push[w].data
+        acc /= len(order)
+        self.apply(acc)
+        self.clock += 1
+        self.got.clear()
+        self.clock_started = self.now()
+        self.maybe_checkpoint(self.clock)
+        if self.ps._on_clock is not None:
+            self.ps._on_clock(self.clock)
+        self.grant_pending()
+
+    # ----------------------------------------------------------------- handlers
+    def on_push(self, src, msg, status):
+        """A worker's gradient slice: sync collects the clock's gradients, async/ssp apply it."""
+        ps, MPI = self.ps, self.ps.MPI
+        push = self.push[src]
+        nbytes = status.Get_count(MPI.BYTE)
+        if nbytes != push.raw.size:
+            raise CommMismatchError(f"ParameterServer: server {self.me} got a {nbytes}-byte push from "
+                                    f"rank {src}, expected {push.raw.size}")
+        rq = msg.Irecv([push.raw, MPI.BYTE])
+        ps._wait([rq], f"server {self.me}: push from worker {src}", [src])
+        c = int(push.hdr[2])
+        if self.mode == "sync":
+            if c != self.clock:
+                raise CommMismatchError(f"ParameterServer(sync): worker {src} pushed clock {c} "
+                                        f"while server {self.me} is at clock {self.clock}")
+            self.got.add(src)
+            self.wclock[src] = c + 1
+            if self.got >= (self.alive - self.done):
+                self.sync_aggregate()
+            return
+        before = self.slowest()
+        self.apply(push.data.copy())
+        self.wclock[src] = c + 1
+        act = [self.wclock[w] for w in self.alive if w not in self.done]
+        if act:
+            ps.stats["server_max_spread"] = max(ps.stats["server_max_spread"], max(act) - min(act))
+        after = self.slowest()
+        if after > before:
+            self.maybe_checkpoint(after)
+            if ps._on_clock is not None and after < (1 << 62):
+                ps._on_clock(after)
+            self.grant_pending()
+
+    def _header(self, src, msg):
+        rq = msg.Irecv([self.hdr, self.ps.MPI.INT64_T])
+        self.ps._wait([rq], f"server {self.me}: message from worker {src}", [src])
+        return self.hdr
+
+    def on_pull(self, src, msg, status):
+        """A worker asks for the parameters of a clock: answered when its mode allows."""
+        hdr = self._header(src, msg)
+        self.pending[src] = (int(hdr[2]), bool(hdr[3]))
+        self.try_grant(src)
+
+    def on_done(self, src, msg, status):
+        """A worker pushed its last clock."""
+        self._header(src, msg)
+        self.done.add(src)
+        if self.mode == "sync" and self.got and self.got >= (self.alive - self.done):
+            self.sync_aggregate()
+        self.grant_pending()
+
+    def on_unexpected(self, src, msg, status):
+        self._header(src, msg)
+        raise CommMismatchError(f"ParameterServer: server {self.me} got an unexpected message kind "
+                                f"{status.Get_tag()} from rank {src}")
+
+    HANDLERS = {PUSH: on_push, PULL: on_pull, DONE: on_done}
+
+    def discard(self, src, msg, status):
+        """A message from a dropped worker (or a rank that is no worker): received and ignored."""
+        MPI = self.ps.MPI
+        junk = self.junk
+        rq = msg.Irecv([junk.raw, MPI.BYTE]) if status.Get_count(MPI.BYTE) <= junk.raw.size \
+            else msg.Irecv([np.empty(status.Get_count(MPI.BYTE), np.uint8), MPI.BYTE])
+        self.ps._wait([rq], f"server {self.me}: discard message from rank {src}", [src])
+
+    # ------------------------------------------------------------ between messages
+    def idle(self, t):
+        """No message for a while: look for workers that died (sync: stop the job; else drop
+        them) or, by ``worker_timeout``, went silent."""
+        ps, me = self.ps, self.me
+        if t > self.watch_at:
+            # a worker whose process is gone (exit, SIGKILL, OOM killer) is known at once
+            self.watch_at = t + WATCH_EVERY
+            gone = [v for v, how in ps.world.lost(sorted(self.alive - self.done), True).items()
+                    if how == "exited"]
+            if gone and self.mode == "sync":
+                raise WorkerFailure(
+                    f"ParameterServer(mode='sync'): server rank {me}: worker rank(s) {gone} "
+                    f"exited or were killed at clock {self.clock}; a synchronous step needs every "
+                    f"worker, so the job stops. Use mode='async' or 'ssp' to drop failed "
+                    f"workers and go on (launched with mpiexec -disable-auto-cleanup).")
+            for v in gone:
+                self.drop(v, "its process exited or was killed")
+            if gone:
+                self.grant_pending()
+                return
+        if self.mode == "sync":
+            waiting = sorted(w for w in self.alive if w not in self.got and w not in self.done)
+            if waiting and t - self.clock_started > ps.worker_timeout:
+                silent = [w for w in waiting if t - self.last_heard[w] > ps.worker_timeout] or waiting
+                raise WorkerFailure(
+                    f"ParameterServer(mode='sync'): server rank {me} waited "
+                    f"{ps.worker_timeout:g} s at clock {self.clock} for the gradient of worker "
+                    f"rank(s) {silent}; a synchronous step needs every worker, so the job "
+                    f"stops. Use mode='async' or 'ssp' to drop failed workers, or raise "
+                    f"worker_timeout / FUNCGRAD_COMM_TIMEOUT if they are just slow.")
+        else:
+            for w in sorted(self.alive - self.done):
+                # a worker whose pull we have not answered yet is waiting on us, not silent
+                if w not in self.pending and t - self.last_heard[w] > ps.worker_timeout:
+                    self.drop(w, f"silent for {t - self.last_heard[w]:.1f} s")
+                    self.grant_pending()
+
+    # -------------------------------------------------------------------- loop
+    def run(self):
+        ps = self.ps
+        comm, MPI = ps.comm, ps.MPI
         status = MPI.Status()
-        opt = self.optimizer
-
-        def apply(g):
-            nonlocal theta, opt_state
-            updates, opt_state = opt.update(g, opt_state, theta)
-            theta = np.asarray(apply_updates(theta, updates), dtype=self.dtype)
-            self.stats["pushes_applied"] += 1
-
-        def slowest():
-            act = [wclock[w] for w in alive if w not in done]
-            return min(act) if act else 1 << 62
-
-        def reply(w, kind=PARAMS, aux=0):
-            o = out[w]
-            if o.req is not None:
-                self._wait([o.req], f"server {me}: previous reply to worker {w}", [w])
-            o.hdr[:] = (kind, me, clock if self.mode == "sync" else wclock[w], aux)
-            o.data[:] = theta
-            o.req = comm.Isend([o.raw, MPI.BYTE], dest=w, tag=kind)
-            last_heard[w] = now()         # its silence is counted from when it got what it waited for
-
-        def try_grant(w):
-            c, hello = pending[w]
-            if hello:
-                del pending[w]
-                reply(w, aux=slowest() if self.mode == "ssp" else 0)
-                return
-            if self.mode == "sync":
-                if clock >= c:
-                    del pending[w]
-                    reply(w)
-            elif self.mode == "async":
-                del pending[w]
-                reply(w)
-            else:
-                s_min = slowest()
-                if s_min >= c - self.staleness:
-                    del pending[w]
-                    reply(w, aux=s_min)
-
-        def maybe_checkpoint(cl):
-            nonlocal last_ckpt
-            if not (self.checkpoint_dir and self.checkpoint_every):
-                return
-            if cl - last_ckpt >= self.checkpoint_every or (cl % self.checkpoint_every == 0 and cl != last_ckpt):
-                _ckpt.save(self._ckpt_path(j), {"theta": theta, "opt_state": opt_state},
-                           metadata={"clock": int(cl), "mode": self.mode, "lo": lo, "hi": hi,
-                                     "num_servers": self.num_servers,
-                                     "wclock": {str(w): int(v) for w, v in wclock.items()}})
-                last_ckpt = cl
-
-        def drop(w, why):
-            alive.discard(w)
-            dropped.add(w)
-            pending.pop(w, None)
-            got.discard(w)
-            if out[w].req is not None:
-                try:
-                    out[w].req.Cancel()
-                except Exception:
-                    pass
-                out[w].req = None
-            self.world.dead.add(w)
-            self.stats["dropped"].append(w)
-            log.warning("funcgrad.dist: server %d dropped worker rank %d (%s); training goes on with "
-                        "workers %s", me, w, why, sorted(alive))
-
-        def sync_aggregate():
-            nonlocal clock, clock_started
-            order = sorted(got)
-            acc = push[order[0]].data.copy()
-            for w in order[1:]:
-                acc += push[w].data
-            acc /= len(order)
-            apply(acc)
-            clock += 1
-            got.clear()
-            clock_started = now()
-            maybe_checkpoint(clock)
-            if self._on_clock is not None:
-                self._on_clock(clock)
-            for w in list(pending):
-                try_grant(w)
-
+        handlers = self.HANDLERS
         polls = 0
-        watch_at = now() + WATCH_EVERY
-        while alive - done:
+        self.watch_at = self.now() + WATCH_EVERY
+        while self.alive - self.done:
             msg = comm.Improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)
             if msg is None:
                 polls += 1
@@ -413,119 +544,44 @@ class ParameterServer:
                 else:
                     os.sched_yield()
                 if polls % 64 == 0:
-                    t = now()
-                    if t > watch_at:
-                        # a worker whose process is gone (exit, SIGKILL, OOM killer) is known at once
-                        watch_at = t + WATCH_EVERY
-                        gone = [v for v, how in self.world.lost(sorted(alive - done), True).items()
-                                if how == "exited"]
-                        if gone and self.mode == "sync":
-                            raise WorkerFailure(
-                                f"ParameterServer(mode='sync'): server rank {me}: worker rank(s) {gone} "
-                                f"exited or were killed at clock {clock}; a synchronous step needs every "
-                                f"worker, so the job stops. Use mode='async' or 'ssp' to drop failed "
-                                f"workers and go on (launched with mpiexec -disable-auto-cleanup).")
-                        for v in gone:
-                            drop(v, "its process exited or was killed")
-                        if gone:
-                            for v in list(pending):
-                                try_grant(v)
-                            continue
-                    if self.mode == "sync":
-                        waiting = sorted(w for w in alive if w not in got and w not in done)
-                        if waiting and t - clock_started > self.worker_timeout:
-                            silent = [w for w in waiting if t - last_heard[w] > self.worker_timeout] or waiting
-                            raise WorkerFailure(
-                                f"ParameterServer(mode='sync'): server rank {me} waited "
-                                f"{self.worker_timeout:g} s at clock {clock} for the gradient of worker "
-                                f"rank(s) {silent}; a synchronous step needs every worker, so the job "
-                                f"stops. Use mode='async' or 'ssp' to drop failed workers, or raise "
-                                f"worker_timeout / FUNCGRAD_COMM_TIMEOUT if they are just slow.")
-                    else:
-                        for w in sorted(alive - done):
-                            # a worker whose pull we have not answered yet is waiting on us, not silent
-                            if w not in pending and t - last_heard[w] > self.worker_timeout:
-                                drop(w, f"silent for {t - last_heard[w]:.1f} s")
-                                for v in list(pending):
-                                    try_grant(v)
+                    self.idle(self.now())
                 continue
             polls = 0
-            src, tag = status.Get_source(), status.Get_tag()
-            if src in dropped or src not in wclock:
-                rq = msg.Irecv([junk.raw, MPI.BYTE]) if status.Get_count(MPI.BYTE) <= junk.raw.size \
-                    else msg.Irecv([np.empty(status.Get_count(MPI.BYTE), np.uint8), MPI.BYTE])
-                self._wait([rq], f"server {me}: discard message from rank {src}", [src])
+            src = status.Get_source()
+            if src in self.dropped or src not in self.wclock:
+                self.discard(src, msg, status)
                 continue
-            last_heard[src] = now()
-            if tag == PUSH:
-                nbytes = status.Get_count(MPI.BYTE)
-                if nbytes != push[src].raw.size:
-                    raise CommMismatchError(f"ParameterServer: server {me} got a {nbytes}-byte push from "
-                                            f"rank {src}, expected {push[src].raw.size}")
-                rq = msg.Irecv([push[src].raw, MPI.BYTE])
-                self._wait([rq], f"server {me}: push from worker {src}", [src])
-                c = int(push[src].hdr[2])
-                if self.mode == "sync":
-                    if c != clock:
-                        raise CommMismatchError(f"ParameterServer(sync): worker {src} pushed clock {c} "
-                                                f"while server {me} is at clock {clock}")
-                    got.add(src)
-                    wclock[src] = c + 1
-                    if got >= (alive - done):
-                        sync_aggregate()
-                else:
-                    before = slowest()
-                    apply(push[src].data.copy())
-                    wclock[src] = c + 1
-                    act = [wclock[w] for w in alive if w not in done]
-                    if act:
-                        self.stats["server_max_spread"] = max(self.stats["server_max_spread"],
-                                                              max(act) - min(act))
-                    after = slowest()
-                    if after > before:
-                        maybe_checkpoint(after)
-                        if self._on_clock is not None and after < (1 << 62):
-                            self._on_clock(after)
-                        for w in list(pending):
-                            try_grant(w)
-            else:
-                rq = msg.Irecv([hdr, MPI.INT64_T])
-                self._wait([rq], f"server {me}: message from worker {src}", [src])
-                if tag == PULL:
-                    pending[src] = (int(hdr[2]), bool(hdr[3]))
-                    try_grant(src)
-                elif tag == DONE:
-                    done.add(src)
-                    if self.mode == "sync" and got and got >= (alive - done):
-                        sync_aggregate()
-                    for w in list(pending):
-                        try_grant(w)
-                else:
-                    raise CommMismatchError(f"ParameterServer: server {me} got an unexpected message kind "
-                                            f"{tag} from rank {src}")
-        self.stats["clock"] = clock if self.mode == "sync" else slowest() if alive - done else \
-            max(wclock.values(), default=0)
-        if self.mode == "sync":
-            maybe_checkpoint(clock)
-        # ------------------------------------------------------ final exchange
-        for w in list(out):
-            if out[w].req is not None and w in alive:
-                self._wait([out[w].req], f"server {me}: reply to worker {w}", [w])
-        flat = self._flat0.copy()
-        flat[lo:hi] = theta
-        fin = _Msg(m, self.dtype)
-        fin.hdr[:] = (FINAL, me, clock, 1 if dropped else 0)
-        fin.data[:] = theta
-        dests = [r for r in self.servers if r != me] + sorted(alive)
-        others = {s: _Msg(self._slice(s)[1] - self._slice(s)[0], self.dtype) for s in self.servers if s != me}
+            self.last_heard[src] = self.now()
+            handlers.get(status.Get_tag(), _Server.on_unexpected)(self, src, msg, status)
+        return self.finish()
+
+    def finish(self):
+        """Every live worker is done: the final slices to every other server and live worker;
+        returns the whole final parameter tree."""
+        ps, me, mode = self.ps, self.me, self.mode
+        comm, MPI = ps.comm, ps.MPI
+        ps.stats["clock"] = self.clock if mode == "sync" else self.slowest() if self.alive - self.done \
+            else max(self.wclock.values(), default=0)
+        if mode == "sync":
+            self.maybe_checkpoint(self.clock)
+        for w, o in list(self.out.items()):
+            if o.req is not None and w in self.alive:
+                ps._wait([o.req], f"server {me}: reply to worker {w}", [w])
+        flat = ps._flat0.copy()
+        flat[self.lo:self.hi] = self.theta
+        fin = _Msg(self.m, ps.dtype)
+        fin.hdr[:] = (FINAL, me, self.clock, 1 if self.dropped else 0)
+        fin.data[:] = self.theta
+        dests = [r for r in ps.servers if r != me] + sorted(self.alive)
+        others = {s: _Msg(ps._slice(s)[1] - ps._slice(s)[0], ps.dtype) for s in ps.servers if s != me}
         rqs = [comm.Irecv([others[s].raw, MPI.BYTE], source=s, tag=FINAL) for s in others]
         rqs += [comm.Isend([fin.raw, MPI.BYTE], dest=d, tag=FINAL) for d in dests]
-        self._wait(rqs, f"server {me}: final exchange", dests, timeout=self.timeout + self.worker_timeout)
+        ps._wait(rqs, f"server {me}: final exchange", dests, timeout=ps.timeout + ps.worker_timeout)
         for s, mm in others.items():
-            slo, shi = self._slice(s)
+            slo, shi = ps._slice(s)
             flat[slo:shi] = mm.data
             if mm.hdr[3]:
-                self.world.dead.add(-1)
-        if dropped:
-            self.world.dead.add(-1)
-        return self.unflatten(flat)
+                ps.world.dead.add(-1)
+        if self.dropped:
+            ps.world.dead.add(-1)
+        return ps.unflatten(flat)

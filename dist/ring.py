@@ -11,14 +11,14 @@ one rank, and copied byte-for-byte to the others: results are bit-identical
 on every rank. Each rank moves ``2 (p-1)/p * n`` elements, the lower bound.
 
 Repeated calls with one signature (a training loop) first settle on a
-speculative round (``comm._Speculation``): one persistent allreduce, in the
+speculative round (``speculation.Speculation``): one persistent allreduce, in the
 data's own dtype, of the data (messages up to ``SPEC_DATA_BYTES``) or nothing
 (larger ones, which then go by the paths below) plus the agreement header; so
 the check costs no extra collective in the steady state. Otherwise, small
-floating messages (at most ``comm.CONTROL_SLOTS`` elements) take neither
+floating messages (at most ``agreement.CONTROL_SLOTS`` elements) take neither
 path: they ride, with the cross-rank length/dtype/op agreement header, in the
 world's control allreduce (one persistent ``MPI_Allreduce_init`` of a fixed
-8 KB float64 buffer, see ``comm._Control``): one collective per call, the
+8 KB float64 buffer, see ``agreement.Control``): one collective per call, the
 check included, summed in float64 and rounded once to the caller's dtype.
 Every other call first runs that control allreduce with the header alone
 (``check=True``), then the data path below. The small persistent allreduces
@@ -33,14 +33,13 @@ Python before ``MPI_Start`` costs several of wall time. Above
 allreduce bound to their own arrays, which the ranks create together once a
 token in the round shows that all of them are planned (:func:`_planned`).
 When every rank shares one node, repeated calls of 16 KB to 1 MB
-(``comm.NODE_SHM_MIN_BYTES``, ``comm.NODE_SHM_BYTES``; ``algorithm="auto"``
+(``shm.NODE_SHM_MIN_BYTES``, ``shm.NODE_SHM_BYTES``; ``algorithm="auto"``
 only) take no MPI call at all: every rank copies ``x`` into a node
 shared-memory region, the ranks meet at a counter barrier that also compares
 their signatures (the check costs nothing extra), each sums its ``1/p``
 chunk of every input in rank order, and after a second barrier each copies
-the result out (see ``comm._NodeShm``; measured at p = 4 on 2 cores, 1e5
-float32: 0.71x ``comm.Allreduce``, 0.76x at p = 2; results bit-identical on
-every rank, as with the ring). ``FUNCGRAD_COMM_NODE_SHM=0`` switches it off,
+the result out (see ``shm.NodeShm``; results bit-identical on every rank, as
+with the ring). ``FUNCGRAD_COMM_NODE_SHM=0`` switches it off,
 and ranks on several nodes never take it: they bind persistent requests as
 above.
 
@@ -54,13 +53,11 @@ more ranks than it has cores (``mpiexec -n 4`` on 2 cores) each of the ring's
 algorithms (fewer rounds) stay ahead for smaller messages: the threshold is
 then ``OVERSUBSCRIBED_SMALL_BYTES``, on every rank of the job once any node is
 oversubscribed (``World.oversubscribed`` is agreed at ``world()``: ranks that
-chose different paths for one call would deadlock) (measured for p = 4 on 2 cores with
-benchmarks/allreduce.py, forced ring / ``comm.Allreduce``: 2.0-2.7x at
-400 KB, 1.2-1.4x at 1.2 MB against 1.25-1.5x for the MPI path with its
-check, 0.84-0.93x at 4 MB against 1.15-1.25x, 0.8x at 12 MB). Splitting each ring step
+chose different paths for one call would deadlock). Splitting each ring step
 into 64 KB or 256 KB ``Isend``/``Irecv`` pieces to overlap the additions with
-the transfers was measured too and did not pay on shared memory (equal at
-256 KB pieces, up to 1.6x slower at 64 KB), so each step is one message.
+the transfers did not pay on shared memory, so each step is one message. The
+measurements behind these thresholds and choices are in
+``benchmarks/dist_tuning.md``.
 """
 from __future__ import annotations
 
@@ -68,14 +65,16 @@ import weakref
 
 import numpy as np
 
-from .comm import World, chunk_bounds as _chunk_bounds, dtype_code, world
+from .agreement import dtype_code, shape_code
+from .comm import World, world
+from .shm import chunk_bounds as _chunk_bounds
 
 __all__ = ["ring_allreduce", "SMALL_BYTES", "OVERSUBSCRIBED_SMALL_BYTES", "OPS"]
 
 #: Below this many bytes ring_allreduce uses MPI's Iallreduce (see module docstring).
 SMALL_BYTES = 256 * 1024
 #: Largest message (bytes) whose data rides in the speculative round of repeated calls (see
-#: comm._Speculation): a round whose signature turns out to have changed is wasted whole.
+#: speculation.Speculation): a round whose signature turns out to have changed is wasted whole.
 SPEC_DATA_BYTES = 64 * 1024
 #: The same threshold when a node runs more ranks than it has cores.
 OVERSUBSCRIBED_SMALL_BYTES = 2 ** 20
@@ -146,9 +145,10 @@ def ring_allreduce(x, op="sum", out=None, *, algorithm="auto", timeout=None, che
             pl = _PLANS.get((id(x), id(out), op, algorithm))
             if pl is not None and (pl.xref() is not x or pl.oref() is not out):
                 pl = None
-        # (the same arrays: same memory and size; a shape set in place changes neither)
+        # (the same arrays: same memory and size; a shape set in place is compared)
         if pl is not None and (comm is None or comm is pl.w) and pl.w._spec.cur is pl.spec \
-                and x.dtype is pl.dt and out.dtype is pl.dt and out.flags.writeable:
+                and x.dtype is pl.dt and out.dtype is pl.dt and out.flags.writeable \
+                and x.shape == pl.shape:
             _PLANS[None] = pl
             return _planned(pl, x, out, timeout)
     return _ring_allreduce(x, op, out, algorithm, timeout, check, comm)
@@ -162,10 +162,11 @@ def _ring_allreduce(x, op, out, algorithm, timeout, check, comm):
         n = x.size
         if n <= ctl.slots and type(op) is str:
             dt = x.dtype
-            hit = ctl.ring_entries.get((n, dt, op, algorithm))
+            shape = x.shape
+            hit = ctl.ring_entries.get((shape, dt, op, algorithm))
             if hit is None and dt.num in _FOLD_NUMS and op in OPS:
-                ent = ctl.entry("ring_allreduce", _NAMES, (n, dtype_code(dt), OPS[op]))
-                hit = ctl.ring_entries[(n, dt, op, algorithm)] = (ent, ent[4] + (_ALGO[algorithm],))
+                ent = ctl.entry("ring_allreduce", _NAMES, (n, dtype_code(dt), OPS[op], shape_code(shape)))
+                hit = ctl.ring_entries[(shape, dt, op, algorithm)] = (ent, ent[4] + (_ALGO[algorithm],))
             if hit is not None and (out is None or (type(out) is _ndarray and out.dtype == dt
                                                     and out.shape == x.shape and out.flags.writeable)):
                 ent, sig = hit
@@ -236,7 +237,7 @@ def _ring_allreduce(x, op, out, algorithm, timeout, check, comm):
     flat_in = xa.reshape(-1)
     fold = kind == "f" and n <= ctl.slots and dt.itemsize <= 8 and algorithm != "ring"
     use_mpi = algorithm == "mpi" or (algorithm == "auto" and n * dt.itemsize < _small_bytes(w))
-    sig = (n, dtype_code(dt), opc, _ALGO[algorithm])
+    sig = (n, dtype_code(dt), opc, shape_code(xa.shape), _ALGO[algorithm])
     agreed = False
     if (check or fold) and spec.cur is not None:
         # one collective carrying the check (and, when it was agreed before, the data)
@@ -258,7 +259,7 @@ def _ring_allreduce(x, op, out, algorithm, timeout, check, comm):
             agreed = True          # every rank has this (new) signature: no further check
     if fold and not agreed:
         # e.g. a list or a non-array input: the same one-collective path as the fast path above
-        red = ctl.run("ring_allreduce", _NAMES, sig[:3], "ring_allreduce", data=flat_in, timeout=timeout)
+        red = ctl.run("ring_allreduce", _NAMES, sig[:4], "ring_allreduce", data=flat_in, timeout=timeout)
         spec.note(w, sig, dt, True)
         if opc == 2:
             red /= p
@@ -269,7 +270,7 @@ def _ring_allreduce(x, op, out, algorithm, timeout, check, comm):
         flat_in = xa.reshape(-1)
     flat_out = out.reshape(-1)
     if check and not agreed:
-        ctl.run("ring_allreduce", _NAMES, sig[:3], "ring_allreduce", timeout=timeout)
+        ctl.run("ring_allreduce", _NAMES, sig[:4], "ring_allreduce", timeout=timeout)
         spec.note(w, sig, dt, use_mpi and n * dt.itemsize <= SPEC_DATA_BYTES)
     if use_mpi:
         _mpi_allreduce(w, flat_in, flat_out, op, timeout, inplace=out is xa)
@@ -278,13 +279,13 @@ def _ring_allreduce(x, op, out, algorithm, timeout, check, comm):
     return out
 
 
-_NAMES = ("length", "dtype", "op")
+_NAMES = ("length", "dtype", "op", "shape")       # the control fields: SIG_NAMES less the algorithm
 _ALGO = {"auto": 0, "ring": 1, "mpi": 2}
 
 
 class _Plan:
     """A repeated ``ring_allreduce(x, out=out)`` on the same two arrays (see :func:`_remember`)."""
-    __slots__ = ("w", "xref", "oref", "dt", "sig", "spec", "mean", "op", "algorithm", "use_mpi",
+    __slots__ = ("w", "xref", "oref", "dt", "shape", "sig", "spec", "mean", "op", "algorithm", "use_mpi",
                  "token", "req", "fast")
 
 
@@ -310,7 +311,7 @@ def _remember(w, x, out, op, algorithm, sig, use_mpi):
         pl.xref, pl.oref = weakref.ref(x), weakref.ref(out)
     except TypeError:
         return
-    pl.w, pl.dt = w, x.dtype
+    pl.w, pl.dt, pl.shape = w, x.dtype, x.shape
     pl.sig, pl.spec, pl.mean, pl.op, pl.algorithm = sig, w._spec.cur, op == "mean", op, algorithm
     pl.use_mpi = use_mpi
     pl.token, pl.req, pl.fast = 0, None, None
@@ -451,7 +452,7 @@ def _ring(w, src, buf, op, timeout):
     the allgather. That saves a full read+write pass over the vector.
     (Sending the p = 2 agreement header as its own small message next to the
     first ring message, instead of the control allreduce before the ring, was
-    measured slower: 1.43x against 1.22x ``comm.Allreduce`` at 1e5 float32.)
+    measured slower: ``benchmarks/dist_tuning.md``.)
     """
     p, r = w.size, w.rank
     comm = w.comm

@@ -406,6 +406,55 @@ def test_nonfinite_gradient_raises_on_every_rank_naming_rank_step_leaf():
         assert "step 3" in msg and "rank 1: params['W1'] (1 NaN and 1 Inf of 4096 values)" in msg, msg
 
 
+MISMATCH_MESSAGES = {   # faults2.py mismatch: what each rank's CommMismatchError must say
+    "shape": "broadcast_tree: the ranks passed different trees (seen on rank {r}):\\n"
+             "  tree['W1']: rank 0 (64, 64) float64, rank 1 (64, 80) float64",
+    "missing": "allreduce_tree: the ranks passed different trees (seen on rank {r}):\\n"
+               "  tree['b2']: rank 0 missing, rank 1 (10,) float64",
+    "dtype": "  tree['W1']: rank 0 (4, 4) float64, rank 1 (4, 4) float32",
+    "ring-shape": "ring_allreduce: the ranks passed different shape (seen on rank {r}):\\n"
+                  "  shape: rank 0: (3, 4), rank 1: (4, 3)",
+    "ring-shape-big": "  shape: rank 0: (300, 400), rank 1: (400, 300)",
+    "ring-shape-spec": "  shape: rank 0: (3, 4), rank 1: (4, 3)",
+    "ring-shape-shm": "  shape: rank 0: (64, 64), rank 1: (32, 128)",
+    "dp-init": "  tree['W1']: rank 0 (64, 64) float64, rank 1 (64, 80) float64",
+}
+
+
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(40)
+def test_mismatched_trees_and_shapes_name_the_leaf_on_every_rank():
+    """Issue 19 item 3: trees that differ by a leaf's shape, a missing key or a dtype, and
+    ring_allreduce on (3, 4) vs (4, 3) (first call, 960 KB, after repeated calls, through node
+    shared memory): every rank raises CommMismatchError naming the rank, the leaf and each rank's
+    shape/dtype (not a hash), within seconds, and the communicator still works afterwards."""
+    rc, out, err, dt = run_mpi(2, FAULTS2, "mismatch", timeout=35, comm_timeout=60)
+    assert rc == 0 and dt < 15, (rc, dt, err[-3000:])
+    got = {(t, int(r)): m for t, r, m in re.findall(r"RESULT (\S+) rank=(\d) msg=(.*?)(?=RESULT |\n|$)", out)}
+    for tag, want in MISMATCH_MESSAGES.items():
+        for r in (0, 1):
+            assert (tag, r) in got, (tag, r, out[-4000:])
+            assert want.format(r=r) in got[tag, r], (tag, r, got[tag, r])
+            assert "tree signature" not in got[tag, r] and not re.search(r"rank \d: \d{6,}", got[tag, r])
+    assert "RESULT after rank=0 ok=True" in out and "RESULT after rank=1 ok=True" in out, out[-2000:]
+
+
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(40)
+def test_uncaught_mismatch_ends_the_job_naming_rank_and_leaf():
+    """An uncaught CommMismatchError (broadcast_tree, W1 (64, 64) on rank 0, (64, 80) on ranks 1
+    and 2) ends the job in seconds with exit status 1, the deadline being 60 s: the error is raised
+    on every rank at once instead of leaving any rank waiting."""
+    rc, out, err, dt = run_mpi(3, FAULTS2, "mismatch-uncaught", timeout=35, comm_timeout=60, module=False)
+    assert rc == 1 and dt < 10, (rc, dt, err[-3000:])
+    assert "uncaught CommMismatchError; aborting the job" in err, err[-3000:]
+    assert "broadcast_tree: the ranks passed different trees" in err
+    assert "tree['W1']: rank 0 (64, 64) float64, ranks 1, 2 (64, 80) float64" in err, err[-3000:]
+    assert "no error" not in out
+
+
 @needs_mpi
 @pytest.mark.mpi
 @pytest.mark.timeout(40)

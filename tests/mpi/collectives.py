@@ -98,8 +98,17 @@ expect_mismatch(lambda: fd.ring_allreduce(np.ones(2 ** 18 + r)), ["length"])
 expect_mismatch(lambda: fd.ring_allreduce(np.ones(10, dtype=np.float32 if r == 0 else np.float64)),
                 ["dtype", "float32", "float64"])
 expect_mismatch(lambda: fd.ring_allreduce(np.ones(10), op="sum" if r else "mean"), ["op"])
-expect_mismatch(lambda: fd.allreduce_tree({"a": np.ones(3), "b": np.ones(2 + (r == 1))}), ["tree signature"])
-expect_mismatch(lambda: fd.broadcast_tree([np.ones(3)] * (1 + (r == 0))), ["tree signature"])
+# trees: the message names each leaf that differs, with every rank's shape and dtype
+expect_mismatch(lambda: fd.allreduce_tree({"a": np.ones(3), "b": np.ones(2 + (r == 1))}),
+                ["different trees", "tree['b']: ", "rank 1 (3,) float64", "rank 0" if p == 2 else "ranks 0, 2"])
+expect_mismatch(lambda: fd.broadcast_tree([np.ones(3)] * (1 + (r == 0))), ["tree[1]: rank 0 (3,) float64, rank", "missing"])
+expect_mismatch(lambda: fd.allreduce_tree((np.ones(2),) if r == 0 else [np.ones(2)]), ["structure: rank 0"])
+# shapes, not only lengths
+expect_mismatch(lambda: fd.ring_allreduce(np.ones((3, 4) if r != p - 1 else (4, 3))),
+                ["shape", "rank 0: (3, 4)", f"rank {p - 1}: (4, 3)"])
+fd.ring_allreduce(np.ones(12))    # a 1-D shape seen before another one: still reported as itself
+fd.ring_allreduce(np.ones(5))
+expect_mismatch(lambda: fd.ring_allreduce(np.ones((12,) if r else (3, 4))), ["shape", "rank 0: (3, 4)", "rank 1: (12,)"])
 # the small-message path (data in the control allreduce) against the header-only path
 S = w._ctl.slots
 expect_mismatch(lambda: fd.ring_allreduce(np.ones(S if r == 0 else S + 1)), ["length", f"rank 0: {S}", f"rank 1: {S + 1}"])
@@ -158,7 +167,7 @@ for n in (10, 1000, 5000, 2 ** 17 + 3):            # folded, small, mid-size (da
 
 # --------------------- repeated calls on the same x and out (ring._PLANS skips the argument checks)
 from funcgrad.dist import ring as ring_mod  # noqa: E402
-from funcgrad.dist.comm import NODE_SHM_BYTES, NODE_SHM_MIN_BYTES  # noqa: E402
+from funcgrad.dist.shm import NODE_SHM_BYTES, NODE_SHM_MIN_BYTES  # noqa: E402
 
 # folded, control-size, data-in-round, header-only round + MPI's allreduce, header-only + ring
 for n in (10, 1000, 5000, 20000, 2 ** 17 + 3):
@@ -209,7 +218,7 @@ for n in (10, 1000, 5000, 20000, 2 ** 17 + 3):
             assert np.all(ob == sum(range(p)) + p * rep)
             checks += 1
 # repeated mid-size calls: one rank changes its buffers, then changes back; every call is
-# right. With w.node_shm they are reduced in node shared memory (comm._NodeShm: any arrays of
+# right. With w.node_shm they are reduced in node shared memory (shm.NodeShm: any arrays of
 # the agreed signature), else by a persistent allreduce bound to the caller's arrays, which the
 # ranks bind again together
 n = 20000

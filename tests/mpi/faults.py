@@ -10,7 +10,7 @@ absent      rank 2 never joins a ring allreduce (sleeps, then exits): every
             ``TIMEOUT_NAMED rank=<r> ranks=<tuple>``.
 absent-mpi  same on the small-message (MPI Iallreduce + argument check) path.
 absent-repeated  same once repeated calls take node shared memory (no MPI
-            call, see comm._NodeShm): rank 2 stops after a few calls.
+            call, see shm.NodeShm): rank 2 stops after a few calls.
 """
 import os
 import sys

@@ -16,7 +16,10 @@ nan-skip     the same with nonfinite='skip': step 3 is skipped on every rank, tr
              on, parameters stay finite and equal on every rank.
 mismatch     broadcast_tree/allreduce_tree with trees that differ by a shape, a missing key
              and a dtype, and ring_allreduce on (3, 4) vs (4, 3): CommMismatchError on every
-             rank, naming the leaf and each rank's shape/dtype.
+             rank, naming the leaf and each rank's shape/dtype; then shape changes after
+             repeated calls (speculative round, node shared memory) and in DataParallel.init.
+mismatch-uncaught  broadcast_tree with W1 (64, 64) on rank 0, (64, 80) elsewhere, uncaught:
+             the job ends at once (not at the deadline), the message naming the leaf.
 Each rank prints ``RESULT <mode> rank=<r> ...`` lines the test reads.
 """
 import os
@@ -143,8 +146,24 @@ elif mode == "mismatch":
     a = np.ones((3, 4)) if r == 0 else np.ones((4, 3))
     show("ring-shape", lambda: fd.ring_allreduce(a))
     show("ring-shape-big", lambda: fd.ring_allreduce(np.ones((300, 400)) if r == 0 else np.ones((400, 300))))
+    # after repeated calls (the check rides in the speculative round; 32 KB: in the node
+    # shared-memory barrier) a shape that changes on one rank only
+    for tag, s0, s1 in (("ring-shape-spec", (3, 4), (4, 3)), ("ring-shape-shm", (64, 64), (32, 128))):
+        x0 = np.ones(s0)
+        o0 = np.empty_like(x0)
+        for _ in range(4):
+            fd.ring_allreduce(x0, out=o0)
+        assert w._spec.cur is not None, tag
+        show(tag, lambda: fd.ring_allreduce(np.ones(s0 if r == 0 else s1)))
+    show("dp-init", lambda: fd.DataParallel(SGD(0.1), grad_fn=grad_fn).step(
+        *fd.DataParallel(SGD(0.1), grad_fn=grad_fn).init(
+            {"W1": np.ones((64, 64) if r == 0 else (64, 80)), "b1": np.zeros(64)}), np.ones(8)))
     # and the same shapes still reduce fine
     y = fd.ring_allreduce(np.ones((3, 4)))
     print(f"RESULT after rank={r} ok={bool((y == p).all())}", flush=True)
+elif mode == "mismatch-uncaught":
+    # not caught: the abort hook ends the job; every rank's message names the leaf
+    fd.broadcast_tree({"W1": np.zeros((64, 64) if r == 0 else (64, 80)), "b1": np.zeros(64)})
+    print(f"RESULT mismatch-uncaught rank={r} no error", flush=True)
 else:
     raise SystemExit(f"unknown mode {mode}")
