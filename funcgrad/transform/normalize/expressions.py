@@ -36,6 +36,14 @@ class Expressions:
                                 args=[ast.Constant(o.start), ast.Constant(o.stop), ast.Constant(o.step)], keywords=[])
             if isinstance(o, type) and issubclass(o, np.generic) or isinstance(o, np.dtype):
                 return _np_attr(np.dtype(o).type.__name__)
+            if isinstance(o, np.ndarray) and o.ndim == 1 and 0 < o.size <= 256 and o.dtype.kind in "iub":
+                # a small constant index array (x[[0, 2, 2]]): written into the code, readable, and Numba
+                # does not have to compare global arrays
+                call = ast.Call(func=_np_attr("array"), args=[ast.List(elts=[ast.Constant(v.item()) for v in o],
+                                                                       ctx=ast.Load())],
+                                keywords=[ast.keyword(arg="dtype", value=_np_attr(o.dtype.type.__name__))])
+                A.put(call, A.NONDIFF, np.array)
+                return call
             return self.external(o)
         if isinstance(val, Struct):
             if val.kind in ("tuple", "list"):
