@@ -234,8 +234,8 @@ class _Transformed:
                 return built, fn(*call_args)
             text = _line_text(*where) if where else None
             raise CompileError(f"Numba cannot compile this function in nopython mode ({reason})\n"
-                               "  hint: use mode=\"auto\" (falls back to Python over compiled kernels) or "
-                               "mode=\"python\"", where[0] if where else None, where[1] if where else None,
+                               "  hint: use jit=\"auto\" (falls back to Python over compiled kernels) or "
+                               "jit=\"kernels\"", where[0] if where else None, where[1] if where else None,
                                text) from None
         except Exception as e:
             _note_user_line(e, built)
@@ -297,7 +297,9 @@ def _numba_failure(err, built):
     m = re.search(r"No implementation of function (.+?) found for signature:\s*\n\s*\n?\s*>>> (.+)", msg)
     if m:
         fname = _NUMBA_FN.sub(lambda mm: mm.group(1).split(".")[-1], m.group(1))
-        reason = f"no nopython implementation of {fname} for {m.group(2).strip()}"
+        sig = re.sub(r"^[\w.<>]+\(", "(", m.group(2).strip())
+        what = f"{fname}" if re.fullmatch(r"[A-Za-z][\w.]*", fname) else "an operation on this line"
+        reason = f"{what} has no nopython implementation for {_plain_types(sig)}"
     elif "Untyped global name" in msg:
         m = re.search(r"Untyped global name '([^']+)'", msg)
         reason = f"'{m.group(1) if m else '?'}' cannot be called from nopython code"
@@ -311,6 +313,15 @@ def _numba_failure(err, built):
         reason = "a variable takes values of different types on different paths"
     reason = re.sub(r"\b_ext\d+_", "", reason)
     return where, reason[:240]
+
+
+def _plain_types(sig):
+    """Numba's type names in plain words: array(float64, 3d, C) -> 3-D float64 array."""
+    sig = re.sub(r"array\((\w+), (\d+)d, \w+\)", lambda m: f"{m.group(2)}-D {m.group(1)} array", sig)
+    sig = re.sub(r"UniTuple\((\w+) x (\d+)\)", lambda m: f"tuple of {m.group(2)} {m.group(1)}", sig)
+    sig = re.sub(r"Literal\[(\w+)\]\([^)]*\)", r"\1", sig)
+    sig = re.sub(r"reflected list\((\w+)\)", r"list of \1", sig)
+    return sig
 
 
 def _line_text(filename, lineno):

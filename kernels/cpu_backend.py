@@ -1,8 +1,11 @@
 """The CPU backend: NumPy arrays, the kernel namespace :mod:`funcgrad.kernels.cpu`, Numba's ``njit``."""
 from __future__ import annotations
 
+import warnings
+
 import numba
 import numpy as np
+from numba.core.errors import NumbaPerformanceWarning
 
 from . import cpu
 from .base import Backend, register_backend
@@ -29,3 +32,7 @@ class CPUBackend(Backend):
 
 
 CPU = register_backend(CPUBackend())
+
+# Numba's advice about generated code ("'@' is faster on contiguous arrays") points into funcgrad's
+# generated files, where the user can do nothing with it
+warnings.filterwarnings("ignore", category=NumbaPerformanceWarning, module=r"funcgrad_generated_")

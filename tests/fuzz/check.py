@@ -46,7 +46,8 @@ _FUNCGRAD_DIR = os.path.dirname(os.path.abspath(funcgrad.__file__))
 
 # names from funcgrad's generated code or its internals that a user should never read
 INTERNAL = re.compile(
-    r"\b_v\d+|\b_t\d+|__ret|__brk|_nd_error|_ValueAndGrad|_Transformed|\bK\.|numba|Numba|TypingError"
+    r"\b_v\d+|\b_t\d+|__ret|__brk|_nd_error|_ValueAndGrad|_Transformed|\bK\.|numba[./]|Numba(?! cannot compile)"
+    r"|TypingError|\b_impl\b|intrinsic|Function\("
     r"|site-packages|funcgrad/source|funcgrad/ops|funcgrad/kernels|funcgrad/api|\b_tape|\b_it\d+|\b_k\d+"
     r"|\bd_\w+|\b_dres\d+|\b_pos_\w+|Traceback")
 
