@@ -25,6 +25,7 @@ import types as _pytypes
 
 import numpy as np
 from numba import njit, types
+from numba.core import errors
 from numba.extending import overload
 from numba.np import numpy_support
 
@@ -428,9 +429,21 @@ def _zeros_like_ov(x):
     return lambda x: np.zeros_like(x)
 
 
+# ----------------------------------------------------------------------------
+# Products: matmul, dot, tensordot and the cotangent of each operand
+#
+# Plain Python: NumPy's own functions, any rank. Compiled: two operands of rank <= 2
+# take one BLAS call (np.dot on contiguous arrays); N-D matmul (``@`` included) loops
+# over the broadcast batch with one 2-D np.dot per item; N-D dot and tensordot become
+# transposes + reshapes around one 2-D np.dot, generated per (ranks, axes) at typing time.
 def _common(*arrs):
     """The common NumPy dtype of numba array/scalar types (np.dot needs equal dtypes)."""
     return np.result_type(*[numpy_support.as_dtype(a.dtype if isinstance(a, types.Array) else a) for a in arrs])
+
+
+def _nd(t):
+    """The ndim of a numba type (0 for a scalar)."""
+    return t.ndim if isinstance(t, types.Array) else 0
 
 
 @njit(cache=True)
@@ -439,11 +452,110 @@ def _dot(a, b):
 
 
 def _dot_impl(x, y, tx="x", ty="y"):
-    """Source of ``np.dot`` on two arrays of possibly different dtype/layout."""
+    """Source of ``np.dot`` on two arrays of possibly different dtype/layout (rank 1 or 2)."""
     dt = _common(x, y)
     cx = f"np.ascontiguousarray({tx}).astype(dt)" if x.dtype != dt else f"np.ascontiguousarray({tx})"
     cy = f"np.ascontiguousarray({ty}).astype(dt)" if y.dtype != dt else f"np.ascontiguousarray({ty})"
+    if x.ndim == 1 and y.ndim == 1:  # Numba's inner product of float32 vectors is a float64
+        return dt, f"dt.type(np.dot({cx}, {cy}))"
     return dt, f"np.dot({cx}, {cy})"
+
+
+def _tup(parts):
+    """Source of a tuple expression from source parts (``()`` when empty)."""
+    return "(" + "".join(f"{p}, " for p in parts) + ")"
+
+
+def _mm_promote(g, x, y):
+    """``x``, ``y`` and the cotangent ``g`` of ``x @ y`` with 1-D operands promoted as np.matmul does."""
+    xn, yn = np.ndim(x), np.ndim(y)
+    xp = np.reshape(x, (1, -1)) if xn == 1 else x
+    yp = np.reshape(y, (-1, 1)) if yn == 1 else y
+    gp = np.asarray(g)
+    if yn == 1:
+        gp = gp[..., None]
+    if xn == 1:
+        gp = gp[..., None, :]
+    return gp, xp, yp
+
+
+def _bmm_impl(kind, g, x, y):
+    """Compiled N-D matmul under NumPy's rules (1-D operands promoted, batch axes broadcast):
+    ``impl(x, y)`` for kind "mm", the cotangent of ``x`` ("dx") or of ``y`` ("dy") as
+    ``impl(g, x, y)``, summed over the batch axes that operand was broadcast along. The batch is
+    flattened: each operand becomes 3-D, index maps say which of its items each batch item uses,
+    and one 2-D np.dot runs per batch item (integer code only besides: quick to compile)."""
+    X, Y = x.ndim, y.ndim
+    bx, by = _builtins.max(X, 2) - 2, _builtins.max(Y, 2) - 2
+    nb = _builtins.max(bx, by)
+    dt = _common(x, y) if kind == "mm" else _common(g, y) if kind == "dx" else _common(x, g)
+    xps = ["1", "xs[0]"] if X == 1 else [f"xs[{i}]" for i in range(X)]
+    yps = ["ys[0]", "1"] if Y == 1 else [f"ys[{i}]" for i in range(Y)]
+    n, k, m = xps[-2], xps[-1], yps[-1]
+    xb, yb = xps[:bx], yps[:by]
+    xpad, ypad = ["1"] * (nb - bx) + xb, ["1"] * (nb - by) + yb
+    px, py = " * ".join(xb) or "1", " * ".join(yb) or "1"
+    L = [f"def impl({'x, y' if kind == 'mm' else 'g, x, y'}):", "    xs = x.shape", "    ys = y.shape"]
+    for j in range(nb):
+        xd, yd = xpad[j], ypad[j]
+        if xd == "1" or yd == "1":
+            L.append(f"    b{j} = {yd if xd == '1' else xd}")
+        else:
+            L.append(f"    b{j} = {xd} if {yd} == 1 else {yd}")
+            L.append(f"    if {xd} != {yd} and {xd} != 1 and {yd} != 1:")
+            L.append("        raise ValueError('matmul: the batch dimensions of the operands do not broadcast')")
+    full = [f"b{j}" for j in range(nb)]
+    nbatch = " * ".join(full) or "1"
+    L.append(f"    if {k} != {yps[-2]}:")
+    L.append("        raise ValueError('matmul: the contracted dimensions of the operands differ')")
+    for name, t, p, pad, r, c in (("x", x, px, xpad, n, k), ("y", y, py, ypad, k, m)):
+        if kind != ("dx" if name == "x" else "dy"):  # the operand itself takes part in the products
+            cast = ".astype(dtc)" if t.dtype != dt else ""
+            L.append(f"    {name}3 = np.ascontiguousarray({name}){cast}.reshape(({p}, {r}, {c}))")
+    # index maps: the item of x and of y that each item of the flattened batch multiplies
+    L.append(f"    nbatch = {nbatch}")
+    L.append("    ix = np.empty(nbatch, np.int64)")
+    L.append("    iy = np.empty(nbatch, np.int64)")
+    L.append("    for f in range(nbatch):")
+    L.append("        r = f")
+    L.append("        jx = 0")
+    L.append("        jy = 0")
+    L.append("        sx = 1")
+    L.append("        sy = 1")
+    for j in reversed(range(nb)):
+        L.append(f"        i = r % b{j}")
+        L.append(f"        r //= b{j}")
+        for name, pad in (("x", xpad), ("y", ypad)):
+            if pad[j] != "1":
+                L.append(f"        if {pad[j]} != 1:")
+                L.append(f"            j{name} += i * s{name}")
+                L.append(f"        s{name} *= {pad[j]}")
+    L.append("        ix[f] = jx")
+    L.append("        iy[f] = jy")
+    if kind == "mm":
+        L.append(f"    out = np.empty((nbatch, {n}, {m}), dtc)")
+        L.append("    for f in range(nbatch):")
+        L.append("        np.dot(x3[ix[f]], y3[iy[f]], out[f])")
+        shape = full + ([n] if X > 1 else []) + ([m] if Y > 1 else [])
+        L.append(f"    return out.reshape({_tup(shape)})")
+    else:
+        cast = ".astype(dtc)" if g.dtype != dt else ""
+        L.append(f"    g3 = np.ascontiguousarray(g){cast}.reshape((nbatch, {n}, {m}))")
+        if kind == "dx":  # summed where x was broadcast
+            L.append(f"    acc = np.zeros(({px}, {n}, {k}), dtc)")
+            L.append(f"    tmp = np.empty(({n}, {k}), dtc)")
+            L.append("    for f in range(nbatch):")
+            L.append("        np.dot(g3[f], y3[iy[f]].T, tmp)")
+            L.append("        acc[ix[f]] += tmp")
+            L.append("    return acc.reshape(xs)")
+        else:
+            L.append(f"    acc = np.zeros(({py}, {k}, {m}), dtc)")
+            L.append(f"    tmp = np.empty(({k}, {m}), dtc)")
+            L.append("    for f in range(nbatch):")
+            L.append("        np.dot(x3[ix[f]].T, g3[f], tmp)")
+            L.append("        acc[iy[f]] += tmp")
+            L.append("    return acc.reshape(ys)")
+    return _compile("\n".join(L) + "\n", "impl", {"dtc": dt.type})
 
 
 @_register
@@ -453,31 +565,39 @@ def matmul(x, y):
 
 @overload(matmul)
 def _matmul_ov(x, y):
+    if not (isinstance(x, types.Array) and isinstance(y, types.Array)):
+        return None
+    if x.ndim > 2 or y.ndim > 2:
+        return _bmm_impl("mm", None, x, y)
     dt, e = _dot_impl(x, y)
     return _compile(f"def impl(x, y):\n    return {e}\n", "impl", {"dt": dt})
 
 
-@_register
-def dot(x, y):
-    return np.dot(x, y)
-
-
-@overload(dot)
-def _dot_ov(x, y):
-    dt, e = _dot_impl(x, y)
-    return _compile(f"def impl(x, y):\n    return {e}\n", "impl", {"dt": dt})
+@overload(_operator.matmul)
+def _matmul_operator_ov(x, y):
+    """``x @ y`` in compiled code where Numba's own ``@`` refuses: an operand of rank 3 or more."""
+    if isinstance(x, types.Array) and isinstance(y, types.Array) and x.ndim >= 1 and y.ndim >= 1 and \
+            (x.ndim > 2 or y.ndim > 2):
+        return lambda x, y: matmul(x, y)
+    return None
 
 
 @_register
 def matmul_dx(g, x, y):
-    """Cotangent of ``x`` in ``x @ y`` (1-D and 2-D operands)."""
-    if np.ndim(y) == 1:
-        return np.outer(g, y) if np.ndim(x) == 2 else g * y
-    return g @ y.T if np.ndim(x) == 2 else y @ g
+    """Cotangent of ``x`` in ``x @ y`` (NumPy's matmul rules: 1-D operands, broadcast batch axes)."""
+    xn, yn = np.ndim(x), np.ndim(y)
+    if xn > 2 or yn > 2:
+        gp, xp, yp = _mm_promote(g, x, y)
+        return unbroadcast(np.matmul(gp, np.swapaxes(yp, -1, -2)), xp).reshape(np.shape(x))
+    if yn == 1:
+        return np.outer(g, y) if xn == 2 else g * y
+    return g @ y.T if xn == 2 else y @ g
 
 
 @overload(matmul_dx)
 def _matmul_dx_ov(g, x, y):
+    if x.ndim > 2 or y.ndim > 2:
+        return _bmm_impl("dx", g, x, y)
     if y.ndim == 1:
         if x.ndim == 2:
             return lambda g, x, y: np.outer(g, y)
@@ -491,20 +611,289 @@ def _matmul_dx_ov(g, x, y):
 
 @_register
 def matmul_dy(g, x, y):
-    """Cotangent of ``y`` in ``x @ y`` (1-D and 2-D operands)."""
-    if np.ndim(x) == 1:
-        return np.outer(x, g) if np.ndim(y) == 2 else g * x
+    """Cotangent of ``y`` in ``x @ y`` (NumPy's matmul rules: 1-D operands, broadcast batch axes)."""
+    xn, yn = np.ndim(x), np.ndim(y)
+    if xn > 2 or yn > 2:
+        gp, xp, yp = _mm_promote(g, x, y)
+        return unbroadcast(np.matmul(np.swapaxes(xp, -1, -2), gp), yp).reshape(np.shape(y))
+    if xn == 1:
+        return np.outer(x, g) if yn == 2 else g * x
     return x.T @ g
 
 
 @overload(matmul_dy)
 def _matmul_dy_ov(g, x, y):
+    if x.ndim > 2 or y.ndim > 2:
+        return _bmm_impl("dy", g, x, y)
     if x.ndim == 1:
         if y.ndim == 2:
             return lambda g, x, y: np.outer(x, g)
         return lambda g, x, y: g * x
     dt, e = _dot_impl(x, g, "x.T", "g")
     return _compile(f"def impl(g, x, y):\n    return {e}\n", "impl", {"dt": dt})
+
+
+def _td_axes(axes, na, nb):
+    """``tensordot``'s ``axes`` (an int, or a pair of ints / sequences) as two lists of axes >= 0."""
+    if isinstance(axes, (int, np.integer)):
+        n = int(axes)
+        if n < 0 or n > na or n > nb:
+            raise ValueError(f"tensordot: axes={n} does not fit operands of rank {na} and {nb}")
+        return list(range(na - n, na)), list(range(n))
+    ia, ib = axes
+    ia = [ia] if isinstance(ia, (int, np.integer)) else list(ia)
+    ib = [ib] if isinstance(ib, (int, np.integer)) else list(ib)
+    if len(ia) != len(ib):
+        raise ValueError(f"tensordot: axes {axes} pair {len(ia)} axes of the first operand with {len(ib)}")
+    for a, n in [(a, na) for a in ia] + [(b, nb) for b in ib]:
+        if not -n <= a < n:
+            raise ValueError(f"tensordot: axis {a} is out of bounds for an operand of rank {n}")
+    return [int(a) % na for a in ia], [int(b) % nb for b in ib]
+
+
+def _free(n, contracted):
+    return [i for i in range(n) if i not in contracted]
+
+
+def _dot_axes(xn, yn):
+    """np.dot as a tensordot: the last axis of ``x`` with the second-to-last of ``y`` (scalars: none)."""
+    if xn == 0 or yn == 0:
+        return [], []
+    return [xn - 1], [_builtins.max(yn - 2, 0)]
+
+
+def _inverse(perm):
+    return [int(i) for i in np.argsort(perm)]
+
+
+def _tensordot_src(a, b, ta, tb, ca, fa, cb, fb, dt, out="r"):
+    """Source lines computing the tensordot of ``a`` (contracted axes ``ca``, free ``fa``) and ``b``
+    (``cb``, ``fb``) into ``out``: both transposed to (free, contracted) / (contracted, free) and
+    reshaped to 2-D around one (disk-cached) np.dot. Axes are ints or source expressions (runtime values)."""
+    na, nb = _nd(ta), _nd(tb)
+    if na == 0 or nb == 0:  # a scalar operand: nothing is contracted, the product is elementwise
+        xa = f"{a}.astype(dtc)" if na and ta.dtype != dt else f"dtc({a})" if not na else a
+        xb = f"{b}.astype(dtc)" if nb and tb.dtype != dt else f"dtc({b})" if not nb else b
+        return [f"    {out} = {xa} * {xb}"]
+    L = [f"    {a}_s = {a}.shape", f"    {b}_s = {b}.shape"]
+    for p, q in zip(ca, cb):
+        L.append(f"    if {a}_s[{p}] != {b}_s[{q}]:")
+        L.append("        raise ValueError('tensordot: shape mismatch for sum')")
+
+    def flat(name, t, perm):
+        e = name if perm == list(range(len(perm))) else f"np.transpose({name}, {_tup(perm)})"
+        return f"np.ascontiguousarray({e})" + (".astype(dtc)" if t.dtype != dt else "")
+
+    prod = lambda name, ax: " * ".join(f"{name}_s[{i}]" for i in ax) or "1"  # noqa: E731
+    M, K, N = prod(a, fa), prod(a, ca), prod(b, fb)
+    L.append(f"    {out}2 = _dot({flat(a, ta, list(fa) + list(ca))}.reshape(({M}, {K})), "
+             f"{flat(b, tb, list(cb) + list(fb))}.reshape(({K}, {N})))")
+    shape = [f"{a}_s[{i}]" for i in fa] + [f"{b}_s[{i}]" for i in fb]
+    L.append(f"    {out} = {out}2.reshape({_tup(shape)})" if shape else f"    {out} = {out}2[0, 0]")
+    return L
+
+
+def _runtime_axes_src(X, Y, nc, first, second):
+    """Source lines turning runtime axes (``first``/``second``: source of the ``t``-th axis of each
+    operand, ``{t}`` in them) into int arrays ``ia``/``ib``/``fa``/``fb`` (contracted, then free axes
+    of x and y, checked and made non-negative) and the helper orderings the cotangents need."""
+    L = [f"    ia = np.empty({nc}, np.int64)", f"    ib = np.empty({nc}, np.int64)"]
+    for t in range(nc):
+        for arr, e, n in (("ia", first.format(t=t), X), ("ib", second.format(t=t), Y)):
+            L.append(f"    if {e} < -{n} or {e} >= {n}:")
+            L.append("        raise ValueError('tensordot: an axis is out of bounds')")
+            L.append(f"    {arr}[{t}] = {e} % {n}")
+    for arr, c, n in (("fa", "ia", X), ("fb", "ib", Y)):
+        L += [f"    {arr} = np.empty({n - nc}, np.int64)", "    j = 0", f"    for i in range({n}):",
+              f"        if not np.any({c} == i):", "            if j == " + str(n - nc) + ":",
+              "                raise ValueError('tensordot: repeated axis')",
+              f"            {arr}[j] = i", "            j += 1"]
+    return L
+
+
+def _td_plan(kind, X, Y, ia, ib, nc=None):
+    """How tensordot(x, y, (ia, ib)) (kind "td"), the cotangent of x ("dx": a tensordot of g and y,
+    then a transpose) or of y ("dy": of x and g, then a transpose) is computed: ``(lines before,
+    contracted and free axes of the left operand, the same of the right one, final permutation)``.
+    With ``nc`` given, the axes are runtime values (``ia``/``ib``: sources with ``{t}``) of which only
+    the count is static, and everything is source expressions over arrays computed at run time."""
+    if nc is None:
+        fa, fb = _free(X, ia), _free(Y, ib)
+        nfa, nfb = len(fa), len(fb)
+        if kind == "td":
+            return [], ia, fa, ib, fb, None
+        if kind == "dx":
+            rest = [ia[j] for j in np.argsort(ib, kind="stable")]  # y's axes left, in y's order
+            return [], list(range(nfa, nfa + nfb)), list(range(nfa)), fb, sorted(ib), _inverse(fa + rest)
+        rest = [ib[j] for j in np.argsort(ia, kind="stable")]  # x's axes left, in x's order
+        return [], fa, sorted(ia), list(range(nfa)), list(range(nfa, nfa + nfb)), _inverse(rest + fb)
+    L = _runtime_axes_src(X, Y, nc, ia, ib)
+    nfa, nfb = X - nc, Y - nc
+    v = lambda arr, n: [f"{arr}[{t}]" for t in range(n)]  # noqa: E731
+    if kind == "td":
+        return L, v("ia", nc), v("fa", nfa), v("ib", nc), v("fb", nfb), None
+    if kind == "dx":
+        L += ["    sib = np.sort(ib)", "    inv = np.argsort(np.concatenate((fa, ia[np.argsort(ib)])))"]
+        return L, list(range(nfa, nfa + nfb)), list(range(nfa)), v("fb", nfb), v("sib", nc), v("inv", X)
+    L += ["    sia = np.sort(ia)", "    inv = np.argsort(np.concatenate((ib[np.argsort(ia)], fb)))"]
+    return L, v("fa", nfa), v("sia", nc), list(range(nfa)), list(range(nfa, nfa + nfb)), v("inv", Y)
+
+
+def _tensordot_overload(kind, sig, a, b, ta, tb, X, Y, axes, dt):
+    """An impl of ``sig`` computing the tensordot of ``a`` and ``b`` of plan ``kind`` (see _td_plan)
+    for the axes of x and y ``axes``: ``(ia, ib)`` lists, or ``("runtime", nc, first, second)``."""
+    if axes[0] == "runtime":
+        pre, ca, fa, cb, fb, perm = _td_plan(kind, X, Y, axes[2], axes[3], nc=axes[1])
+    else:
+        pre, ca, fa, cb, fb, perm = _td_plan(kind, X, Y, *axes)
+    L = [f"def impl({sig}):"] + pre + _tensordot_src(a, b, ta, tb, ca, fa, cb, fb, dt)
+    if perm is None or perm == list(range(len(perm))):
+        L.append("    return r")
+    else:
+        L.append(f"    return np.ascontiguousarray(np.transpose(r, {_tup(perm)}))")
+    return _compile("\n".join(L) + "\n", "impl", {"dtc": dt.type, "_dot": _dot})
+
+
+def _td_axes_type(axes, X, Y):
+    """``axes`` of tensordot at typing time, for ranks X and Y: ``(ia, ib)`` lists when its values are
+    known (a literal int, a pair of literal ints, constant lists or flat literal tuples), else
+    ``("runtime", count, source of x's t-th axis, of y's)`` for a pair of int tuples whose values
+    Numba does not keep (it types a nested constant such as ``((1, 0), (0, 1))`` by its shape only)."""
+    def known(t):
+        if isinstance(t, (int, tuple, list)):
+            return t
+        if isinstance(t, types.Omitted):
+            return t.value
+        if isinstance(t, types.IntegerLiteral):
+            return t.literal_value
+        if isinstance(t, types.List) and getattr(t, "initial_value", None) is not None:
+            return list(t.initial_value)
+        if isinstance(t, types.BaseTuple) and all(isinstance(e, types.IntegerLiteral) for e in t.types):
+            return tuple(e.literal_value for e in t.types)
+        return None
+
+    v = known(axes)
+    if v is None and isinstance(axes, types.BaseTuple) and len(axes.types) == 2:
+        parts = [known(t) for t in axes.types]
+        if all(p is not None for p in parts):
+            v = tuple(parts)
+        else:
+            counts, srcs = [], []
+            for k, t in enumerate(axes.types):
+                if isinstance(t, types.Integer):
+                    counts.append(1)
+                    srcs.append(f"axes[{k}]")
+                elif isinstance(t, types.BaseTuple) and all(isinstance(e, types.Integer) for e in t.types):
+                    counts.append(len(t.types))
+                    srcs.append(f"axes[{k}][{{t}}]")
+                else:
+                    counts = None
+                    break
+            if counts and counts[0] == counts[1] and counts[0] <= _builtins.min(X, Y):
+                return ("runtime", counts[0], srcs[0], srcs[1])
+    if v is None:
+        raise errors.TypingError(
+            f"tensordot(axes=...) must be a constant inside compiled code: an int or a pair of sequences "
+            f"of ints such as axes=([1, 0], [0, 1]); got {axes}")
+    return _td_axes(v, X, Y)
+
+
+@_register
+def tensordot(a, b, axes=2):
+    return np.tensordot(a, b, axes)
+
+
+@overload(tensordot, prefer_literal=True)
+def _tensordot_ov(a, b, axes=2):
+    X, Y = _nd(a), _nd(b)
+    return _tensordot_overload("td", "a, b, axes=2", "a", "b", a, b, X, Y, _td_axes_type(axes, X, Y), _common(a, b))
+
+
+def _scalar_like(r, x):
+    """``r`` as a scalar where ``x`` (the operand it is the cotangent of) is a Python or NumPy scalar."""
+    return r if isinstance(x, np.ndarray) else r[()]
+
+
+def _td_python(kind, g, x, y, axes):
+    X, Y = np.ndim(x), np.ndim(y)
+    _, ca, fa, cb, fb, perm = _td_plan(kind, X, Y, *_td_axes(axes, X, Y))
+    left, right = (g, y) if kind == "dx" else (x, g)
+    r = np.transpose(np.tensordot(left, right, (ca, cb)), perm)
+    return _scalar_like(r, x if kind == "dx" else y)
+
+
+@_register
+def tensordot_dx(g, x, y, axes=2):
+    """Cotangent of ``x`` in ``np.tensordot(x, y, axes)``: itself a tensordot, then a transpose."""
+    return _td_python("dx", g, x, y, axes)
+
+
+@overload(tensordot_dx, prefer_literal=True)
+def _tensordot_dx_ov(g, x, y, axes=2):
+    X, Y = _nd(x), _nd(y)
+    return _tensordot_overload("dx", "g, x, y, axes=2", "g", "y", g, y, X, Y, _td_axes_type(axes, X, Y),
+                               _common(g, y))
+
+
+@_register
+def tensordot_dy(g, x, y, axes=2):
+    """Cotangent of ``y`` in ``np.tensordot(x, y, axes)``: itself a tensordot, then a transpose."""
+    return _td_python("dy", g, x, y, axes)
+
+
+@overload(tensordot_dy, prefer_literal=True)
+def _tensordot_dy_ov(g, x, y, axes=2):
+    X, Y = _nd(x), _nd(y)
+    return _tensordot_overload("dy", "g, x, y, axes=2", "x", "g", x, g, X, Y, _td_axes_type(axes, X, Y),
+                               _common(x, g))
+
+
+@_register
+def dot(x, y):
+    return np.dot(x, y)
+
+
+@overload(dot)
+def _dot_ov(x, y):
+    X, Y = _nd(x), _nd(y)
+    if 1 <= X <= 2 and 1 <= Y <= 2:
+        dt, e = _dot_impl(x, y)
+        return _compile(f"def impl(x, y):\n    return {e}\n", "impl", {"dt": dt})
+    return _tensordot_overload("td", "x, y", "x", "y", x, y, X, Y, _dot_axes(X, Y), _common(x, y))
+
+
+@_register
+def dot_dx(g, x, y):
+    """Cotangent of ``x`` in ``np.dot(x, y)`` (N-D: the last axis of x with the second-to-last of y)."""
+    X, Y = np.ndim(x), np.ndim(y)
+    if 1 <= X <= 2 and 1 <= Y <= 2:
+        return matmul_dx(g, x, y)
+    return tensordot_dx(g, x, y, _dot_axes(X, Y))
+
+
+@overload(dot_dx)
+def _dot_dx_ov(g, x, y):
+    X, Y = _nd(x), _nd(y)
+    if 1 <= X <= 2 and 1 <= Y <= 2:
+        return _matmul_dx_ov(g, x, y)
+    return _tensordot_overload("dx", "g, x, y", "g", "y", g, y, X, Y, _dot_axes(X, Y), _common(g, y))
+
+
+@_register
+def dot_dy(g, x, y):
+    """Cotangent of ``y`` in ``np.dot(x, y)`` (N-D: the last axis of x with the second-to-last of y)."""
+    X, Y = np.ndim(x), np.ndim(y)
+    if 1 <= X <= 2 and 1 <= Y <= 2:
+        return matmul_dy(g, x, y)
+    return tensordot_dy(g, x, y, _dot_axes(X, Y))
+
+
+@overload(dot_dy)
+def _dot_dy_ov(g, x, y):
+    X, Y = _nd(x), _nd(y)
+    if 1 <= X <= 2 and 1 <= Y <= 2:
+        return _matmul_dy_ov(g, x, y)
+    return _tensordot_overload("dy", "g, x, y", "x", "g", x, g, X, Y, _dot_axes(X, Y), _common(x, g))
 
 
 @_register

@@ -43,29 +43,94 @@ def unreduce(y, g, x, axis=None, keepdims=False):
     d[g] = np.sum(d[y], axis=axis, keepdims=keepdims)
 
 
-def _sample_matmul_d(which):
+def _matmul_shapes(draw, st):
+    """Operand shapes for np.matmul: 1-D and 2-D operands, and N-D ones with broadcast batch axes."""
+    n, k, m, b, c = (draw(st.integers(1, 3)) for _ in range(5))
+    kind = draw(st.sampled_from(["mm", "vm", "mv", "vv", "bmm", "bm", "mb", "bcast", "vb", "bv"]))
+    return {"mm": ((n, k), (k, m)), "vm": ((k,), (k, m)), "mv": ((n, k), (k,)), "vv": ((k,), (k,)),
+            "bmm": ((b, n, k), (b, k, m)), "bm": ((b, n, k), (k, m)), "mb": ((n, k), (b, k, m)),
+            "bcast": ((c, 1, n, k), (b, k, m)), "vb": ((k,), (b, k, m)), "bv": ((b, c, n, k), (k,))}[kind]
+
+
+def _dot_shapes(draw, st):
+    """Operand shapes for np.dot: those of matmul's 1-D and 2-D cases, N-D ones, scalar with array."""
+    n, k, m, b = (draw(st.integers(1, 3)) for _ in range(4))
+    kind = draw(st.sampled_from(["mm", "vm", "mv", "vv", "nd", "ndnd", "ndv", "vnd", "sa", "as"]))
+    return {"mm": ((n, k), (k, m)), "vm": ((k,), (k, m)), "mv": ((n, k), (k,)), "vv": ((k,), (k,)),
+            "nd": ((b, n, k), (k, m)), "ndnd": ((b, k), (n, k, m)), "ndv": ((b, n, k), (k,)),
+            "vnd": ((k,), (b, k, m)), "sa": ((), (n, m)), "as": ((b, n, k), ())}[kind]
+
+
+def _tensordot_case(draw, st):
+    """Operand shapes and an ``axes`` for np.tensordot: an int (0, 1, 2) or a pair of lists in any order."""
+    free_a = [draw(st.integers(1, 3)) for _ in range(draw(st.integers(0, 2)))]
+    free_b = [draw(st.integers(1, 3)) for _ in range(draw(st.integers(0, 2)))]
+    summed = [draw(st.integers(1, 3)) for _ in range(draw(st.integers(0 if free_a and free_b else 1, 2)))]
+    if not summed or draw(st.booleans()):
+        return tuple(free_a + summed), tuple(summed + free_b), len(summed)
+    pa = draw(st.permutations(range(len(free_a) + len(summed))))   # where each of a's axes goes
+    pb = draw(st.permutations(range(len(summed) + len(free_b))))
+    sa, sb = [0] * len(pa), [0] * len(pb)
+    for i, n in enumerate(free_a + summed):
+        sa[pa[i]] = n
+    for i, n in enumerate(summed + free_b):
+        sb[pb[i]] = n
+    axes = ([pa[len(free_a) + j] for j in range(len(summed))], [pb[j] for j in range(len(summed))])
+    return tuple(sa), tuple(sb), axes
+
+
+def _sample_product_d(shapes_of, product):
+    """Samples ``(g, x, y)`` for the cotangent primitives of a product of x and y."""
     def fn(draw, dt, st, array, shapes):
-        n, k, m = (draw(st.integers(1, 4)) for _ in range(3))
-        kind = draw(st.sampled_from(["mm", "vm", "mv", "vv"]))
-        xs = {"mm": (n, k), "vm": (k,), "mv": (n, k), "vv": (k,)}[kind]
-        ys = {"mm": (k, m), "vm": (k, m), "mv": (k,), "vv": (k,)}[kind]
-        gs = np.matmul(np.zeros(xs), np.zeros(ys)).shape
-        return (array(draw, gs, dt), array(draw, xs, dt), array(draw, ys, dt)), {}
+        case = shapes_of(draw, st)
+        xs, ys, kw = case[0], case[1], ({"axes": case[2]} if len(case) > 2 else {})
+        gs = np.shape(product(np.zeros(xs), np.zeros(ys), **kw))
+        return (array(draw, gs, dt), array(draw, xs, dt), array(draw, ys, dt)), kw
     return S.custom(fn)
 
 
-@defvjp(None, sample=_sample_matmul_d("x"))
+@defvjp(None, sample=_sample_product_d(_matmul_shapes, np.matmul))
 def matmul_dx(r, g, x, y):
-    """Cotangent of ``x`` in ``x @ y``."""
+    """Cotangent of ``x`` in ``x @ y`` (NumPy's rules: 1-D operands promoted, batch axes broadcast)."""
     d[g] = d[r] @ y
     d[y] = matmul_dy(g, d[r], y)
 
 
-@defvjp(None, sample=_sample_matmul_d("y"))
+@defvjp(None, sample=_sample_product_d(_matmul_shapes, np.matmul))
 def matmul_dy(r, g, x, y):
-    """Cotangent of ``y`` in ``x @ y``."""
+    """Cotangent of ``y`` in ``x @ y`` (NumPy's rules: 1-D operands promoted, batch axes broadcast)."""
     d[g] = x @ d[r]
     d[x] = matmul_dx(g, x, d[r])
+
+
+# Each cotangent of a bilinear product P is linear in g and in the other operand, and its own
+# cotangents are P and P's other cotangent again (as for matmul_dx and matmul_dy above).
+@defvjp(None, sample=_sample_product_d(_dot_shapes, np.dot))
+def dot_dx(r, g, x, y):
+    """Cotangent of ``x`` in ``np.dot(x, y)``."""
+    d[g] = np.dot(d[r], y)
+    d[y] = dot_dy(g, d[r], y)
+
+
+@defvjp(None, sample=_sample_product_d(_dot_shapes, np.dot))
+def dot_dy(r, g, x, y):
+    """Cotangent of ``y`` in ``np.dot(x, y)``."""
+    d[g] = np.dot(x, d[r])
+    d[x] = dot_dx(g, x, d[r])
+
+
+@defvjp(None, sample=_sample_product_d(_tensordot_case, np.tensordot))
+def tensordot_dx(r, g, x, y, axes=2):
+    """Cotangent of ``x`` in ``np.tensordot(x, y, axes)``."""
+    d[g] = np.tensordot(d[r], y, axes)
+    d[y] = tensordot_dy(g, d[r], y, axes)
+
+
+@defvjp(None, sample=_sample_product_d(_tensordot_case, np.tensordot))
+def tensordot_dy(r, g, x, y, axes=2):
+    """Cotangent of ``y`` in ``np.tensordot(x, y, axes)``."""
+    d[g] = np.tensordot(x, d[r], axes)
+    d[x] = tensordot_dx(g, x, d[r], axes)
 
 
 @defvjp(None, sample=S.unary())
@@ -293,24 +358,30 @@ def prod(y, x, axis=None, keepdims=False):
 
 
 # --------------------------------------------------------------------- linear algebra
-def _sample_matmul(draw, dt, st, array, shapes):
-    n, k, m = (draw(st.integers(1, 4)) for _ in range(3))
-    kind = draw(st.sampled_from(["mm", "vm", "mv", "vv"]))
-    xs = {"mm": (n, k), "vm": (k,), "mv": (n, k), "vv": (k,)}[kind]
-    ys = {"mm": (k, m), "vm": (k, m), "mv": (k,), "vv": (k,)}[kind]
-    return (array(draw, xs, dt), array(draw, ys, dt)), {}
+def _sample_product(shapes_of):
+    def fn(draw, dt, st, array, shapes):
+        case = shapes_of(draw, st)
+        return (array(draw, case[0], dt), array(draw, case[1], dt)), ({"axes": case[2]} if len(case) > 2 else {})
+    return S.custom(fn)
 
 
-@defvjp(np.matmul, sample=S.custom(_sample_matmul), operator="@")
+@defvjp(np.matmul, sample=_sample_product(_matmul_shapes), operator="@")
 def matmul(z, x, y):
     d[x] = matmul_dx(d[z], x, y)
     d[y] = matmul_dy(d[z], x, y)
 
 
-@defvjp(np.dot, sample=S.custom(_sample_matmul))
+@defvjp(np.dot, sample=_sample_product(_dot_shapes))
 def dot(z, x, y):
-    d[x] = matmul_dx(d[z], x, y)
-    d[y] = matmul_dy(d[z], x, y)
+    """``np.dot``: for N-D operands the last axis of x with the second-to-last of y (not matmul's rules)."""
+    d[x] = dot_dx(d[z], x, y)
+    d[y] = dot_dy(d[z], x, y)
+
+
+@defvjp(np.tensordot, sample=_sample_product(_tensordot_case))
+def tensordot(z, a, b, axes=2):
+    d[a] = tensordot_dx(d[z], a, b, axes)
+    d[b] = tensordot_dy(d[z], a, b, axes)
 
 
 def _sample_outer(draw, dt, st, array, shapes):

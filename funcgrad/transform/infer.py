@@ -71,7 +71,11 @@ def infer_ranks(stmts, ranks):
                 a, b = args
                 if a is None or b is None:
                     return None
-                return max(a + b - 2, 0)
+                if prim.name == "dot":  # the last axis of a with the second-to-last of b; scalars multiply
+                    return max(a, b) if a == 0 or b == 0 else a + b - 2
+                if a == 1 and b == 1:  # matmul: a 1-D operand's promoted axis is removed again
+                    return 0
+                return max(a, b) - 1 if a == 1 or b == 1 else max(a, b)
             if prim.name == "getitem":
                 r = args[0]
                 idx = e.args[1]
