@@ -57,6 +57,11 @@ class Backend:
     def compile_whole(self, fn):
         raise NotImplementedError
 
+    def fingerprint(self) -> str:
+        """A digest of what compiled code depends on besides its source (the kernels' code, library
+        versions): it goes into every generated file, so a changed kernel never meets stale cached code."""
+        return self.name
+
     def __repr__(self):
         return f"<funcgrad backend {self.name}>"
 

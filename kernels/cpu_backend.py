@@ -1,13 +1,14 @@
 """The CPU backend: NumPy arrays, the kernel namespace :mod:`funcgrad.kernels.cpu`, Numba's ``njit``."""
 from __future__ import annotations
 
+import hashlib
 import warnings
 
 import numba
 import numpy as np
 from numba.core.errors import NumbaPerformanceWarning
 
-from . import cpu
+from . import cpu, cpu_nn
 from .base import Backend, register_backend
 
 __all__ = ["CPUBackend", "CPU"]
@@ -19,6 +20,7 @@ class CPUBackend(Backend):
 
     def __init__(self):
         self._python = None
+        self._fingerprint = None
 
     def namespace(self, compiled=True):
         if compiled:
@@ -29,6 +31,15 @@ class CPUBackend(Backend):
 
     def compile_whole(self, fn):
         return numba.njit(cache=True)(fn)
+
+    def fingerprint(self):
+        if self._fingerprint is None:
+            h = hashlib.sha256(f"{numba.__version__} {np.__version__}".encode())
+            for mod in (cpu, cpu_nn):
+                with open(mod.__file__, "rb") as f:
+                    h.update(f.read())
+            self._fingerprint = f"cpu {h.hexdigest()[:16]}"
+        return self._fingerprint
 
 
 CPU = register_backend(CPUBackend())
