@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 
-from tests.fuzz.check import FAILURE, INVALID, check_program
+from tests.fuzz.check import FAILURE, INVALID, args_from, check_program
 
 FOUND = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "fuzz", "found", "*.py")))
 FOUND = [p for p in FOUND if not os.path.basename(p).startswith("_")]
@@ -27,6 +27,7 @@ def test_found_program_is_right_or_refused(path):
     spec.loader.exec_module(mod)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        out = check_program(src, mod.make_args(), mod.ARGNUMS, use_autograd=not getattr(mod, "INPLACE", False))
+        args = args_from(*mod.ARGS) if hasattr(mod, "ARGS") else mod.make_args()
+        out = check_program(src, args, mod.ARGNUMS, use_autograd=not getattr(mod, "INPLACE", False))
     assert out.status != INVALID, f"{path} no longer tests anything: {out}"
     assert out.status != FAILURE, f"{path}\n{out}"

@@ -54,6 +54,21 @@ INTERNAL = re.compile(
 RIGHT, REFUSED, FAILURE, INVALID = "RIGHT", "REFUSED", "FAILURE", "INVALID"
 
 
+def args_from(kinds, seed, n):
+    """Arguments of a found program: a float for "f", the loop count ``n`` for "i", else an array of that
+    shape, all drawn uniformly in [-1, 1) from ``RandomState(seed)`` (as the fuzzer drew them)."""
+    rng = np.random.RandomState(seed)
+    out = []
+    for k in kinds:
+        if k == "f":
+            out.append(float(rng.uniform(-1.0, 1.0)))
+        elif k == "i":
+            out.append(n)
+        else:
+            out.append(rng.uniform(-1.0, 1.0, size=k))
+    return tuple(out)
+
+
 @dataclasses.dataclass
 class Outcome:
     status: str                      # RIGHT / REFUSED / FAILURE / INVALID

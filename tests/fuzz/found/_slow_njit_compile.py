@@ -28,14 +28,4 @@ def f(x, n):
 ARGNUMS = (0,)
 
 
-def make_args():
-    rng = np.random.RandomState(36004)
-    out = []
-    for k in ['f', 'i']:
-        if k == "f":
-            out.append(float(rng.uniform(-1.0, 1.0)))
-        elif k == "i":
-            out.append(3)
-        else:
-            out.append(rng.uniform(-1.0, 1.0, size=k))
-    return tuple(out)
+ARGS = (['f', 'i'], 36004, 3)   # argument kinds, seed, loop count: tests/fuzz/check.py args_from

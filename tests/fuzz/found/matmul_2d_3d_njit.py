@@ -38,14 +38,4 @@ def f(x, A, B, n):
 ARGNUMS = (0, 1, 2)
 
 
-def make_args():
-    rng = np.random.RandomState(35679)
-    out = []
-    for k in ['f', (3, 2, 1), (3,), 'i']:
-        if k == "f":
-            out.append(float(rng.uniform(-1.0, 1.0)))
-        elif k == "i":
-            out.append(3)
-        else:
-            out.append(rng.uniform(-1.0, 1.0, size=k))
-    return tuple(out)
+ARGS = (['f', (3, 2, 1), (3,), 'i'], 35679, 3)   # argument kinds, seed, loop count: tests/fuzz/check.py args_from

@@ -12,14 +12,4 @@ ARGNUMS = (0, 1)
 INPLACE = False
 
 
-def make_args():
-    rng = np.random.RandomState(0)
-    out = []
-    for k in ['f', (2, 3), 'i']:
-        if k == "f":
-            out.append(float(rng.uniform(-1.0, 1.0)))
-        elif k == "i":
-            out.append(2)
-        else:
-            out.append(rng.uniform(-1.0, 1.0, size=k))
-    return tuple(out)
+ARGS = (['f', (2, 3), 'i'], 0, 2)   # argument kinds, seed, loop count: tests/fuzz/check.py args_from

@@ -23,14 +23,4 @@ def f(x, A, B, n):
 ARGNUMS = (0, 1, 2)
 
 
-def make_args():
-    rng = np.random.RandomState(18776)
-    out = []
-    for k in ['f', (2, 2), (1, 1, 1), 'i']:
-        if k == "f":
-            out.append(float(rng.uniform(-1.0, 1.0)))
-        elif k == "i":
-            out.append(1)
-        else:
-            out.append(rng.uniform(-1.0, 1.0, size=k))
-    return tuple(out)
+ARGS = (['f', (2, 2), (1, 1, 1), 'i'], 18776, 1)   # argument kinds, seed, loop count: tests/fuzz/check.py args_from
