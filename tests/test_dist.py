@@ -53,7 +53,9 @@ def run_mpi(p, script, *args, timeout=60, comm_timeout=30, module=True, flags=()
 def ok(res, marker):
     rc, out, err, _ = res
     assert rc == 0 and marker in out, f"rc={rc}\nstdout:\n{out[-4000:]}\nstderr:\n{err[-4000:]}"
-    return out
+    # the ranks share one stdout: a line of one rank can be written straight after another's, with no
+    # newline between them; give every result line its own line before the tests parse it
+    return re.sub(r"(?<!\n)RESULT ", "\nRESULT ", out)
 
 
 # ---------------------------------------------------------------- collectives
