@@ -26,7 +26,7 @@ import warnings
 import numpy as np
 from numba.core import errors as _numba_errors
 
-from .custom import CustomVJPFunction, custom_vjp, stop_gradient
+from .custom import custom_vjp, stop_gradient
 from .errors import CompileError, FuncgradError, FuncgradWarning, TreeStructureError
 from .kernels.base import get_backend
 from .kernels import cpu_backend as _cpu_backend  # noqa: F401  registers the "cpu" backend
@@ -121,7 +121,7 @@ class _Transformed:
         self.jit = jit
         self.cache: dict = {}
         self._memo: dict = {}
-        self._pending: dict = {}      # signature -> what _build needs (kept for an auto fallback rebuild)
+        self._pending: dict = {}      # key -> Signature (kept for an auto fallback rebuild; holds no arrays)
         try:
             self._signature = inspect.signature(self.fn)
         except (TypeError, ValueError):
@@ -194,12 +194,16 @@ class _Transformed:
                             f"contains {what}; only floating-point inputs can be differentiated. "
                             f"Cast it with .astype(np.float64), or leave it out of argnums.")
 
-    def _build(self, names, nums, flat, trees, force_mode=None):
-        sig = Signature(names=list(names), trees=list(trees),
-                        specs=[tuple(leaf_spec(x) for x in leaves) for leaves in flat],
-                        statics={(i, j): x for i, leaves in enumerate(flat) for j, x in enumerate(leaves)
-                                 if is_static_leaf(x)},
-                        diff=tuple(nums))
+    @staticmethod
+    def _signature_of(names, nums, flat, trees):
+        """What a specialization depends on: specs and static leaves only (never the arrays themselves)."""
+        return Signature(names=list(names), trees=list(trees),
+                         specs=[tuple(leaf_spec(x) for x in leaves) for leaves in flat],
+                         statics={(i, j): x for i, leaves in enumerate(flat) for j, x in enumerate(leaves)
+                                  if is_static_leaf(x)},
+                         diff=tuple(nums))
+
+    def _build(self, sig, force_mode=None):
         policy = force_mode or ("nojit" if _jit_disabled() else self.policy)
         return build(self.fn, sig, self.backend, policy, kind="primal" if self.kind == "primal" else "vjp")
 
@@ -226,7 +230,7 @@ class _Transformed:
                     warnings.warn_explicit(text, FuncgradWarning, where[0], where[1])
                 else:
                     warnings.warn(f"{loc}: {text}", FuncgradWarning, stacklevel=4)
-                built = self._build(*self._pending[key], force_mode="python")
+                built = self._build(self._pending[key], force_mode="python")
                 cap = [g() for _, g in built.captured]
                 built.cap_specs = tuple(leaf_spec(c) for c in cap)
                 self.cache[key] = built
@@ -249,8 +253,8 @@ class _Transformed:
             if built.cap_specs != tuple(leaf_spec(c) for c in cap) or not _statics_unchanged(built.static_checks):
                 built = None
         if built is None:
-            self._pending[key] = (names, nums, flat, trees)
-            built = self._build(names, nums, flat, trees)
+            sig = self._pending[key] = self._signature_of(names, nums, flat, trees)
+            built = self._build(sig)
             cap = [g() for _, g in built.captured]
             built.cap_specs = tuple(leaf_spec(c) for c in cap)
             self.cache[key] = built
@@ -464,7 +468,6 @@ class _ValueAndGrad(_Transformed):
         result = []
         gi = 0
         for i in nums:
-            n = len(flat[i])
             gl = []
             for x in flat[i]:
                 g = grads[gi]

@@ -213,7 +213,7 @@ class Statements:
                                                         value=self.as_expr(cur, scope, node)), node))
             scope.vars[name] = Dyn(ast.Name(outname, ast.Load()))
 
-    def own_struct(self, name, val, scope, out, node, template=None):
+    def own_struct(self, name, val, scope, out, node):
         """A copy of container ``val`` whose runtime leaves are names owned by variable ``name``
         (assigned from ``val``'s leaves now), so loops and branches can rebind them leaf by leaf."""
         def own(v, path):
