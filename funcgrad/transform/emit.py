@@ -142,13 +142,12 @@ def module_source(header: str, functions: list[tuple[str, list[str], list]], ret
         out.append("")
         out.append(f"def {name}({', '.join(params)}):")
         where += [None, None]
-        n = len(where)
         lines = render_block(body, 1, where, operators)
         if not lines:
             lines = ["    pass"]
             where.append(None)
         out.extend(lines)
-        assert len(where) == len(out), (len(where), len(out), n)
+        assert len(where) == len(out)  # one origin per generated line
     if line_map is not None:
         line_map.update({i + 1: w for i, w in enumerate(where) if w is not None})
     return "\n".join(out) + "\n"
