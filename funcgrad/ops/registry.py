@@ -11,6 +11,9 @@ A primitive is keyed by the function object users call (``numpy.exp``,
   template is parsed, never executed: the reverse pass fills it in with the
   names at each call site. Parameters never assigned in ``d[...]`` are not
   differentiable (axes, shapes, flags);
+* the JVP line, in the same template: ``t[y] = expr`` where ``t[param]`` is the
+  tangent of an input (linear in the tangents). The forward pass fills it in,
+  treating the tangent of an inactive input as zero (terms vanish);
 * a ``sample`` spec the registry-driven property test draws arguments from.
 
 :func:`defvjp` declares all of it in one place (the forward is the backend
@@ -25,14 +28,18 @@ registered primitive has a sample spec, so the property test covers it.
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
+
 from ..kernels import cpu as _cpu_kernels
 
-__all__ = ["Primitive", "defvjp", "primitive", "vjp", "d", "lookup", "registry", "alias", "nondiff", "is_nondiff"]
+__all__ = ["Primitive", "defvjp", "primitive", "vjp", "d", "t", "lookup", "registry", "alias", "nondiff",
+           "is_nondiff"]
 
 
 class _Cotangents:
@@ -47,12 +54,25 @@ class _Cotangents:
 d = _Cotangents()
 
 
+class _Tangents:
+    """``t`` in JVP lines of templates: ``t[x]`` names the tangent of ``x``. Never evaluated."""
+
+    def __getitem__(self, item):  # pragma: no cover - templates are parsed, not run
+        raise RuntimeError("JVP templates are source templates; they are parsed, not executed")
+
+    __setitem__ = __getitem__
+
+
+t = _Tangents()
+
+
 @dataclass
 class Template:
     params: list[str]           # template parameter names after the result name
     result: str                 # name bound to the primitive's result
-    body: list[ast.stmt]        # statements assigning d[param] = expr
+    body: list[ast.stmt]        # statements assigning d[param] = expr (and template temporaries)
     diff_params: list[str]      # params with a cotangent assignment
+    jvp_body: list | None       # template temporaries and the one ``t[result] = expr`` (None: no JVP)
     globals: dict               # the template function's globals (resolves np, K, helpers)
     filename: str
     lineno: int
@@ -135,7 +155,8 @@ def defvjp(key=None, *, name: str | None = None, sample=None, elementwise=False,
     (defaults mark non-differentiable parameters such as ``axis``), its forward the backend kernel
     of the same name (``K.arcsin``, which must exist: checked here for the CPU backend), ``also``
     lists other callables that mean the same (``math.asin``). A template that assigns no ``d[...]``
-    (only ``pass``) declares a function whose derivative is zero.
+    (only ``pass``) declares a function whose derivative is zero. One more line, ``t[y] = t[x] /
+    np.sqrt(1 - x * x)``, is the JVP (forward mode): it is linear in the ``t[...]`` of the inputs.
     """
 
     def deco(fn):
@@ -177,17 +198,32 @@ def vjp(key):
         result, params = names[0], names[1:]
         if params != prim.params:
             raise TypeError(f"vjp template of {prim.name}: parameters {params} must match the forward's {prim.params}")
-        body = [s for s in fdef.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        stmts = [s for s in fdef.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        body = [s for s in stmts if not (isinstance(s, ast.Assign) and _is_t(s.targets[0]))]
+        jvp_lines = [s for s in stmts if isinstance(s, ast.Assign) and _is_t(s.targets[0])]
         diff = []
         for s in ast.walk(fdef):
             if isinstance(s, ast.Assign) and len(s.targets) == 1 and _is_d(s.targets[0]):
                 diff.append(s.targets[0].slice.id)
+        jvp_body = None
+        if jvp_lines:
+            if len(jvp_lines) != 1 or jvp_lines[0].targets[0].slice.id != result:
+                raise TypeError(f"template of {prim.name}: the JVP is one line assigning t[{result}]")
+            jvp_body = [s for s in stmts if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)]
+            jvp_body += jvp_lines
+        elif not diff and all(isinstance(s, ast.Pass) for s in body):
+            jvp_body = []     # a zero derivative: the tangent of the result is zero too
         _, first = inspect.getsourcelines(fn)
-        prim.template = Template(params=params, result=result, body=body, diff_params=diff,
+        prim.template = Template(params=params, result=result, body=body, diff_params=diff, jvp_body=jvp_body,
                                  globals=fn.__globals__, filename=inspect.getsourcefile(fn), lineno=first)
         return fn
 
     return deco
+
+
+def _is_t(node) -> bool:
+    return (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "t"
+            and isinstance(node.slice, ast.Name))
 
 
 def _is_d(node) -> bool:
@@ -221,3 +257,43 @@ def by_name(name: str) -> Primitive | None:
 def registry() -> dict[str, Primitive]:
     """All primitives registered so far, by name (after ``import funcgrad``: every one)."""
     return dict(_BY_NAME)
+
+
+def evaluate_jvp(prim: Primitive, args, kwargs, tangents: dict):
+    """Run ``prim``'s JVP line directly (Python, NumPy): the reference the forward pass is tested against.
+
+    ``tangents`` maps parameter names to tangent values; a parameter not in it has a zero tangent
+    (``np.zeros_like`` of its value; a tuple parameter gets a tuple of zeros).
+    """
+    tpl = prim.template
+    if tpl is None or tpl.jvp_body is None:
+        raise NotImplementedError(f"primitive {prim.name} has no JVP line")
+    ba = prim.signature.bind(*args, **kwargs)
+    ba.apply_defaults()
+    env = dict(ba.arguments)
+    y = prim.impl(*args, **kwargs)
+    env[tpl.result] = y
+    if not tpl.jvp_body:
+        return np.zeros_like(y)
+    tan = {}
+    for p in tpl.params:
+        if p in tangents:
+            tan[p] = tangents[p]
+        elif isinstance(env[p], (tuple, list)):
+            tan[p] = tuple(np.zeros_like(v) for v in env[p])
+        else:
+            tan[p] = np.zeros_like(env[p]) if isinstance(env[p], (np.ndarray, float, np.generic)) else None
+
+    class _T(ast.NodeTransformer):
+        def visit_Subscript(self, node):
+            if _is_t(node):
+                return ast.copy_location(ast.Name("__tan_" + node.slice.id, node.ctx), node)
+            return self.generic_visit(node)
+
+    body = [_T().visit(copy.deepcopy(s)) for s in tpl.jvp_body]
+    mod = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
+    scope = dict(tpl.globals)
+    scope.update(env)
+    scope.update({"__tan_" + k: v for k, v in tan.items()})
+    exec(compile(mod, f"<JVP of {prim.name}>", "exec"), scope)
+    return scope["__tan_" + tpl.result]
