@@ -16,7 +16,7 @@ import numpy as np
 
 import funcgrad.kernels.cpu as K
 from . import samples as S
-from .registry import alias, d, defvjp, nondiff, primitive, vjp
+from .registry import alias, d, defvjp, nondiff, primitive, t, vjp
 
 # --------------------------------------------------------------------- helpers
 # (primitives with no NumPy key: generated code and templates use them)
@@ -32,6 +32,7 @@ def _sample_unbroadcast(draw, dt, st, array, shapes):
 def unbroadcast(y, g, x):
     """Sum ``g`` down to the shape of ``x``: the adjoint of NumPy broadcasting."""
     d[g] = np.broadcast_to(d[y], np.shape(g))
+    t[y] = unbroadcast(t[g], x)
 
 
 @defvjp(None, sample=S.custom(lambda draw, dt, st, array, shapes: (
@@ -41,6 +42,7 @@ def unbroadcast(y, g, x):
 def unreduce(y, g, x, axis=None, keepdims=False):
     """Broadcast a reduction's cotangent ``g`` back to the shape of ``x``."""
     d[g] = np.sum(d[y], axis=axis, keepdims=keepdims)
+    t[y] = unreduce(t[g], x, axis, keepdims)
 
 
 def _matmul_shapes(draw, st):
@@ -94,6 +96,7 @@ def matmul_dx(r, g, x, y):
     """Cotangent of ``x`` in ``x @ y`` (NumPy's rules: 1-D operands promoted, batch axes broadcast)."""
     d[g] = d[r] @ y
     d[y] = matmul_dy(g, d[r], y)
+    t[r] = matmul_dx(t[g], x, y) + matmul_dx(g, x, t[y])
 
 
 @defvjp(None, sample=_sample_product_d(_matmul_shapes, np.matmul))
@@ -101,6 +104,7 @@ def matmul_dy(r, g, x, y):
     """Cotangent of ``y`` in ``x @ y`` (NumPy's rules: 1-D operands promoted, batch axes broadcast)."""
     d[g] = x @ d[r]
     d[x] = matmul_dx(g, x, d[r])
+    t[r] = matmul_dy(t[g], x, y) + matmul_dy(g, t[x], y)
 
 
 # Each cotangent of a bilinear product P is linear in g and in the other operand, and its own
@@ -110,6 +114,7 @@ def dot_dx(r, g, x, y):
     """Cotangent of ``x`` in ``np.dot(x, y)``."""
     d[g] = np.dot(d[r], y)
     d[y] = dot_dy(g, d[r], y)
+    t[r] = dot_dx(t[g], x, y) + dot_dx(g, x, t[y])
 
 
 @defvjp(None, sample=_sample_product_d(_dot_shapes, np.dot))
@@ -117,6 +122,7 @@ def dot_dy(r, g, x, y):
     """Cotangent of ``y`` in ``np.dot(x, y)``."""
     d[g] = np.dot(x, d[r])
     d[x] = dot_dx(g, x, d[r])
+    t[r] = dot_dy(t[g], x, y) + dot_dy(g, t[x], y)
 
 
 @defvjp(None, sample=_sample_product_d(_tensordot_case, np.tensordot))
@@ -124,6 +130,7 @@ def tensordot_dx(r, g, x, y, axes=2):
     """Cotangent of ``x`` in ``np.tensordot(x, y, axes)``."""
     d[g] = np.tensordot(d[r], y, axes)
     d[y] = tensordot_dy(g, d[r], y, axes)
+    t[r] = tensordot_dx(t[g], x, y, axes) + tensordot_dx(g, x, t[y], axes)
 
 
 @defvjp(None, sample=_sample_product_d(_tensordot_case, np.tensordot))
@@ -131,6 +138,7 @@ def tensordot_dy(r, g, x, y, axes=2):
     """Cotangent of ``y`` in ``np.tensordot(x, y, axes)``."""
     d[g] = np.tensordot(x, d[r], axes)
     d[x] = tensordot_dx(g, x, d[r], axes)
+    t[r] = tensordot_dy(t[g], x, y, axes) + tensordot_dy(g, t[x], y, axes)
 
 
 @defvjp(None, sample=S.unary())
@@ -143,11 +151,13 @@ def stop_gradient(y, x):
 @defvjp(np.negative, sample=S.unary(), elementwise=True, operator="neg")
 def negative(y, x):
     d[x] = -d[y]
+    t[y] = -t[x]
 
 
 @defvjp(np.absolute, name="absolute", sample=S.unary(distinct=True), elementwise=True)
 def absolute(y, x):
     d[x] = d[y] * np.sign(x)
+    t[y] = t[x] * np.sign(x)
 
 
 @defvjp(np.sign, sample=S.unary(distinct=True), elementwise=True)
@@ -158,86 +168,103 @@ def sign(y, x):
 @defvjp(np.square, sample=S.unary(), elementwise=True)
 def square(y, x):
     d[x] = d[y] * 2 * x
+    t[y] = t[x] * 2 * x
 
 
 @defvjp(np.reciprocal, sample=S.unary("positive"), elementwise=True)
 def reciprocal(y, x):
     d[x] = -d[y] * y * y
+    t[y] = -t[x] * y * y
 
 
 @defvjp(np.exp, sample=S.unary(), elementwise=True)
 def exp(y, x):
     d[x] = d[y] * y
+    t[y] = t[x] * y
 
 
 @defvjp(np.log, sample=S.unary("positive"), elementwise=True)
 def log(y, x):
     d[x] = d[y] / x
+    t[y] = t[x] / x
 
 
 @defvjp(np.log1p, sample=S.unary("positive"), elementwise=True)
 def log1p(y, x):
     d[x] = d[y] / (1 + x)
+    t[y] = t[x] / (1 + x)
 
 
 @defvjp(np.expm1, sample=S.unary(), elementwise=True)
 def expm1(y, x):
     d[x] = d[y] * (y + 1)
+    t[y] = t[x] * (y + 1)
 
 
 @defvjp(np.sqrt, sample=S.unary("positive"), elementwise=True)
 def sqrt(y, x):
     d[x] = d[y] * 0.5 / y
+    t[y] = t[x] * 0.5 / y
 
 
 @defvjp(np.sin, sample=S.unary(), elementwise=True)
 def sin(y, x):
     d[x] = d[y] * np.cos(x)
+    t[y] = t[x] * np.cos(x)
 
 
 @defvjp(np.cos, sample=S.unary(), elementwise=True)
 def cos(y, x):
     d[x] = -d[y] * np.sin(x)
+    t[y] = -t[x] * np.sin(x)
 
 
 @defvjp(np.tan, sample=S.unary("unit"), elementwise=True)
 def tan(y, x):
     d[x] = d[y] * (1 + y * y)
+    t[y] = t[x] * (1 + y * y)
 
 
 @defvjp(np.tanh, sample=S.unary(), elementwise=True)
 def tanh(y, x):
     d[x] = d[y] * (1 - y * y)
+    t[y] = t[x] * (1 - y * y)
 
 
 @defvjp(np.sinh, sample=S.unary(), elementwise=True)
 def sinh(y, x):
     d[x] = d[y] * np.cosh(x)
+    t[y] = t[x] * np.cosh(x)
 
 
 @defvjp(np.cosh, sample=S.unary(), elementwise=True)
 def cosh(y, x):
     d[x] = d[y] * np.sinh(x)
+    t[y] = t[x] * np.sinh(x)
 
 
 @defvjp(np.arcsin, sample=S.unary("unit"), elementwise=True, also=[math.asin])
 def arcsin(y, x):
     d[x] = d[y] / np.sqrt(1 - x * x)
+    t[y] = t[x] / np.sqrt(1 - x * x)
 
 
 @defvjp(np.arccos, sample=S.unary("unit"), elementwise=True, also=[math.acos])
 def arccos(y, x):
     d[x] = -d[y] / np.sqrt(1 - x * x)
+    t[y] = -t[x] / np.sqrt(1 - x * x)
 
 
 @defvjp(np.arctan, sample=S.unary(), elementwise=True)
 def arctan(y, x):
     d[x] = d[y] / (1 + x * x)
+    t[y] = t[x] / (1 + x * x)
 
 
 @defvjp(np.copy, sample=S.unary())
 def copy(y, x):
     d[x] = d[y]
+    t[y] = np.copy(t[x])
 
 
 # --------------------------------------------------------------------- binary
@@ -245,42 +272,49 @@ def copy(y, x):
 def add(z, x, y):
     d[x] = unbroadcast(d[z], x)
     d[y] = unbroadcast(d[z], y)
+    t[z] = t[x] + t[y]
 
 
 @defvjp(np.subtract, sample=S.binary(), elementwise=True, operator="-")
 def subtract(z, x, y):
     d[x] = unbroadcast(d[z], x)
     d[y] = unbroadcast(-d[z], y)
+    t[z] = t[x] - t[y]
 
 
 @defvjp(np.multiply, sample=S.binary(), elementwise=True, operator="*")
 def multiply(z, x, y):
     d[x] = unbroadcast(d[z] * y, x)
     d[y] = unbroadcast(d[z] * x, y)
+    t[z] = t[x] * y + x * t[y]
 
 
 @defvjp(np.divide, sample=S.binary("real", "positive"), elementwise=True, operator="/")
 def divide(z, x, y):
     d[x] = unbroadcast(d[z] / y, x)
     d[y] = unbroadcast(-d[z] * z / y, y)
+    t[z] = t[x] / y - t[y] * z / y
 
 
 @defvjp(np.power, sample=S.binary("positive", "real"), elementwise=True, operator="**")
 def power(z, x, y):
     d[x] = unbroadcast(d[z] * y * x ** (y - 1), x)
     d[y] = unbroadcast(d[z] * z * np.log(x), y)
+    t[z] = t[x] * y * x ** (y - 1) + t[y] * z * np.log(x)
 
 
 @defvjp(np.maximum, sample=S.binary(distinct=True), elementwise=True)
 def maximum(z, x, y):
     d[x] = unbroadcast(d[z] * mask(x >= y, d[z]), x)
     d[y] = unbroadcast(d[z] * mask(x < y, d[z]), y)
+    t[z] = t[x] * mask(x >= y, z) + t[y] * mask(x < y, z)
 
 
 @defvjp(np.minimum, sample=S.binary(distinct=True), elementwise=True)
 def minimum(z, x, y):
     d[x] = unbroadcast(d[z] * mask(x <= y, d[z]), x)
     d[y] = unbroadcast(d[z] * mask(x > y, d[z]), y)
+    t[z] = t[x] * mask(x <= y, z) + t[y] * mask(x > y, z)
 
 
 def _sample_where(draw, dt, st, array, shapes):
@@ -293,6 +327,7 @@ def _sample_where(draw, dt, st, array, shapes):
 def where(z, condition, x, y):
     d[x] = unbroadcast(d[z] * mask(condition, d[z]), x)
     d[y] = unbroadcast(d[z] * mask(np.logical_not(condition), d[z]), y)
+    t[z] = np.where(condition, t[x], t[y])
 
 
 def _sample_clip(draw, dt, st, array, shapes):
@@ -303,6 +338,7 @@ def _sample_clip(draw, dt, st, array, shapes):
 @defvjp(np.clip, sample=S.custom(_sample_clip))
 def clip(y, x, lo, hi):
     d[x] = d[y] * in_range(x, lo, hi)
+    t[y] = t[x] * in_range(x, lo, hi)
 
 
 @defvjp(None, sample=S.custom(lambda draw, dt, st, array, shapes: ((array(draw, shapes(draw), dt), -0.5, 0.5), {})))
@@ -333,28 +369,33 @@ def zeros_like(y, x):
 @defvjp(np.sum, sample=S.reduction())
 def sum(y, x, axis=None, keepdims=False):  # noqa: A001
     d[x] = unreduce(d[y], x, axis, keepdims)
+    t[y] = np.sum(t[x], axis=axis, keepdims=keepdims)
 
 
 @defvjp(np.mean, sample=S.reduction())
 def mean(y, x, axis=None, keepdims=False):
     d[x] = unreduce(d[y], x, axis, keepdims) / K.reduced_count(x, axis)
+    t[y] = np.mean(t[x], axis=axis, keepdims=keepdims)
 
 
 @defvjp(np.max, sample=S.reduction(distinct=True))
 def max(y, x, axis=None, keepdims=False):  # noqa: A001
     m = mask(x == unreduce(y, x, axis, keepdims), x)
     d[x] = unreduce(d[y], x, axis, keepdims) * m / unreduce(np.sum(m, axis=axis, keepdims=keepdims), x, axis, keepdims)
+    t[y] = np.sum(t[x] * m, axis=axis, keepdims=keepdims) / np.sum(m, axis=axis, keepdims=keepdims)
 
 
 @defvjp(np.min, sample=S.reduction(distinct=True))
 def min(y, x, axis=None, keepdims=False):  # noqa: A001
     m = mask(x == unreduce(y, x, axis, keepdims), x)
     d[x] = unreduce(d[y], x, axis, keepdims) * m / unreduce(np.sum(m, axis=axis, keepdims=keepdims), x, axis, keepdims)
+    t[y] = np.sum(t[x] * m, axis=axis, keepdims=keepdims) / np.sum(m, axis=axis, keepdims=keepdims)
 
 
 @defvjp(np.prod, sample=S.reduction("positive"))
 def prod(y, x, axis=None, keepdims=False):
     d[x] = unreduce(d[y] * y, x, axis, keepdims) / x
+    t[y] = np.sum(t[x] * unreduce(y, x, axis, keepdims) / x, axis=axis, keepdims=keepdims)
 
 
 # --------------------------------------------------------------------- linear algebra
@@ -369,6 +410,7 @@ def _sample_product(shapes_of):
 def matmul(z, x, y):
     d[x] = matmul_dx(d[z], x, y)
     d[y] = matmul_dy(d[z], x, y)
+    t[z] = t[x] @ y + x @ t[y]
 
 
 @defvjp(np.dot, sample=_sample_product(_dot_shapes))
@@ -376,12 +418,14 @@ def dot(z, x, y):
     """``np.dot``: for N-D operands the last axis of x with the second-to-last of y (not matmul's rules)."""
     d[x] = dot_dx(d[z], x, y)
     d[y] = dot_dy(d[z], x, y)
+    t[z] = np.dot(t[x], y) + np.dot(x, t[y])
 
 
 @defvjp(np.tensordot, sample=_sample_product(_tensordot_case))
 def tensordot(z, a, b, axes=2):
     d[a] = tensordot_dx(d[z], a, b, axes)
     d[b] = tensordot_dy(d[z], a, b, axes)
+    t[z] = np.tensordot(t[a], b, axes) + np.tensordot(a, t[b], axes)
 
 
 def _sample_outer(draw, dt, st, array, shapes):
@@ -392,6 +436,7 @@ def _sample_outer(draw, dt, st, array, shapes):
 def outer(z, x, y):
     d[x] = d[z] @ y
     d[y] = x @ d[z]
+    t[z] = np.outer(t[x], y) + np.outer(x, t[y])
 
 
 # --------------------------------------------------------------------- shapes
@@ -404,12 +449,14 @@ def _sample_transpose(draw, dt, st, array, shapes):
 @defvjp(np.transpose, sample=S.custom(_sample_transpose))
 def transpose(y, x, axes=None):
     d[x] = untranspose(d[y], axes)
+    t[y] = np.transpose(t[x], axes)
 
 
 @defvjp(None, sample=S.custom(_sample_transpose))
 def untranspose(y, g, axes=None):
     """The inverse permutation of ``np.transpose(x, axes)``."""
     d[g] = np.transpose(d[y], axes)
+    t[y] = untranspose(t[g], axes)
 
 
 def _sample_reshape(draw, dt, st, array, shapes):
@@ -422,6 +469,7 @@ def _sample_reshape(draw, dt, st, array, shapes):
 @defvjp(np.reshape, sample=S.custom(_sample_reshape))
 def reshape(y, x, shape):
     d[x] = np.reshape(d[y], np.shape(x))
+    t[y] = np.reshape(t[x], shape)
 
 
 def _sample_expand(draw, dt, st, array, shapes):
@@ -432,6 +480,7 @@ def _sample_expand(draw, dt, st, array, shapes):
 @defvjp(np.expand_dims, sample=S.custom(_sample_expand))
 def expand_dims(y, x, axis):
     d[x] = np.reshape(d[y], np.shape(x))
+    t[y] = np.expand_dims(t[x], axis)
 
 
 def _sample_squeeze(draw, dt, st, array, shapes):
@@ -444,6 +493,7 @@ def _sample_squeeze(draw, dt, st, array, shapes):
 @defvjp(np.squeeze, sample=S.custom(_sample_squeeze))
 def squeeze(y, x, axis=None):
     d[x] = np.reshape(d[y], np.shape(x))
+    t[y] = np.squeeze(t[x], axis)
 
 
 def _sample_broadcast_to(draw, dt, st, array, shapes):
@@ -455,6 +505,7 @@ def _sample_broadcast_to(draw, dt, st, array, shapes):
 @defvjp(np.broadcast_to, sample=S.custom(_sample_broadcast_to))
 def broadcast_to(y, x, shape):
     d[x] = unbroadcast(d[y], x)
+    t[y] = np.broadcast_to(t[x], shape)
 
 
 def _sample_concat(draw, dt, st, array, shapes):
@@ -472,6 +523,7 @@ def _sample_concat(draw, dt, st, array, shapes):
 @defvjp(np.concatenate, sample=S.custom(_sample_concat))
 def concatenate(y, arrays, axis=0):
     d[arrays] = unconcatenate(d[y], arrays, axis)
+    t[y] = np.concatenate(t[arrays], axis)
 
 
 @primitive(tested_via=np.concatenate)
@@ -490,6 +542,7 @@ def _sample_stack(draw, dt, st, array, shapes):
 @defvjp(np.stack, sample=S.custom(_sample_stack))
 def stack(y, arrays, axis=0):
     d[arrays] = unstack(d[y], arrays, axis)
+    t[y] = np.stack(t[arrays], axis)
 
 
 @primitive(tested_via=np.stack)
@@ -547,6 +600,7 @@ def getitem(x, idx):
 @vjp(getitem)
 def _getitem_vjp(y, x, idx):
     d[x] = untake(d[y], x, idx)
+    t[y] = t[x][idx]
 
 
 @defvjp(None, sample=S.custom(lambda draw, dt, st, array, shapes: (
@@ -554,6 +608,7 @@ def _getitem_vjp(y, x, idx):
 def untake(y, g, x, idx):
     """Zeros shaped like ``x`` with ``g`` added at ``idx`` (the VJP of indexing)."""
     d[g] = d[y][idx]
+    t[y] = untake(t[g], x, idx)
 
 
 def _sample_take(draw, dt, st, array, shapes):
@@ -568,6 +623,7 @@ def _sample_take(draw, dt, st, array, shapes):
 def take(y, x, indices, axis=None):
     """``np.take``: elements (``axis=None``, of the flattened array) or slices along ``axis``."""
     d[x] = untake_along(d[y], x, indices, axis)
+    t[y] = np.take(t[x], indices, axis=axis)
 
 
 @defvjp(None, sample=S.custom(lambda draw, dt, st, array, shapes: (
@@ -576,6 +632,7 @@ def take(y, x, indices, axis=None):
 def untake_along(y, g, x, indices, axis=None):
     """Zeros shaped like ``x`` with ``g`` added where ``np.take(x, indices, axis)`` read (repeats add up)."""
     d[g] = np.take(d[y], indices, axis=axis)
+    t[y] = untake_along(t[g], x, indices, axis)
 
 
 
