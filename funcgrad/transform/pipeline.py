@@ -1,6 +1,6 @@
 """Pipeline: the order of the passes, and what a transformed function compiles to.
 
-parse -> fence -> normalize -> anf -> reverse -> emit. ``build(...)`` runs
+parse -> fence -> normalize -> anf -> reverse (or forward) -> emit. ``build(...)`` runs
 them for one call signature and returns a :class:`Built` holding the compiled
 callable and its generated source. ``FUNCGRAD_DEBUG=1`` prints the source
 between passes to stderr.
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ..tree import tree_unflatten
 from .anf import anf
+from .forward import forward
 from .emit import externals_fingerprint, module_source, render_block, write_module
 from .normalize import normalize
 from .parse import parse
@@ -125,7 +126,8 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
     """Transform ``fn`` for one signature and compile it on ``backend``.
 
     ``jit`` is "auto", "njit", "python" or "nojit" (see :func:`choose_strategy`); ``kind`` is
-    "vjp" (outputs and cotangents) or "primal" (outputs only, for ``jit``).
+    "vjp" (outputs and cotangents), "jvp" (outputs and tangents: forward mode) or "primal"
+    (outputs only, for ``jit``).
     """
     STATS["builds"] += 1
     leaf_names: list = []
@@ -144,15 +146,23 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
     if low.externals:
         header += f"\nExternal objects: {externals_fingerprint(low.externals)}"
     line_map: dict = {}
+    def src_lookup(stmt):
+        return (parsed.filename, getattr(stmt, "lineno", None))
+
     if kind == "primal":
         body = list(a.body) + [ast.Return(value=_returns(atoms))]
         src = module_source(header, [(name, params, body)], None, line_map,
                             operators=backend.operators_as_syntax)
         fname = name
+    elif kind == "jvp":
+        fw = forward(a, list(diff_leaves), atoms, src_lookup)
+        ret = ast.Return(value=ast.Tuple(elts=[_returns(atoms), ast.Tuple(elts=fw.tangents, ctx=ast.Load())],
+                                         ctx=ast.Load()))
+        fname = f"{name}_jvp"
+        primal_body = list(a.body) + [ast.Return(value=_returns(atoms))]
+        src = module_source(header, [(fname, params + fw.params, fw.body + [ret]), (name, params, primal_body)],
+                            None, line_map, operators=backend.operators_as_syntax)
     else:
-        def src_lookup(stmt):
-            return (parsed.filename, getattr(stmt, "lineno", None))
-
         adj = reverse(a, list(diff_leaves), atoms, src_lookup, param_ranks=low.ranks, param_kinds=low.kinds)
         g_params = [f"g_out{i}" for i in range(len(atoms))]
         ret = ast.Return(value=ast.Tuple(elts=[_returns(adj.outputs), ast.Tuple(elts=adj.grads, ctx=ast.Load())],
