@@ -8,7 +8,7 @@ Public API (everything else is internal):
 * errors: :class:`UnsupportedSyntaxError`, :class:`NoDerivativeError`, ...
 """
 from .api import grad, value_and_grad, vjp, jit, custom_vjp, stop_gradient, source
-from .forward_mode import jvp, jacfwd
+from .forward_mode import jvp, jacfwd, hvp, hessian
 from . import testing
 from .tree import (tree_flatten, tree_unflatten, tree_leaves, tree_structure, tree_map,
                    register_pytree_node)
@@ -17,7 +17,7 @@ from .errors import (FuncgradError, UnsupportedSyntaxError, NoDerivativeError, T
 from . import nn, optim, data, checkpoint, initializers  # (funcgrad.dist: import it explicitly)
 
 __all__ = [
-    "grad", "value_and_grad", "vjp", "jvp", "jacfwd", "jit", "custom_vjp", "stop_gradient", "source",
+    "grad", "value_and_grad", "vjp", "jvp", "jacfwd", "hvp", "hessian", "jit", "custom_vjp", "stop_gradient", "source",
     "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure", "tree_map",
     "register_pytree_node",
     "FuncgradError", "UnsupportedSyntaxError", "NoDerivativeError", "TreeStructureError", "TransformError",

@@ -7,8 +7,12 @@ compile with Numba as the reverse mode's do. ``funcgrad.source`` prints it.
 """
 from __future__ import annotations
 
+import functools
+import linecache
+
 import numpy as np
 
+from . import api as _api
 from .api import _jit_disabled, _match, _Transformed, _user_facing
 from .errors import TreeStructureError
 from .kernels.base import get_backend
@@ -16,7 +20,7 @@ from .transform.pipeline import build
 from .transform.specs import is_float_leaf
 from .tree import tree_flatten, tree_unflatten
 
-__all__ = ["jvp", "jacfwd"]
+__all__ = ["jvp", "jacfwd", "hvp", "hessian", "vjp_of_jvp", "jvp_of_jvp"]
 
 
 class _JVP(_Transformed):
@@ -117,3 +121,242 @@ def jacfwd(fun, argnums=0, *, jit=True, backend=None, mode=None):
 
 def j_is_scalar(a):
     return not isinstance(a, np.ndarray)
+
+
+# ----------------------------------------------------------------------------- second order
+# funcgrad reads the code it generated like any other Python: the reverse pass applied to the forward
+# pass's output gives Hessian-vector products (reverse over forward), the forward pass applied to it
+# again gives second directional derivatives, and grad of grad is grad of a jvp.
+_COUNTER = [0]
+
+
+def _wrapper(label, params, body_lines, scope):
+    """A real Python function (with source funcgrad can read) built from lines of code."""
+    _COUNTER[0] += 1
+    name = f"_{label}_{_COUNTER[0]}"
+    src = f"def {name}({', '.join(params)}):\n" + "".join(f"    {ln}\n" for ln in body_lines)
+    filename = f"<funcgrad {label} wrapper {_COUNTER[0]}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    ns = dict(scope)
+    ns["np"] = np
+    exec(compile(src, filename, "exec"), ns)
+    return ns[name]
+
+
+def _jvp_built(fun, primals, mode, jit, backend):
+    t = _cached(fun, mode, jit, get_backend(backend))
+    t.argnums = tuple(i for i, p in enumerate(primals)
+                      if all(is_float_leaf(x) for x in tree_flatten(p)[0]) and tree_flatten(p)[0])
+    built, single, nums, flat, trees, cap, key = t._lookup(tuple(primals))
+    return t, built, nums, flat, trees, cap, key
+
+
+class _SecondOrder:
+    """Per (function, signature): the generated jvp as Python, and transforms of it, built once."""
+
+    def __init__(self, fun, primals, mode, jit, backend):
+        self.t, self.built, self.nums, self.flat, self.trees, cap, key = _jvp_built(fun, primals, mode, jit, backend)
+        leaves = [x for ls in self.flat for x in ls if not isinstance(x, (str, type(None)))]
+        self.n = len(leaves)
+        self.diff_pos = []
+        pos = 0
+        for i, ls in enumerate(self.flat):
+            for x in ls:
+                if isinstance(x, (str, type(None))):
+                    continue
+                if i in self.nums:
+                    self.diff_pos.append(pos)
+                pos += 1
+        self.n_tan = len(self.diff_pos)
+        self.n_out = len(self.built.out_atoms)
+        xs = [f"x{i}" for i in range(self.n)]
+        ts = [f"t{i}" for i in range(self.n_tan)]
+        caps = [f"_cap{i}" for i in range(len(cap))]
+        self.scope = {"_jvpfn": self.built.py_fn}
+        self.scope.update({c: v for c, v in zip(caps, cap)})
+        self.call = f"_jvpfn({', '.join(xs + caps + ts)})"
+        self.xs, self.ts = xs, ts
+        self._rof = {}
+        self._fof = None
+
+    def leaves(self, primals):
+        return [x for a in primals for x in tree_flatten(a)[0] if not isinstance(x, (str, type(None)))]
+
+    def rev_over_fwd(self, outs_used, mode, jit):
+        """grad of ``sum_k <c_k, tangent_k>`` w.r.t. the primal leaves and the tangents."""
+        key = (tuple(outs_used), mode, jit)
+        if key not in self._rof:
+            cs = [f"c{k}" for k in outs_used]
+            terms = " + ".join(f"np.sum(_r[1][{k}] * c{k})" for k in outs_used) or "0.0"
+            w = _wrapper("vjp_of_jvp", self.xs + self.ts + cs, [f"_r = {self.call}", f"return {terms}"], self.scope)
+            from .api import grad as _grad   # noqa: PLC0415  (same layer rules as api: a sibling)
+            self._rof[key] = _grad(w, argnums=tuple(self.diff_pos) + tuple(range(self.n, self.n + self.n_tan)),
+                                   jit=jit, mode=mode)
+        return self._rof[key]
+
+    def fwd_over_fwd(self, mode, jit):
+        if self._fof is None:
+            outs = ", ".join(f"_r[1][{k}]" for k in range(self.n_out))
+            self._fof = _wrapper("jvp_of_jvp", self.xs + self.ts, [f"_r = {self.call}", f"return ({outs},)"],
+                                 self.scope)
+        return self._fof
+
+
+def _so(fun, primals, mode, jit, backend):
+    """The cached :class:`_SecondOrder` of ``fun`` at the signature of ``primals``."""
+    t = _cached(fun, mode, jit, get_backend(backend))
+    t.argnums = tuple(i for i, p in enumerate(primals)
+                      if all(is_float_leaf(x) for x in tree_flatten(p)[0]) and tree_flatten(p)[0])
+    key = t._prepare(tuple(primals))[-1]
+    store = t.__dict__.setdefault("_second_order", {})
+    so = store.get(key)
+    if so is None:
+        so = store[key] = _SecondOrder(fun, primals, mode, jit, backend)
+    return so
+
+
+def _tangent_leaves(so, tangents):
+    out = []
+    for i in so.nums:
+        out.extend(np.asarray(v, dtype=float) if np.ndim(v) else float(v) for v in tree_flatten(tangents[i])[0])
+    return out
+
+
+def vjp_of_jvp(fun, primals, tangents, cotangents, *, jit=True, backend=None, mode=None):
+    """``(d/dprimals <c, J(x) v>, J(x)^T c)`` for output cotangents ``c`` (one per output leaf), by the
+    reverse pass over the generated forward pass. With a scalar ``fun`` and ``c = 1`` the first is the
+    Hessian-vector product ``H v``."""
+    so = _so(fun, primals, mode, jit, backend)
+    cts = [c for c in cotangents]
+    g = so.rev_over_fwd(list(range(len(cts))), mode, jit)(*so.leaves(primals), *_tangent_leaves(so, tangents), *cts)
+    g = list(g)
+    dx, dt = g[:len(so.diff_pos)], g[len(so.diff_pos):]
+    return _unflatten(so, dx), _unflatten(so, dt)
+
+
+def _unflatten(so, leaves):
+    res, k = [], 0
+    for i in so.nums:
+        n = len(tree_flatten(tree_unflatten(so.trees[i], [0] * so.trees[i].num_leaves))[0])
+        res.append(tree_unflatten(so.trees[i], leaves[k:k + n]))
+        k += n
+    return tuple(res)
+
+
+def hvp(fun, primals, tangents, *, jit=True, backend=None, mode=None):
+    """The Hessian-vector product of a scalar function: ``H(primals) @ tangents``, one per primal, without
+    forming the Hessian (reverse mode over forward mode)."""
+    hx, _ = vjp_of_jvp(fun, primals, tangents, [1.0], jit=jit, backend=backend, mode=mode)
+    return hx if len(hx) != 1 else hx[0]
+
+
+def hessian(fun, argnums=0, *, jit=True, backend=None, mode=None):
+    """The Hessian of a scalar function, one Hessian-vector product per input element; shape
+    ``x.shape + x.shape``."""
+    def hess(*args):
+        x = args[argnums]
+        xa = np.asarray(x, dtype=float)
+        cols = []
+        for k in range(max(xa.size, 1)):
+            e = np.zeros(xa.size)
+            e[k] = 1.0
+            tans = tuple((e.reshape(xa.shape) if isinstance(x, np.ndarray) else float(e[0])) if j == argnums else
+                         tree_unflatten(tree_flatten(a)[1], [np.zeros(np.shape(v)) if np.ndim(v) else 0.0
+                                                             for v in tree_flatten(a)[0]])
+                         for j, a in enumerate(args))
+            h = hvp(fun, args, tans, jit=jit, backend=backend, mode=mode)
+            h = h[argnums] if isinstance(h, tuple) else h
+            cols.append(np.asarray(h, dtype=float).reshape(-1))
+        return np.stack(cols, axis=-1).reshape(xa.shape + xa.shape)
+    return hess
+
+
+def jvp_of_jvp(fun, primals, tangents, dprimals, dtangents, *, jit=True, backend=None, mode=None):
+    """The forward pass over the forward pass: the derivative of ``(x, v) -> J(x) v`` along ``(dx, dv)``,
+    i.e. ``f''(x)[v, dx] + J(x) dv``."""
+    so = _so(fun, primals, mode, jit, backend)
+    w = so.fwd_over_fwd(mode, jit)
+    xl = so.leaves(primals)
+    dxl = [0.0 if not is_float_leaf(x) else v for x, v in zip(xl, so.leaves(dprimals))]
+    args = (*xl, *_tangent_leaves(so, tangents))
+    dargs = (*dxl, *_tangent_leaves(so, dtangents))
+    y, ty = jvp(w, args, dargs, jit=jit, backend=backend, mode=mode)
+    return y, ty
+
+
+# ----------------------------------------------------------------------------- grad of grad
+def _scalar_jvp_function(f, argnum, args, mode, jit, backend):
+    """A Python function (with source) equal to ``grad(f, argnum)`` at the signature of ``args``, for a
+    scalar argument ``argnum``: the generated jvp of ``f`` with tangent 1 on that argument."""
+    x = args[argnum]
+    leaves_a = tree_flatten(x)[0]
+    if len(leaves_a) != 1 or np.size(leaves_a[0]) != 1:
+        raise TypeError(f"grad of grad: the inner gradient is taken with respect to argument {argnum}, which is "
+                        f"{'an array of shape ' + str(np.shape(leaves_a[0])) if len(leaves_a) == 1 else 'a pytree'}"
+                        "; an outer grad needs a scalar function. Use funcgrad.hessian or funcgrad.hvp for arrays.")
+    so = _so(f, args, mode, jit, backend)
+    store = so.__dict__.setdefault("_grad_fns", {})
+    if argnum in store:
+        return store[argnum]
+    tans = []
+    pos = 0
+    for i in so.nums:
+        for v in tree_flatten(args[i])[0]:
+            p = so.diff_pos[pos]
+            if i == argnum:
+                tans.append("1.0" if not isinstance(v, np.ndarray) else f"np.ones(x{p}.shape)")
+            else:
+                tans.append("0.0" if not isinstance(v, np.ndarray) else f"np.zeros(x{p}.shape)")
+            pos += 1
+    call = so.call
+    for tname_, lit in zip(so.ts, tans):
+        call = call.replace(f", {tname_}", f", {lit}").replace(f"({tname_}", f"({lit}")
+    out = "_r[1][0]"
+    w = _wrapper(f"grad_{getattr(f, '__name__', 'f')}", so.xs, [f"_r = {call}", f"return {out}"], so.scope)
+    store[argnum] = w
+    return w
+
+
+class _GradOfGrad:
+    """``grad`` of a function returned by ``grad``: at each signature, the inner gradient is a generated
+    Python function (the jvp of the inner function along its scalar argument), and this is ``grad`` of that."""
+
+    def __init__(self, inner, argnums, has_aux, jit, backend, mode, return_value):
+        if has_aux:
+            raise TypeError("grad of grad with has_aux=True is not supported")
+        self.inner, self.argnums, self.return_value = inner, argnums, return_value
+        self.jit, self.backend, self.mode = jit, backend, mode
+        self._outer: dict = {}
+        functools.update_wrapper(self, getattr(inner, "fn", inner), updated=())
+
+    def _base(self, args):
+        """(a Python function f, argnum) with ``self.inner == grad(f, argnum)`` at these arguments."""
+        inner = self.inner
+        if isinstance(inner, _GradOfGrad):
+            return inner._as_function(args), inner.argnums
+        if inner.has_aux or not isinstance(inner.argnums, int):
+            raise TypeError("grad of grad: the inner grad must have one integer argnums and no aux")
+        if inner.return_value:
+            raise TypeError("grad of value_and_grad: differentiate a function returning a scalar (use grad inside)")
+        return inner.fn, inner.argnums
+
+    def _as_function(self, args):
+        f, a = self._base(args)
+        return _scalar_jvp_function(f, a, args, self.mode, self.jit, self.backend)
+
+    @_user_facing
+    def __call__(self, *args):
+        w = self._as_function(args)
+        g = self._outer.get(id(w))
+        if g is None:
+            from .api import _ValueAndGrad   # noqa: PLC0415
+            g = self._outer[id(w)] = (w, _ValueAndGrad(w, self.argnums, False, self.mode, self.jit, self.backend,
+                                                       return_value=self.return_value))
+        return g[1](*args)
+
+
+def _nested(fun, argnums, has_aux, jit, backend, mode, return_value):
+    return _GradOfGrad(fun, argnums, has_aux, jit, backend, mode, return_value)
+
+
+_api._NESTED[0] = (_GradOfGrad, _nested)

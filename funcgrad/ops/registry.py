@@ -246,6 +246,17 @@ def is_nondiff(obj) -> bool:
     return id(obj) in _NONDIFF and _NONDIFF[id(obj)] is obj
 
 
+def register_kernels(namespace):
+    """Make generated code readable again: each primitive's kernel in ``namespace`` (``K.tanh``, and the
+    Python function behind a Numba dispatcher) resolves to the primitive, so funcgrad can transform the
+    code it generated (``jvp`` of ``jvp``, ``grad`` of ``jvp``)."""
+    for name, prim in list(_BY_NAME.items()):
+        k = getattr(namespace, name, None)
+        for obj in (k, getattr(k, "py_func", None)):
+            if obj is not None and id(obj) not in _BY_KEY and callable(obj):
+                _register_key(obj, prim)
+
+
 def lookup(obj) -> Primitive | None:
     return _BY_KEY.get(id(obj))
 

@@ -12,6 +12,7 @@ import os
 import sys
 from dataclasses import dataclass
 
+from ..ops.registry import register_kernels
 from ..tree import tree_unflatten
 from .anf import anf
 from .forward import forward
@@ -23,6 +24,7 @@ from .specs import spec_kind
 from .values import Dyn, Static, Struct, map_struct
 
 STATS = {"builds": 0}
+_KERNELS_READABLE: set = set()
 
 
 def _debug(title, text):
@@ -46,6 +48,7 @@ class Built:
     line_map: dict = None     # generated line -> the user's (file, line)
     leaf_names: list = None   # the generated parameter of each argument leaf
     diff_names: list = None   # the differentiated ones
+    py_fn: object = None      # the generated Python function (funcgrad can read and transform it again)
 
 
 def _out_leaves(val, atoms, version):
@@ -174,9 +177,14 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
                             operators=backend.operators_as_syntax)
     _debug("emit", src)
     mod = write_module(fname, src)
+    if backend not in _KERNELS_READABLE:   # generated code calls K.<name>: let funcgrad read it back
+        register_kernels(backend.namespace(True))
+        register_kernels(backend.namespace(False))
+        _KERNELS_READABLE.add(backend)
     mode = choose_strategy(jit, low.has_loops, low.opaque_calls)
     compiled = backend.compile(getattr(mod, fname), mode, low.externals)
     primal = backend.compile(getattr(mod, name), mode, low.externals) if kind != "primal" else compiled
     return Built(fn=compiled, primal_fn=primal, source=src, name=fname, params=params, captured=low.captured,
                  out_tree=low.output, out_atoms=atoms, mode=mode, static_checks=list(low.static_key),
-                 path=mod.__file__, line_map=line_map, leaf_names=leaf_names, diff_names=diff_leaves)
+                 path=mod.__file__, line_map=line_map, leaf_names=leaf_names, diff_names=diff_leaves,
+                 py_fn=backend.compile(getattr(mod, fname), "nojit", low.externals))
