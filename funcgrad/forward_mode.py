@@ -189,8 +189,7 @@ class _SecondOrder:
             cs = [f"c{k}" for k in outs_used]
             terms = " + ".join(f"np.sum(_r[1][{k}] * c{k})" for k in outs_used) or "0.0"
             w = _wrapper("vjp_of_jvp", self.xs + self.ts + cs, [f"_r = {self.call}", f"return {terms}"], self.scope)
-            from .api import grad as _grad   # noqa: PLC0415  (same layer rules as api: a sibling)
-            self._rof[key] = _grad(w, argnums=tuple(self.diff_pos) + tuple(range(self.n, self.n + self.n_tan)),
+            self._rof[key] = _api.grad(w, argnums=tuple(self.diff_pos) + tuple(range(self.n, self.n + self.n_tan)),
                                    jit=jit, mode=mode)
         return self._rof[key]
 
@@ -349,8 +348,7 @@ class _GradOfGrad:
         w = self._as_function(args)
         g = self._outer.get(id(w))
         if g is None:
-            from .api import _ValueAndGrad   # noqa: PLC0415
-            g = self._outer[id(w)] = (w, _ValueAndGrad(w, self.argnums, False, self.mode, self.jit, self.backend,
+            g = self._outer[id(w)] = (w, _api._ValueAndGrad(w, self.argnums, False, self.mode, self.jit, self.backend,
                                                        return_value=self.return_value))
         return g[1](*args)
 
