@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import numpy as np
+from numba import types
 from numba.extending import overload
-
-from .cpu import zeros_like
 
 __all__ = ["broadcast_like"]
 
@@ -13,9 +12,11 @@ def broadcast_like(g, x):
     """``g`` broadcast to the shape of ``x``: ``g`` itself when the shapes agree, else a fresh array."""
     if np.shape(g) == np.shape(x):
         return g
-    return g + zeros_like(x)
+    return g + np.zeros(np.shape(x), dtype=np.result_type(x))
 
 
 @overload(broadcast_like)
 def _broadcast_like_ov(g, x):
-    return lambda g, x: g + zeros_like(x)
+    if not isinstance(x, types.Array):
+        return lambda g, x: g
+    return lambda g, x: g + np.zeros(x.shape, dtype=x.dtype)
