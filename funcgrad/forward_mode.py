@@ -92,6 +92,7 @@ def jvp(fun, primals, tangents, *, jit=True, backend=None, mode=None):
 
 def jacfwd(fun, argnums=0, *, jit=True, backend=None, mode=None):
     """The Jacobian by forward mode: one ``jvp`` per input element; shape ``out.shape + in.shape``."""
+    @_user_facing
     def jac(*args):
         single = isinstance(argnums, int)
         nums = (argnums,) if single else tuple(argnums)
@@ -221,6 +222,7 @@ def _tangent_leaves(so, tangents):
     return out
 
 
+@_user_facing
 def vjp_of_jvp(fun, primals, tangents, cotangents, *, jit=True, backend=None, mode=None):
     """``(d/dprimals <c, J(x) v>, J(x)^T c)`` for output cotangents ``c`` (one per output leaf), by the
     reverse pass over the generated forward pass. With a scalar ``fun`` and ``c = 1`` the first is the
@@ -242,6 +244,7 @@ def _unflatten(so, leaves):
     return tuple(res)
 
 
+@_user_facing
 def hvp(fun, primals, tangents, *, jit=True, backend=None, mode=None):
     """The Hessian-vector product of a scalar function: ``H(primals) @ tangents``, one per primal, without
     forming the Hessian (reverse mode over forward mode)."""
@@ -252,6 +255,7 @@ def hvp(fun, primals, tangents, *, jit=True, backend=None, mode=None):
 def hessian(fun, argnums=0, *, jit=True, backend=None, mode=None):
     """The Hessian of a scalar function, one Hessian-vector product per input element; shape
     ``x.shape + x.shape``."""
+    @_user_facing
     def hess(*args):
         x = args[argnums]
         xa = np.asarray(x, dtype=float)
@@ -270,6 +274,7 @@ def hessian(fun, argnums=0, *, jit=True, backend=None, mode=None):
     return hess
 
 
+@_user_facing
 def jvp_of_jvp(fun, primals, tangents, dprimals, dtangents, *, jit=True, backend=None, mode=None):
     """The forward pass over the forward pass: the derivative of ``(x, v) -> J(x) v`` along ``(dx, dv)``,
     i.e. ``f''(x)[v, dx] + J(x) dv``."""
