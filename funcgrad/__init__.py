@@ -8,7 +8,7 @@ Public API (everything else is internal):
 * errors: :class:`UnsupportedSyntaxError`, :class:`NoDerivativeError`, ...
 """
 from .api import grad, value_and_grad, vjp, jit, custom_vjp, stop_gradient, source
-from .forward_mode import jvp, jacfwd, hvp, hessian
+from .forward_mode import jvp, jacfwd, hvp, hessian, source
 from . import testing
 from .tree import (tree_flatten, tree_unflatten, tree_leaves, tree_structure, tree_map,
                    register_pytree_node)

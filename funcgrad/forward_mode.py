@@ -363,3 +363,17 @@ def _nested(fun, argnums, has_aux, jit, backend, mode, return_value):
 
 
 _api._NESTED[0] = (_GradOfGrad, _nested)
+
+
+def source(fun, *example_args, forward=False):
+    """The generated source of a transformed function (see :func:`funcgrad.api.source`); with
+    ``forward=True``, of the forward-mode (jvp) code of plain function ``fun`` at ``example_args``."""
+    if not forward:
+        return _api.source(fun, *example_args)
+    if not example_args:
+        raise ValueError("funcgrad.source(f, *args, forward=True) needs example arguments to specialize on")
+    t = _cached(fun, None, True, get_backend(None))
+    t.argnums = tuple(i for i, p in enumerate(example_args)
+                      if all(is_float_leaf(x) for x in tree_flatten(p)[0]) and tree_flatten(p)[0])
+    built = t._lookup(tuple(example_args))[0]
+    return built.source

@@ -102,3 +102,9 @@ def test_forward_mode_refuses_custom_vjp_without_a_jvp():
 
     with pytest.raises(funcgrad.NoDerivativeError, match="forward-mode"):
         funcgrad.jvp(h, (0.3,), (1.0,))
+
+
+def test_source_prints_the_forward_mode_code():
+    text = funcgrad.source(loop, X, forward=True)
+    assert "def loop_jvp(x, t_x):" in text
+    assert "t_s = " in text and "for i in range(" in text      # the loop is kept, tangents beside values
