@@ -336,6 +336,8 @@ def _materialize(e):
         def visit_Name(self, node):
             z = getattr(node, "_funcgrad_zero", None)
             if z is not None:
+                if isinstance(z.like, ast.Constant) and z.like.value is None:
+                    return ast.Constant(None)   # an absent optional input (bias=None) stays absent
                 return prim_call("zeros_like", [copy.deepcopy(z.like)])
             return node
     dropped = getattr(e, "_funcgrad_dropped", False)
