@@ -134,7 +134,7 @@ _COUNTER = [0]
 def _wrapper(label, params, body_lines, scope):
     """A real Python function (with source funcgrad can read) built from lines of code."""
     _COUNTER[0] += 1
-    name = f"_{label}_{_COUNTER[0]}"
+    name = "_" + "".join(c if c.isalnum() or c == "_" else "_" for c in label) + f"_{_COUNTER[0]}"
     src = f"def {name}({', '.join(params)}):\n" + "".join(f"    {ln}\n" for ln in body_lines)
     filename = f"<funcgrad {label} wrapper {_COUNTER[0]}>"
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)

@@ -108,3 +108,10 @@ def test_source_prints_the_forward_mode_code():
     text = funcgrad.source(loop, X, forward=True)
     assert "def loop_jvp(x, t_x):" in text
     assert "t_s = " in text and "for i in range(" in text      # the loop is kept, tangents beside values
+
+
+def test_grad_of_grad_of_a_lambda():
+    d2 = funcgrad.grad(funcgrad.grad(lambda x: x ** 3 * np.sin(x)))
+    x = 0.4
+    want = 6 * x * np.sin(x) + 6 * x ** 2 * np.cos(x) - x ** 3 * np.sin(x)
+    np.testing.assert_allclose(d2(x), want, rtol=1e-12)
