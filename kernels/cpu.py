@@ -1255,6 +1255,8 @@ except ImportError as _e:  # pragma: no cover
         raise
     _cpu_nn = None
 
+from .cpu_math import *  # noqa: E402,F401,F403  (NumPy math: elementwise functions, statistics, scans, sorting)
+
 
 def python_namespace():
     """This namespace with every Numba dispatcher replaced by its Python source function."""
