@@ -72,6 +72,11 @@ remainder = np.remainder
 fmod = np.fmod
 
 
+def _is_none(t):
+    """A numba argument type that is None (passed, or an omitted argument whose default is None)."""
+    return t is None or isinstance(t, types.NoneType) or (isinstance(t, types.Omitted) and t.value is None)
+
+
 def _scalar_like(r, x):
     """``r`` as a scalar where ``x`` is a Python or NumPy scalar (NumPy's functions return 0-d arrays)."""
     return r if isinstance(x, np.ndarray) else r[()]
@@ -145,8 +150,8 @@ def _nan_to_num_ov(x, copy=True, nan=0.0, posinf=None, neginf=None):
     if not isinstance(dt, types.Float):
         return None
     big = repr(float(np.finfo(np.dtype(str(dt))).max))
-    hi = big if isinstance(posinf, (types.NoneType, types.Omitted)) else "posinf"
-    lo = f"-{big}" if isinstance(neginf, (types.NoneType, types.Omitted)) else "neginf"
+    hi = big if _is_none(posinf) else "posinf"
+    lo = f"-{big}" if _is_none(neginf) else "neginf"
     one = f"(nan if v != v else ({hi} if v == np.inf else ({lo} if v == -np.inf else v)))"
     if _is_scalar_type(x):
         return _compile(f"def impl(x, copy=True, nan=0.0, posinf=None, neginf=None):\n    v = x\n"
@@ -488,7 +493,7 @@ def unalign_weights(g, w, a, axis=None):
 
 @overload(align_weights, prefer_literal=True)
 def _align_weights_ov(w, a, axis=None):
-    if isinstance(w, (types.NoneType, types.Omitted)) or w is None:
+    if _is_none(w):
         if _is_scalar_type(a):
             return lambda w, a, axis=None: 1.0
         return lambda w, a, axis=None: np.ones(a.shape, np.float64)
@@ -533,14 +538,15 @@ def average(a, axis=None, weights=None, returned=False, keepdims=False):
 
 @overload(average, prefer_literal=True)
 def _average_ov(a, axis=None, weights=None, returned=False, keepdims=False):
-    if _literal(returned, "np.average(returned=...)"):
-        raise TypeError("np.average(..., returned=True) is not supported: compute np.sum(weights, axis) separately")
+    if isinstance(returned, types.Boolean) and not isinstance(returned, types.Literal) or \
+            _literal(returned, "np.average(returned=...)"):   # refused at the user's line: "average has no
+        return None                                            # nopython implementation for (..., returned=True)"
     if _is_scalar_type(a):
         return lambda a, axis=None, weights=None, returned=False, keepdims=False: a + 0.0
     sig = "a, axis=None, weights=None, returned=False, keepdims=False"
     ax = _literal(axis, "np.average(axis=...)")
     kd = bool(_literal(keepdims, "np.average(keepdims=...)"))
-    if isinstance(weights, (types.NoneType, types.Omitted)) or weights is None:
+    if _is_none(weights):
         return _compile(f"def impl({sig}):\n    return mean_k(a, {ax!r}, {kd})\n", "impl", _STAT_ENV)
     env = dict(_STAT_ENV, align=align_weights)
     return _compile(f"def impl({sig}):\n    w = align(weights, a, {ax!r})\n"
@@ -921,7 +927,8 @@ def _permute_ov(rows, first, shape_of):
         if ax is None:
             return _compile(f"def impl({sig}):\n"
                             f"    r = rows(np.ascontiguousarray({first}).reshape((1, {first}.size)), "
-                            "np.ascontiguousarray(x).reshape((1, x.size)), np.ascontiguousarray(y).reshape((1, y.size)))\n"
+                            "np.ascontiguousarray(x).reshape((1, x.size)), "
+                            "np.ascontiguousarray(y).reshape((1, y.size)))\n"
                             f"    return r.reshape({shape_of}.shape)\n", "impl", {"rows": rows})
         return _rows_impl(sig, [first, "x", "y"], x.ndim, (ax,), f"rows({first}2, x2, y2)", "rows", env={"rows": rows})
     return ov

@@ -11,6 +11,11 @@ second derivatives divide by the input.
 The cotangent helpers (``cumsum_t``, ``cumprod_t``, ``diff_t``, ``unpermute``,
 ``permute_like``, ``align_weights``...) are primitives too, so every VJP here is
 itself differentiable. Their kernels are in :mod:`funcgrad.kernels.cpu_math`.
+
+Signatures are NumPy's minus what cannot be honoured, so those calls are refused where they are
+written (``np.diff(..., prepend=)``, ``np.var(..., dtype=)``: "bad arguments"); ``np.average(...,
+returned=True)`` is refused when it runs. ``np.nan_to_num(x, copy=False)`` returns a new array (the
+input is left as it was). ``np.msort`` is gone from NumPy 2.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ import funcgrad.kernels.cpu as K
 from . import samples as S
 from .core import mask, unbroadcast, unreduce  # noqa: F401  (primitives the templates call)
 from .registry import d, defvjp, nondiff, t
+
 
 # --------------------------------------------------------------------- unary elementwise
 @defvjp(np.arcsinh, sample=S.unary(), elementwise=True, also=[math.asinh])
