@@ -497,36 +497,44 @@ def _align_weights_ov(w, a, axis=None):
         if _is_scalar_type(a):
             return lambda w, a, axis=None: 1.0
         return lambda w, a, axis=None: np.ones(a.shape, np.float64)
-    if _is_scalar_type(a) or (_is_scalar_type(w) and _is_scalar_type(a)):
-        return lambda w, a, axis=None: w
-    if isinstance(w, types.Array) and w.ndim == a.ndim:
+    if _is_scalar_type(a):
         return lambda w, a, axis=None: w
     ax = _literal(axis, "np.average(axis=...)")
-    if ax is None:
-        raise TypeError("np.average: axis must be specified when shapes of a and weights differ")
+    same = "np.ascontiguousarray(w)"
+    if ax is None or w.ndim != len(_weights_axes(ax, a.ndim)):   # weights shaped like a (or refused by shape)
+        if not isinstance(w, types.Array) or w.ndim != a.ndim:
+            raise TypeError("np.average: axis must be specified when shapes of a and weights differ")
+        return _compile(f"def impl(w, a, axis=None):\n    return {same}\n", "impl")
     axes = _weights_axes(ax, a.ndim)
     perm = tuple(int(i) for i in np.argsort(axes))
     shape = "(" + "".join(f"a.shape[{i}], " if i in axes else "1, " for i in range(a.ndim)) + ")"
-    return _compile(f"def impl(w, a, axis=None):\n"
-                    f"    w2 = np.ascontiguousarray(np.transpose(w, {perm})).reshape({shape})\n"
-                    f"    return np.ascontiguousarray(np.broadcast_to(w2, a.shape))\n", "impl")
+    along = (f"np.ascontiguousarray(np.broadcast_to(np.ascontiguousarray(np.transpose(w, {perm})).reshape({shape}), "
+             "a.shape))")
+    if w.ndim != a.ndim:
+        return _compile(f"def impl(w, a, axis=None):\n    return {along}\n", "impl")
+    # as many weights axes as a's (axis names them all): NumPy takes w as shaped like a when the shapes are equal
+    return _compile(f"def impl(w, a, axis=None):\n    if w.shape == a.shape:\n        return {same}\n"
+                    f"    return {along}\n", "impl")
 
 
 @overload(unalign_weights, prefer_literal=True)
 def _unalign_weights_ov(g, w, a, axis=None):
     if _is_scalar_type(a):
         return lambda g, w, a, axis=None: g
-    if isinstance(w, types.Array) and w.ndim == a.ndim:
-        return lambda g, w, a, axis=None: g
-    axes = _weights_axes(_literal(axis, "np.average(axis=...)"), a.ndim)
+    ax = _literal(axis, "np.average(axis=...)")
+    same = "np.ascontiguousarray(g)"
+    if ax is None or w.ndim != len(_weights_axes(ax, a.ndim)):
+        return _compile(f"def impl(g, w, a, axis=None):\n    return {same}\n", "impl")
+    axes = _weights_axes(ax, a.ndim)
     other = tuple(i for i in range(a.ndim) if i not in axes)
-    srt = sorted(axes)
     inv = tuple(int(i) for i in np.argsort(np.argsort(axes)))
-    sshape = "(" + "".join(f"a.shape[{i}], " for i in srt) + ")"
-    s = f"sum_k(g, {other!r}, True)" if other else "g"
-    return _compile(f"def impl(g, w, a, axis=None):\n"
-                    f"    s = np.ascontiguousarray({s}).reshape({sshape})\n"
-                    f"    return np.ascontiguousarray(np.transpose(s, {inv}))\n", "impl", _STAT_ENV)
+    sshape = "(" + "".join(f"a.shape[{i}], " for i in sorted(axes)) + ")"
+    sg = f"sum_k(g, {other!r}, True)" if other else "g"
+    along = f"np.ascontiguousarray(np.transpose(np.ascontiguousarray({sg}).reshape({sshape}), {inv}))"
+    if w.ndim != a.ndim:
+        return _compile(f"def impl(g, w, a, axis=None):\n    return {along}\n", "impl", _STAT_ENV)
+    return _compile(f"def impl(g, w, a, axis=None):\n    if w.shape == a.shape:\n        return {same}\n"
+                    f"    return {along}\n", "impl", _STAT_ENV)
 
 
 def average(a, axis=None, weights=None, returned=False, keepdims=False):
