@@ -2,12 +2,13 @@
 
 Public API (everything else is internal):
 
-* transforms: :func:`grad`, :func:`value_and_grad`, :func:`vjp`, :func:`jit`,
+* transforms: :func:`grad`, :func:`value_and_grad`, :func:`vjp`, :func:`jvp`, :func:`jacfwd`, :func:`jit`,
   :func:`custom_vjp`, :func:`stop_gradient`, :func:`source`;
 * pytrees: :func:`tree_flatten`, :func:`tree_unflatten`, :func:`tree_map`, ...;
 * errors: :class:`UnsupportedSyntaxError`, :class:`NoDerivativeError`, ...
 """
 from .api import grad, value_and_grad, vjp, jit, custom_vjp, stop_gradient, source
+from .forward_mode import jvp, jacfwd, hvp, hessian, source
 from . import testing
 from .tree import (tree_flatten, tree_unflatten, tree_leaves, tree_structure, tree_map,
                    register_pytree_node)
@@ -16,7 +17,7 @@ from .errors import (FuncgradError, UnsupportedSyntaxError, NoDerivativeError, T
 from . import nn, optim, data, checkpoint, initializers  # (funcgrad.dist: import it explicitly)
 
 __all__ = [
-    "grad", "value_and_grad", "vjp", "jit", "custom_vjp", "stop_gradient", "source",
+    "grad", "value_and_grad", "vjp", "jvp", "jacfwd", "hvp", "hessian", "jit", "custom_vjp", "stop_gradient", "source",
     "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure", "tree_map",
     "register_pytree_node",
     "FuncgradError", "UnsupportedSyntaxError", "NoDerivativeError", "TreeStructureError", "TransformError",

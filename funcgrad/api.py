@@ -534,12 +534,24 @@ def grad(fun, argnums=0, has_aux=False, *, jit=True, backend=None, mode=None):
     oracle for tests). ``mode="auto"/"njit"/"python"`` is the older spelling of
     ``jit="auto"/"whole"/"kernels"``. ``backend`` names the kernels it runs on.
     """
+    if _is_derivative(fun):   # grad of grad: forward mode builds the inner derivative as code
+        return _NESTED[0][1](fun, argnums, has_aux, jit, backend, mode, False)
     return _ValueAndGrad(fun, argnums, has_aux, mode, jit, backend, return_value=False)
 
 
 def value_and_grad(fun, argnums=0, has_aux=False, *, jit=True, backend=None, mode=None):
     """Like :func:`grad` but returns ``(value, gradient)`` (``((value, aux), gradient)`` with has_aux)."""
+    if _is_derivative(fun):
+        return _NESTED[0][1](fun, argnums, has_aux, jit, backend, mode, True)
     return _ValueAndGrad(fun, argnums, has_aux, mode, jit, backend, return_value=True)
+
+
+# (class, factory) of nested derivatives, filled in by funcgrad.forward_mode (the layer above) on import
+_NESTED: list = [(None, None)]
+
+
+def _is_derivative(fun):
+    return isinstance(fun, _ValueAndGrad) or (_NESTED[0][0] is not None and isinstance(fun, _NESTED[0][0]))
 
 
 class _VJP(_Transformed):

@@ -1258,6 +1258,9 @@ except ImportError as _e:  # pragma: no cover
 from .cpu_math import *  # noqa: E402,F401,F403  (NumPy math: elementwise functions, statistics, scans, sorting)
 
 
+from .cpu_forward import *  # noqa: E402,F401,F403  (kernels of the forward pass's primitives)
+
+
 def python_namespace():
     """This namespace with every Numba dispatcher replaced by its Python source function."""
     ns = _pytypes.SimpleNamespace()

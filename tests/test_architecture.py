@@ -25,6 +25,7 @@ LAYERS = [
     {"funcgrad.custom"},
     {"funcgrad.transform"},
     {"funcgrad.api"},
+    {"funcgrad.forward_mode"},
     {"funcgrad.nn", "funcgrad.optim", "funcgrad.data", "funcgrad.checkpoint", "funcgrad.initializers",
      "funcgrad.testing"},
     {"funcgrad.dist"},

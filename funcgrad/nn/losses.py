@@ -11,9 +11,12 @@ differentiated). Kernels: :mod:`funcgrad.kernels.cpu_nn`; sample specs:
 """
 from __future__ import annotations
 
+import numpy as np
+
 from funcgrad.kernels import cpu_nn as K
 from funcgrad.ops import samples_nn as S
-from funcgrad.ops.registry import primitive, vjp, d
+from funcgrad.ops.core import unbroadcast
+from funcgrad.ops.registry import primitive, vjp, d, t
 
 __all__ = ["mse", "huber", "cross_entropy", "nll", "binary_cross_entropy", "binary_cross_entropy_with_logits"]
 
@@ -28,6 +31,8 @@ def mse(pred, target, reduction="mean"):
 def _mse_vjp(y, pred, target, reduction="mean"):
     d[pred] = mse_grad(d[y], pred, target, reduction)
     d[target] = -mse_grad(d[y], pred, target, reduction)
+    t[y] = (unbroadcast(mse_grad(t[pred], pred, target, reduction), y)
+            - unbroadcast(mse_grad(t[target], pred, target, reduction), y))
 
 
 @primitive(sample=S.loss_grad(S.pair_loss(), S.elem_shape), tested_via=mse)
@@ -46,6 +51,8 @@ def huber(pred, target, delta=1.0, reduction="mean"):
 def _huber_vjp(y, pred, target, delta=1.0, reduction="mean"):
     d[pred] = huber_grad(d[y], pred, target, delta, reduction)
     d[target] = -huber_grad(d[y], pred, target, delta, reduction)
+    t[y] = (unbroadcast(huber_grad(t[pred], pred, target, delta, reduction), y)
+            - unbroadcast(huber_grad(t[target], pred, target, delta, reduction), y))
 
 
 @primitive(sample=S.huber_grad, tested_via=huber)
@@ -67,6 +74,10 @@ def cross_entropy(logits, labels, reduction="mean"):
 def _cross_entropy_vjp(y, logits, labels, reduction="mean"):
     d[logits] = cross_entropy_grad(d[y], logits, labels, reduction)
     d[labels] = cross_entropy_grad_target(d[y], logits, labels, reduction)
+    # per row: <dloss/dlogits, t[logits]> + <dloss/dlabels, t[labels]>, then reduced (unbroadcast to y);
+    # with integer labels dloss/dlabels is (N,) zeros, so the second row sum is a 0 that broadcasts
+    t[y] = unbroadcast(np.sum(cross_entropy_grad(1.0, logits, labels, reduction) * t[logits], axis=-1)
+                       + np.sum(cross_entropy_grad_target(1.0, logits, labels, reduction) * t[labels], axis=-1), y)
 
 
 @primitive(sample=S.loss_grad(S.cross_entropy, S.row_shape), tested_via=cross_entropy)
@@ -90,6 +101,7 @@ def nll(logp, labels, reduction="mean"):
 @vjp(nll)
 def _nll_vjp(y, logp, labels, reduction="mean"):
     d[logp] = nll_grad(d[y], logp, labels, reduction)
+    t[y] = nll(t[logp], labels, reduction)     # linear in logp
 
 
 @primitive(sample=S.loss_grad(S.nll, S.row_shape), tested_via=nll)
@@ -108,6 +120,8 @@ def binary_cross_entropy(probs, target, reduction="mean"):
 def _bce_vjp(y, probs, target, reduction="mean"):
     d[probs] = binary_cross_entropy_grad(d[y], probs, target, reduction)
     d[target] = binary_cross_entropy_grad_target(d[y], probs, target, reduction)
+    t[y] = (unbroadcast(binary_cross_entropy_grad(t[probs], probs, target, reduction), y)
+            + unbroadcast(binary_cross_entropy_grad_target(t[target], probs, target, reduction), y))
 
 
 @primitive(sample=S.loss_grad(S.pair_loss(0.05, 0.95, 0.0, 1.0), S.elem_shape), tested_via=binary_cross_entropy)
@@ -132,6 +146,8 @@ def binary_cross_entropy_with_logits(logits, target, reduction="mean"):
 def _bcel_vjp(y, logits, target, reduction="mean"):
     d[logits] = binary_cross_entropy_with_logits_grad(d[y], logits, target, reduction)
     d[target] = binary_cross_entropy_with_logits_grad_target(d[y], logits, target, reduction)
+    t[y] = (unbroadcast(binary_cross_entropy_with_logits_grad(t[logits], logits, target, reduction), y)
+            + unbroadcast(binary_cross_entropy_with_logits_grad_target(t[target], logits, target, reduction), y))
 
 
 @primitive(sample=S.loss_grad(S.pair_loss(-3.0, 3.0, 0.0, 1.0), S.elem_shape), tested_via=binary_cross_entropy_with_logits)

@@ -18,9 +18,11 @@ differentiates further say "No VJP" and name the primitive that tests them
 """
 from __future__ import annotations
 
+import numpy as np
+
 from funcgrad.kernels import cpu_nn as K
 from funcgrad.ops import samples_nn as S
-from funcgrad.ops.registry import primitive, vjp, d
+from funcgrad.ops.registry import primitive, vjp, d, t
 
 __all__ = [
     "conv2d", "max_pool2d", "avg_pool2d", "softmax", "log_softmax", "logsumexp",
@@ -44,6 +46,8 @@ def _conv2d_vjp(y, x, w, b=None, stride=1, padding=0, dilation=1):
     d[w] = conv2d_weight_grad(d[y], x, w.shape, stride, padding, dilation)
     d[b] = channel_sum(d[y])
     d[x] = conv2d_input_grad(d[y], w, x.shape, stride, padding, dilation)
+    # bilinear in (x, w), affine in b; b's term rides with w's (both parameters, active together; b=None: none)
+    t[y] = conv2d(t[x], w, None, stride, padding, dilation) + conv2d(x, t[w], t[b], stride, padding, dilation)
 
 
 @primitive(sample=S.conv2d_input_grad)
@@ -56,6 +60,8 @@ def conv2d_input_grad(dy, w, x_shape, stride=1, padding=0, dilation=1):
 def _conv2d_input_grad_vjp(r, dy, w, x_shape, stride=1, padding=0, dilation=1):
     d[dy] = conv2d(d[r], w, None, stride, padding, dilation)
     d[w] = conv2d_weight_grad(dy, d[r], w.shape, stride, padding, dilation)
+    t[r] = (conv2d_input_grad(t[dy], w, x_shape, stride, padding, dilation)
+            + conv2d_input_grad(dy, t[w], x_shape, stride, padding, dilation))
 
 
 @primitive(sample=S.conv2d_weight_grad)
@@ -68,6 +74,8 @@ def conv2d_weight_grad(dy, x, w_shape, stride=1, padding=0, dilation=1):
 def _conv2d_weight_grad_vjp(r, dy, x, w_shape, stride=1, padding=0, dilation=1):
     d[dy] = conv2d(x, d[r], None, stride, padding, dilation)
     d[x] = conv2d_input_grad(dy, d[r], x.shape, stride, padding, dilation)
+    t[r] = (conv2d_weight_grad(t[dy], x, w_shape, stride, padding, dilation)
+            + conv2d_weight_grad(dy, t[x], w_shape, stride, padding, dilation))
 
 
 @primitive(sample=S.channel_sum)
@@ -79,6 +87,7 @@ def channel_sum(x):
 @vjp(channel_sum)
 def _channel_sum_vjp(r, x):
     d[x] = channel_broadcast(d[r], x.shape)
+    t[r] = channel_sum(t[x])
 
 
 @primitive(sample=S.channel_broadcast)
@@ -90,6 +99,7 @@ def channel_broadcast(g, shape):
 @vjp(channel_broadcast)
 def _channel_broadcast_vjp(r, g, shape):
     d[g] = channel_sum(d[r])
+    t[r] = channel_broadcast(t[g], shape)
 
 
 # --------------------------------------------------------------------------- pooling
@@ -102,6 +112,7 @@ def max_pool2d(x, kernel_size, stride=None, padding=0):
 @vjp(max_pool2d)
 def _max_pool2d_vjp(y, x, kernel_size, stride=None, padding=0):
     d[x] = max_pool2d_grad(d[y], x, kernel_size, stride, padding)
+    t[y] = max_pool2d_select(t[x], x, kernel_size, stride, padding)     # the tangent at each window's max
 
 
 @primitive(sample=S.max_pool2d_grad)
@@ -113,6 +124,7 @@ def max_pool2d_grad(dy, x, kernel_size, stride=None, padding=0):
 @vjp(max_pool2d_grad)
 def _max_pool2d_grad_vjp(r, dy, x, kernel_size, stride=None, padding=0):
     d[dy] = max_pool2d_select(d[r], x, kernel_size, stride, padding)   # piecewise constant in x
+    t[r] = max_pool2d_grad(t[dy], x, kernel_size, stride, padding)
 
 
 @primitive(sample=S.max_pool2d_select)
@@ -124,6 +136,7 @@ def max_pool2d_select(g, x, kernel_size, stride=None, padding=0):
 @vjp(max_pool2d_select)
 def _max_pool2d_select_vjp(r, g, x, kernel_size, stride=None, padding=0):
     d[g] = max_pool2d_grad(d[r], x, kernel_size, stride, padding)
+    t[r] = max_pool2d_select(t[g], x, kernel_size, stride, padding)
 
 
 @primitive(sample=S.avg_pool2d)
@@ -135,6 +148,7 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0):
 @vjp(avg_pool2d)
 def _avg_pool2d_vjp(y, x, kernel_size, stride=None, padding=0):
     d[x] = avg_pool2d_grad(d[y], x.shape, kernel_size, stride, padding)
+    t[y] = avg_pool2d(t[x], kernel_size, stride, padding)
 
 
 @primitive(sample=S.avg_pool2d_grad)
@@ -146,6 +160,7 @@ def avg_pool2d_grad(dy, x_shape, kernel_size, stride=None, padding=0):
 @vjp(avg_pool2d_grad)
 def _avg_pool2d_grad_vjp(r, dy, x_shape, kernel_size, stride=None, padding=0):
     d[dy] = avg_pool2d(d[r], kernel_size, stride, padding)
+    t[r] = avg_pool2d_grad(t[dy], x_shape, kernel_size, stride, padding)
 
 
 # --------------------------------------------------------------------------- activations
@@ -158,6 +173,7 @@ def relu(x):
 @vjp(relu)
 def _relu_vjp(y, x):
     d[x] = relu_grad(d[y], x)
+    t[y] = relu_grad(t[x], x)
 
 
 @primitive(sample=S.grad_kink0, elementwise=True)
@@ -169,6 +185,7 @@ def relu_grad(g, x):
 @vjp(relu_grad)
 def _relu_grad_vjp(r, g, x):
     d[g] = relu_grad(d[r], x)
+    t[r] = relu_grad(t[g], x)
 
 
 @primitive(sample=S.leaky_relu, elementwise=True)
@@ -180,6 +197,7 @@ def leaky_relu(x, negative_slope=0.01):
 @vjp(leaky_relu)
 def _leaky_relu_vjp(y, x, negative_slope=0.01):
     d[x] = leaky_relu_grad(d[y], x, negative_slope)
+    t[y] = leaky_relu_grad(t[x], x, negative_slope)
 
 
 @primitive(sample=S.leaky_relu_grad, elementwise=True)
@@ -190,6 +208,7 @@ def leaky_relu_grad(g, x, negative_slope=0.01):
 @vjp(leaky_relu_grad)
 def _leaky_relu_grad_vjp(r, g, x, negative_slope=0.01):
     d[g] = leaky_relu_grad(d[r], x, negative_slope)
+    t[r] = leaky_relu_grad(t[g], x, negative_slope)
 
 
 @primitive(sample=S.elu, elementwise=True)
@@ -201,6 +220,7 @@ def elu(x, alpha=1.0):
 @vjp(elu)
 def _elu_vjp(y, x, alpha=1.0):
     d[x] = elu_grad(d[y], x, alpha)
+    t[y] = elu_grad(t[x], x, alpha)
 
 
 @primitive(sample=S.elu_grad, elementwise=True)
@@ -210,9 +230,11 @@ def elu_grad(g, x, alpha=1.0):
 
 @vjp(elu_grad)
 def _elu_grad_vjp(r, g, x, alpha=1.0):
+    # elu_grad(v, x) - relu_grad(v, x) = v * elu''(x): 0 for x > 0, alpha e^x below
+    # (no temporaries: a template's temporaries are shared by its VJP and JVP lines)
     d[g] = elu_grad(d[r], x, alpha)
-    t = d[r] * g
-    d[x] = elu_grad(t, x, alpha) - relu_grad(t, x)      # t * elu''(x): 0 for x > 0, alpha e^x below
+    d[x] = (elu_grad(d[r], x, alpha) - relu_grad(d[r], x)) * g
+    t[r] = elu_grad(t[g], x, alpha) + (elu_grad(t[x], x, alpha) - relu_grad(t[x], x)) * g
 
 
 @primitive(sample=S.unary, elementwise=True)
@@ -224,6 +246,7 @@ def gelu(x):
 @vjp(gelu)
 def _gelu_vjp(y, x):
     d[x] = gelu_grad(d[y], x)
+    t[y] = gelu_grad(t[x], x)
 
 
 @primitive(sample=S.grad_smooth, elementwise=True)
@@ -235,6 +258,7 @@ def gelu_grad(g, x):
 def _gelu_grad_vjp(r, g, x):
     d[g] = gelu_grad(d[r], x)
     d[x] = gelu_grad2(d[r] * g, x)
+    t[r] = gelu_grad(t[g], x) + gelu_grad2(t[x] * g, x)
 
 
 @primitive(sample=S.grad_smooth, elementwise=True, tested_via=gelu)
@@ -252,6 +276,7 @@ def sigmoid(x):
 @vjp(sigmoid)
 def _sigmoid_vjp(y, x):
     d[x] = sigmoid_grad(d[y], y)
+    t[y] = sigmoid_grad(t[x], y)
 
 
 @primitive(sample=S.sigmoid_grad, elementwise=True)
@@ -264,6 +289,7 @@ def sigmoid_grad(g, y):
 def _sigmoid_grad_vjp(r, g, y):
     d[g] = sigmoid_grad(d[r], y)
     d[y] = d[r] * g * (1.0 - 2.0 * y)
+    t[r] = sigmoid_grad(t[g], y) + t[y] * g * (1.0 - 2.0 * y)
 
 
 @primitive(sample=S.unary, elementwise=True)
@@ -275,6 +301,7 @@ def softplus(x):
 @vjp(softplus)
 def _softplus_vjp(y, x):
     d[x] = d[y] * sigmoid(x)
+    t[y] = t[x] * sigmoid(x)
 
 
 # --------------------------------------------------------------------------- softmax family
@@ -287,6 +314,7 @@ def softmax(x, axis=-1):
 @vjp(softmax)
 def _softmax_vjp(y, x, axis=-1):
     d[x] = softmax_grad(d[y], y, axis)
+    t[y] = softmax_grad(t[x], y, axis)                # J = diag(y) - y y^T: symmetric
 
 
 @primitive(sample=S.softmax_grad)
@@ -299,6 +327,8 @@ def softmax_grad(g, y, axis=-1):
 def _softmax_grad_vjp(r, g, y, axis=-1):
     d[g] = softmax_grad(d[r], y, axis)           # the softmax Jacobian is symmetric
     d[y] = softmax_grad_y(d[r], g, y, axis)
+    t[r] = (softmax_grad(t[g], y, axis) + t[y] * (g - np.sum(g * y, axis=axis, keepdims=True))
+            - y * np.sum(g * t[y], axis=axis, keepdims=True))
 
 
 @primitive(sample=S.softmax_grad_y, tested_via=softmax)
@@ -316,6 +346,7 @@ def log_softmax(x, axis=-1):
 @vjp(log_softmax)
 def _log_softmax_vjp(y, x, axis=-1):
     d[x] = log_softmax_grad(d[y], y, axis)
+    t[y] = t[x] - np.sum(t[x] * np.exp(y), axis=axis, keepdims=True)
 
 
 @primitive(sample=S.log_softmax_grad, tested_via=log_softmax)
@@ -333,6 +364,7 @@ def logsumexp(x, axis=-1):
 @vjp(logsumexp)
 def _logsumexp_vjp(y, x, axis=-1):
     d[x] = logsumexp_grad(d[y], x, y, axis)
+    t[y] = np.sum(t[x] * softmax(x, axis), axis=axis)
 
 
 @primitive(sample=S.logsumexp_grad, tested_via=logsumexp)
@@ -354,6 +386,7 @@ def dropout(x, rate, seed):
 @vjp(dropout)
 def _dropout_vjp(y, x, rate, seed):
     d[x] = dropout(d[y], rate, seed)
+    t[y] = dropout(t[x], rate, seed)
 
 
 @primitive(sample=S.batch_norm)
@@ -371,6 +404,10 @@ def _batch_norm_vjp(y, x, gamma, beta, running_mean, running_var, train=True, ep
     d[x] = batch_norm_grad_input(d[y], x, gamma, running_mean, running_var, train, eps)
     d[gamma] = batch_norm_grad_gamma(d[y], x, running_mean, running_var, train, eps)
     d[beta] = channel_sum(d[y])
+    # the Jacobian in x is symmetric (gamma is per channel, the normalization's projection symmetric);
+    # batch_norm is linear in (gamma, beta) together
+    t[y] = (batch_norm_grad_input(t[x], x, gamma, running_mean, running_var, train, eps)
+            + batch_norm(x, t[gamma], t[beta], running_mean, running_var, train, eps))
 
 
 @primitive(sample=S.batch_norm_grad_input, tested_via=batch_norm)
@@ -413,6 +450,9 @@ def _layer_norm_vjp(y, x, gamma, beta, eps=1e-5):
     d[x] = layer_norm_grad_input(d[y], x, gamma, eps)
     d[gamma] = layer_norm_grad_gamma(d[y], x, eps)
     d[beta] = layer_norm_grad_beta(d[y])
+    # J_x v = gamma * P(v) / sigma, and layer_norm_grad_input(v, x, ones) = P(v) / sigma (P symmetric);
+    # layer_norm is linear in (gamma, beta) together
+    t[y] = gamma * layer_norm_grad_input(t[x], x, np.ones_like(gamma), eps) + layer_norm(x, t[gamma], t[beta], eps)
 
 
 @primitive(sample=S.layer_norm_grad_input, tested_via=layer_norm)
@@ -442,6 +482,7 @@ def embedding(table, ids):
 @vjp(embedding)
 def _embedding_vjp(y, table, ids):
     d[table] = embedding_grad(d[y], ids, table.shape)
+    t[y] = embedding(t[table], ids)
 
 
 @primitive(sample=S.embedding_grad)
@@ -453,3 +494,4 @@ def embedding_grad(dy, ids, table_shape):
 @vjp(embedding_grad)
 def _embedding_grad_vjp(r, dy, ids, table_shape):
     d[dy] = embedding(d[r], ids)
+    t[r] = embedding_grad(t[dy], ids, table_shape)

@@ -209,7 +209,10 @@ def vjp(key):
         if jvp_lines:
             if len(jvp_lines) != 1 or jvp_lines[0].targets[0].slice.id != result:
                 raise TypeError(f"template of {prim.name}: the JVP is one line assigning t[{result}]")
-            jvp_body = [s for s in stmts if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)]
+            if not diff:   # the reverse pass would read a template with no d[...] line as a zero derivative
+                raise TypeError(f"template of {prim.name}: a JVP line needs the VJP's d[...] lines beside it")
+            jvp_body = [s for s in stmts if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)
+                        and not _reads_d(s.value)]   # temporaries of the VJP (reading d[...]) are not the JVP's
             jvp_body += jvp_lines
         elif not diff and all(isinstance(s, ast.Pass) for s in body):
             jvp_body = []     # a zero derivative: the tangent of the result is zero too
@@ -219,6 +222,11 @@ def vjp(key):
         return fn
 
     return deco
+
+
+def _reads_d(node) -> bool:
+    return any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == "d"
+               for n in ast.walk(node))
 
 
 def _is_t(node) -> bool:
@@ -244,6 +252,17 @@ def nondiff(*fns):
 
 def is_nondiff(obj) -> bool:
     return id(obj) in _NONDIFF and _NONDIFF[id(obj)] is obj
+
+
+def register_kernels(namespace):
+    """Make generated code readable again: each primitive's kernel in ``namespace`` (``K.tanh``, and the
+    Python function behind a Numba dispatcher) resolves to the primitive, so funcgrad can transform the
+    code it generated (``jvp`` of ``jvp``, ``grad`` of ``jvp``)."""
+    for name, prim in list(_BY_NAME.items()):
+        k = getattr(namespace, name, None)
+        for obj in (k, getattr(k, "py_func", None)):
+            if obj is not None and id(obj) not in _BY_KEY and callable(obj):
+                _register_key(obj, prim)
 
 
 def lookup(obj) -> Primitive | None:

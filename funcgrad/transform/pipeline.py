@@ -1,6 +1,6 @@
 """Pipeline: the order of the passes, and what a transformed function compiles to.
 
-parse -> fence -> normalize -> anf -> reverse -> emit. ``build(...)`` runs
+parse -> fence -> normalize -> anf -> reverse (or forward) -> emit. ``build(...)`` runs
 them for one call signature and returns a :class:`Built` holding the compiled
 callable and its generated source. ``FUNCGRAD_DEBUG=1`` prints the source
 between passes to stderr.
@@ -12,8 +12,10 @@ import os
 import sys
 from dataclasses import dataclass
 
+from ..ops.registry import register_kernels
 from ..tree import tree_unflatten
 from .anf import anf
+from .forward import forward
 from .emit import externals_fingerprint, module_source, render_block, write_module
 from .normalize import normalize
 from .parse import parse
@@ -22,6 +24,7 @@ from .specs import spec_kind
 from .values import Dyn, Static, Struct, map_struct
 
 STATS = {"builds": 0}
+_KERNELS_READABLE: set = set()
 
 
 def _debug(title, text):
@@ -45,6 +48,7 @@ class Built:
     line_map: dict = None     # generated line -> the user's (file, line)
     leaf_names: list = None   # the generated parameter of each argument leaf
     diff_names: list = None   # the differentiated ones
+    py_fn: object = None      # the generated Python function (funcgrad can read and transform it again)
 
 
 def _out_leaves(val, atoms, version):
@@ -125,7 +129,8 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
     """Transform ``fn`` for one signature and compile it on ``backend``.
 
     ``jit`` is "auto", "njit", "python" or "nojit" (see :func:`choose_strategy`); ``kind`` is
-    "vjp" (outputs and cotangents) or "primal" (outputs only, for ``jit``).
+    "vjp" (outputs and cotangents), "jvp" (outputs and tangents: forward mode) or "primal"
+    (outputs only, for ``jit``).
     """
     STATS["builds"] += 1
     leaf_names: list = []
@@ -144,15 +149,23 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
     if low.externals:
         header += f"\nExternal objects: {externals_fingerprint(low.externals)}"
     line_map: dict = {}
+    def src_lookup(stmt):
+        return (parsed.filename, getattr(stmt, "lineno", None))
+
     if kind == "primal":
         body = list(a.body) + [ast.Return(value=_returns(atoms))]
         src = module_source(header, [(name, params, body)], None, line_map,
                             operators=backend.operators_as_syntax)
         fname = name
+    elif kind == "jvp":
+        fw = forward(a, list(diff_leaves), atoms, src_lookup)
+        ret = ast.Return(value=ast.Tuple(elts=[_returns(atoms), ast.Tuple(elts=fw.tangents, ctx=ast.Load())],
+                                         ctx=ast.Load()))
+        fname = f"{name}_jvp"
+        primal_body = list(a.body) + [ast.Return(value=_returns(atoms))]
+        src = module_source(header, [(fname, params + fw.params, fw.body + [ret]), (name, params, primal_body)],
+                            None, line_map, operators=backend.operators_as_syntax)
     else:
-        def src_lookup(stmt):
-            return (parsed.filename, getattr(stmt, "lineno", None))
-
         adj = reverse(a, list(diff_leaves), atoms, src_lookup, param_ranks=low.ranks, param_kinds=low.kinds)
         g_params = [f"g_out{i}" for i in range(len(atoms))]
         ret = ast.Return(value=ast.Tuple(elts=[_returns(adj.outputs), ast.Tuple(elts=adj.grads, ctx=ast.Load())],
@@ -164,9 +177,14 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
                             operators=backend.operators_as_syntax)
     _debug("emit", src)
     mod = write_module(fname, src)
+    if backend not in _KERNELS_READABLE:   # generated code calls K.<name>: let funcgrad read it back
+        register_kernels(backend.namespace(True))
+        register_kernels(backend.namespace(False))
+        _KERNELS_READABLE.add(backend)
     mode = choose_strategy(jit, low.has_loops, low.opaque_calls)
     compiled = backend.compile(getattr(mod, fname), mode, low.externals)
     primal = backend.compile(getattr(mod, name), mode, low.externals) if kind != "primal" else compiled
     return Built(fn=compiled, primal_fn=primal, source=src, name=fname, params=params, captured=low.captured,
                  out_tree=low.output, out_atoms=atoms, mode=mode, static_checks=list(low.static_key),
-                 path=mod.__file__, line_map=line_map, leaf_names=leaf_names, diff_names=diff_leaves)
+                 path=mod.__file__, line_map=line_map, leaf_names=leaf_names, diff_names=diff_leaves,
+                 py_fn=backend.compile(getattr(mod, fname), "nojit", low.externals))

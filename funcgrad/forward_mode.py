@@ -1,0 +1,379 @@
+"""Forward mode: ``jvp`` (tangents pushed through the function beside its values) and ``jacfwd``.
+
+``jvp(f, primals, tangents)`` returns ``(f(*primals), J @ tangents)`` with JAX's signature
+(tuples of pytrees in and out). The generated code is ``f``'s own statements, each followed by
+its tangent (the primitives' JVP lines, :mod:`funcgrad.transform.forward`): loops stay loops and
+compile with Numba as the reverse mode's do. ``funcgrad.source`` prints it.
+"""
+from __future__ import annotations
+
+import functools
+import linecache
+
+import numpy as np
+
+from . import api as _api
+from .api import _jit_disabled, _match, _Transformed, _user_facing
+from .errors import TreeStructureError
+from .kernels.base import get_backend
+from .transform.pipeline import build
+from .transform.specs import is_float_leaf
+from .tree import tree_flatten, tree_unflatten
+
+__all__ = ["jvp", "jacfwd", "hvp", "hessian", "vjp_of_jvp", "jvp_of_jvp"]
+
+
+class _JVP(_Transformed):
+    """``f`` transformed to compute outputs and output tangents; cached per signature."""
+
+    def __init__(self, fn, mode=None, jit=True, backend=None):
+        super().__init__(fn, "jvp", 0, False, mode, jit, backend)
+
+    def _build(self, sig, force_mode=None):
+        policy = force_mode or ("nojit" if _jit_disabled() else self.policy)
+        return build(self.fn, sig, self.backend, policy, kind="jvp")
+
+    @_user_facing
+    def run(self, primals, tangents):
+        if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+            raise TypeError("jvp(f, primals, tangents): primals and tangents must be tuples (one entry per "
+                            f"argument of f); received {type(primals).__name__} and {type(tangents).__name__}")
+        if len(primals) != len(tangents):
+            raise ValueError(f"jvp: {len(primals)} primals but {len(tangents)} tangents; give one tangent per primal")
+        primals = tuple(primals)
+        self.argnums = tuple(i for i, p in enumerate(primals)
+                             if all(is_float_leaf(x) for x in tree_flatten(p)[0]) and tree_flatten(p)[0])
+        built, single, nums, flat, trees, cap, key = self._lookup(primals)
+        leaves = [x for ls in flat for x in ls if not isinstance(x, (str, type(None)))]
+        tleaves = []
+        for i in nums:
+            tl, ttd = tree_flatten(tangents[i])
+            if ttd != trees[i]:
+                raise TreeStructureError(f"jvp: the tangent of argument {i} has structure {ttd!r} but the primal "
+                                         f"has {trees[i]!r}")
+            for x, v in zip(flat[i], tl):
+                if np.shape(v) != np.shape(x):
+                    raise ValueError(f"jvp: a tangent of shape {np.shape(v)} was given for argument {i}'s value "
+                                     f"of shape {np.shape(x)}")
+                tleaves.append(_match(np.asarray(v, dtype=np.result_type(x)), x) if isinstance(x, np.ndarray)
+                               else float(v) if isinstance(x, float) else np.asarray(x).dtype.type(v))
+        built, (outs, touts) = self._invoke(built, key, "fn", (*leaves, *cap, *tleaves), len(leaves))
+        outs, touts = list(outs), list(touts)
+        touts = [_match(tv, o) if o is not None and not isinstance(o, (str, bool, int)) else tv
+                 for tv, o in zip(touts, outs)]
+        return self._outputs(built, outs), self._outputs(built, touts)
+
+
+_JVP_CACHE_ATTR = "__funcgrad_jvp__"
+
+
+def _cached(fun, mode, jit, backend):
+    per = getattr(fun, "__dict__", {}).get(_JVP_CACHE_ATTR) if hasattr(fun, "__dict__") else None
+    if per is None:
+        per = {}
+        try:
+            setattr(fun, _JVP_CACHE_ATTR, per)
+        except (AttributeError, TypeError):
+            return _JVP(fun, mode, jit, backend)
+    t = per.get((mode, jit, backend))
+    if t is None:
+        t = per[(mode, jit, backend)] = _JVP(fun, mode, jit, backend)
+    return t
+
+
+def jvp(fun, primals, tangents, *, jit=True, backend=None, mode=None):
+    """``(fun(*primals), J(primals) @ tangents)``: the Jacobian-vector product in one forward sweep.
+
+    ``primals`` and ``tangents`` are tuples with one entry (a pytree) per argument; each tangent has its
+    primal's structure and shapes. Arguments that hold non-float leaves (ints, strings) are constants.
+    """
+    return _cached(fun, mode, jit, get_backend(backend)).run(primals, tangents)
+
+
+def jacfwd(fun, argnums=0, *, jit=True, backend=None, mode=None):
+    """The Jacobian by forward mode: one ``jvp`` per input element; shape ``out.shape + in.shape``."""
+    @_user_facing
+    def jac(*args):
+        single = isinstance(argnums, int)
+        nums = (argnums,) if single else tuple(argnums)
+        res = []
+        for i in nums:
+            x = np.asarray(args[i], dtype=np.result_type(args[i], np.float64))
+            cols = []
+            for k in range(max(x.size, 1)):
+                e = np.zeros(x.size)
+                e[k] = 1.0
+                tans = tuple(np.reshape(e, x.shape) if j == i else
+                             tree_unflatten(tree_flatten(a)[1], [np.zeros_like(np.asarray(v, dtype=float)) if
+                                                                 np.ndim(v) else 0.0 for v in tree_flatten(a)[0]])
+                             for j, a in enumerate(args))
+                prim = tuple(x if j == i and isinstance(args[i], np.ndarray) else
+                             (float(x) if j == i else a) for j, a in enumerate(args))
+                if j_is_scalar(args[i]):
+                    tans = tuple(float(e[0]) if j == i else t for j, t in enumerate(tans))
+                _, t = jvp(fun, prim, tans, jit=jit, backend=backend, mode=mode)
+                cols.append(np.asarray(t, dtype=float))
+            y = cols[0]
+            J = np.stack(cols, axis=-1).reshape(np.shape(y) + x.shape)
+            res.append(J)
+        return res[0] if single else tuple(res)
+    return jac
+
+
+def j_is_scalar(a):
+    return not isinstance(a, np.ndarray)
+
+
+# ----------------------------------------------------------------------------- second order
+# funcgrad reads the code it generated like any other Python: the reverse pass applied to the forward
+# pass's output gives Hessian-vector products (reverse over forward), the forward pass applied to it
+# again gives second directional derivatives, and grad of grad is grad of a jvp.
+_COUNTER = [0]
+
+
+def _wrapper(label, params, body_lines, scope):
+    """A real Python function (with source funcgrad can read) built from lines of code."""
+    _COUNTER[0] += 1
+    name = "_" + "".join(c if c.isalnum() or c == "_" else "_" for c in label) + f"_{_COUNTER[0]}"
+    src = f"def {name}({', '.join(params)}):\n" + "".join(f"    {ln}\n" for ln in body_lines)
+    filename = f"<funcgrad {label} wrapper {_COUNTER[0]}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    ns = dict(scope)
+    ns["np"] = np
+    exec(compile(src, filename, "exec"), ns)
+    return ns[name]
+
+
+def _jvp_built(fun, primals, mode, jit, backend):
+    t = _cached(fun, mode, jit, get_backend(backend))
+    t.argnums = tuple(i for i, p in enumerate(primals)
+                      if all(is_float_leaf(x) for x in tree_flatten(p)[0]) and tree_flatten(p)[0])
+    built, single, nums, flat, trees, cap, key = t._lookup(tuple(primals))
+    return t, built, nums, flat, trees, cap, key
+
+
+class _SecondOrder:
+    """Per (function, signature): the generated jvp as Python, and transforms of it, built once."""
+
+    def __init__(self, fun, primals, mode, jit, backend):
+        self.t, self.built, self.nums, self.flat, self.trees, cap, key = _jvp_built(fun, primals, mode, jit, backend)
+        leaves = [x for ls in self.flat for x in ls if not isinstance(x, (str, type(None)))]
+        self.n = len(leaves)
+        self.diff_pos = []
+        pos = 0
+        for i, ls in enumerate(self.flat):
+            for x in ls:
+                if isinstance(x, (str, type(None))):
+                    continue
+                if i in self.nums:
+                    self.diff_pos.append(pos)
+                pos += 1
+        self.n_tan = len(self.diff_pos)
+        self.n_out = len(self.built.out_atoms)
+        xs = [f"x{i}" for i in range(self.n)]
+        ts = [f"t{i}" for i in range(self.n_tan)]
+        caps = [f"_cap{i}" for i in range(len(cap))]
+        self.scope = {"_jvpfn": self.built.py_fn}
+        self.scope.update({c: v for c, v in zip(caps, cap)})
+        self.call = f"_jvpfn({', '.join(xs + caps + ts)})"
+        self.xs, self.ts = xs, ts
+        self._rof = {}
+        self._fof = None
+
+    def leaves(self, primals):
+        return [x for a in primals for x in tree_flatten(a)[0] if not isinstance(x, (str, type(None)))]
+
+    def rev_over_fwd(self, outs_used, mode, jit):
+        """grad of ``sum_k <c_k, tangent_k>`` w.r.t. the primal leaves and the tangents."""
+        key = (tuple(outs_used), mode, jit)
+        if key not in self._rof:
+            cs = [f"c{k}" for k in outs_used]
+            terms = " + ".join(f"np.sum(_r[1][{k}] * c{k})" for k in outs_used) or "0.0"
+            w = _wrapper("vjp_of_jvp", self.xs + self.ts + cs, [f"_r = {self.call}", f"return {terms}"], self.scope)
+            self._rof[key] = _api.grad(w, argnums=tuple(self.diff_pos) + tuple(range(self.n, self.n + self.n_tan)),
+                                   jit=jit, mode=mode)
+        return self._rof[key]
+
+    def fwd_over_fwd(self, mode, jit):
+        if self._fof is None:
+            outs = ", ".join(f"_r[1][{k}]" for k in range(self.n_out))
+            self._fof = _wrapper("jvp_of_jvp", self.xs + self.ts, [f"_r = {self.call}", f"return ({outs},)"],
+                                 self.scope)
+        return self._fof
+
+
+def _so(fun, primals, mode, jit, backend):
+    """The cached :class:`_SecondOrder` of ``fun`` at the signature of ``primals``."""
+    t = _cached(fun, mode, jit, get_backend(backend))
+    t.argnums = tuple(i for i, p in enumerate(primals)
+                      if all(is_float_leaf(x) for x in tree_flatten(p)[0]) and tree_flatten(p)[0])
+    key = t._prepare(tuple(primals))[-1]
+    store = t.__dict__.setdefault("_second_order", {})
+    so = store.get(key)
+    if so is None:
+        so = store[key] = _SecondOrder(fun, primals, mode, jit, backend)
+    return so
+
+
+def _tangent_leaves(so, tangents):
+    out = []
+    for i in so.nums:
+        out.extend(np.asarray(v, dtype=float) if np.ndim(v) else float(v) for v in tree_flatten(tangents[i])[0])
+    return out
+
+
+@_user_facing
+def vjp_of_jvp(fun, primals, tangents, cotangents, *, jit=True, backend=None, mode=None):
+    """``(d/dprimals <c, J(x) v>, J(x)^T c)`` for output cotangents ``c`` (one per output leaf), by the
+    reverse pass over the generated forward pass. With a scalar ``fun`` and ``c = 1`` the first is the
+    Hessian-vector product ``H v``."""
+    so = _so(fun, primals, mode, jit, backend)
+    cts = [c for c in cotangents]
+    g = so.rev_over_fwd(list(range(len(cts))), mode, jit)(*so.leaves(primals), *_tangent_leaves(so, tangents), *cts)
+    g = list(g)
+    dx, dt = g[:len(so.diff_pos)], g[len(so.diff_pos):]
+    return _unflatten(so, dx), _unflatten(so, dt)
+
+
+def _unflatten(so, leaves):
+    res, k = [], 0
+    for i in so.nums:
+        n = len(tree_flatten(tree_unflatten(so.trees[i], [0] * so.trees[i].num_leaves))[0])
+        res.append(tree_unflatten(so.trees[i], leaves[k:k + n]))
+        k += n
+    return tuple(res)
+
+
+@_user_facing
+def hvp(fun, primals, tangents, *, jit=True, backend=None, mode=None):
+    """The Hessian-vector product of a scalar function: ``H(primals) @ tangents``, one per primal, without
+    forming the Hessian (reverse mode over forward mode)."""
+    hx, _ = vjp_of_jvp(fun, primals, tangents, [1.0], jit=jit, backend=backend, mode=mode)
+    return hx if len(hx) != 1 else hx[0]
+
+
+def hessian(fun, argnums=0, *, jit=True, backend=None, mode=None):
+    """The Hessian of a scalar function, one Hessian-vector product per input element; shape
+    ``x.shape + x.shape``."""
+    @_user_facing
+    def hess(*args):
+        x = args[argnums]
+        xa = np.asarray(x, dtype=float)
+        cols = []
+        for k in range(max(xa.size, 1)):
+            e = np.zeros(xa.size)
+            e[k] = 1.0
+            tans = tuple((e.reshape(xa.shape) if isinstance(x, np.ndarray) else float(e[0])) if j == argnums else
+                         tree_unflatten(tree_flatten(a)[1], [np.zeros(np.shape(v)) if np.ndim(v) else 0.0
+                                                             for v in tree_flatten(a)[0]])
+                         for j, a in enumerate(args))
+            h = hvp(fun, args, tans, jit=jit, backend=backend, mode=mode)
+            h = h[argnums] if isinstance(h, tuple) else h
+            cols.append(np.asarray(h, dtype=float).reshape(-1))
+        return np.stack(cols, axis=-1).reshape(xa.shape + xa.shape)
+    return hess
+
+
+@_user_facing
+def jvp_of_jvp(fun, primals, tangents, dprimals, dtangents, *, jit=True, backend=None, mode=None):
+    """The forward pass over the forward pass: the derivative of ``(x, v) -> J(x) v`` along ``(dx, dv)``,
+    i.e. ``f''(x)[v, dx] + J(x) dv``."""
+    so = _so(fun, primals, mode, jit, backend)
+    w = so.fwd_over_fwd(mode, jit)
+    xl = so.leaves(primals)
+    dxl = [0.0 if not is_float_leaf(x) else v for x, v in zip(xl, so.leaves(dprimals))]
+    args = (*xl, *_tangent_leaves(so, tangents))
+    dargs = (*dxl, *_tangent_leaves(so, dtangents))
+    y, ty = jvp(w, args, dargs, jit=jit, backend=backend, mode=mode)
+    return y, ty
+
+
+# ----------------------------------------------------------------------------- grad of grad
+def _scalar_jvp_function(f, argnum, args, mode, jit, backend):
+    """A Python function (with source) equal to ``grad(f, argnum)`` at the signature of ``args``, for a
+    scalar argument ``argnum``: the generated jvp of ``f`` with tangent 1 on that argument."""
+    x = args[argnum]
+    leaves_a = tree_flatten(x)[0]
+    if len(leaves_a) != 1 or np.size(leaves_a[0]) != 1:
+        raise TypeError(f"grad of grad: the inner gradient is taken with respect to argument {argnum}, which is "
+                        f"{'an array of shape ' + str(np.shape(leaves_a[0])) if len(leaves_a) == 1 else 'a pytree'}"
+                        "; an outer grad needs a scalar function. Use funcgrad.hessian or funcgrad.hvp for arrays.")
+    so = _so(f, args, mode, jit, backend)
+    store = so.__dict__.setdefault("_grad_fns", {})
+    if argnum in store:
+        return store[argnum]
+    tans = []
+    pos = 0
+    for i in so.nums:
+        for v in tree_flatten(args[i])[0]:
+            p = so.diff_pos[pos]
+            if i == argnum:
+                tans.append("1.0" if not isinstance(v, np.ndarray) else f"np.ones(x{p}.shape)")
+            else:
+                tans.append("0.0" if not isinstance(v, np.ndarray) else f"np.zeros(x{p}.shape)")
+            pos += 1
+    call = so.call
+    for tname_, lit in zip(so.ts, tans):
+        call = call.replace(f", {tname_}", f", {lit}").replace(f"({tname_}", f"({lit}")
+    out = "_r[1][0]"
+    w = _wrapper(f"grad_{getattr(f, '__name__', 'f')}", so.xs, [f"_r = {call}", f"return {out}"], so.scope)
+    store[argnum] = w
+    return w
+
+
+class _GradOfGrad:
+    """``grad`` of a function returned by ``grad``: at each signature, the inner gradient is a generated
+    Python function (the jvp of the inner function along its scalar argument), and this is ``grad`` of that."""
+
+    def __init__(self, inner, argnums, has_aux, jit, backend, mode, return_value):
+        if has_aux:
+            raise TypeError("grad of grad with has_aux=True is not supported")
+        self.inner, self.argnums, self.return_value = inner, argnums, return_value
+        self.jit, self.backend, self.mode = jit, backend, mode
+        self._outer: dict = {}
+        functools.update_wrapper(self, getattr(inner, "fn", inner), updated=())
+
+    def _base(self, args):
+        """(a Python function f, argnum) with ``self.inner == grad(f, argnum)`` at these arguments."""
+        inner = self.inner
+        if isinstance(inner, _GradOfGrad):
+            return inner._as_function(args), inner.argnums
+        if inner.has_aux or not isinstance(inner.argnums, int):
+            raise TypeError("grad of grad: the inner grad must have one integer argnums and no aux")
+        if inner.return_value:
+            raise TypeError("grad of value_and_grad: differentiate a function returning a scalar (use grad inside)")
+        return inner.fn, inner.argnums
+
+    def _as_function(self, args):
+        f, a = self._base(args)
+        return _scalar_jvp_function(f, a, args, self.mode, self.jit, self.backend)
+
+    @_user_facing
+    def __call__(self, *args):
+        w = self._as_function(args)
+        g = self._outer.get(id(w))
+        if g is None:
+            g = self._outer[id(w)] = (w, _api._ValueAndGrad(w, self.argnums, False, self.mode, self.jit, self.backend,
+                                                       return_value=self.return_value))
+        return g[1](*args)
+
+
+def _nested(fun, argnums, has_aux, jit, backend, mode, return_value):
+    return _GradOfGrad(fun, argnums, has_aux, jit, backend, mode, return_value)
+
+
+_api._NESTED[0] = (_GradOfGrad, _nested)
+
+
+def source(fun, *example_args, forward=False):
+    """The generated source of a transformed function (see :func:`funcgrad.api.source`); with
+    ``forward=True``, of the forward-mode (jvp) code of plain function ``fun`` at ``example_args``."""
+    if not forward:
+        return _api.source(fun, *example_args)
+    if not example_args:
+        raise ValueError("funcgrad.source(f, *args, forward=True) needs example arguments to specialize on")
+    t = _cached(fun, None, True, get_backend(None))
+    t.argnums = tuple(i for i, p in enumerate(example_args)
+                      if all(is_float_leaf(x) for x in tree_flatten(p)[0]) and tree_flatten(p)[0])
+    built = t._lookup(tuple(example_args))[0]
+    return built.source

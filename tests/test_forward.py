@@ -1,0 +1,85 @@
+"""Forward mode: ``jvp`` against central differences, for every primitive and for real programs.
+
+Every primitive with a JVP line (registry-driven, as tests/test_primitives.py does for VJPs), and
+the loop/branch catalogue of tests/fixtures/loop_programs.py, in Python mode and compiled whole
+(njit), compared with ``(f(x + eps v) - f(x - eps v)) / (2 eps)`` along random tangents.
+"""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import funcgrad
+from funcgrad.ops.registry import registry
+from funcgrad.testing import primitive_function
+from fixtures.loop_programs import CATALOGUE
+
+REG = registry()
+WITH_JVP = sorted(n for n, p in REG.items() if p.sample is not None and p.template is not None
+                  and p.template.jvp_body is not None)
+CORE = {n for n, p in REG.items() if p.impl.__module__ in ("funcgrad.ops.core", "funcgrad.ops.tangents")}
+
+
+def _tangent(x, rng):
+    return rng.standard_normal(np.shape(x)) if isinstance(x, np.ndarray) else float(rng.standard_normal())
+
+
+def _fd(f, args, nums, tans, eps=1e-6):
+    plus = list(args)
+    minus = list(args)
+    for i, v in zip(nums, tans):
+        plus[i] = args[i] + eps * v
+        minus[i] = args[i] - eps * v
+    return (np.asarray(f(*plus), dtype=float) - np.asarray(f(*minus), dtype=float)) / (2 * eps)
+
+
+def _check(f, args, nums, mode, seed=0, rtol=1e-5, atol=1e-6):
+    rng = np.random.default_rng(seed)
+    tans = [_tangent(args[i], rng) for i in nums]
+    full = [(_tangent(a, rng) * 0 if isinstance(a, (float, np.ndarray)) and np.asarray(a).dtype.kind == "f" else None)
+            for a in args]
+    for i, v in zip(nums, tans):
+        full[i] = v
+    primals = tuple(args)
+    tangents = tuple(full[i] if full[i] is not None else 0 for i in range(len(args)))
+    y, ty = funcgrad.jvp(f, primals, tangents, mode=mode)
+    np.testing.assert_allclose(np.asarray(y, dtype=float), np.asarray(f(*args), dtype=float), rtol=1e-12, atol=1e-12)
+    assert np.shape(ty) == np.shape(y)
+    np.testing.assert_allclose(np.asarray(ty, dtype=float), _fd(f, args, nums, tans), rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("name", WITH_JVP)
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_jvp_of_every_primitive(name, data):
+    prim = REG[name]
+    args, kwargs = data.draw(st.composite(lambda draw: prim.sample(draw, np.float64))())
+    f, values, diff = primitive_function(prim, args, kwargs)
+    if not diff:
+        return
+    _check(f, values, diff, "python", seed=data.draw(st.integers(0, 2**31 - 1)))
+
+
+@pytest.mark.parametrize("name", sorted(set(WITH_JVP) & CORE))
+@settings(max_examples=1, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(data=st.data())
+def test_jvp_compiled_equals_python(name, data):
+    prim = REG[name]
+    args, kwargs = data.draw(st.composite(lambda draw: prim.sample(draw, np.float64))())
+    args = tuple(float(a) if isinstance(a, np.ndarray) and a.ndim == 0 and a.dtype.kind == "f" else a for a in args)
+    f, values, diff = primitive_function(prim, args, kwargs)
+    if not diff:
+        return
+    rng = np.random.default_rng(0)
+    tangents = tuple(_tangent(v, rng) if i in diff else (np.zeros_like(v) if isinstance(v, np.ndarray) and
+                                                         v.dtype.kind == "f" else 0.0) for i, v in enumerate(values))
+    y_py, t_py = funcgrad.jvp(f, tuple(values), tangents, jit=False)
+    y_nb, t_nb = funcgrad.jvp(f, tuple(values), tangents, mode="njit")
+    np.testing.assert_allclose(np.asarray(y_nb, dtype=float), np.asarray(y_py, dtype=float), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(t_nb, dtype=float), np.asarray(t_py, dtype=float), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["python", "auto"])
+@pytest.mark.parametrize("case", CATALOGUE, ids=[c[0].__name__ for c in CATALOGUE])
+def test_jvp_of_loop_programs(case, mode):
+    f, args, nums = case
+    _check(f, args, (nums,) if isinstance(nums, int) else nums, mode)
