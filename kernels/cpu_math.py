@@ -228,7 +228,7 @@ def _moved_rows(x, axes):
 
 
 # ----------------------------------------------------------------------------- statistics
-def dof_scale(x, axis=None, ddof=0):
+def dof_scale(x, axis=None, ddof=0, keepdims=False):
     """``1 / (n - ddof)`` for the ``n`` elements each output of a reduction over ``axis`` combines (inf when
     ``n <= ddof``, where NumPy's var is nan or inf)."""
     d = reduced_count(x, axis) - ddof
@@ -236,12 +236,12 @@ def dof_scale(x, axis=None, ddof=0):
 
 
 @overload(dof_scale, prefer_literal=True)
-def _dof_scale_ov(x, axis=None, ddof=0):
+def _dof_scale_ov(x, axis=None, ddof=0, keepdims=False):
     if _is_scalar_type(x):
-        return lambda x, axis=None, ddof=0: 1.0 / (1 - ddof) if 1 - ddof > 0 else np.inf
+        return lambda x, axis=None, ddof=0, keepdims=False: 1.0 / (1 - ddof) if 1 - ddof > 0 else np.inf
     axes = _norm_axes(_literal(axis, "axis"), x.ndim)
     n = " * ".join(f"x.shape[{a}]" for a in axes) or "1"
-    return _compile(f"def impl(x, axis=None, ddof=0):\n    d = {n} - ddof\n"
+    return _compile(f"def impl(x, axis=None, ddof=0, keepdims=False):\n    d = {n} - ddof\n"
                     "    return 1.0 / d if d > 0 else np.inf\n", "impl")
 
 

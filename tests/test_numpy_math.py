@@ -684,3 +684,50 @@ def test_kernels_keep_the_dtype(dtype):
     for name in ("var", "std", "ptp", "nansum", "nanmean", "median", "average", "cumsum", "cumprod", "sort"):
         assert getattr(K, name)(x, axis=0).dtype == getattr(np, name)(x, axis=0).dtype, name
     assert K.diff(x, 1, 0).dtype == dtype and K.cumsum_t(x, x, 1).dtype == dtype
+
+
+# ----------------------------------------------------------------------------- forward mode and Hessians
+def h_elementwise(x):
+    return np.sum(np.arcsinh(x) * np.exp2(x) + np.log2(x * x + 1) + np.sinc(x) + np.cbrt(x * x + 1)
+                  + np.hypot(x, 1.3) + np.arctan2(x, 0.7) + np.logaddexp(x, 0.2) + np.logaddexp2(x, -x)
+                  + np.deg2rad(x) * np.rad2deg(x) + np.fabs(x) ** 3 + np.arctanh(x / 3) + np.arccosh(x * x + 1.5)
+                  + np.log10(x * x + 1) + np.fmax(x, 0.05) ** 2 + np.fmin(x * x, 0.3 * x) + x ** 3.0)
+
+
+def h_mod(x):
+    return np.sum((x % 0.7) ** 2 + np.fmod(x, 0.9) ** 3 + np.remainder(1.3, x + 3) * x + np.nan_to_num(x) ** 2)
+
+
+def h_stats(x):
+    return (np.var(x, ddof=1) ** 2 + np.std(x) * np.ptp(x) + np.median(x) ** 2 + np.average(x, weights=x * x + 1)
+            + np.nanmean(x ** 2) * np.nansum(x) + np.prod(x) + np.max(x) ** 2 + np.mean(x) ** 3)
+
+
+def h_scans(x):
+    return (np.sum(np.cumsum(x) ** 2) + np.sum(np.cumprod(x) ** 2) + np.sum(np.diff(x, 2) ** 3)
+            + np.sum(np.sort(x) * np.arange(5.0)) ** 2 + np.sum(np.partition(x, 2)[:2] ** 2))
+
+
+XH = np.array([0.35, -0.55, 0.85, 0.15, -1.2])   # distinct, away from the jumps of % 0.7 and fmod 0.9
+VH = np.array([1.0, 0.5, -2.0, 0.25, 0.7])
+
+
+def _fd_hessian(f, x, eps=1e-5):
+    g = funcgrad.grad(f, mode="python")
+    return np.stack([(g(x + eps * e) - g(x - eps * e)) / (2 * eps) for e in np.eye(x.size)], axis=-1)
+
+
+@pytest.mark.parametrize("mode", ["python", "auto"])
+@pytest.mark.parametrize("f", [h_elementwise, h_mod, h_stats, h_scans])
+def test_hessians(f, mode):
+    from funcgrad.forward_mode import hessian
+    np.testing.assert_allclose(hessian(f, mode=mode)(XH), _fd_hessian(f, XH), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("f", [h_elementwise, h_mod, h_stats, h_scans])
+def test_forward_mode(f, mode):
+    out, tan = funcgrad.jvp(f, (XH,), (VH,), **MODES[mode])
+    eps = 1e-6
+    assert out == pytest.approx(f(XH), rel=1e-12)
+    assert tan == pytest.approx((f(XH + eps * VH) - f(XH - eps * VH)) / (2 * eps), rel=1e-6, abs=1e-7)

@@ -229,10 +229,17 @@ def _sample_var(draw, dt, st, array, shapes):
     return (array(draw, shape, dt),), {"axis": axis, "ddof": ddof, "keepdims": keepdims}
 
 
+@defvjp(None, sample=S.custom(_sample_var))
+def dof_scale(y, x, axis=None, ddof=0, keepdims=False):
+    """``1 / (n - ddof)`` for the ``n`` elements each output of a reduction over ``axis`` combines (inf when
+    ``n <= ddof``): reads only the shape of x."""
+    pass
+
+
 @defvjp(np.var, sample=S.custom(_sample_var))
 def var(y, x, axis=None, ddof=0, keepdims=False):
     dev = x - np.mean(x, axis=axis, keepdims=True)
-    s = K.dof_scale(x, axis, ddof)
+    s = dof_scale(x, axis, ddof)
     d[x] = unreduce(d[y], x, axis, keepdims) * dev * (2 * s)
     t[y] = np.sum(t[x] * dev, axis=axis, keepdims=keepdims) * (2 * s)
 
@@ -241,7 +248,7 @@ def var(y, x, axis=None, ddof=0, keepdims=False):
 def std(y, x, axis=None, ddof=0, keepdims=False):
     """Where the spread is zero (a constant group) the derivative is zero (the subgradient)."""
     dev = x - np.mean(x, axis=axis, keepdims=True)
-    s = K.dof_scale(x, axis, ddof)
+    s = dof_scale(x, axis, ddof)
     d[x] = unreduce(d[y] / (y + (y == 0)), x, axis, keepdims) * dev * s
     t[y] = np.sum(t[x] * dev, axis=axis, keepdims=keepdims) * s / (y + (y == 0))
 
@@ -495,4 +502,4 @@ def permute_like(r, h, x, y, axis=-1):
 
 
 # shape-only kernel helpers the templates call: a differentiated value flowing in contributes nothing
-nondiff(K.reduced_count, K.dof_scale)
+nondiff(K.reduced_count)
