@@ -2,19 +2,18 @@
 
 Owns the compute behind the primitives of :mod:`funcgrad.ops.numpy_math` and the
 cotangent helpers their VJP templates call (``cumsum_t``, ``diff_t``,
-``unpermute``...). Re-exported by :mod:`funcgrad.kernels.cpu` (imported through it:
-it reads that module's helpers).
+``unpermute``...). Re-exported by :mod:`funcgrad.kernels.cpu`.
 
 Guarantee: every name in ``__all__`` is callable from plain Python on NumPy
 arrays and scalars with NumPy's own results (the Python side *is* NumPy where
 NumPy has the function), and from inside ``@njit`` code with the same values:
 
 * NumPy's ufuncs that nopython mode supports are used directly (``arcsinh = np.arcsinh``);
-* statistics with ``axis``/``keepdims`` (``var``, ``median``, ``nanmean``...) get an
-  ``overload`` generated per (rank, axis, keepdims) at typing time, over the
-  reductions of :mod:`funcgrad.kernels.cpu` (``axis`` arrives as a constant);
-* operations along an axis (scans, ``diff``, ``sort``) move the axis last, view the
-  array as rows and run an ``@njit`` row kernel (:func:`_rows_impl`);
+* statistics with ``axis``/``keepdims`` (``var``, ``median``, ``nanmean``...) and
+  operations along an axis (scans, ``diff``, ``sort``) get an ``overload``
+  generated per (rank, axis, keepdims) at typing time (``axis`` arrives as a
+  constant): the axes move last, the array is viewed as rows and an ``@njit``
+  row kernel runs (:func:`_rows_impl`);
 * ``partition`` runs NumPy's own through ``numba.objmode`` (NumPy's introselect
   arrangement is part of the result; Numba's differs).
 
@@ -32,8 +31,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .cpu import (_compile, _is_scalar_type, _literal, _norm_axes, max as _kmax, mean as _kmean,
-                  min as _kmin, reduced_count, sum as _ksum)
+from .cpu_util import _compile, _is_scalar_type, _literal, _norm_axes
 
 __all__ = [
     # elementwise (NumPy's ufuncs)
@@ -177,20 +175,23 @@ def _perm(ndim, axes):
     return kept, perm, inv
 
 
-def _rows_impl(sig, arrays, ndim, axes, call, out, keepdims=False, env=None):
+def _rows_impl(sig, arrays, ndim, axes, call, out, keepdims=False, env=None, pre=(), floats=()):
     """Nopython source: each of ``arrays`` (same rank) with ``axes`` moved last and viewed as rows
     ``<a>2`` of shape (m, n); ``call`` (an expression over them) computes the rows of the result.
 
     ``out`` is ``"rows"`` (one axis: the result's rows may have a new length; several axes: the
-    same shape) or ``"reduce"`` (``call`` gives one value per row; ``keepdims`` as NumPy's).
+    same shape) or ``"reduce"`` (``call`` gives one value per row; ``keepdims`` as NumPy's). The arrays
+    named in ``floats`` are converted to float64 first (statistics of integers are floats).
     """
     kept, perm, inv = _perm(ndim, axes)
     nk = len(kept)
     first = arrays[0]
-    lines = [f"def impl({sig}):", "    m = " + (" * ".join(f"{first}.shape[{k}]" for k in kept) or "1")]
+    lines = [f"def impl({sig}):"] + [f"    {p}" for p in pre]
+    lines.append("    m = " + (" * ".join(f"{first}.shape[{k}]" for k in kept) or "1"))
     for a in arrays:
         n = " * ".join(f"{a}.shape[{k}]" for k in axes) or "1"
-        lines.append(f"    {a}2 = np.ascontiguousarray(np.transpose({a}, {perm})).reshape((m, {n}))")
+        cast = ".astype(np.float64)" if a in floats else ""
+        lines.append(f"    {a}2 = np.ascontiguousarray(np.transpose({a}, {perm})){cast}.reshape((m, {n}))")
     lines.append(f"    r2 = {call}")
     if out == "reduce":
         if keepdims:
@@ -228,10 +229,18 @@ def _moved_rows(x, axes):
 
 
 # ----------------------------------------------------------------------------- statistics
+def _count(x, axis):
+    sh = np.shape(x)
+    n = 1
+    for a in _norm_axes(axis, len(sh)):
+        n *= sh[a]
+    return n
+
+
 def dof_scale(x, axis=None, ddof=0, keepdims=False):
     """``1 / (n - ddof)`` for the ``n`` elements each output of a reduction over ``axis`` combines (inf when
-    ``n <= ddof``, where NumPy's var is nan or inf)."""
-    d = reduced_count(x, axis) - ddof
+    ``n <= ddof``, where NumPy's var is nan or inf). ``keepdims`` is var's, unused."""
+    d = _count(x, axis) - ddof
     return 1.0 / d if d > 0 else np.inf
 
 
@@ -253,55 +262,8 @@ def std(x, axis=None, ddof=0, keepdims=False):
     return np.std(x, axis=axis, ddof=ddof, keepdims=keepdims)
 
 
-def _stat_src(name, x, axis, keepdims, body, sig, env):
-    """An overload over ``x``: ``body`` (source lines) with AX, KD and N (the reduced count) filled in."""
-    ax = _literal(axis, f"{name}(axis=...)")
-    kd = bool(_literal(keepdims, f"{name}(keepdims=...)"))
-    axes = _norm_axes(ax, x.ndim)
-    n = " * ".join(f"x.shape[{a}]" for a in axes) or "1"
-    scalar_out = not kd and len(axes) == x.ndim
-    src = f"def impl({sig}):\n" + body.format(AX=repr(ax), KD=kd, N=n)
-    return _compile(src, "impl", env), scalar_out
-
-
-_STAT_ENV = {"sum_k": _ksum, "mean_k": _kmean, "max_k": _kmax, "min_k": _kmin}
-
-
-@overload(var, prefer_literal=True)
-def _var_ov(x, axis=None, ddof=0, keepdims=False):
-    if _is_scalar_type(x):
-        return lambda x, axis=None, ddof=0, keepdims=False: 0.0 * x if 1 - ddof > 0 else np.nan
-    if not isinstance(x, types.Array):
-        return None
-    body = ("    dev = x - mean_k(x, {AX}, True)\n"
-            "    r = sum_k(dev * dev, {AX}, {KD})\n"
-            "    d = {N} - ddof\n"
-            "    return r / d if d > 0 else r * np.inf\n")
-    return _stat_src("var", x, axis, keepdims, body, "x, axis=None, ddof=0, keepdims=False", _STAT_ENV)[0]
-
-
-@overload(std, prefer_literal=True)
-def _std_ov(x, axis=None, ddof=0, keepdims=False):
-    if _is_scalar_type(x):
-        return lambda x, axis=None, ddof=0, keepdims=False: 0.0 * x if 1 - ddof > 0 else np.nan
-    if not isinstance(x, types.Array):
-        return None
-    body = "    return np.sqrt(var_k(x, {AX}, ddof, {KD}))\n"
-    return _stat_src("std", x, axis, keepdims, body, "x, axis=None, ddof=0, keepdims=False", {"var_k": var})[0]
-
-
 def ptp(x, axis=None, keepdims=False):
     return np.ptp(x, axis=axis, keepdims=keepdims)
-
-
-@overload(ptp, prefer_literal=True)
-def _ptp_ov(x, axis=None, keepdims=False):
-    if _is_scalar_type(x):
-        return lambda x, axis=None, keepdims=False: x - x
-    if not isinstance(x, types.Array):
-        return None
-    body = "    return max_k(x, {AX}, {KD}) - min_k(x, {AX}, {KD})\n"
-    return _stat_src("ptp", x, axis, keepdims, body, "x, axis=None, keepdims=False", _STAT_ENV)[0]
 
 
 def nansum(x, axis=None, keepdims=False):
@@ -312,32 +274,166 @@ def nanmean(x, axis=None, keepdims=False):
     return np.nanmean(x, axis=axis, keepdims=keepdims)
 
 
-@overload(nansum, prefer_literal=True)
-def _nansum_ov(x, axis=None, keepdims=False):
-    if _is_scalar_type(x):
-        return lambda x, axis=None, keepdims=False: 0.0 * x if x != x else x
+# one value per row of x2 (m, n): the groups a reduction over some axes combines
+@njit(cache=True)
+def _rows_var(x2, ddof):
+    m, n = x2.shape
+    out = np.empty(m, x2.dtype)
+    d = n - ddof
+    for i in range(m):
+        s = 0.0
+        for j in range(n):
+            s += x2[i, j]
+        mu = s / n
+        q = 0.0
+        for j in range(n):
+            q += (x2[i, j] - mu) * (x2[i, j] - mu)
+        out[i] = q / d if d > 0 else q * np.inf
+    return out
+
+
+@njit(cache=True)
+def _rows_std(x2, ddof):
+    return np.sqrt(_rows_var(x2, ddof))
+
+
+@njit(cache=True)
+def _rows_ptp(x2):
+    m, n = x2.shape
+    out = np.empty(m, x2.dtype)
+    for i in range(m):
+        hi = x2[i, 0]
+        lo = x2[i, 0]
+        for j in range(1, n):
+            v = x2[i, j]
+            if v != v or hi != hi:
+                hi = v if v != v else hi
+                lo = hi
+            elif v > hi:
+                hi = v
+            elif v < lo:
+                lo = v
+        out[i] = hi - lo
+    return out
+
+
+@njit(cache=True)
+def _rows_nansum(x2):
+    m, n = x2.shape
+    out = np.empty(m, x2.dtype)
+    for i in range(m):
+        s = 0.0
+        for j in range(n):
+            if x2[i, j] == x2[i, j]:
+                s += x2[i, j]
+        out[i] = s
+    return out
+
+
+@njit(cache=True)
+def _rows_nanmean(x2):
+    m, n = x2.shape
+    out = np.empty(m, x2.dtype)
+    for i in range(m):
+        s = 0.0
+        c = 0
+        for j in range(n):
+            if x2[i, j] == x2[i, j]:
+                s += x2[i, j]
+                c += 1
+        out[i] = s / c if c else np.nan
+    return out
+
+
+@njit(cache=True)
+def _rows_mean(x2):
+    m, n = x2.shape
+    out = np.empty(m, x2.dtype)
+    for i in range(m):
+        s = 0.0
+        for j in range(n):
+            s += x2[i, j]
+        out[i] = s / n
+    return out
+
+
+@njit(cache=True)
+def _rows_sum(x2):
+    m, n = x2.shape
+    out = np.empty(m, x2.dtype)
+    for i in range(m):
+        s = 0.0
+        for j in range(n):
+            s += x2[i, j]
+        out[i] = s
+    return out
+
+
+@njit(cache=True)
+def _rows_wmean(a2, w2):
+    m, n = a2.shape
+    out = np.empty(m, a2.dtype)
+    for i in range(m):
+        s = 0.0
+        sw = 0.0
+        for j in range(n):
+            s += a2[i, j] * w2[i, j]
+            sw += w2[i, j]
+        out[i] = s / sw
+    return out
+
+
+def _reduce_src(name, rows, x, axis, keepdims, sig, args=""):
+    """An overload's implementation of a statistic of ``x`` over ``axis``: the row kernel ``rows`` per group."""
+    if _is_scalar_type(x):   # one group of one element
+        return _compile(f"def impl({sig}):\n    return rows(np.full((1, 1), np.float64(x)){args})[0]\n", "impl",
+                        {"rows": rows})
     if not isinstance(x, types.Array):
         return None
-    body = ("    xz = np.where(np.isnan(x), 0.0, x).astype(x.dtype)\n"
-            "    return sum_k(xz, {AX}, {KD})\n")
-    return _stat_src("nansum", x, axis, keepdims, body, "x, axis=None, keepdims=False", _STAT_ENV)[0]
+    axes = _norm_axes(_literal(axis, f"{name}(axis=...)"), x.ndim)
+    kd = bool(_literal(keepdims, f"{name}(keepdims=...)"))
+    return _rows_impl(sig, ["x"], x.ndim, axes, f"rows(x2{args})", "reduce", kd, {"rows": rows},
+                      floats=_not_float(x, "x"))
+
+
+def _not_float(t, name):
+    """``(name,)`` when the numba array type ``t`` holds integers or booleans (their statistics are floats)."""
+    return () if isinstance(t.dtype, types.Float) else (name,)
+
+
+@overload(var, prefer_literal=True)
+def _var_ov(x, axis=None, ddof=0, keepdims=False):
+    return _reduce_src("var", _rows_var, x, axis, keepdims, "x, axis=None, ddof=0, keepdims=False", ", ddof")
+
+
+@overload(std, prefer_literal=True)
+def _std_ov(x, axis=None, ddof=0, keepdims=False):
+    return _reduce_src("std", _rows_std, x, axis, keepdims, "x, axis=None, ddof=0, keepdims=False", ", ddof")
+
+
+@overload(ptp, prefer_literal=True)
+def _ptp_ov(x, axis=None, keepdims=False):
+    return _reduce_src("ptp", _rows_ptp, x, axis, keepdims, "x, axis=None, keepdims=False")
+
+
+@overload(nansum, prefer_literal=True)
+def _nansum_ov(x, axis=None, keepdims=False):
+    return _reduce_src("nansum", _rows_nansum, x, axis, keepdims, "x, axis=None, keepdims=False")
 
 
 @overload(nanmean, prefer_literal=True)
 def _nanmean_ov(x, axis=None, keepdims=False):
-    if _is_scalar_type(x):
-        return lambda x, axis=None, keepdims=False: x
-    if not isinstance(x, types.Array):
-        return None
-    ax = _literal(axis, "nanmean(axis=...)")
-    kd = bool(_literal(keepdims, "nanmean(keepdims=...)"))
-    scalar_out = not kd and len(_norm_axes(ax, x.ndim)) == x.ndim
-    ret = "s / c if c != 0 else np.nan" if scalar_out else "s / c"
-    body = ("    ok = ~np.isnan(x)\n"
-            "    s = sum_k(np.where(ok, x, 0.0).astype(x.dtype), {AX}, {KD})\n"
-            "    c = sum_k(ok.astype(x.dtype), {AX}, {KD})\n"
-            f"    return {ret}\n")
-    return _stat_src("nanmean", x, axis, keepdims, body, "x, axis=None, keepdims=False", _STAT_ENV)[0]
+    return _reduce_src("nanmean", _rows_nanmean, x, axis, keepdims, "x, axis=None, keepdims=False")
+
+
+def _sum_keep(x, axis):
+    """``np.sum(x, axis, keepdims=True)`` (a helper of the overloads below)."""
+    return np.sum(x, axis=axis, keepdims=True)
+
+
+@overload(_sum_keep, prefer_literal=True)
+def _sum_keep_ov(x, axis):
+    return _reduce_src("sum", _rows_sum, x, axis, True, "x, axis")
 
 
 def median(x, axis=None, keepdims=False):
@@ -361,7 +457,7 @@ def _median_ov(x, axis=None, keepdims=False):
     axes = _norm_axes(_literal(axis, "median(axis=...)"), x.ndim)
     kd = bool(_literal(keepdims, "median(keepdims=...)"))
     return _rows_impl("x, axis=None, keepdims=False", ["x"], x.ndim, axes, "rows(x2)", "reduce", kd,
-                      {"rows": _rows_median})
+                      {"rows": _rows_median}, floats=_not_float(x, "x"))
 
 
 def median_weights(x, axis=None):
@@ -529,12 +625,12 @@ def _unalign_weights_ov(g, w, a, axis=None):
     other = tuple(i for i in range(a.ndim) if i not in axes)
     inv = tuple(int(i) for i in np.argsort(np.argsort(axes)))
     sshape = "(" + "".join(f"a.shape[{i}], " for i in sorted(axes)) + ")"
-    sg = f"sum_k(g, {other!r}, True)" if other else "g"
+    sg = f"sum_keep(g, {other!r})" if other else "g"
     along = f"np.ascontiguousarray(np.transpose(np.ascontiguousarray({sg}).reshape({sshape}), {inv}))"
     if w.ndim != a.ndim:
-        return _compile(f"def impl(g, w, a, axis=None):\n    return {along}\n", "impl", _STAT_ENV)
+        return _compile(f"def impl(g, w, a, axis=None):\n    return {along}\n", "impl", {"sum_keep": _sum_keep})
     return _compile(f"def impl(g, w, a, axis=None):\n    if w.shape == a.shape:\n        return {same}\n"
-                    f"    return {along}\n", "impl", _STAT_ENV)
+                    f"    return {along}\n", "impl", {"sum_keep": _sum_keep})
 
 
 def average(a, axis=None, weights=None, returned=False, keepdims=False):
@@ -554,11 +650,13 @@ def _average_ov(a, axis=None, weights=None, returned=False, keepdims=False):
     sig = "a, axis=None, weights=None, returned=False, keepdims=False"
     ax = _literal(axis, "np.average(axis=...)")
     kd = bool(_literal(keepdims, "np.average(keepdims=...)"))
+    axes = _norm_axes(ax, a.ndim)
     if _is_none(weights):
-        return _compile(f"def impl({sig}):\n    return mean_k(a, {ax!r}, {kd})\n", "impl", _STAT_ENV)
-    env = dict(_STAT_ENV, align=align_weights)
-    return _compile(f"def impl({sig}):\n    w = align(weights, a, {ax!r})\n"
-                    f"    return sum_k(a * w, {ax!r}, {kd}) / sum_k(w, {ax!r}, {kd})\n", "impl", env)
+        return _rows_impl(sig, ["a"], a.ndim, axes, "rows(a2)", "reduce", kd, {"rows": _rows_mean},
+                          floats=_not_float(a, "a"))
+    return _rows_impl(sig, ["a", "w"], a.ndim, axes, "rows(a2, w2)", "reduce", kd,
+                      {"rows": _rows_wmean, "align": align_weights}, pre=[f"w = align(weights, a, {ax!r})"],
+                      floats=_not_float(a, "a") + ("w",))
 
 
 # ----------------------------------------------------------------------------- scans and differences
