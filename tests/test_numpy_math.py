@@ -562,7 +562,7 @@ def test_unsupported_forms_are_refused_at_the_users_line(mode):
 REG = registry()
 MINE = sorted(n for n, p in REG.items() if p.template is not None and (
     p.template.filename.endswith("numpy_math.py")
-    or n in ("power", "maximum", "minimum", "prod", "prod_others", "sum", "mean", "max", "min")))
+    or n in ("power", "maximum", "minimum", "tie_weight", "prod", "prod_others", "sum", "mean", "max", "min")))
 
 
 def _draw(data, prim):

@@ -305,19 +305,33 @@ def power(z, x, y):
     t[z] = t[x] * y * x ** (y - 1 + (y == 0)) + t[y] * z * np.log(x + (x == 0))
 
 
+def _sample_tie_weight(draw, dt, st, array, shapes):
+    (x, y), _ = S.binary()(draw, dt)
+    if draw(st.booleans()):   # ties where y copies x
+        y = np.broadcast_to(x, np.broadcast_shapes(np.shape(x), np.shape(y))).copy() if np.ndim(y) else float(
+            np.ravel(x)[0])
+    return (x, y, np.maximum(x, y) if draw(st.booleans()) else np.minimum(x, y)), {}
+
+
+@defvjp(None, sample=S.custom(_sample_tie_weight))
+def tie_weight(w, x, y, z):
+    """The share of ``x`` in ``z = maximum(x, y)`` (minimum, fmax, fmin): 1, 0.5 at a tie, or 0; piecewise constant."""
+    pass
+
+
 # a tie splits the cotangent evenly between the operands (autograd's convention; central differences agree)
 @defvjp(np.maximum, sample=S.binary(distinct=True), elementwise=True)
 def maximum(z, x, y):
-    d[x] = unbroadcast(d[z] * mask(x == z, z) / (1 + mask(x == y, z)), x)
-    d[y] = unbroadcast(d[z] * mask(y == z, z) / (1 + mask(x == y, z)), y)
-    t[z] = (t[x] * mask(x == z, z) + t[y] * mask(y == z, z)) / (1 + mask(x == y, z))
+    d[x] = unbroadcast(d[z] * tie_weight(x, y, z), x)
+    d[y] = unbroadcast(d[z] * tie_weight(y, x, z), y)
+    t[z] = t[x] * tie_weight(x, y, z) + t[y] * tie_weight(y, x, z)
 
 
 @defvjp(np.minimum, sample=S.binary(distinct=True), elementwise=True)
 def minimum(z, x, y):
-    d[x] = unbroadcast(d[z] * mask(x == z, z) / (1 + mask(x == y, z)), x)
-    d[y] = unbroadcast(d[z] * mask(y == z, z) / (1 + mask(x == y, z)), y)
-    t[z] = (t[x] * mask(x == z, z) + t[y] * mask(y == z, z)) / (1 + mask(x == y, z))
+    d[x] = unbroadcast(d[z] * tie_weight(x, y, z), x)
+    d[y] = unbroadcast(d[z] * tie_weight(y, x, z), y)
+    t[z] = t[x] * tie_weight(x, y, z) + t[y] * tie_weight(y, x, z)
 
 
 def _sample_where(draw, dt, st, array, shapes):

@@ -25,7 +25,7 @@ import numpy as np
 
 import funcgrad.kernels.cpu as K
 from . import samples as S
-from .core import mask, unbroadcast, unreduce  # noqa: F401  (primitives the templates call)
+from .core import mask, tie_weight, unbroadcast, unreduce  # noqa: F401  (primitives the templates call)
 from .registry import d, defvjp, nondiff, t
 
 
@@ -162,16 +162,16 @@ def arctan2(z, x1, x2):
 # fmax/fmin return the other operand, which then gets the whole cotangent
 @defvjp(np.fmax, sample=S.binary(distinct=True), elementwise=True)
 def fmax(z, x, y):
-    d[x] = unbroadcast(d[z] * mask(x == z, z) / (1 + mask(x == y, z)), x)
-    d[y] = unbroadcast(d[z] * mask(y == z, z) / (1 + mask(x == y, z)), y)
-    t[z] = (t[x] * mask(x == z, z) + t[y] * mask(y == z, z)) / (1 + mask(x == y, z))
+    d[x] = unbroadcast(d[z] * tie_weight(x, y, z), x)
+    d[y] = unbroadcast(d[z] * tie_weight(y, x, z), y)
+    t[z] = t[x] * tie_weight(x, y, z) + t[y] * tie_weight(y, x, z)
 
 
 @defvjp(np.fmin, sample=S.binary(distinct=True), elementwise=True)
 def fmin(z, x, y):
-    d[x] = unbroadcast(d[z] * mask(x == z, z) / (1 + mask(x == y, z)), x)
-    d[y] = unbroadcast(d[z] * mask(y == z, z) / (1 + mask(x == y, z)), y)
-    t[z] = (t[x] * mask(x == z, z) + t[y] * mask(y == z, z)) / (1 + mask(x == y, z))
+    d[x] = unbroadcast(d[z] * tie_weight(x, y, z), x)
+    d[y] = unbroadcast(d[z] * tie_weight(y, x, z), y)
+    t[z] = t[x] * tie_weight(x, y, z) + t[y] * tie_weight(y, x, z)
 
 
 def _sample_mod(draw, dt, st, array, shapes):
