@@ -29,6 +29,8 @@ from numba.core import errors
 from numba.extending import overload
 from numba.np import numpy_support
 
+from .cpu_util import _compile, _is_scalar_type, _literal, _norm_axes
+
 # ----------------------------------------------------------------------------
 # NumPy's own functions, used directly (supported identically by nopython mode)
 exp = np.exp
@@ -71,53 +73,11 @@ def _register(fn):
     return fn
 
 
-def _literal(v, what):
-    """The Python value of a literal-typed argument (or its default)."""
-    if v is None or isinstance(v, (bool, int, tuple)):
-        return v
-    if isinstance(v, (types.NoneType, types.Omitted)):
-        return getattr(v, "value", None)
-    if isinstance(v, types.Literal):
-        return v.literal_value
-    if isinstance(v, types.BaseTuple):
-        vals = []
-        for t in v.types:
-            if not isinstance(t, types.Literal):
-                raise TypeError(f"{what} must be a constant inside compiled code, got {v}")
-            vals.append(t.literal_value)
-        return tuple(vals)
-    raise TypeError(f"{what} must be a constant inside compiled code, got {v}")
-
-
-def _norm_axes(axis, ndim):
-    if axis is None:
-        return tuple(range(ndim))
-    if isinstance(axis, int):
-        axis = (axis,)
-    out = []
-    for a in axis:
-        if not -ndim <= a < ndim:
-            raise ValueError(f"axis {a} is out of bounds for an array of dimension {ndim}")
-        out.append(a % ndim)
-    return tuple(sorted(set(out)))
-
-
-def _compile(src, name, env=None):
-    ns = {"np": np, "njit": njit}
-    ns.update(env or {})
-    exec(compile(src, f"<funcgrad.kernels.cpu:{name}>", "exec"), ns)
-    return ns[name]
-
-
-def _is_scalar_type(t):
-    return isinstance(t, (types.Number, types.Boolean))
-
-
 # ----------------------------------------------------------------------------
 # Reductions with axis/keepdims
 _REDUCE_INIT = {"sum": "0", "prod": "1", "max": "-np.inf", "min": "np.inf", "mean": "0"}
-_REDUCE_STEP = {"sum": "acc += v", "mean": "acc += v", "prod": "acc *= v",
-                "max": "acc = v if v > acc else acc", "min": "acc = v if v < acc else acc"}
+_REDUCE_STEP = {"sum": "acc += v", "mean": "acc += v", "prod": "acc *= v",   # max/min: a NaN wins, as NumPy's
+                "max": "acc = v if (v > acc or v != v) else acc", "min": "acc = v if (v < acc or v != v) else acc"}
 
 
 def _reduce_impl(op, ndim, axis, keepdims):
@@ -1254,6 +1214,8 @@ except ImportError as _e:  # pragma: no cover
     if getattr(_e, "name", "") not in ("funcgrad.kernels.cpu_nn",):
         raise
     _cpu_nn = None
+
+from .cpu_math import *  # noqa: E402,F401,F403  (NumPy math: elementwise functions, statistics, scans, sorting)
 
 
 from .cpu_forward import *  # noqa: E402,F401,F403  (kernels of the forward pass's primitives)

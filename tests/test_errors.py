@@ -45,7 +45,7 @@ def test_call_without_rule_names_function_and_line(fname, tag):
     msg = str(ei.value)
     assert f"{U.__file__}:{_line(tag)}" in msg
     assert "custom_vjp" in msg
-    assert ("cumsum" in msg) or ("sort" in msg)
+    assert "i0" in msg   # (np.cumsum and np.sort, used here before, have rules now)
 
 
 def test_bad_argnums_and_outputs():

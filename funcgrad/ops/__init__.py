@@ -5,4 +5,5 @@ model toolkit's primitives register when :mod:`funcgrad.nn` is imported, which
 ``import funcgrad`` does. :func:`.registry.registry` lists them all.
 """
 from . import core  # noqa: F401  (registers NumPy's primitives)
+from . import numpy_math  # noqa: F401  (NumPy's elementwise functions, statistics, scans, sorting)
 from . import tangents  # noqa: F401  (primitives the forward pass generates)

@@ -298,23 +298,40 @@ def divide(z, x, y):
 
 @defvjp(np.power, sample=S.binary("positive", "real"), elementwise=True, operator="**")
 def power(z, x, y):
-    d[x] = unbroadcast(d[z] * y * x ** (y - 1), x)
-    d[y] = unbroadcast(d[z] * z * np.log(x), y)
-    t[z] = t[x] * y * x ** (y - 1) + t[y] * z * np.log(x)
+    """Where ``y == 0`` the x-derivative is 0 (``0 * x ** -1`` would be nan at x = 0), where ``x == 0`` the
+    y-derivative is 0 (``0 * log 0``); a negative base has an x-derivative for any exponent NumPy accepts."""
+    d[x] = unbroadcast(d[z] * y * x ** (y - 1 + (y == 0)), x)
+    d[y] = unbroadcast(d[z] * z * np.log(x + (x == 0)), y)
+    t[z] = t[x] * y * x ** (y - 1 + (y == 0)) + t[y] * z * np.log(x + (x == 0))
 
 
+def _sample_tie_weight(draw, dt, st, array, shapes):
+    (x, y), _ = S.binary()(draw, dt)
+    if draw(st.booleans()):   # ties where y copies x
+        y = np.broadcast_to(x, np.broadcast_shapes(np.shape(x), np.shape(y))).copy() if np.ndim(y) else float(
+            np.ravel(x)[0])
+    return (x, y, np.maximum(x, y) if draw(st.booleans()) else np.minimum(x, y)), {}
+
+
+@defvjp(None, sample=S.custom(_sample_tie_weight))
+def tie_weight(w, x, y, z):
+    """The share of ``x`` in ``z = maximum(x, y)`` (minimum, fmax, fmin): 1, 0.5 at a tie, or 0; piecewise constant."""
+    pass
+
+
+# a tie splits the cotangent evenly between the operands (autograd's convention; central differences agree)
 @defvjp(np.maximum, sample=S.binary(distinct=True), elementwise=True)
 def maximum(z, x, y):
-    d[x] = unbroadcast(d[z] * mask(x >= y, d[z]), x)
-    d[y] = unbroadcast(d[z] * mask(x < y, d[z]), y)
-    t[z] = t[x] * mask(x >= y, z) + t[y] * mask(x < y, z)
+    d[x] = unbroadcast(d[z] * tie_weight(x, y, z), x)
+    d[y] = unbroadcast(d[z] * tie_weight(y, x, z), y)
+    t[z] = t[x] * tie_weight(x, y, z) + t[y] * tie_weight(y, x, z)
 
 
 @defvjp(np.minimum, sample=S.binary(distinct=True), elementwise=True)
 def minimum(z, x, y):
-    d[x] = unbroadcast(d[z] * mask(x <= y, d[z]), x)
-    d[y] = unbroadcast(d[z] * mask(x > y, d[z]), y)
-    t[z] = t[x] * mask(x <= y, z) + t[y] * mask(x > y, z)
+    d[x] = unbroadcast(d[z] * tie_weight(x, y, z), x)
+    d[y] = unbroadcast(d[z] * tie_weight(y, x, z), y)
+    t[z] = t[x] * tie_weight(x, y, z) + t[y] * tie_weight(y, x, z)
 
 
 def _sample_where(draw, dt, st, array, shapes):
@@ -392,10 +409,25 @@ def min(y, x, axis=None, keepdims=False):  # noqa: A001
     t[y] = np.sum(t[x] * m, axis=axis, keepdims=keepdims) / np.sum(m, axis=axis, keepdims=keepdims)
 
 
-@defvjp(np.prod, sample=S.reduction("positive"))
+def _sample_prod_others(draw, dt, st, array, shapes):
+    shape = shapes(draw, 1, 3)
+    axis = draw(st.sampled_from([None] + list(range(-len(shape), len(shape))) + [tuple(range(len(shape)))]))
+    return (array(draw, shape, dt),), {"axis": axis}
+
+
+@defvjp(None, sample=S.custom(_sample_prod_others))
+def prod_others(y, x, axis=None):
+    """For each element, the product of the other elements of its group in ``np.prod(x, axis)``, shaped like
+    ``x`` (no division: right where x has zeros; its own derivative divides by x)."""
+    d[x] = (unreduce(np.sum(d[y] * y, axis=axis, keepdims=True), x, axis, True) - d[y] * y) / x
+    t[y] = y * (unreduce(np.sum(t[x] / x, axis=axis, keepdims=True), x, axis, True) - t[x] / x)
+
+
+@defvjp(np.prod, sample=S.reduction())
 def prod(y, x, axis=None, keepdims=False):
-    d[x] = unreduce(d[y] * y, x, axis, keepdims) / x
-    t[y] = np.sum(t[x] * unreduce(y, x, axis, keepdims) / x, axis=axis, keepdims=keepdims)
+    """The product of the other elements (no division: right where x has zeros)."""
+    d[x] = unreduce(d[y], x, axis, keepdims) * prod_others(x, axis)
+    t[y] = np.sum(t[x] * prod_others(x, axis), axis=axis, keepdims=keepdims)
 
 
 # --------------------------------------------------------------------- linear algebra

@@ -12,7 +12,8 @@ from __future__ import annotations
 import ast
 from . import annotations as A
 
-_REDUCTIONS = {"sum", "mean", "max", "min", "prod"}
+_REDUCTIONS = {"sum", "mean", "max", "min", "prod", "var", "std", "ptp", "nansum", "nanmean", "median",
+               "average"}
 
 
 def infer_ranks(stmts, ranks):
@@ -184,7 +185,8 @@ def infer_kinds(stmts, kinds):
             if prim.name in _UNARY_SAME:
                 k = ks[0]
                 return {"iw": "i", "f8w": "f8"}.get(k, k)
-            if prim.name in ("add", "subtract", "multiply", "maximum", "minimum", "matmul", "dot", "where"):
+            if prim.name in ("add", "subtract", "multiply", "maximum", "minimum", "matmul", "dot", "where",
+                             "remainder", "fmod", "fmax", "fmin"):
                 return _promote(ks[-2:] if prim.name == "where" else ks)
             if prim.elementwise:  # transcendental and true division: float results
                 k = _promote(ks)

@@ -28,6 +28,6 @@ def test_a_zero_derivative_function_stops_activity():
 
 def test_an_active_value_into_a_call_without_rule_is_refused_at_the_users_line():
     def f(x):
-        return np.sum(np.cumsum(x))
-    with pytest.raises(NoDerivativeError, match="cumsum"):
+        return np.sum(np.i0(x))   # (a function with no rule: np.cumsum, here before, has one now)
+    with pytest.raises(NoDerivativeError, match="i0"):
         _active(f, np.ones(3))

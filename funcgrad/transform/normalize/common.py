@@ -53,15 +53,15 @@ _METHODS = {
     "copy": np.copy, "dot": np.dot, "clip": np.clip, "squeeze": np.squeeze,
     "transpose": np.transpose, "reshape": np.reshape, "ravel": None, "flatten": None,
     "astype": None, "any": np.any, "all": np.all, "argmax": np.argmax, "argmin": np.argmin,
-    "cumsum": np.cumsum,
+    "cumsum": np.cumsum, "cumprod": np.cumprod, "var": np.var, "std": np.std,
 }
 
 
 _OPS = {ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply, ast.Div: np.divide,
-        ast.Pow: np.power, ast.MatMult: np.matmul}
+        ast.Pow: np.power, ast.MatMult: np.matmul, ast.Mod: np.remainder}
 
 
-_NONDIFF_OPS = (ast.FloorDiv, ast.Mod, ast.BitAnd, ast.BitOr, ast.BitXor, ast.LShift, ast.RShift)
+_NONDIFF_OPS = (ast.FloorDiv, ast.BitAnd, ast.BitOr, ast.BitXor, ast.LShift, ast.RShift)
 
 
 _BUILTIN_MAP = {abs: np.absolute, max: np.maximum, min: np.minimum}

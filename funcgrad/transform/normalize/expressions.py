@@ -88,7 +88,7 @@ class Expressions:
                 raise error(P, node, "arithmetic on a tuple/list/dict is not supported",
                             "use arrays (np.stack the values first)")
             fn = _OPS.get(type(node.op))
-            if fn is None:
+            if fn is None or isinstance(left, Static) and isinstance(left.obj, (str, bytes)):  # "%d" % n: formatting
                 return Dyn(ast.BinOp(left=self.as_expr(left, scope, node), op=node.op,
                                      right=self.as_expr(right, scope, node)))
             return self.call_prim(lookup(fn), [left, right], {}, scope, out, node)
