@@ -24,8 +24,11 @@ from __future__ import annotations
 import string as _string
 
 import numpy as np
+import functools as _functools
+
 from numba import types
-from numba.extending import overload, register_jitable
+from numba.core.errors import TypingError as _TypingError
+from numba.extending import overload as _overload, register_jitable
 from numba.np import numpy_support
 
 __all__ = [
@@ -39,6 +42,20 @@ __all__ = [
 
 
 # ----------------------------------------------------------------------------- helpers
+def overload(fn, **kwargs):
+    """``numba.extending.overload`` whose typing function reports what it refuses as a typing error (so a
+    whole-function compile fails the way funcgrad reports at the user's line, instead of a raw exception)."""
+    def deco(typer):
+        @_functools.wraps(typer)
+        def wrapped(*args, **kw):
+            try:
+                return typer(*args, **kw)
+            except (TypeError, ValueError) as e:
+                raise _TypingError(f"{fn.__name__}: {e}") from None
+        return _overload(fn, **kwargs)(wrapped)
+    return deco
+
+
 def _compile(src, name="impl", env=None):
     ns = {"np": np}
     ns.update(env or {})
@@ -1111,6 +1128,8 @@ def _kron_src(ta, tb):
 
 @overload(kron)
 def _kron_ov(a, b):
+    if _nd(a) == 0 and _nd(b) == 0:
+        return lambda a, b: a * b
     d, sa, sb, lines = _kron_src(a, b)
     ia = _shape_src([v for i in range(d) for v in (sa[i], "1")])
     ib = _shape_src([v for i in range(d) for v in ("1", sb[i])])
@@ -1122,6 +1141,8 @@ def _kron_ov(a, b):
 
 def _kron_d_ov(wrt):
     def ov(g, x, y):
+        if _nd(x) == 0 and _nd(y) == 0:
+            return _compile(f"def impl(g, x, y):\n    return g * {'y' if wrt == 0 else 'x'}\n")
         d, sa, sb, lines = _kron_src(x, y)
         lines = [ln.replace("(a)", "(x)").replace("(b)", "(y)").replace("a.shape", "x.shape")
                  .replace("b.shape", "y.shape").replace(", a)", ", x)").replace(", b)", ", y)") for ln in lines]
@@ -1378,7 +1399,7 @@ def _einsum_loops(spec, op_types, g_type=None):
             lines.append(f"    fg_{k} = 0 if m == 1 else 1")
     idx = []
     for j, ls in enumerate(spec.inputs):
-        if _is_scalar(op_types[j]):
+        if _is_scalar(op_types[j]) or op_types[j].ndim == 0:
             idx.append(None)
         else:
             idx.append(", ".join(f"i{l} * f{j}_{k}" for k, l in enumerate(ls)))
@@ -1390,13 +1411,15 @@ def _einsum_arrays(op_types):
     for j, t in enumerate(op_types):
         if _is_scalar(t):
             lines.append(f"    a{j} = operands[{j}]")
+        elif t.ndim == 0:   # a 0-d array: its value (``x[()]`` is not a scalar in nopython code)
+            lines.append(f"    a{j} = operands[{j}].item()")
         else:
             lines.append(f"    a{j} = np.ascontiguousarray(operands[{j}])")
     return lines
 
 
 def _einsum_ref(j, idx):
-    return f"a{j}" if idx[j] is None else (f"a{j}[{idx[j]},]" if idx[j] else f"a{j}[()]")
+    return f"a{j}" if idx[j] is None else f"a{j}[{idx[j]},]"
 
 
 @overload(einsum, prefer_literal=True)
@@ -1410,15 +1433,15 @@ def _einsum_ov(subscripts, operands, optimize=False):
     labels, lines, idx = _einsum_loops(spec, op_types)
     lines = ["def impl(subscripts, operands, optimize=False):"] + _einsum_arrays(op_types) + lines
     out_shape = _shape_src([f"n{l}" for l in spec.output])
-    lines.append(f"    out = np.zeros({out_shape}, dtype=dt)")
+    lines.append(f"    out = np.zeros({out_shape if spec.output else '1'}, dtype=dt)")
     ind = "    "
     for l in labels:
         lines.append(f"{ind}for i{l} in range(n{l}):")
         ind += "    "
     prod = " * ".join(_einsum_ref(j, idx) for j in range(len(op_types))) or "1"
     oidx = ", ".join(f"i{l}" for l in spec.output)
-    lines.append(f"{ind}out[{oidx + ',' if oidx else '()'}] += {prod}")
-    lines.append("    return out" if spec.output else "    return out[()]")
+    lines.append(f"{ind}out[{oidx + ',' if oidx else '0'}] += {prod}")
+    lines.append("    return out" if spec.output else "    return out[0]")
     return _compile("\n".join(lines) + "\n", env={"dt": dt})
 
 
@@ -1430,20 +1453,20 @@ def _einsum_vjp_ov(g, subscripts, operands, optimize=False):
     dt = np.result_type(_dtype_of(g), *[_dtype_of(t) for t in op_types])
     labels, lines, idx = _einsum_loops(spec, op_types, g)
     lines = ["def impl(g, subscripts, operands, optimize=False):"] + _einsum_arrays(op_types) + \
-        (["    ga = np.ascontiguousarray(g)"] if not _is_scalar(g) else ["    ga = g"]) + lines
+        (["    ga = g"] if _is_scalar(g) else ["    ga = g.item()"] if g.ndim == 0 else
+         ["    ga = np.ascontiguousarray(g)"]) + lines
     for j, t in enumerate(op_types):
-        lines.append(f"    d{j} = 0.0" if _is_scalar(t) else f"    d{j} = np.zeros(a{j}.shape, dtype=dt)")
+        lines.append(f"    d{j} = 0.0" if idx[j] is None else f"    d{j} = np.zeros(a{j}.shape, dtype=dt)")
     ind = "    "
     for l in labels:
         lines.append(f"{ind}for i{l} in range(n{l}):")
         ind += "    "
-    gref = "ga" if _is_scalar(g) else ("ga[" + (", ".join(f"i{l} * fg_{k}" for k, l in enumerate(spec.output))
-                                               + ",]" if spec.output else "()]"))
+    gref = "ga" if _nd(g) == 0 else "ga[" + ", ".join(f"i{l} * fg_{k}" for k, l in enumerate(spec.output)) + ",]"
     lines.append(f"{ind}gv = {gref}")
     for j in range(len(op_types)):
         rest = " * ".join([_einsum_ref(k, idx) for k in range(len(op_types)) if k != j])
         term = f"gv * {rest}" if rest else "gv"
-        target = f"d{j}" if idx[j] is None else (f"d{j}[{idx[j]},]" if idx[j] else f"d{j}[()]")
+        target = f"d{j}" if idx[j] is None else f"d{j}[{idx[j]},]"
         lines.append(f"{ind}{target} += {term}")
     lines.append("    return (" + "".join(f"d{j}, " for j in range(len(op_types))) + ")")
     return _compile("\n".join(lines) + "\n", env={"dt": dt})
@@ -1639,7 +1662,7 @@ def _put_loops(nd, ax, vt, body):
     if lead < 0:
         raise ValueError("put_along_axis: values have more dimensions than the positions written")
     vidx = ", ".join(f"({iters[lead + k]} if values.shape[{k}] != 1 else 0)" for k in range(vnd))
-    vref = "values" if _is_scalar(vt) else (f"values[{vidx},]" if vnd else "values[()]")
+    vref = "values" if _is_scalar(vt) else (f"values[{vidx},]" if vnd else "values.item()")
     lines += [ind + line.format(v=vref, vi=vidx) for line in body]
     return lines
 

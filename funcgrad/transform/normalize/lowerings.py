@@ -17,7 +17,7 @@ import inspect
 
 import numpy as np
 
-from ...kernels.cpu_shape import parse_einsum
+from ...kernels.cpu_shape import PAD_MODES, parse_einsum
 from ...ops import numpy_shape as _shape
 from ...ops.registry import lookup
 from ..fence import error
@@ -315,6 +315,27 @@ def _diff(L, a, n=Static(1), axis=Static(-1), prepend=Static(None), append=Stati
     return a
 
 
+def _pad(L, array, pad_width, mode=Static("constant"), **kwargs):
+    md = L.const(mode, "mode")
+    if md not in PAD_MODES:
+        L.refuse(f"mode={md!r} is not supported (constant, edge, reflect, symmetric and wrap are)"
+                 if isinstance(md, str) else "a function as the mode is not supported",
+                 "pad with one of those modes, or build the padding with np.concatenate")
+    allowed = {"constant": {"constant_values"}, "reflect": {"reflect_type"}, "symmetric": {"reflect_type"}}
+    extra = set(kwargs) - allowed.get(md, set())
+    if extra:
+        L.refuse(f"unsupported keyword arguments for mode {md!r}: {', '.join(sorted(extra))}")
+    if L.const(kwargs.get("reflect_type", Static("even")), "reflect_type") != "even":
+        L.refuse("reflect_type='odd' is not supported", "use the default reflect_type='even'")
+    cv = kwargs.get("constant_values", Static(0.0))
+    if isinstance(cv, Struct):
+        cv = Static(L.const(cv, "constant_values", "computed constant values must be one number "
+                                                   "(the same on every side)"))
+    if md == "constant":
+        return L.prim(np.pad, array, pad_width, Static(md), cv)
+    return L.prim(np.pad, array, pad_width, Static(md))
+
+
 def _put_along_axis(L, arr, indices, values, axis):
     if not (isinstance(arr, Dyn) and isinstance(arr.expr, ast.Name)):
         L.refuse("the array written into must be an array variable",
@@ -364,7 +385,7 @@ LOWERINGS = {
     np.split: _split("split"), np.array_split: _split("array_split"), np.hsplit: _split_fixed("hsplit"),
     np.vsplit: _split_fixed("vsplit"), np.dsplit: _split_fixed("dsplit"),
     np.append: _append, np.full: _full, np.full_like: _full_like, np.select: _select, np.gradient: _gradient,
-    np.diff: _diff,
+    np.diff: _diff, np.pad: _pad,
     np.put_along_axis: lambda L, *a, **k: L.refuse(
         "returns None and writes into its first argument: call it as a statement", None),
 }
