@@ -270,7 +270,7 @@ def test_auto_compiles_loops_with_these_functions_whole():
     with warnings.catch_warnings():
         warnings.simplefilter("error", funcgrad.FuncgradWarning)
         got = g(*args)
-    assert "njit" in {b.mode for b in g.cache.values()} if hasattr(g, "cache") else True
+    assert {b.mode for b in g.cache.values()} == {"njit"}     # compiled whole: no Python fallback
     want = funcgrad.grad(fn, argnums=(0, 1), jit=False)(*args)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
@@ -301,7 +301,7 @@ def _kernel_call(name, args, kwargs):
 
 
 @pytest.mark.parametrize("name", MINE)
-@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_kernel_compiled_equals_python(name, data):
     """Each kernel's nopython implementation (numba overload) returns what its Python returns."""
