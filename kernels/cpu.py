@@ -1214,6 +1214,7 @@ except ImportError as _e:  # pragma: no cover
     if getattr(_e, "name", "") not in ("funcgrad.kernels.cpu_nn",):
         raise
     _cpu_nn = None
+from .cpu_shape import *  # noqa: F401,F403,E402  (shape, assembly and contraction kernels)
 
 from .cpu_math import *  # noqa: E402,F401,F403  (NumPy math: elementwise functions, statistics, scans, sorting)
 

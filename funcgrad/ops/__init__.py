@@ -6,4 +6,5 @@ model toolkit's primitives register when :mod:`funcgrad.nn` is imported, which
 """
 from . import core  # noqa: F401  (registers NumPy's primitives)
 from . import numpy_math  # noqa: F401  (NumPy's elementwise functions, statistics, scans, sorting)
+from . import numpy_shape  # noqa: F401  (shape, assembly and contraction functions)
 from . import tangents  # noqa: F401  (primitives the forward pass generates)

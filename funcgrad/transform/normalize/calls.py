@@ -16,6 +16,7 @@ from ...ops.registry import Primitive, lookup
 from ..fence import check as fence_check, error
 from ..parse import MISSING, parse
 from ..values import Dyn, Static, Struct, leaves as _leaves, map_struct as _map_struct
+from .lowerings import lower_call, lowering_for
 from .common import (_DictView, _is_metadata, _Partial, _NJIT_BUILTINS, _STATIC_BUILTINS, _is_static_tree, _is_user_code, LocalFunction, Scope, _BUILTIN_MAP, _BoundMethod, _Iter, _METHODS, _Range,
                      _default_value, _is_numpy_callable, _np_attr, _static_value, tag_file)
 
@@ -96,6 +97,16 @@ class Calls:
         fn = _BUILTIN_MAP.get(fn, fn) if isinstance(fn, types.BuiltinFunctionType) and len(args) != 1 or fn is abs else fn
         if isinstance(fn, CustomVJPFunction):
             return self.custom_vjp_call(fn, args, kwargs, scope, out, node)
+        low = lowering_for(fn)
+        if low is not None:   # a NumPy function that is other primitives in disguise (np.ravel, np.split...)
+            if all(isinstance(a, Static) for a in list(args) + list(kwargs.values())):
+                try:
+                    return Static(fn(*[a.obj for a in args], **{k: v.obj for k, v in kwargs.items()}))
+                except Exception:
+                    pass
+            r = lower_call(self, fn, low, args, kwargs, scope, out, node)
+            if r is not NotImplemented:
+                return r
         prim = lookup(fn)
         if prim is not None:
             if all(isinstance(a, Static) for a in list(args) + list(kwargs.values())) and prim.name != "stop_gradient":
@@ -146,14 +157,19 @@ class Calls:
         if isinstance(fn, type) and issubclass(fn, tuple) and hasattr(fn, "_fields"):
             vals = list(args) + [kwargs[f] for f in fn._fields[len(args):] if f in kwargs]
             return Struct("namedtuple", vals, fn)
-        if fn in (np.array, np.asarray, np.asanyarray, np.ascontiguousarray) and len(args) == 1:
+        if fn in (np.array, np.asarray, np.asanyarray, np.ascontiguousarray) and len(args) == 1 and \
+                set(kwargs) <= {"dtype"}:
             a = args[0]
-            if isinstance(a, Struct) and all(isinstance(v, Static) for v in _leaves(a)):
-                return Static(fn(_static_value(a)))  # a constant array (index lists, coefficients)
+            dt = kwargs.get("dtype", Static(None))
+            if isinstance(a, Struct) and all(isinstance(v, Static) for v in _leaves(a)) and isinstance(dt, Static):
+                return Static(fn(_static_value(a), dtype=dt.obj))  # a constant array (index lists, coefficients)
+            if not (isinstance(dt, Static) and (dt.obj is None or np.dtype(dt.obj) == np.float64)):
+                raise error(P, node, f"np.{fn.__name__}(..., dtype=...) of computed values is supported for "
+                                     "dtype=float64 only", "leave dtype out, or cast the inputs instead")
             if isinstance(a, Struct):
-                return self.call_prim(lookup(np.stack), [a], {}, scope, out, node)
-            if isinstance(a, Dyn):
-                return a
+                return self.array_of(a, scope, out, node)
+            if isinstance(a, Dyn):   # np.array copies (a later in-place write must not reach the original)
+                return self.call_prim(lookup(np.copy), [a], {}, scope, out, node) if fn is np.array else a
         if isinstance(fn, types.FunctionType) and _is_user_code(fn):
             return self.inline_function(fn, args, kwargs, out, node, scope)
         # a call with no rule (np.zeros, math.floor, a library routine): kept as is; the reverse pass
@@ -173,6 +189,13 @@ class Calls:
                              f"function funcgrad can read",
                     "wrap it with funcgrad.custom_vjp to give it a rule, or register a primitive",
                     cls=NoDerivativeError)
+
+    def array_of(self, a, scope, out, node):
+        """``np.array([...])`` of a (nested) list whose entries are computed: a stack of stacks."""
+        if all(isinstance(v, Static) for v in _leaves(a)):
+            return Static(np.array(_static_value(a)))
+        items = [self.array_of(v, scope, out, node) if isinstance(v, Struct) else v for v in a.values()]
+        return self.call_prim(lookup(np.stack), [Struct("tuple", items)], {}, scope, out, node)
 
     def constant_value(self, v, scope, node):
         """A Python object fixed in a partial or a default, as a value."""
@@ -277,7 +300,9 @@ class Calls:
         if name == "transpose" and not args:
             args = []
         if name in ("ravel", "flatten"):
-            return self.call_prim(lookup(np.reshape), [m.base, Static((-1,))], {}, scope, out, node)
+            r = self.call_object(np.ravel, [m.base] + list(args), kwargs, scope, out, node)
+            # flatten copies (a write into it must not reach x); ravel is a view, as in NumPy
+            return self.call_prim(lookup(np.copy), [r], {}, scope, out, node) if name == "flatten" else r
         if name == "astype":
             (dt,) = args
             return Dyn(ast.Call(func=ast.Attribute(value=m.base.expr, attr="astype", ctx=ast.Load()),

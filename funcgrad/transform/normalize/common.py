@@ -54,6 +54,7 @@ _METHODS = {
     "transpose": np.transpose, "reshape": np.reshape, "ravel": None, "flatten": None,
     "astype": None, "any": np.any, "all": np.all, "argmax": np.argmax, "argmin": np.argmin,
     "cumsum": np.cumsum, "cumprod": np.cumprod, "var": np.var, "std": np.std,
+    "swapaxes": np.swapaxes, "repeat": np.repeat, "diagonal": np.diagonal, "trace": np.trace,
 }
 
 

@@ -29,8 +29,8 @@ class Expressions:
                 return ast.Constant(o)
             if isinstance(o, np.generic):
                 return ast.Constant(o.item())
-            if isinstance(o, tuple) and all(isinstance(x, (bool, int, float, type(None))) for x in o):
-                return ast.Tuple(elts=[ast.Constant(x) for x in o], ctx=ast.Load())
+            if isinstance(o, tuple) and _const_tuple(o):   # also nested: pad widths ((1, 2), (0, 1))
+                return ast.Tuple(elts=[self.as_expr(Static(x), scope, node) for x in o], ctx=ast.Load())
             if isinstance(o, slice):
                 return ast.Call(func=ast.Name("slice", ast.Load()),
                                 args=[ast.Constant(o.start), ast.Constant(o.stop), ast.Constant(o.step)], keywords=[])
@@ -332,3 +332,9 @@ class Expressions:
         if isinstance(v, Static) and isinstance(v.obj, list):
             return self.as_expr(Static(np.array(v.obj)), scope, sl)
         return self.as_expr(v, scope, sl)
+
+
+def _const_tuple(o):
+    """A tuple of numbers, None and strings (nested tuples of them too): written into the code as it is."""
+    return all(isinstance(x, (bool, int, float, str, type(None))) or isinstance(x, tuple) and _const_tuple(x)
+               for x in o)

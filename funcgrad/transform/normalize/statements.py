@@ -11,6 +11,7 @@ from ...errors import UnsupportedSyntaxError
 from ..fence import error
 from ..structure import RET, StructureError, lift_returns, single_exit, structure_loops
 from ..values import Dyn, Static, Struct
+from .lowerings import inplace_call, is_inplace
 from .common import (_item_assigned, LocalFunction, _Iter, _Range, _assigned, _contains, _describe, _is_array_producing,
                      _load, _safe, _target_names, _user_name, lookup_getitem)
 
@@ -125,6 +126,13 @@ class Statements:
             cur = self.lookup_name(holder, scope, e.func.value) if self.is_bound(holder, scope) else None
             if isinstance(cur, Struct) and cur.kind in ("list", "dict"):
                 return self.mutate_container(holder, cur, e, scope, out, s)
+        if isinstance(e, ast.Call) and _is_reference(e.func):   # np.put_along_axis(a, ...): writes into a
+            fval = self.expr(e.func, scope, out)
+            if isinstance(fval, Static) and is_inplace(fval.obj) and not any(
+                    isinstance(a, ast.Starred) for a in e.args) and all(k.arg for k in e.keywords):
+                inplace_call(self, fval.obj, [self.expr(a, scope, out) for a in e.args],
+                             {k.arg: self.expr(k.value, scope, out) for k in e.keywords}, scope, out, e)
+                return None
         val = self.expr(e, scope, out)
         if isinstance(val, Dyn) and isinstance(val.expr, ast.Call):
             out.append(ast.copy_location(ast.Expr(value=val.expr), s))  # runs; its value is unused
@@ -517,3 +525,10 @@ class Statements:
         self._owned = getattr(self, "_owned", {})
         self._owned[outname] = key
         return outname
+
+
+def _is_reference(e):
+    """A name or a dotted name (``np.put_along_axis``): reading it twice has no effect."""
+    while isinstance(e, ast.Attribute):
+        e = e.value
+    return isinstance(e, ast.Name)

@@ -1,0 +1,497 @@
+"""NumPy shape, assembly and contraction functions: values and gradients in every mode.
+
+Each case is a small function calling the NumPy function the way users write it; its
+value must equal NumPy's and its gradient central differences (float64), with
+``mode="python"``, ``mode="njit"`` (the whole function compiled by Numba, no fallback)
+and ``jit=False``. The registry tests (tests/test_primitives.py, tests/test_jvp_rules.py)
+cover each primitive's VJP and JVP line on random shapes; here the primitives also run
+compiled whole, against their Python, on the same random draws. Autograd, where
+installed, is a second oracle.
+"""
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import funcgrad
+from funcgrad.ops.registry import registry
+from funcgrad.kernels import cpu as K
+from funcgrad.testing import check_grads
+
+rng = np.random.default_rng(0)
+X = rng.normal(size=(3, 4))
+Y = rng.normal(size=(4, 5))
+Z = rng.normal(size=(3, 3))
+V = rng.normal(size=5)
+T3 = rng.normal(size=(2, 3, 4))
+W = np.arange(12.0).reshape(3, 4)
+
+
+# ----------------------------------------------------------------------------- the cases
+def f_ravel(x):
+    return np.sum(np.ravel(x) * np.arange(12.0)) + np.sum(x.ravel() ** 2)
+
+
+def f_ravel_f(x):
+    return np.sum(np.ravel(x, order="F") * np.arange(12.0)) + np.sum(x.flatten("F") * np.arange(12.0) ** 2)
+
+
+def f_reshape_f(x):
+    return np.sum(x.reshape((2, 6), order="F") * np.arange(12.0).reshape(2, 6)) + np.sum(
+        np.reshape(x, (6, 2), order="F") ** 3)
+
+
+def f_reshape_method(x):
+    return np.sum(x.reshape(2, 6) * np.arange(12.0).reshape(2, 6)) + np.sum(x.reshape(-1)[::2] ** 2) + np.sum(x.T * 2.0)
+
+
+def f_squeeze_expand(x):
+    y = np.expand_dims(x, 1)
+    return np.sum(np.squeeze(y, 1) * W) + np.sum(y.squeeze(axis=1) ** 2)
+
+
+def f_transpose_axes(t):
+    return np.sum(np.transpose(t, (2, 0, 1)) * np.arange(24.0).reshape(4, 2, 3)) + np.sum(t.transpose(1, 0, 2) ** 2)
+
+
+def f_swapaxes(t):
+    return np.sum(np.swapaxes(t, 0, 2) * np.arange(24.0).reshape(4, 3, 2)) + np.sum(t.swapaxes(-1, 1) ** 3)
+
+
+def f_moveaxis(t):
+    return np.sum(np.moveaxis(t, 0, -1) * np.arange(24.0).reshape(3, 4, 2)) + np.sum(
+        np.moveaxis(t, (0, 1), (2, 0)) ** 2 * np.arange(24.0).reshape(3, 4, 2))
+
+
+def f_rollaxis(t):
+    return np.sum(np.rollaxis(t, 2) * np.arange(24.0).reshape(4, 2, 3)) + np.sum(np.rollaxis(t, 0, 2) ** 3)
+
+
+def f_broadcast_to(v):
+    return np.sum(np.broadcast_to(v, (3, 5)) * np.arange(15.0).reshape(3, 5))
+
+
+def f_atleast(x, v):
+    a = np.atleast_1d(x[0, 0])
+    b, c = np.atleast_2d(v, x)
+    d = np.atleast_3d(v)
+    return np.sum(a * 3.0) + np.sum(b ** 2) + np.sum(c ** 3) + np.sum(d * np.arange(5.0).reshape(1, 5, 1))
+
+
+def f_tile(x):
+    return np.sum(np.tile(x, (2, 1, 3)) ** 2 * np.arange(72.0).reshape(2, 3, 12)) + np.sum(np.tile(x[0], 2) ** 3)
+
+
+def f_repeat(x):
+    return np.sum(np.repeat(x, 2, axis=1) ** 3) + np.sum(x.repeat(np.array([1, 0, 2]), axis=0) ** 2 * 0.5) + np.sum(
+        np.repeat(x, 3) * np.arange(36.0))
+
+
+def f_roll(x):
+    return np.sum(np.roll(x, (1, -2), axis=(0, 1)) * W) + np.sum(np.roll(x, 5) * W ** 2) + np.sum(
+        np.roll(x, -1, axis=1) ** 3)
+
+
+def f_rot90(x):
+    return np.sum(np.rot90(x, 3) * W.T) + np.sum(np.rot90(x) ** 3) + np.sum(np.rot90(x, 2, axes=(1, 0)) * W)
+
+
+def f_flip(x):
+    return np.sum(np.flip(x) * W) + np.sum(np.fliplr(x) * W ** 2) + np.sum(np.flipud(x) ** 3) + np.sum(
+        np.flip(x, 1) * W)
+
+
+def f_pad(x, c):
+    return (np.sum(np.pad(x, ((1, 2), (0, 1)), mode="reflect") ** 2)
+            + np.sum(np.pad(x, 2, mode="edge") ** 3) + np.sum(np.pad(x, (3, 1), "symmetric") ** 2)
+            + np.sum(np.pad(x, ((0, 5),), mode="wrap") * 1.5) + np.sum(np.pad(x, 1, constant_values=c) ** 2))
+
+
+def f_concat_stack(x, v):
+    a = np.concatenate([x, x * 2.0], axis=1)
+    b = np.stack([x[0], x[1] * v[:4]], axis=1)
+    return np.sum(a ** 2) + np.sum(b ** 3)
+
+
+def f_hvd_stack(x, v):
+    return (np.sum(np.hstack([x, x * 2.0]) ** 2) + np.sum(np.vstack((x, x[0])) ** 3) + np.sum(np.hstack((v, v)) ** 2)
+            + np.sum(np.dstack((x, x)) ** 2) + np.sum(np.column_stack((v, v * v)) ** 2)
+            + np.sum(np.column_stack((x, x[:, 0])) ** 3))
+
+
+def f_split(x):
+    a, b = np.split(x, 2, axis=1)
+    parts = np.array_split(x, 3, axis=1)
+    return np.sum(a ** 2) + np.sum(b * 3.0) + sum(np.sum(p ** 2) * (i + 1) for i, p in enumerate(parts))
+
+
+def f_split_indices(x, t):
+    h = np.hsplit(x, [1, 3])
+    v = np.vsplit(x, [2])
+    d = np.dsplit(t, 2)
+    return (sum(np.sum(p * p * (i + 1)) for i, p in enumerate(h)) + np.sum(v[0] ** 3) + np.sum(v[1])
+            + np.sum(d[1] ** 2))
+
+
+def f_diag(z, v):
+    return np.sum(np.diag(np.diag(z), 1) ** 2) + np.sum(np.diag(v, -2) ** 2) + np.sum(np.diag(z, 1) ** 3)
+
+
+def f_diagonal_trace(t, z):
+    return (np.sum(np.diagonal(t, 1, 1, 2) ** 2) + np.trace(z) ** 2 + z.trace(1) + np.sum(z.diagonal() ** 3)
+            + np.sum(np.trace(t, -1, 0, 2) ** 2))
+
+
+def f_tri(z, t):
+    return np.sum(np.tril(z, -1) * z) + np.sum(np.triu(z) ** 2) + np.sum(np.triu(t, 1) ** 2)
+
+
+def f_kron(x, z):
+    return np.sum(np.kron(x, z) ** 2) + np.sum(np.kron(x[0], z[1]) ** 3)
+
+
+def f_outer_inner(x, y, v):
+    return (np.sum(np.inner(x, y.T) ** 2) + np.inner(v, v) + np.sum(np.outer(v, x[0]) ** 2) + np.vdot(x, x * x)
+            + np.sum(np.inner(x[0], 2.5) ** 2))
+
+
+def f_dot_tensordot(x, y, t):
+    return np.sum(np.dot(x, y) ** 2) + np.sum(np.tensordot(t, y, axes=1) ** 2) + np.sum(
+        np.tensordot(t, x, axes=([1, 2], [0, 1])))
+
+
+def f_einsum(x, y, z, t):
+    return (np.sum(np.einsum("ij,jk->ik", x, y) ** 2) + np.einsum("ii", z) ** 2 + np.sum(np.einsum("ii->i", z) ** 3)
+            + np.sum(np.einsum("ij", x) * W) + np.sum(np.einsum("ji", x) ** 2) + np.einsum("i,i", x[0], x[1])
+            + np.sum(np.einsum("...ij,...jk->...ik", t, y) ** 2) + np.sum(np.einsum("ijk,ij->k", t, t[:, :, 0]))
+            + np.sum(np.einsum("ij,jk,kl->il", z, x, y, optimize=True) ** 2)
+            + np.sum(np.einsum(x, [0, 1], y, [1, 2], [0, 2]) ** 3) + np.einsum(z, [0, 0])
+            + np.sum(np.einsum("ij,k", z, x[0]) ** 2) + np.sum(np.einsum("b...,b...->...", t, t)))
+
+
+def f_array_of(a, b, v):
+    m = np.array([[a, b], [b * a, 2.0]])
+    n = np.array([v, v * a])
+    return np.sum(m * m) + np.sum(n ** 3) + np.sum(np.array([a, 1.0, b]) * np.arange(3.0))
+
+
+def f_full(x, c):
+    return np.sum(np.full((3, 4), c) * x) + np.sum(np.full_like(x, c) ** 2) + np.sum(np.zeros_like(x) + x * c) + \
+        np.sum(np.ones_like(x) * c)
+
+
+def f_take(x):
+    return (np.sum(np.take(x, np.array([0, 2, 2]), axis=1) ** 2) + np.sum(
+        np.take_along_axis(x, np.array([[0, 3], [1, 1], [2, 0]]), 1) ** 2)
+            + np.sum(np.take_along_axis(x, np.array([[2, 0, 1, 1]]), axis=0) ** 3))
+
+
+def f_select(x):
+    return np.sum(np.select([x > 0.5, x < -0.5], [x ** 2, np.sin(x)], 1.0)) + np.sum(
+        np.select([x > 0.0], [x * 3.0]) ** 2)
+
+
+def f_gradient(x, v):
+    gx, gy = np.gradient(x)
+    return (np.sum(np.gradient(x, axis=1) ** 2) + np.sum(np.gradient(x, 0.5, axis=0) ** 3) + np.sum(gx * gy)
+            + np.sum(np.gradient(v) ** 2) + np.sum(np.gradient(v, edge_order=2) ** 3) + np.sum(
+                np.gradient(x, 2.0, 0.5) [1] ** 2))
+
+
+def f_diff_append(x):
+    return np.sum(np.diff(x, 2, axis=1) ** 2) + np.sum(np.diff(x, axis=0) ** 2) + np.sum(np.append(x, x[0]) ** 2) + \
+        np.sum(np.append(x, x[:1], axis=0) ** 3)
+
+
+def f_cross(x, t):
+    return np.sum(np.cross(x[:, :3], x[:, 1:]) ** 2) + np.sum(np.cross(t[:, :, 1:], x[:, :3]) ** 2)
+
+
+def f_put_along(x, v):
+    a = x * 1.0
+    np.put_along_axis(a, np.array([[0], [2], [2]]), v[0] * 2.0, axis=1)
+    np.put_along_axis(a, np.array([[1, 1, 0, 2]]), v[:4] ** 2, 0)
+    np.put_along_axis(a, np.array([3, 3, 0]), v[1:4], axis=None)   # a repeated index: the last write stays
+    return np.sum(a ** 2) + np.sum(x * 3.0 * a)
+
+
+def f_loop(x, v):      # a loop: jit="auto" compiles it whole
+    acc = np.zeros(4)
+    for i in range(3):
+        acc = acc + np.roll(x[i], i) * np.flip(v[:4]) + np.einsum("i,i->i", x[i], x[i])
+    return np.sum(np.pad(acc, 1, mode="edge") ** 2) + np.sum(np.tile(acc, 2))
+
+
+CASES = {
+    "ravel": (f_ravel, (X,)), "ravel_f": (f_ravel_f, (X,)), "reshape_f": (f_reshape_f, (X,)),
+    "reshape_method": (f_reshape_method, (X,)), "squeeze_expand": (f_squeeze_expand, (X,)),
+    "transpose_axes": (f_transpose_axes, (T3,)), "swapaxes": (f_swapaxes, (T3,)), "moveaxis": (f_moveaxis, (T3,)),
+    "rollaxis": (f_rollaxis, (T3,)), "broadcast_to": (f_broadcast_to, (V,)), "atleast": (f_atleast, (X, V)),
+    "tile": (f_tile, (X,)), "repeat": (f_repeat, (X,)), "roll": (f_roll, (X,)), "rot90": (f_rot90, (X,)),
+    "flip": (f_flip, (X,)), "pad": (f_pad, (X, 0.3)), "concat_stack": (f_concat_stack, (X, V)),
+    "hvd_stack": (f_hvd_stack, (X, V)), "split": (f_split, (X,)), "split_indices": (f_split_indices, (X, T3)),
+    "diag": (f_diag, (Z, V)), "diagonal_trace": (f_diagonal_trace, (T3, Z)), "tri": (f_tri, (Z, T3)),
+    "kron": (f_kron, (X, Z)), "outer_inner": (f_outer_inner, (X, Y, V)),
+    "dot_tensordot": (f_dot_tensordot, (X, Y, T3)), "einsum": (f_einsum, (X, Y, Z, T3)),
+    "array_of": (f_array_of, (1.5, 0.7, V)), "full": (f_full, (X, 0.3)), "take": (f_take, (X,)),
+    "select": (f_select, (X,)), "gradient": (f_gradient, (X, V)), "diff_append": (f_diff_append, (X,)),
+    "cross": (f_cross, (X, T3)), "loop": (f_loop, (X, V)),
+    "put_along": (f_put_along, (X, V)),
+}
+# jit="njit" compiles the whole function with Numba: every case does, except where noted
+NOT_NJIT = {}
+MODES = ["python", "njit", "nojit"]
+
+
+def _kw(mode):
+    return {"jit": False} if mode == "nojit" else {"mode": mode}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_value_and_gradient(name, mode):
+    fn, args = CASES[name]
+    if mode == "njit" and name in NOT_NJIT:
+        with pytest.raises(funcgrad.CompileError):
+            funcgrad.value_and_grad(fn, argnums=tuple(range(len(args))), **_kw(mode))(*args)
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", funcgrad.FuncgradWarning)   # no silent fallback
+        warnings.simplefilter("ignore", DeprecationWarning)
+        v, _ = funcgrad.value_and_grad(fn, argnums=tuple(range(len(args))), **_kw(mode))(*args)
+        np.testing.assert_allclose(v, fn(*args), rtol=1e-12, atol=1e-12)
+        check_grads(fn, args, argnums=tuple(range(len(args))), **_kw(mode))
+
+
+def test_auto_compiles_loops_with_these_functions_whole():
+    fn, args = CASES["loop"]
+    g = funcgrad.grad(fn, argnums=(0, 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", funcgrad.FuncgradWarning)
+        got = g(*args)
+    assert {b.mode for b in g.cache.values()} == {"njit"}     # compiled whole: no Python fallback
+    want = funcgrad.grad(fn, argnums=(0, 1), jit=False)(*args)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- every kernel, compiled
+REG = registry()
+MINE = sorted(n for n, p in REG.items() if p.impl.__module__ in ("funcgrad.ops.registry", "funcgrad.ops.numpy_shape")
+              and (p.template is None or p.template.filename.endswith("numpy_shape.py"))
+              and (p.sample is not None or p.tested_via is not None))
+
+
+def _kernel_call(name, args, kwargs):
+    """A njit-able function ``run(*arrays)`` calling ``K.<name>`` with the non-array arguments as literals."""
+    params, parts, values = [], [], []
+    for a in args:
+        if isinstance(a, (np.ndarray, float)) or isinstance(a, tuple) and a and all(
+                isinstance(v, (np.ndarray, float)) for v in a):
+            params.append(f"a{len(params)}")
+            parts.append(params[-1])
+            values.append(a)
+        else:
+            parts.append(repr(a))
+    parts += [f"{k}={v!r}" for k, v in kwargs.items()]
+    ns = {"K": K}
+    exec(f"def run({', '.join(params)}):\n    return K.{name}({', '.join(parts)})\n", ns)
+    return ns["run"], values
+
+
+@pytest.mark.parametrize("name", MINE)
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_kernel_compiled_equals_python(name, data):
+    """Each kernel's nopython implementation (numba overload) returns what its Python returns."""
+    from numba import njit
+    prim = REG[name]
+    base = prim if prim.sample is not None else REG[funcgrad.ops.registry.lookup(prim.tested_via).name]
+    args, kwargs = data.draw(st.composite(lambda draw: base.sample(draw, np.float64))())
+    args = tuple(float(a) if isinstance(a, np.ndarray) and a.ndim == 0 and a.dtype.kind == "f" else a for a in args)
+    if prim is not base:   # a helper of base's VJP: call it as the adjoint does, on a cotangent of base's result
+        y = base.impl(*args, **kwargs)
+        g = np.random.default_rng(0).standard_normal(np.shape(y))
+        if name == "einsum_tangent":
+            args, kwargs = (args[0], args[1], tuple(np.ones_like(np.asarray(o)) * 0.5 for o in args[1])), kwargs
+        elif name == "unjoin":
+            args, kwargs = (g, args[0], base.name), {}
+        elif name == "einsum_vjp":
+            args = (g,) + tuple(args)
+        elif name == "written_along_axis":
+            args = (g,) + tuple(args[1:])
+    if name.startswith("cross") and sum(np.shape(a)[-1:] == (2,) for a in args[-2:]) == 2:
+        return   # two arrays of 2-vectors: refused in compiled code (test_cross_of_two_2_vector_arrays)
+    run, values = _kernel_call(name, args, kwargs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        want = run(*values)
+        got = njit(run)(*values)
+    for a, b in zip(got if isinstance(want, (list, tuple)) else [got],
+                    want if isinstance(want, (list, tuple)) else [want]):
+        assert np.shape(a) == np.shape(b), f"{name}: shape {np.shape(a)} != {np.shape(b)}"
+        np.testing.assert_allclose(np.asarray(a, dtype=float), np.asarray(b, dtype=float), rtol=1e-12, atol=1e-12,
+                                   err_msg=f"{name}: compiled vs Python")
+
+
+# ----------------------------------------------------------------------------- kernels against NumPy
+def test_pad_index_maps_match_numpy():
+    for mode in ("edge", "reflect", "symmetric", "wrap"):
+        for n in (1, 2, 3, 5):
+            for b, a in ((0, 0), (1, 2), (5, 7), (11, 1)):
+                if mode == "reflect" and n == 1 and (a or b):
+                    continue
+                x = np.arange(float(n))
+                np.testing.assert_array_equal(K.pad(x, (b, a), mode), np.pad(x, (b, a), mode))
+
+
+@pytest.mark.parametrize("subs,shapes", [
+    ("ij,jk->ik", [(2, 3), (3, 4)]), ("ii->i", [(3, 3)]), ("ii", [(3, 3)]), ("ba,ac", [(2, 3), (3, 4)]),
+    ("Ba,aC", [(2, 3), (3, 4)]), ("...ij,...jk->...ik", [(1, 2, 3), (4, 3, 2)]), ("iij->j", [(2, 2, 3)]),
+    ("ij,ij->ij", [(1, 3), (2, 3)]), ("k,nk->", [(5,), (6, 5)]), (",ij->ij", [(), (2, 3)]),
+    ("ijk,lji,lli->lki", [(3, 4, 4), (4, 4, 3), (4, 4, 3)]), ("j...k,lj...->lk...", [(2, 2, 2), (2, 2, 2)]),
+])
+def test_einsum_kernels_match_numpy(subs, shapes):
+    from numba import njit
+    ops = tuple(rng.normal(size=s) if s else float(rng.normal()) for s in shapes)
+    want = np.einsum(subs, *ops)
+    np.testing.assert_allclose(K.einsum(subs, ops), want, rtol=1e-12, atol=1e-12)
+    src = f"def run(ops):\n    return K.einsum({subs!r}, ops)\n"
+    ns = {"K": K}
+    exec(src, ns)
+    np.testing.assert_allclose(njit(ns["run"])(ops), want, rtol=1e-12, atol=1e-12)
+    g = rng.normal(size=np.shape(want))
+    src = f"def run(g, ops):\n    return K.einsum_vjp(g, {subs!r}, ops)\n"
+    exec(src, ns)
+    got_nb = njit(ns["run"])(g, ops)
+    got_py = K.einsum_vjp(g, subs, ops)
+    for a, b, o in zip(got_nb, got_py, ops):
+        assert np.shape(a) == np.shape(o) == np.shape(b)
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- refusals at the user's line
+def r_order(x):
+    return np.sum(np.ravel(x, order="K"))
+
+
+def r_split_runtime(x, n):
+    return np.sum(np.split(x, n)[0])
+
+
+def r_pad_mode(x):
+    return np.sum(np.pad(x, 1, mode="linear_ramp"))
+
+
+def r_einsum_bad(x):
+    return np.sum(np.einsum("ij,jk->ik", x))
+
+
+def r_einsum_letters(x):
+    return np.sum(np.einsum("i1->i", x))
+
+
+def r_gradient_rank(x):
+    return np.sum(np.gradient(x * 2.0)[0])
+
+
+def r_hstack_rows(x):
+    return np.sum(np.hstack(x))
+
+
+def r_put_along_value(x):
+    return np.sum(np.put_along_axis(x, np.array([[0]]), 1.0, 1))
+
+
+def r_array_dtype(a):
+    return np.sum(np.array([a, a], dtype=np.int64))
+
+
+@pytest.mark.parametrize("fn,args,text", [
+    (r_order, (X,), "order='K' is not supported"),
+    (r_split_runtime, (X, 3), "must be known when the function is transformed"),
+    (r_pad_mode, (X,), "linear_ramp"),
+    (r_einsum_bad, (X,), "name 2 operands, 1 were given"),
+    (r_einsum_letters, (X,), "invalid subscript '1'"),
+    (r_gradient_rank, (X,), "pass axis="),
+    (r_hstack_rows, (X,), "tuple or list written in the code"),
+    (r_array_dtype, (1.5,), "dtype=float64 only"),
+    (r_put_along_value, (X,), "call it as a statement"),
+])
+def test_refused_at_the_users_line(fn, args, text):
+    with pytest.raises(funcgrad.FuncgradError) as ei:
+        funcgrad.grad(fn)(*args)
+    msg = str(ei.value)
+    assert text in msg, msg
+    assert __file__.rsplit("/", 1)[-1] in msg and str(fn.__code__.co_firstlineno + 1) in msg, msg
+
+
+def test_njit_refuses_what_numba_cannot_compile_clearly():
+    def f(x):
+        return np.sum(np.pad(x, 1, constant_values=(1.0, 2.0)) ** 2)
+    with pytest.raises(funcgrad.CompileError) as ei:
+        funcgrad.grad(f, mode="njit")(X)
+    assert "test_numpy_shape.py" in str(ei.value)
+    check_grads(f, (X,), mode="python")       # runs as Python over the kernels
+    check_grads(f, (X,))                      # auto: no loop, so Python
+
+
+def test_cross_of_two_2_vector_arrays():
+    def f(x, y):
+        return np.sum(np.cross(x, y) ** 2)
+    x, y = rng.normal(size=(4, 2)), rng.normal(size=(4, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        check_grads(f, (x, y), argnums=(0, 1), mode="python")
+        with pytest.raises(ValueError, match="2-vectors"):   # compiled: the result has no vector axis
+            funcgrad.grad(f, mode="njit")(x, y)
+
+
+# ----------------------------------------------------------------------------- autograd as a second oracle
+def ag_roll_rot(x):
+    return np.sum(np.roll(x, 2, axis=1) * W) + np.sum(np.roll(x, -3) ** 2) + np.sum(np.rot90(x, 3) * W.T)
+
+
+def ag_repeat(x):
+    return np.sum(np.repeat(x, 2, axis=1) ** 3) + np.sum(np.repeat(x, 3) * np.arange(36.0))
+
+
+def ag_einsum(x, y, z, t):
+    return (np.sum(np.einsum("ij,jk->ik", x, y) ** 2)
+            + np.sum(np.einsum("...ij,...jk->...ik", t, y) ** 2) + np.sum(np.einsum("ijk,ij->k", t, t[:, :, 0]))
+            + np.sum(np.einsum("ij,jk,kl->il", z, x, y) ** 2) + np.sum(np.einsum("ij,k", z, x[0]) ** 2)
+            + np.sum(np.einsum("k,nk->", x[0], y.T)))
+
+
+def ag_trace(z, t):
+    return np.trace(z) ** 2 + np.sum(np.diagonal(t[:, :, :3], 0, -1, -2) ** 2)   # (autograd: square, last axes only)
+
+
+def ag_products(x, y, v):
+    return np.sum(np.inner(x, y.T) ** 2) + np.inner(v, v) + np.sum(np.outer(v, x[0]) ** 2) + np.sum(
+        np.atleast_2d(v) ** 2) + np.sum(np.atleast_3d(x) ** 3)
+
+
+AG_CASES = {
+    "tile": CASES["tile"], "split": CASES["split"], "diag": CASES["diag"], "tri": CASES["tri"],
+    "kron": CASES["kron"], "swapaxes": CASES["swapaxes"], "moveaxis": CASES["moveaxis"],
+    "hvd_stack": CASES["hvd_stack"], "roll_rot": (ag_roll_rot, (X,)), "repeat": (ag_repeat, (X,)),
+    "einsum": (ag_einsum, (X, Y, Z, T3)), "trace": (ag_trace, (Z, T3)), "products": (ag_products, (X, Y, V)),
+    "split_indices": CASES["split_indices"], "rollaxis": CASES["rollaxis"],
+}
+@pytest.mark.parametrize("name", sorted(AG_CASES))
+def test_matches_autograd(name):
+    ag = pytest.importorskip("autograd", reason="autograd not installed")
+    import autograd.numpy as anp
+    fn, args = AG_CASES[name]
+    g = fn.__globals__
+    saved = g["np"]
+    try:
+        g["np"] = anp
+        want = ag.grad(fn, tuple(range(len(args))) if len(args) > 1 else 0)(*args)
+    finally:
+        g["np"] = saved
+    got = funcgrad.grad(fn, argnums=tuple(range(len(args))) if len(args) > 1 else 0)(*args)
+    for a, b in zip(got if len(args) > 1 else (got,), want if len(args) > 1 else (want,)):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
