@@ -1254,6 +1254,7 @@ except ImportError as _e:  # pragma: no cover
     if getattr(_e, "name", "") not in ("funcgrad.kernels.cpu_nn",):
         raise
     _cpu_nn = None
+from .cpu_linalg import *  # noqa: F401,F403,E402  (numpy.linalg and scipy.linalg kernels)
 
 
 def python_namespace():
