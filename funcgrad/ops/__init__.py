@@ -5,3 +5,4 @@ model toolkit's primitives register when :mod:`funcgrad.nn` is imported, which
 ``import funcgrad`` does. :func:`.registry.registry` lists them all.
 """
 from . import core  # noqa: F401  (registers NumPy's primitives)
+from . import linalg  # noqa: F401,E402  (numpy.linalg and scipy.linalg)
