@@ -31,6 +31,12 @@ central differences on any input):
   refused with a clear error);
 * ``norm`` at a kink (a zero vector, tied maxima) takes the subgradient that
   shares equally among ties (as ``np.max`` does) and 0 at the origin.
+
+Modes: everything runs in Python (``jit=False``, ``"kernels"``); everything but
+``sqrtm``, ``expm`` and ``solve_banded`` (``python_only`` kernels: ``jit="auto"``
+picks Python for functions calling them) also compiles whole with Numba, where
+``eigh(UPLO="U")`` and ``qr(mode="complete")`` are refused (Numba has no LAPACK
+call that gives NumPy's values for them).
 """
 from __future__ import annotations
 
