@@ -1220,6 +1220,7 @@ from .cpu_math import *  # noqa: E402,F401,F403  (NumPy math: elementwise functi
 
 
 from .cpu_forward import *  # noqa: E402,F401,F403  (kernels of the forward pass's primitives)
+from .cpu_linalg import *  # noqa: F401,F403,E402  (numpy.linalg and scipy.linalg kernels)
 
 
 def python_namespace():

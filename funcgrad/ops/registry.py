@@ -39,7 +39,7 @@ import numpy as np
 from ..kernels import cpu as _cpu_kernels
 
 __all__ = ["Primitive", "defvjp", "primitive", "vjp", "d", "t", "lookup", "registry", "alias", "nondiff",
-           "is_nondiff"]
+           "is_nondiff", "define", "definition", "Definition", "RUNTIME"]
 
 
 class _Cotangents:
@@ -263,6 +263,49 @@ def register_kernels(namespace):
         for obj in (k, getattr(k, "py_func", None)):
             if obj is not None and id(obj) not in _BY_KEY and callable(obj):
                 _register_key(obj, prim)
+class _Runtime:
+    """Stands for an argument a definition's ``check`` cannot see: one computed when the function runs."""
+
+    def __repr__(self):
+        return "RUNTIME"
+
+
+RUNTIME = _Runtime()
+
+
+@dataclass
+class Definition:
+    """A function users call (``np.linalg.eigh``), defined by a Python function over primitives."""
+    fn: Callable                  # read and inlined by normalize at the call site
+    check: Callable | None = None  # (*args, **kwargs) with values known while transforming -> refusal or None
+
+
+_DEFINED: dict = {}   # id -> (key, Definition)
+
+
+def define(*keys, check=None):
+    """Define the callables ``keys`` by the decorated Python function, written over primitives.
+
+    Normalize inlines it where the user calls one of ``keys``, as it inlines the user's own helpers, and
+    places its statements (and their errors) at the user's line. A definition can do what one primitive
+    cannot: return several results computed once (a tuple or a NumPy NamedTuple of ``getitem``s of one
+    packed primitive result: ``w, v = np.linalg.eigh(a)``), pick primitives by static arguments, and
+    accept another signature (``scipy.linalg.inv(a, overwrite_a=False)``). ``check(*args, **kwargs)``
+    runs while transforming with every argument known then (arguments computed at run time are
+    :data:`RUNTIME`); it returns ``None`` or ``(message, hint)``, which refuses the call at the user's line.
+    """
+    def deco(fn):
+        for k in keys:
+            _KEEPALIVE.append(k)
+            _DEFINED[id(k)] = (k, Definition(fn, check))
+        return fn
+    return deco
+
+
+def definition(obj) -> Definition | None:
+    """The :class:`Definition` of ``obj`` if :func:`define` defined it."""
+    hit = _DEFINED.get(id(obj))
+    return hit[1] if hit is not None and hit[0] is obj else None
 
 
 def lookup(obj) -> Primitive | None:

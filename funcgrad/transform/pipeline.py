@@ -125,6 +125,15 @@ def choose_strategy(jit, has_loops, opaque_calls=False):
     return jit
 
 
+def _python_only(stmts, backend):
+    """True when the code calls a kernel that exists only as Python (``python_only = True`` on the
+    backend's kernel: a SciPy routine Numba cannot compile); auto then runs the function as Python."""
+    K = backend.namespace()
+    return any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "K"
+               and getattr(getattr(K, n.attr, None), "python_only", False)
+               for n in ast.walk(ast.Module(body=list(stmts), type_ignores=[])))
+
+
 def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flow=True):
     """Transform ``fn`` for one signature and compile it on ``backend``.
 
@@ -181,7 +190,7 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         register_kernels(backend.namespace(True))
         register_kernels(backend.namespace(False))
         _KERNELS_READABLE.add(backend)
-    mode = choose_strategy(jit, low.has_loops, low.opaque_calls)
+    mode = choose_strategy(jit, low.has_loops, low.opaque_calls or _python_only(body, backend))
     compiled = backend.compile(getattr(mod, fname), mode, low.externals)
     primal = backend.compile(getattr(mod, name), mode, low.externals) if kind != "primal" else compiled
     return Built(fn=compiled, primal_fn=primal, source=src, name=fname, params=params, captured=low.captured,

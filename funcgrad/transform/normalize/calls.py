@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import inspect
 import math
 import types
 
@@ -12,7 +13,7 @@ import numpy as np
 from .. import annotations as A
 from ...custom import CustomVJPFunction
 from ...errors import NoDerivativeError, UnsupportedSyntaxError
-from ...ops.registry import Primitive, lookup
+from ...ops.registry import RUNTIME, Primitive, definition, lookup
 from ..fence import check as fence_check, error
 from ..parse import MISSING, parse
 from ..values import Dyn, Static, Struct, leaves as _leaves, map_struct as _map_struct
@@ -97,6 +98,9 @@ class Calls:
         fn = _BUILTIN_MAP.get(fn, fn) if isinstance(fn, types.BuiltinFunctionType) and len(args) != 1 or fn is abs else fn
         if isinstance(fn, CustomVJPFunction):
             return self.custom_vjp_call(fn, args, kwargs, scope, out, node)
+        defn = definition(fn)
+        if defn is not None:  # defined over primitives (np.linalg.eigh): inlined at this line
+            return self.inline_definition(fn, defn, args, kwargs, scope, out, node)
         low = lowering_for(fn)
         if low is not None:   # a NumPy function that is other primitives in disguise (np.ravel, np.split...)
             if all(isinstance(a, Static) for a in list(args) + list(kwargs.values())):
@@ -196,6 +200,39 @@ class Calls:
             return Static(np.array(_static_value(a)))
         items = [self.array_of(v, scope, out, node) if isinstance(v, Struct) else v for v in a.values()]
         return self.call_prim(lookup(np.stack), [Struct("tuple", items)], {}, scope, out, node)
+    def inline_definition(self, fn, defn, args, kwargs, scope, out, node):
+        """A call of a function defined over primitives (``ops.registry.define``): refused by the
+        definition's check, or inlined with its statements and errors placed at the caller's line."""
+        P = scope.parsed
+        name = getattr(fn, "__name__", "this function")
+
+        def known(v):
+            if isinstance(v, Struct) and all(isinstance(x, Static) for x in _leaves(v)):
+                return _static_value(v)
+            return v.obj if isinstance(v, Static) else RUNTIME
+
+        try:
+            inspect.signature(defn.fn).bind(*args, **kwargs)
+        except TypeError as e:
+            raise error(P, node, f"bad arguments to {name}: {e}", None) from None
+        why = defn.check and defn.check(*[known(a) for a in args], **{k: known(v) for k, v in kwargs.items()})
+        if why:
+            raise error(P, node, why[0], why[1])
+        start = len(out)
+        try:
+            res = self.inline_function(defn.fn, args, kwargs, out, node, scope)
+        except UnsupportedSyntaxError as e:
+            raise error(P, node, f"{name}: {e.msg.split(chr(10))[0]}", e.hint) from None
+        where = (P.filename, getattr(node, "lineno", None))
+        for n in [n for st in out[start:] for n in ast.walk(st)] + [
+                n for v in _leaves(res) if isinstance(v, Dyn) for n in ast.walk(v.expr)]:
+            if hasattr(n, "lineno"):
+                ast.copy_location(n, node)
+            if isinstance(n, ast.stmt):
+                A.put(n, A.FILE, P.filename)
+            if A.has(n, A.SRC):
+                A.put(n, A.SRC, where)
+        return res
 
     def constant_value(self, v, scope, node):
         """A Python object fixed in a partial or a default, as a value."""

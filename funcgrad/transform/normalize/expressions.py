@@ -25,7 +25,7 @@ class Expressions:
             return val.expr
         if isinstance(val, Static):
             o = val.obj
-            if isinstance(o, (bool, int, float, complex, str)) or o is None:
+            if isinstance(o, (bool, int, float, complex, str)) or o is None or o is Ellipsis:  # x[..., 0]
                 return ast.Constant(o)
             if isinstance(o, np.generic):
                 return ast.Constant(o.item())
