@@ -1254,6 +1254,7 @@ except ImportError as _e:  # pragma: no cover
     if getattr(_e, "name", "") not in ("funcgrad.kernels.cpu_nn",):
         raise
     _cpu_nn = None
+from .cpu_special import *  # noqa: F401,F403,E402  scipy.special / scipy.stats kernels (Python only)
 
 
 from .cpu_forward import *  # noqa: E402,F401,F403  (kernels of the forward pass's primitives)

@@ -30,7 +30,9 @@ from __future__ import annotations
 import ast
 import copy
 import inspect
+import sys
 import textwrap
+import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -39,7 +41,7 @@ import numpy as np
 from ..kernels import cpu as _cpu_kernels
 
 __all__ = ["Primitive", "defvjp", "primitive", "vjp", "d", "t", "lookup", "registry", "alias", "nondiff",
-           "is_nondiff"]
+           "is_nondiff", "lower", "lowering", "when_imported"]
 
 
 class _Cotangents:
@@ -90,6 +92,7 @@ class Primitive:
     tested_via: Any = None        # a primitive whose VJP exercises this one (list-valued helpers)
     operator: str | None = None   # emitted as Python operator syntax ("+", "@", "neg", ...)
     extra_keys: list = field(default_factory=list)
+    python_only: bool = False     # its kernel has no nopython version: jit="auto" runs its callers as Python
 
     @property
     def params(self) -> list[str]:
@@ -111,13 +114,21 @@ _BY_NAME: dict[str, Primitive] = {}
 _KEEPALIVE: list = []
 
 
+def _ident(obj):
+    """The registry key of a callable: its id; a bound method (``scipy.stats.norm.logpdf``, a new object at
+    every attribute access) is known by its instance and function."""
+    if isinstance(obj, types.MethodType):
+        return ("method", id(obj.__self__), id(obj.__func__))
+    return id(obj)
+
+
 def _register_key(key, prim):
     _KEEPALIVE.append(key)
-    _BY_KEY[id(key)] = prim
+    _BY_KEY[_ident(key)] = prim
 
 
 def primitive(key=None, *, name: str | None = None, sample=None, elementwise=False, operator=None,
-              tested_via=None):
+              tested_via=None, python_only=False):
     """Declare the forward of a primitive keyed by ``key`` (default: the decorated function)."""
 
     def deco(fn):
@@ -126,7 +137,7 @@ def primitive(key=None, *, name: str | None = None, sample=None, elementwise=Fal
         if nm in _BY_NAME:
             raise ValueError(f"primitive {nm!r} is declared twice")
         prim = Primitive(key=k, name=nm, impl=fn, signature=inspect.signature(fn), sample=sample,
-                         elementwise=elementwise, operator=operator, tested_via=tested_via)
+                         elementwise=elementwise, operator=operator, tested_via=tested_via, python_only=python_only)
         _BY_NAME[nm] = prim
         _register_key(k, prim)
         if k is not fn:
@@ -146,7 +157,7 @@ def alias(key, target_key):
 
 
 def defvjp(key=None, *, name: str | None = None, sample=None, elementwise=False, operator=None, also=(),
-           tested_via=None):
+           tested_via=None, python_only=False):
     """Declare a primitive in one place: its VJP template, keyed by the function users call.
 
     ``@defvjp(np.arcsin, sample=S.unary("unit"), elementwise=True, also=[math.asin])`` over
@@ -157,6 +168,8 @@ def defvjp(key=None, *, name: str | None = None, sample=None, elementwise=False,
     lists other callables that mean the same (``math.asin``). A template that assigns no ``d[...]``
     (only ``pass``) declares a function whose derivative is zero. One more line, ``t[y] = t[x] /
     np.sqrt(1 - x * x)``, is the JVP (forward mode): it is linear in the ``t[...]`` of the inputs.
+    ``python_only=True``: the kernel runs in Python only (scipy.special), so ``jit="auto"`` runs code
+    calling it as Python over compiled kernels.
     """
 
     def deco(fn):
@@ -174,7 +187,7 @@ def defvjp(key=None, *, name: str | None = None, sample=None, elementwise=False,
         forward.__signature__ = fsig
         forward.__doc__ = fn.__doc__
         primitive(key, name=nm, sample=sample, elementwise=elementwise, operator=operator,
-                  tested_via=tested_via)(forward)
+                  tested_via=tested_via, python_only=python_only)(forward)
         vjp(key if key is not None else forward)(fn)
         for other in also:
             alias(other, key if key is not None else forward)
@@ -266,7 +279,50 @@ def register_kernels(namespace):
 
 
 def lookup(obj) -> Primitive | None:
-    return _BY_KEY.get(id(obj))
+    prim = _BY_KEY.get(_ident(obj))
+    if prim is None and _DEFERRED and _run_deferred():
+        prim = _BY_KEY.get(_ident(obj))
+    return prim
+
+
+_DEFERRED: dict = {}   # module name -> functions registering keys that live in that module
+
+
+def when_imported(module: str, register):
+    """Run ``register()`` (it registers keys living in ``module``: ``scipy.stats.norm.logpdf``) once
+    ``module`` is imported, by the user's code, before funcgrad reads a call: ``import funcgrad`` does not
+    import scipy.stats, scipy.special or scipy.integrate (about a second) for code that never calls them."""
+    if module in sys.modules:
+        register()
+    else:
+        _DEFERRED.setdefault(module, []).append(register)
+
+
+def _run_deferred() -> bool:
+    ready = [m for m in _DEFERRED if m in sys.modules]
+    for m in ready:
+        for register in _DEFERRED.pop(m):
+            register()
+    return bool(ready)
+
+
+_LOWERED: dict = {}   # key -> a Python function funcgrad reads in place of the library function
+
+
+def lower(key, fn):
+    """Read calls of the library function ``key`` as calls of ``fn``, a Python function over primitives that
+    funcgrad transforms like the user's own helpers (``scipy.special.logsumexp(a, b=..., return_sign=True)``:
+    static options chosen when transforming, a tuple result)."""
+    _KEEPALIVE.append(key)
+    _LOWERED[_ident(key)] = fn
+
+
+def lowering(obj):
+    """The function registered by :func:`lower` for ``obj``, or None."""
+    fn = _LOWERED.get(_ident(obj))
+    if fn is None and _DEFERRED and _run_deferred():
+        fn = _LOWERED.get(_ident(obj))
+    return fn
 
 
 def by_name(name: str) -> Primitive | None:

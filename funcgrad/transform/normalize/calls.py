@@ -12,7 +12,7 @@ import numpy as np
 from .. import annotations as A
 from ...custom import CustomVJPFunction
 from ...errors import NoDerivativeError, UnsupportedSyntaxError
-from ...ops.registry import Primitive, lookup
+from ...ops.registry import Primitive, lookup, lowering
 from ..fence import check as fence_check, error
 from ..parse import MISSING, parse
 from ..values import Dyn, Static, Struct, leaves as _leaves, map_struct as _map_struct
@@ -94,6 +94,8 @@ class Calls:
         if static is not None:
             return static
         fn = _BUILTIN_MAP.get(fn, fn) if isinstance(fn, types.BuiltinFunctionType) and len(args) != 1 or fn is abs else fn
+        if lowering(fn) is not None:  # a library function read as funcgrad's Python over primitives
+            return self.inline_function(lowering(fn), args, kwargs, out, node, scope)
         if isinstance(fn, CustomVJPFunction):
             return self.custom_vjp_call(fn, args, kwargs, scope, out, node)
         prim = lookup(fn)
@@ -290,6 +292,7 @@ class Calls:
 
     def call_prim(self, prim: Primitive, args, kwargs, scope, out, node):
         P = scope.parsed
+        self.opaque_calls |= prim.python_only   # no nopython kernel (scipy.special): auto runs this as Python
         try:
             ba = prim.signature.bind(*args, **kwargs)
         except TypeError as e:
