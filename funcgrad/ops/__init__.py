@@ -7,3 +7,4 @@ model toolkit's primitives register when :mod:`funcgrad.nn` is imported, which
 from . import core  # noqa: F401  (registers NumPy's primitives)
 from . import tangents  # noqa: F401  (primitives the forward pass generates)
 from . import special  # noqa: F401  (scipy.special's primitives; keys registered when scipy.special is imported)
+from . import stats  # noqa: F401  (scipy.stats' distribution methods; keys registered when scipy.stats is imported)

@@ -299,11 +299,10 @@ def when_imported(module: str, register):
 
 
 def _run_deferred() -> bool:
-    ready = [m for m in _DEFERRED if m in sys.modules]
-    for m in ready:
-        for register in _DEFERRED.pop(m):
-            register()
-    return bool(ready)
+    todo = [register for m in [m for m in _DEFERRED if m in sys.modules] for register in _DEFERRED.pop(m)]
+    for register in todo:   # popped first: a registration's own lookups do not run it again
+        register()
+    return bool(todo)
 
 
 _LOWERED: dict = {}   # key -> a Python function funcgrad reads in place of the library function

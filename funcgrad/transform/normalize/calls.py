@@ -319,6 +319,7 @@ class Calls:
         if kwargs:
             raise error(scope.parsed, node, "custom_vjp functions take positional arguments only", None)
         fname = self.external(cv)
+        self.opaque_calls = True   # Numba cannot call it: auto runs this function as Python
         call = ast.Call(func=fname, args=[self.as_expr(a, scope, node) for a in args], keywords=[])
         A.put(call, A.CUSTOM, cv)
         ast.copy_location(call, node)
