@@ -343,9 +343,10 @@ def chi2_cdf(y, x, df, loc=0.0, scale=1.0):
 # --------------------------------------------------------------------------- poisson
 def _sample_poisson(draw, dt, st, array, shapes):
     sk, sm = S.broadcastable_shapes(draw)
-    k = np.round(np.asarray(array(draw, sk, np.float64, (0.0, 6.0)))).astype(dt)
+    loc = draw(st.sampled_from([None, -1, 0, 1]))
+    k = (np.round(np.asarray(array(draw, sk, np.float64, (0.0, 6.0)))) + max(loc or 0, 0)).astype(dt)  # k >= loc
     mu = array(draw, sm, dt, (0.5, 5.0))
-    return ((k, mu) if draw(st.booleans()) else (k, mu, int(draw(st.integers(-1, 1))))), {}
+    return ((k, mu) if loc is None else (k, mu, loc)), {}
 
 
 @defvjp(None, sample=S.custom(_sample_poisson), python_only=True)
