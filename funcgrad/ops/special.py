@@ -4,9 +4,12 @@ Owns the rules of ``gammaln gamma digamma (psi) polygamma rgamma multigammaln be
 erfc erfinv erfcinv expit logit xlogy xlog1py entr rel_entr i0 i1 iv ive j0 j1 jv (jn) y0 y1
 yn gammainc gammaincc`` and of ``logsumexp`` (with ``axis`` None, an int or a tuple, ``b=``,
 ``keepdims`` and ``return_sign``: read as :func:`_logsumexp`, a lowering onto the primitives
-``scipy_logsumexp``, ``scipy_logsumexp_b`` and ``logsumexp_sign``). scipy.special's ``softmax``
-and ``log_softmax`` are lowered in :mod:`funcgrad.scipy_support` (onto funcgrad.nn's fused
-primitives, a layer above this one).
+``scipy_logsumexp``, ``scipy_logsumexp_b`` and ``logsumexp_sign``), and of ``softmax`` and
+``log_softmax`` (lowered to ``exp(x - logsumexp(x, axis, keepdims=True))`` and
+``x - logsumexp(...)``). funcgrad.nn's ``logsumexp``, ``softmax`` and ``log_softmax`` primitives
+are not reused: their ``axis`` is an int (default -1) fixed in a fused kernel, while SciPy's
+defaults to None (all axes), takes tuples, ``keepdims`` and ``b``, and an ``axis`` read from a
+variable is only known when the function runs, too late to choose between the two.
 
 Each template differentiates the arguments autograd differentiates: integer orders
 (``polygamma``'s n, ``yn``'s n, ``multigammaln``'s d) are static, and where a float argument has
@@ -338,6 +341,16 @@ def _logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     return out
 
 
+def _softmax(x, axis=None):
+    """What funcgrad reads for ``scipy.special.softmax(x, axis)``: exp(x - logsumexp(x, axis, keepdims=True))."""
+    return np.exp(x - scipy_logsumexp(x, axis, True))
+
+
+def _log_softmax(x, axis=None):
+    """What funcgrad reads for ``scipy.special.log_softmax(x, axis)``: x - logsumexp(x, axis, keepdims=True)."""
+    return x - scipy_logsumexp(x, axis, True)
+
+
 # --------------------------------------------------------------------------- keys
 def _register_keys():
     import scipy.special as sp   # lazily (when_imported): importing scipy.special costs about 0.4 s
@@ -352,6 +365,8 @@ def _register_keys():
         if key is not None and lookup(key) is None:   # psi is digamma, jn is jv
             alias(key, fn)
     lower(sp.logsumexp, _logsumexp)
+    lower(sp.softmax, _softmax)
+    lower(sp.log_softmax, _log_softmax)
 
 
 when_imported("scipy.special", _register_keys)

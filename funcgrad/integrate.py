@@ -1,24 +1,18 @@
-"""SciPy functions whose derivative rules need the layers above funcgrad.ops.
+"""scipy.integrate.odeint inside differentiated functions, by the adjoint method.
 
-Owns what funcgrad reads for three SciPy calls inside a differentiated function:
-
-* ``scipy.integrate.odeint(func, y0, t, args=(), **options)``, differentiated in ``y0``, ``t``
-  and the float ``args`` by the adjoint method (as autograd does: Froehlich et al. 2017, sec.
-  2.4.2): the cotangent is carried backwards from each output time to the one before by
-  integrating the augmented system (the state, its adjoint, the time and argument cotangents)
-  with odeint itself, and each evaluation of that system takes the VJP of the user's ``func``
-  with :func:`funcgrad.vjp`. ``func`` is an argument, not a fixed function, so no primitive
-  template can hold the rule (a template calls primitives, and this VJP calls a transform of a
-  value known only at the call): ``odeint`` is a :func:`funcgrad.custom_vjp` function
-  (``_odeint``), and calls of scipy's odeint are read as :func:`odeint` below (a lowering,
-  :func:`funcgrad.ops.registry.lower`), which fixes the options (static) and passes the arrays
-  positionally. ``full_output`` is refused (its result is not an array);
-* ``scipy.special.softmax`` and ``scipy.special.log_softmax``: with an integer ``axis`` they
-  are funcgrad.nn's fused primitives of the same name (the same function); with ``axis`` None
-  or a tuple, ``exp(x - logsumexp(x, axis, keepdims=True))`` over
-  :func:`funcgrad.ops.special.scipy_logsumexp`.
-
-The lowerings are registered when scipy.integrate / scipy.special is imported.
+Owns what funcgrad reads for ``scipy.integrate.odeint(func, y0, t, args=(), **options)``,
+differentiated in ``y0``, ``t`` and the float ``args`` as autograd does (Froehlich et al. 2017,
+sec. 2.4.2): the cotangent is carried backwards from each output time to the one before by
+integrating the augmented system (the state, its adjoint, the time and argument cotangents)
+with odeint itself, and each evaluation of that system takes the VJP of the user's ``func``
+with :func:`funcgrad.vjp`. ``func`` is an argument, not a fixed function, so no primitive
+template can hold the rule (a template calls primitives; this VJP calls a transform of a value
+known only at the call, and needs :mod:`funcgrad.api`, a layer above the primitives): the rule is
+the :func:`funcgrad.custom_vjp` function ``_odeint``, and calls of scipy's odeint are read as
+:func:`odeint` below (a lowering, :func:`funcgrad.ops.registry.lower`, registered when
+scipy.integrate is imported), which fixes the options (static) and passes the arrays
+positionally. ``full_output`` is refused (its result is not an array). Called directly,
+:func:`odeint` is scipy's odeint.
 """
 from __future__ import annotations
 
@@ -26,25 +20,8 @@ import numpy as np
 
 from .api import vjp
 from .custom import custom_vjp
-from .nn.rules import log_softmax as _nn_log_softmax, softmax as _nn_softmax
 from .ops.registry import lower, when_imported
-from .ops.special import scipy_logsumexp
 from .tree import tree_flatten
-
-
-# --------------------------------------------------------------------------- scipy.special.softmax / log_softmax
-def softmax(x, axis=None):
-    """What funcgrad reads for ``scipy.special.softmax(x, axis)``."""
-    if isinstance(axis, int):
-        return _nn_softmax(x, axis)
-    return np.exp(x - scipy_logsumexp(x, axis, True))
-
-
-def log_softmax(x, axis=None):
-    """What funcgrad reads for ``scipy.special.log_softmax(x, axis)``."""
-    if isinstance(axis, int):
-        return _nn_log_softmax(x, axis)
-    return x - scipy_logsumexp(x, axis, True)
 
 
 # --------------------------------------------------------------------------- scipy.integrate.odeint
@@ -150,11 +127,4 @@ def _register_integrate():
     lower(scipy.integrate.odeint, odeint)
 
 
-def _register_special():
-    import scipy.special     # lazily (when_imported)
-    lower(scipy.special.softmax, softmax)
-    lower(scipy.special.log_softmax, log_softmax)
-
-
 when_imported("scipy.integrate", _register_integrate)
-when_imported("scipy.special", _register_special)
