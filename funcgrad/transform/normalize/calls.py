@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import inspect
 import math
 import types
 
@@ -95,6 +96,11 @@ class Calls:
             return static
         fn = _BUILTIN_MAP.get(fn, fn) if isinstance(fn, types.BuiltinFunctionType) and len(args) != 1 or fn is abs else fn
         if lowering(fn) is not None:  # a library function read as funcgrad's Python over primitives
+            try:
+                inspect.signature(lowering(fn)).bind(*args, **kwargs)
+            except TypeError as e:
+                raise error(P, node, f"{getattr(fn, '__name__', fn)}(): {e} (not supported in a differentiated "
+                                     "function)", None, cls=UnsupportedSyntaxError) from None
             return self.inline_function(lowering(fn), args, kwargs, out, node, scope)
         if isinstance(fn, CustomVJPFunction):
             return self.custom_vjp_call(fn, args, kwargs, scope, out, node)
