@@ -320,6 +320,22 @@ def test_auto_runs_loops_calling_scipy_as_python_and_whole_refuses_at_the_line()
     np.testing.assert_allclose(funcgrad.grad(loop_special, jit=False)(x, 4), g, rtol=1e-12)
 
 
+def other_ufuncs(x, c, n):
+    acc = 0.0
+    for i in range(n):
+        acc = acc + np.sum(x * sp.gammasgn(c)) * sp.zeta(2.0 + i, 1.0) + np.sum(sp.gammasgn(x))
+    return acc
+
+
+def test_scipy_ufuncs_without_a_rule_run_on_values_not_differentiated():
+    x, c = np.array([0.5, -0.5, 1.5]), np.array([2.0, -0.5, -1.5])
+    want = sp.gammasgn(c) * sum(sp.zeta(2.0 + i, 1.0) for i in range(3))   # gammasgn(x): zero derivative
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for kw in MODES:
+            np.testing.assert_allclose(funcgrad.grad(other_ufuncs, **kw)(x, c, 3), want, rtol=1e-12)
+
+
 def order_grad(v, x):
     return np.sum(sp.iv(v, x))
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from . import samples as S
 from .core import unbroadcast, unreduce
-from .registry import alias, d, defvjp, lookup, lower, t, when_imported
+from .registry import alias, d, defvjp, lookup, lower, nondiff, t, when_imported
 
 
 
@@ -364,6 +364,7 @@ def _register_keys():
         key = getattr(sp, name, None)
         if key is not None and lookup(key) is None:   # psi is digamma, jn is jv
             alias(key, fn)
+    nondiff(sp.gammasgn)   # the sign of gamma: piecewise constant
     lower(sp.logsumexp, _logsumexp)
     lower(sp.softmax, _softmax)
     lower(sp.log_softmax, _log_softmax)

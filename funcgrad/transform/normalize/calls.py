@@ -273,7 +273,7 @@ class Calls:
         return self.call_prim(lookup(fn), [a, b], {}, scope, out, node)
 
     def func_expr(self, fn):
-        if isinstance(fn, np.ufunc) or getattr(np, getattr(fn, "__name__", ""), None) is fn:
+        if getattr(np, getattr(fn, "__name__", ""), None) is fn:   # not scipy.special's ufuncs
             return _np_attr(fn.__name__)
         return self.external(fn)
 
