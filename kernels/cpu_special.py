@@ -19,7 +19,7 @@ from ..errors import NoDerivativeError
 
 __all__ = [
     # scipy.special
-    "gammaln", "gamma", "digamma", "polygamma", "rgamma", "multigammaln", "betaln", "beta",
+    "gammaln", "gamma", "digamma", "polygamma", "rgamma", "multigammaln", "multipolygamma", "betaln", "beta",
     "erf", "erfc", "erfinv", "erfcinv", "expit", "logit", "xlogy", "xlog1py", "entr", "rel_entr",
     "i0", "i1", "iv", "ive", "j0", "j1", "jv", "y0", "y1", "yn", "gammainc", "gammaincc",
     "scipy_logsumexp", "scipy_logsumexp_b", "logsumexp_sign", "no_derivative",
@@ -75,6 +75,12 @@ def rgamma(x):
 
 def multigammaln(a, d):
     return _sp().multigammaln(a, d)
+
+
+def multipolygamma(n, a, d):
+    """sum(polygamma(n, a - j / 2) for j in range(d))."""
+    sp = _sp()
+    return sum(sp.polygamma(n, np.asarray(a) - j / 2.0) for j in range(int(d)))[()]
 
 
 def betaln(a, b):

@@ -455,3 +455,61 @@ def test_logsumexp_matches_autograd():
 
 def lse_b_sin(a, b, axis, keepdims):
     return np.sum(np.sin(sp.logsumexp(a, axis=axis, b=b, keepdims=keepdims)))
+
+
+# --------------------------------------------------------------------------- forward mode and second order
+def _fd_jvp(f, args, tans, eps=1e-6):
+    plus = [a + eps * t for a, t in zip(args, tans)]
+    minus = [a - eps * t for a, t in zip(args, tans)]
+    return (np.asarray(f(*plus), dtype=float) - np.asarray(f(*minus), dtype=float)) / (2 * eps)
+
+
+def fw_gamma_family(x, y):
+    return (sp.gammaln(x) * sp.digamma(y) + sp.gamma(y) - sp.rgamma(x) + sp.polygamma(1, x) + sp.multigammaln(x + 3, 2)
+            + sp.betaln(x, y) + sp.beta(x, y) + sp.gammainc(1.5, x) + sp.gammaincc(2, y))
+
+
+def fw_errors_logs(x, y):
+    u = sp.expit(x - y)
+    return (sp.erf(x) + sp.erfc(y) + sp.erfinv(0.5 * u) + sp.erfcinv(u + 0.2) + sp.logit(u) + sp.xlogy(x, y)
+            + sp.xlog1py(y, x) + sp.entr(x) + sp.rel_entr(x, y))
+
+
+def fw_bessel(x, y):
+    return (sp.i0(x) + sp.i1(y) + sp.iv(1.5, x) + sp.ive(2, y) + sp.j0(x) + sp.j1(y) + sp.jv(2, x) + sp.jn(1, y)
+            + sp.y0(x) + sp.y1(y) + sp.yn(2, x))
+
+
+def fw_reductions(x, y):
+    return (sp.logsumexp(x * y) + sp.logsumexp(x, axis=0, b=y, keepdims=True) + sp.softmax(x * y, axis=0)
+            + sp.log_softmax(x - y, axis=(0,)) + sp.logsumexp(x, b=y - 1.0, return_sign=True)[0])
+
+
+@pytest.mark.parametrize("f", [fw_gamma_family, fw_errors_logs, fw_bessel, fw_reductions])
+def test_forward_mode_matches_finite_differences(f):
+    args = (rng.uniform(0.5, 2.0, 4), rng.uniform(0.5, 2.0, 4))
+    for tans in [(R(4), np.zeros(4)), (np.zeros(4), R(4)), (R(4), R(4))]:
+        for kw in ({"jit": "kernels"}, {"jit": False}):
+            out, tout = funcgrad.jvp(f, args, tans, **kw)
+            np.testing.assert_allclose(out, f(*args), rtol=1e-12)
+            np.testing.assert_allclose(tout, _fd_jvp(f, args, tans), rtol=1e-5, atol=1e-6)
+
+
+def lse_keep(a):
+    return np.sum(sp.logsumexp(a, axis=1, keepdims=True))
+
+
+def second_order(x):
+    return np.sum(sp.gammaln(x) * sp.erf(x) + sp.logsumexp(x) * sp.expit(x) + sp.xlogy(x, x + 1.0))
+
+
+@pytest.mark.parametrize("f,x", [(lse_keep, R((1, 5))), (lse_keep, R((3, 4))), (second_order, np.abs(R(4)) + 0.5)])
+def test_second_derivatives(f, x):
+    """autograd's test_logsumexp6 checks the gradient of the gradient: here the Hessian, against central
+    differences of the gradient."""
+    H = funcgrad.hessian(f, jit="kernels")(x)
+    g = funcgrad.grad(f, jit="kernels")
+    eps = 1e-5
+    num = np.stack([(g(x + eps * e.reshape(x.shape)) - g(x - eps * e.reshape(x.shape))) / (2 * eps)
+                    for e in np.eye(x.size)], axis=-1).reshape(x.shape + x.shape)
+    np.testing.assert_allclose(H, num, rtol=1e-5, atol=1e-6)

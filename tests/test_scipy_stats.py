@@ -408,3 +408,69 @@ def test_matches_autograd(name, fg, args, nums):
     got = funcgrad.grad(fg, argnums=nums, jit="kernels")(*args)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+# --------------------------------------------------------------------------- forward mode and second order
+def _fd_jvp(f, args, tans, eps=1e-6):
+    plus = [a + eps * t for a, t in zip(args, tans)]
+    minus = [a - eps * t for a, t in zip(args, tans)]
+    return (np.asarray(f(*plus), dtype=float) - np.asarray(f(*minus), dtype=float)) / (2 * eps)
+
+
+def fw_loc_scale(x, loc, scale):
+    return (norm.pdf(x, loc, scale) + norm.logpdf(x, loc, scale) + norm.cdf(x, loc, scale) + norm.logcdf(x, loc, scale)
+            + norm.sf(x, loc, scale) + norm.logsf(x, loc, scale) + stats.t.pdf(x, scale + 2, loc, scale)
+            + stats.t.logpdf(x, scale + 2, loc, scale) + stats.t.cdf(x, 3, loc, scale)
+            + stats.t.logcdf(x, 3, loc, scale) + stats.t.sf(x, 4, loc, scale) + stats.t.logsf(x, 4, loc, scale))
+
+
+def fw_positive(x, a, scale):
+    return (stats.gamma.pdf(x, a, 0.1, scale) + stats.gamma.logpdf(x, a, -0.1, scale)
+            + stats.gamma.cdf(x, 2, scale=scale) + stats.chi2.pdf(x, a + 1, 0.0, scale)
+            + stats.chi2.logpdf(x, a, scale=scale) + stats.chi2.cdf(x, 3, 0.0, scale)
+            + stats.beta.pdf(x / 3.0, a, 2.0) + stats.beta.logpdf(x / 3.0, 1.5, a) + stats.beta.cdf(x / 3.0, 2, 3)
+            + stats.poisson.pmf(np.array([0.0, 1.0, 2.0, 5.0]), a) + stats.poisson.logpmf(np.array([1.0, 2.0, 3.0, 4.0]), scale)
+            + stats.poisson.cdf(np.array([0.5, 1.0, 2.5, 5.0]), a))
+
+
+def fw_multivariate(x, m, a):
+    cov = a @ a.T + np.eye(3)
+    return (np.sum(mvn.logpdf(x, m, cov)) + np.sum(mvn.pdf(x, m, cov)) + mvn.entropy(m, cov)
+            + stats.dirichlet.logpdf(np.array([0.2, 0.5]), m ** 2 + 1.0)
+            + stats.dirichlet.pdf(np.array([0.2, 0.5]), m ** 2 + 1.0))
+
+
+@pytest.mark.parametrize("f,args", [
+    (fw_loc_scale, (R(4), R(4), _pos(4))),
+    (fw_positive, (U(0.5, 2.5, 4), _pos(4), _pos(4))),
+    (fw_multivariate, (R((2, 3)), R(3), R((3, 3)))),
+])
+def test_forward_mode_matches_finite_differences(f, args):
+    for i in range(len(args) + 1):
+        tans = tuple(R(np.shape(a)) if i in (j, len(args)) else np.zeros(np.shape(a)) for j, a in enumerate(args))
+        for kw in ({"jit": "kernels"}, {"jit": False}):
+            out, tout = funcgrad.jvp(f, args, tans, **kw)
+            np.testing.assert_allclose(tout, _fd_jvp(f, args, tans), rtol=1e-5, atol=1e-6)
+
+
+def hess_norm_t(x):
+    return np.sum(norm.logpdf(x, 0.3, 1.2) * stats.t.logcdf(x, 3.0) + stats.gamma.logpdf(x ** 2 + 0.5, 2.5))
+
+
+def test_second_derivatives():
+    x = R(4)
+    H = funcgrad.hessian(hess_norm_t, jit="kernels")(x)
+    g = funcgrad.grad(hess_norm_t, jit="kernels")
+    eps = 1e-5
+    num = np.stack([(g(x + eps * e) - g(x - eps * e)) / (2 * eps) for e in np.eye(4)], axis=-1)
+    np.testing.assert_allclose(H, num, rtol=1e-5, atol=1e-6)
+
+
+def mvn_twice(x, m):
+    return np.sum(mvn.logpdf(x, m, np.eye(3) * 2.0))
+
+
+def test_second_derivatives_of_the_multivariate_normal_are_refused():
+    # its first-derivative helpers have no rule of their own (no second derivatives are provided)
+    with pytest.raises(funcgrad.NoDerivativeError, match="mvn_logpdf_(grad|tangent)' has no registered derivative"):
+        funcgrad.hessian(mvn_twice, jit="kernels")(R(3), R(3))

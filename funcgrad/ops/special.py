@@ -89,8 +89,21 @@ def _sample_multigammaln(draw, dt, st, array, shapes):
 @defvjp(None, sample=S.custom(_sample_multigammaln), python_only=True)
 def multigammaln(y, a, d):
     """The log of the multivariate gamma function of dimension ``d`` (an integer, static)."""
-    d[a] = d[y] * np.sum(digamma(np.expand_dims(a, -1) - np.arange(d) / 2.0), axis=-1)
-    t[y] = t[a] * np.sum(digamma(np.expand_dims(a, -1) - np.arange(d) / 2.0), axis=-1)
+    d[a] = d[y] * multipolygamma(0, a, d)
+    t[y] = t[a] * multipolygamma(0, a, d)
+
+
+def _sample_multipolygamma(draw, dt, st, array, shapes):
+    return (draw(st.integers(0, 2)), array(draw, shapes(draw), dt, (2.0, 4.0)), draw(st.integers(1, 3))), {}
+
+
+@defvjp(None, sample=S.custom(_sample_multipolygamma), python_only=True)
+def multipolygamma(y, n, a, d):
+    """sum(polygamma(n, a - j / 2) for j in range(d)): the derivatives of multigammaln (integers n, d static)."""
+    d[a] = d[y] * multipolygamma(n + 1, a, d)
+    d[n] = no_derivative(d[y], n, "multipolygamma(n, a, d) has no derivative in the integer order n")
+    t[y] = t[a] * multipolygamma(n + 1, a, d) + no_derivative(t[n], y, "multipolygamma(n, a, d) has no "
+                                                                       "derivative in the integer order n")
 
 
 @defvjp(None, sample=S.binary("positive", "positive"), elementwise=True, python_only=True)

@@ -353,7 +353,7 @@ def _sample_poisson(draw, dt, st, array, shapes):
 def poisson_logpmf(y, k, mu, loc=0):
     """log P(k; mu) for integer k (0 where k is not an integer >= loc: zero derivative there)."""
     kk = k - loc
-    g = (kk / mu - 1) * mask((kk >= 0) & (kk == np.floor(kk)), y)
+    g = (kk / mu - 1) * mask(np.logical_and(kk >= 0, kk == np.floor(kk)), y)
     d[mu] = unbroadcast(d[y] * g, mu)
     t[y] = t[mu] * g
 
