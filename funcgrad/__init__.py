@@ -15,6 +15,7 @@ from .tree import (tree_flatten, tree_unflatten, tree_leaves, tree_structure, tr
 from .errors import (FuncgradError, UnsupportedSyntaxError, NoDerivativeError, TreeStructureError,
                      TransformError, CompileError, FuncgradWarning)
 from . import nn, optim, data, checkpoint, initializers  # (funcgrad.dist: import it explicitly)
+from . import integrate as _integrate  # noqa: F401  (scipy.integrate.odeint, read by the transformer)
 
 __all__ = [
     "grad", "value_and_grad", "vjp", "jvp", "jacfwd", "hvp", "hessian", "jit", "custom_vjp", "stop_gradient", "source",

@@ -1217,6 +1217,7 @@ except ImportError as _e:  # pragma: no cover
 from .cpu_shape import *  # noqa: F401,F403,E402  (shape, assembly and contraction kernels)
 
 from .cpu_math import *  # noqa: E402,F401,F403  (NumPy math: elementwise functions, statistics, scans, sorting)
+from .cpu_special import *  # noqa: F401,F403,E402  scipy.special / scipy.stats kernels (Python only)
 
 
 from .cpu_forward import *  # noqa: E402,F401,F403  (kernels of the forward pass's primitives)

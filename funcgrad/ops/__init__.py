@@ -9,3 +9,5 @@ from . import numpy_math  # noqa: F401  (NumPy's elementwise functions, statisti
 from . import numpy_shape  # noqa: F401  (shape, assembly and contraction functions)
 from . import tangents  # noqa: F401  (primitives the forward pass generates)
 from . import linalg  # noqa: F401,E402  (numpy.linalg and scipy.linalg)
+from . import special  # noqa: F401  (scipy.special's primitives; keys registered when scipy.special is imported)
+from . import stats  # noqa: F401  (scipy.stats' distribution methods; keys registered when scipy.stats is imported)

@@ -30,7 +30,9 @@ from __future__ import annotations
 import ast
 import copy
 import inspect
+import sys
 import textwrap
+import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -39,7 +41,7 @@ import numpy as np
 from ..kernels import cpu as _cpu_kernels
 
 __all__ = ["Primitive", "defvjp", "primitive", "vjp", "d", "t", "lookup", "registry", "alias", "nondiff",
-           "is_nondiff", "define", "definition", "Definition", "RUNTIME"]
+           "is_nondiff", "define", "definition", "Definition", "RUNTIME", "when_imported"]
 
 
 class _Cotangents:
@@ -90,6 +92,7 @@ class Primitive:
     tested_via: Any = None        # a primitive whose VJP exercises this one (list-valued helpers)
     operator: str | None = None   # emitted as Python operator syntax ("+", "@", "neg", ...)
     extra_keys: list = field(default_factory=list)
+    python_only: bool = False     # its kernel has no nopython version: jit="auto" runs its callers as Python
 
     @property
     def params(self) -> list[str]:
@@ -111,13 +114,21 @@ _BY_NAME: dict[str, Primitive] = {}
 _KEEPALIVE: list = []
 
 
+def _ident(obj):
+    """The registry key of a callable: its id; a bound method (``scipy.stats.norm.logpdf``, a new object at
+    every attribute access) is known by its instance and function."""
+    if isinstance(obj, types.MethodType):
+        return ("method", id(obj.__self__), id(obj.__func__))
+    return id(obj)
+
+
 def _register_key(key, prim):
     _KEEPALIVE.append(key)
-    _BY_KEY[id(key)] = prim
+    _BY_KEY[_ident(key)] = prim
 
 
 def primitive(key=None, *, name: str | None = None, sample=None, elementwise=False, operator=None,
-              tested_via=None):
+              tested_via=None, python_only=False):
     """Declare the forward of a primitive keyed by ``key`` (default: the decorated function)."""
 
     def deco(fn):
@@ -125,8 +136,10 @@ def primitive(key=None, *, name: str | None = None, sample=None, elementwise=Fal
         nm = name or fn.__name__
         if nm in _BY_NAME:
             raise ValueError(f"primitive {nm!r} is declared twice")
+        # a kernel with no nopython version says so itself (kernels/cpu_linalg.py's sqrtm) or the declaration does
+        python_only_ = python_only or bool(getattr(getattr(_cpu_kernels, nm, None), "python_only", False))
         prim = Primitive(key=k, name=nm, impl=fn, signature=inspect.signature(fn), sample=sample,
-                         elementwise=elementwise, operator=operator, tested_via=tested_via)
+                         elementwise=elementwise, operator=operator, tested_via=tested_via, python_only=python_only_)
         _BY_NAME[nm] = prim
         _register_key(k, prim)
         if k is not fn:
@@ -146,7 +159,7 @@ def alias(key, target_key):
 
 
 def defvjp(key=None, *, name: str | None = None, sample=None, elementwise=False, operator=None, also=(),
-           tested_via=None):
+           tested_via=None, python_only=False):
     """Declare a primitive in one place: its VJP template, keyed by the function users call.
 
     ``@defvjp(np.arcsin, sample=S.unary("unit"), elementwise=True, also=[math.asin])`` over
@@ -157,6 +170,8 @@ def defvjp(key=None, *, name: str | None = None, sample=None, elementwise=False,
     lists other callables that mean the same (``math.asin``). A template that assigns no ``d[...]``
     (only ``pass``) declares a function whose derivative is zero. One more line, ``t[y] = t[x] /
     np.sqrt(1 - x * x)``, is the JVP (forward mode): it is linear in the ``t[...]`` of the inputs.
+    ``python_only=True``: the kernel runs in Python only (scipy.special), so ``jit="auto"`` runs code
+    calling it as Python over compiled kernels.
     """
 
     def deco(fn):
@@ -174,7 +189,7 @@ def defvjp(key=None, *, name: str | None = None, sample=None, elementwise=False,
         forward.__signature__ = fsig
         forward.__doc__ = fn.__doc__
         primitive(key, name=nm, sample=sample, elementwise=elementwise, operator=operator,
-                  tested_via=tested_via)(forward)
+                  tested_via=tested_via, python_only=python_only)(forward)
         vjp(key if key is not None else forward)(fn)
         for other in also:
             alias(other, key if key is not None else forward)
@@ -280,7 +295,7 @@ class Definition:
     check: Callable | None = None  # (*args, **kwargs) with values known while transforming -> refusal or None
 
 
-_DEFINED: dict = {}   # id -> (key, Definition)
+_DEFINED: dict = {}   # _ident(key) -> (key, Definition)
 
 
 def define(*keys, check=None):
@@ -289,27 +304,54 @@ def define(*keys, check=None):
     Normalize inlines it where the user calls one of ``keys``, as it inlines the user's own helpers, and
     places its statements (and their errors) at the user's line. A definition can do what one primitive
     cannot: return several results computed once (a tuple or a NumPy NamedTuple of ``getitem``s of one
-    packed primitive result: ``w, v = np.linalg.eigh(a)``), pick primitives by static arguments, and
-    accept another signature (``scipy.linalg.inv(a, overwrite_a=False)``). ``check(*args, **kwargs)``
-    runs while transforming with every argument known then (arguments computed at run time are
-    :data:`RUNTIME`); it returns ``None`` or ``(message, hint)``, which refuses the call at the user's line.
+    packed primitive result: ``w, v = np.linalg.eigh(a)``), pick primitives by static arguments
+    (``scipy.special.logsumexp(a, b=..., return_sign=True)``), and accept another signature
+    (``scipy.linalg.inv(a, overwrite_a=False)``). ``check(*args, **kwargs)`` runs while transforming with
+    every argument known then (arguments computed at run time are :data:`RUNTIME`); it returns ``None``
+    or ``(message, hint)``, which refuses the call at the user's line. Keys living in a module ``import
+    funcgrad`` does not import are defined from a :func:`when_imported` registration.
     """
     def deco(fn):
         for k in keys:
             _KEEPALIVE.append(k)
-            _DEFINED[id(k)] = (k, Definition(fn, check))
+            _DEFINED[_ident(k)] = (k, Definition(fn, check))
         return fn
     return deco
 
 
 def definition(obj) -> Definition | None:
     """The :class:`Definition` of ``obj`` if :func:`define` defined it."""
-    hit = _DEFINED.get(id(obj))
-    return hit[1] if hit is not None and hit[0] is obj else None
+    hit = _DEFINED.get(_ident(obj))
+    if hit is None and _DEFERRED and _run_deferred():
+        hit = _DEFINED.get(_ident(obj))
+    return hit[1] if hit is not None else None
 
 
 def lookup(obj) -> Primitive | None:
-    return _BY_KEY.get(id(obj))
+    prim = _BY_KEY.get(_ident(obj))
+    if prim is None and _DEFERRED and _run_deferred():
+        prim = _BY_KEY.get(_ident(obj))
+    return prim
+
+
+_DEFERRED: dict = {}   # module name -> functions registering keys that live in that module
+
+
+def when_imported(module: str, register):
+    """Run ``register()`` (it registers keys living in ``module``: ``scipy.stats.norm.logpdf``) once
+    ``module`` is imported, by the user's code, before funcgrad reads a call: ``import funcgrad`` does not
+    import scipy.stats, scipy.special or scipy.integrate (about a second) for code that never calls them."""
+    if module in sys.modules:
+        register()
+    else:
+        _DEFERRED.setdefault(module, []).append(register)
+
+
+def _run_deferred() -> bool:
+    todo = [register for m in [m for m in _DEFERRED if m in sys.modules] for register in _DEFERRED.pop(m)]
+    for register in todo:   # popped first: a registration's own lookups do not run it again
+        register()
+    return bool(todo)
 
 
 def by_name(name: str) -> Primitive | None:

@@ -325,7 +325,7 @@ class Calls:
         return self.call_prim(lookup(fn), [a, b], {}, scope, out, node)
 
     def func_expr(self, fn):
-        if isinstance(fn, np.ufunc) or getattr(np, getattr(fn, "__name__", ""), None) is fn:
+        if getattr(np, getattr(fn, "__name__", ""), None) is fn:   # not scipy.special's ufuncs
             return _np_attr(fn.__name__)
         return self.external(fn)
 
@@ -352,6 +352,7 @@ class Calls:
 
     def call_prim(self, prim: Primitive, args, kwargs, scope, out, node):
         P = scope.parsed
+        self.opaque_calls |= prim.python_only   # no nopython kernel (scipy.special): auto runs this as Python
         try:
             ba = prim.signature.bind(*args, **kwargs)
         except TypeError as e:
@@ -378,6 +379,7 @@ class Calls:
         if kwargs:
             raise error(scope.parsed, node, "custom_vjp functions take positional arguments only", None)
         fname = self.external(cv)
+        self.opaque_calls = True   # Numba cannot call it: auto runs this function as Python
         call = ast.Call(func=fname, args=[self.as_expr(a, scope, node) for a in args], keywords=[])
         A.put(call, A.CUSTOM, cv)
         ast.copy_location(call, node)

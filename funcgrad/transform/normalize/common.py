@@ -174,7 +174,7 @@ _LIBRARY_ROOTS = {"numpy", "scipy", "numba", "math", "functools", "builtins", "l
 
 def _is_numpy_callable(fn):
     mod = getattr(fn, "__module__", None) or ""
-    return isinstance(fn, np.ufunc) or mod.startswith("numpy") or (
+    return mod.startswith("numpy") or (   # (scipy.special's ufuncs are not NumPy's: called as they are)
         getattr(np, getattr(fn, "__name__", "_"), None) is fn)
 
 

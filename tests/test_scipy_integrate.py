@@ -1,0 +1,120 @@
+"""scipy.integrate.odeint inside differentiated functions (the adjoint method, funcgrad.integrate).
+
+Gradients in y0, the output times t and the float args against central differences of the same
+odeint call (tight tolerances so that differences of solutions are accurate), in every mode; the
+form of autograd's test_odeint; ``tfirst``; integer args left out; ``full_output`` refused at the
+user's line; autograd, when installed, as an extra oracle.
+"""
+import numpy as np
+import pytest
+import scipy.integrate
+from scipy.integrate import odeint
+
+import funcgrad
+import funcgrad.integrate
+from funcgrad.testing import check_grads
+
+rng = np.random.default_rng(3)
+R = rng.standard_normal
+MODES = [{"jit": "kernels"}, {"jit": False}, {"jit": "auto"}]
+TOL = dict(rtol=1e-11, atol=1e-11)
+
+
+def func(y, t, arg1, arg2):
+    return -np.sqrt(t) - y + arg1 - np.mean((y + arg2) ** 2)
+
+
+def solve(y0, t, a1, a2):
+    return np.sum(np.sin(odeint(func, y0, t, args=(a1, a2), rtol=1e-11, atol=1e-11)))
+
+
+def _check(f, args, argnums):
+    # eps 1e-4: an adaptive solver's result moves in steps of about its tolerance (1e-11) as its step
+    # sizes change, so differences over 1e-6 would carry 1e-5 of noise
+    for kw in MODES:
+        check_grads(f, args, argnums=argnums, eps=1e-4, rtol=1e-5, atol=1e-6, **kw)
+
+
+def test_odeint_in_y0_t_and_args():
+    args = (R(3), np.linspace(0.1, 0.2, 4), R(3), R(3))
+    _check(solve, args, (0, 1, 2, 3))
+
+
+def decay(y, t, k):
+    return -k * y * (1.0 + 0.1 * np.sin(t))
+
+
+def decay_solve(y0, k, t_end):
+    ts = np.array([0.0, 0.5, 1.0]) * t_end
+    return np.sum(scipy.integrate.odeint(decay, y0, ts, (k,), rtol=1e-11, atol=1e-11)[-1])
+
+
+def test_scalar_arg_and_scaled_times():
+    _check(decay_solve, (np.array([1.0, 2.0]), 0.7, 1.3), (0, 1, 2))
+    g = funcgrad.grad(decay_solve, argnums=1, jit="kernels")(np.array([1.0, 2.0]), 0.7, 1.3)
+    assert isinstance(g, float)
+
+
+def rhs_tfirst(t, y, w):
+    return np.tanh(w @ y) - 0.1 * t
+
+
+def solve_tfirst(y0, w):
+    ys = odeint(rhs_tfirst, y0, np.linspace(0.0, 1.0, 5), args=(w,), tfirst=True, rtol=1e-11, atol=1e-11)
+    return np.sum(ys ** 2)
+
+
+def test_tfirst_and_a_matrix_argument():
+    _check(solve_tfirst, (R(3), 0.5 * R((3, 3))), (0, 1))
+
+
+def rhs_int(y, t, n, c):
+    return -c * y ** n
+
+
+def solve_int(y0, c):
+    return np.sum(odeint(rhs_int, y0, np.array([0.0, 0.3, 0.6]), args=(2, c), rtol=1e-11, atol=1e-11))
+
+
+def test_integer_args_are_not_differentiated():
+    _check(solve_int, (np.array([1.0, 0.5]), 0.8), (0, 1))
+
+
+def full_output(y0):
+    ys, info = odeint(decay, y0, np.array([0.0, 1.0]), args=(0.5,), full_output=1)  # refused
+    return np.sum(ys)
+
+
+def test_full_output_is_refused_at_the_users_line():
+    with pytest.raises(funcgrad.FuncgradError) as e:
+        funcgrad.grad(full_output)(np.array([1.0]))
+    assert "full_output" in str(e.value) and "test_scipy_integrate.py" in str(e.value)
+
+
+def test_direct_call_is_scipys_odeint():
+    y0, t = np.array([1.0, 2.0]), np.array([0.0, 0.5])
+    np.testing.assert_array_equal(funcgrad.integrate.odeint(decay, y0, t, args=(0.7,)),
+                                  odeint(decay, y0, t, args=(0.7,)))
+
+
+def test_matches_autograd():
+    pytest.importorskip("autograd", reason="autograd not installed")
+    import autograd  # optional oracle
+    import autograd.numpy as anp  # optional oracle
+    import autograd.scipy.integrate as agi  # optional oracle
+
+    def ag_func(y, t, arg1, arg2):
+        return -anp.sqrt(t) - y + arg1 - anp.mean((y + arg2) ** 2)
+
+    def ag_solve(y0, t, args):         # autograd 1.9.1 differentiates args as one tuple, and fails when
+        return anp.sum(anp.sin(agi.odeint(ag_func, y0, t, args)))     # odeint is given options
+
+    y0, t, a1, a2 = R(3), np.linspace(0.1, 0.2, 4), R(3), R(3)
+    w_y0, w_t, (w_a1, w_a2) = autograd.grad(ag_solve, (0, 1, 2))(y0, t, (a1, a2))
+    got = funcgrad.grad(solve_default_tolerances, argnums=(0, 1, 2, 3))(y0, t, a1, a2)
+    for a, b in zip(got, (w_y0, w_t, w_a1, w_a2)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def solve_default_tolerances(y0, t, a1, a2):
+    return np.sum(np.sin(odeint(func, y0, t, args=(a1, a2))))
