@@ -90,6 +90,7 @@ class Primitive:
     tested_via: Any = None        # a primitive whose VJP exercises this one (list-valued helpers)
     operator: str | None = None   # emitted as Python operator syntax ("+", "@", "neg", ...)
     extra_keys: list = field(default_factory=list)
+    python_only: bool = False     # its kernel has no nopython version: jit="auto" runs its callers as Python
 
     @property
     def params(self) -> list[str]:
@@ -117,7 +118,7 @@ def _register_key(key, prim):
 
 
 def primitive(key=None, *, name: str | None = None, sample=None, elementwise=False, operator=None,
-              tested_via=None):
+              tested_via=None, python_only=False):
     """Declare the forward of a primitive keyed by ``key`` (default: the decorated function)."""
 
     def deco(fn):
@@ -126,7 +127,7 @@ def primitive(key=None, *, name: str | None = None, sample=None, elementwise=Fal
         if nm in _BY_NAME:
             raise ValueError(f"primitive {nm!r} is declared twice")
         prim = Primitive(key=k, name=nm, impl=fn, signature=inspect.signature(fn), sample=sample,
-                         elementwise=elementwise, operator=operator, tested_via=tested_via)
+                         elementwise=elementwise, operator=operator, tested_via=tested_via, python_only=python_only)
         _BY_NAME[nm] = prim
         _register_key(k, prim)
         if k is not fn:
@@ -146,7 +147,7 @@ def alias(key, target_key):
 
 
 def defvjp(key=None, *, name: str | None = None, sample=None, elementwise=False, operator=None, also=(),
-           tested_via=None):
+           tested_via=None, python_only=False):
     """Declare a primitive in one place: its VJP template, keyed by the function users call.
 
     ``@defvjp(np.arcsin, sample=S.unary("unit"), elementwise=True, also=[math.asin])`` over
@@ -157,6 +158,8 @@ def defvjp(key=None, *, name: str | None = None, sample=None, elementwise=False,
     lists other callables that mean the same (``math.asin``). A template that assigns no ``d[...]``
     (only ``pass``) declares a function whose derivative is zero. One more line, ``t[y] = t[x] /
     np.sqrt(1 - x * x)``, is the JVP (forward mode): it is linear in the ``t[...]`` of the inputs.
+    ``python_only=True``: the kernel runs in Python only (scipy.special), so ``jit="auto"`` runs code
+    calling it as Python over compiled kernels.
     """
 
     def deco(fn):
@@ -174,7 +177,7 @@ def defvjp(key=None, *, name: str | None = None, sample=None, elementwise=False,
         forward.__signature__ = fsig
         forward.__doc__ = fn.__doc__
         primitive(key, name=nm, sample=sample, elementwise=elementwise, operator=operator,
-                  tested_via=tested_via)(forward)
+                  tested_via=tested_via, python_only=python_only)(forward)
         vjp(key if key is not None else forward)(fn)
         for other in also:
             alias(other, key if key is not None else forward)

@@ -290,6 +290,7 @@ class Calls:
 
     def call_prim(self, prim: Primitive, args, kwargs, scope, out, node):
         P = scope.parsed
+        self.opaque_calls |= prim.python_only   # no nopython kernel (scipy.special): auto runs this as Python
         try:
             ba = prim.signature.bind(*args, **kwargs)
         except TypeError as e:
