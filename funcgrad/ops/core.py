@@ -156,8 +156,8 @@ def negative(y, x):
 
 @defvjp(np.absolute, name="absolute", sample=S.unary(distinct=True), elementwise=True)
 def absolute(y, x):
-    d[x] = d[y] * np.sign(x)
-    t[y] = t[x] * np.sign(x)
+    d[x] = d[y] * csign(x)                         # csign: np.sign for real x, conj(x)/|x| for complex x
+    t[y] = match_complex(t[x] * csign(x), y)
 
 
 @defvjp(np.sign, sample=S.unary(distinct=True), elementwise=True)
@@ -299,8 +299,8 @@ def divide(z, x, y):
 @defvjp(np.power, sample=S.binary("positive", "real"), elementwise=True, operator="**")
 def power(z, x, y):
     d[x] = unbroadcast(d[z] * y * x ** (y - 1), x)
-    d[y] = unbroadcast(d[z] * z * np.log(x), y)
-    t[z] = t[x] * y * x ** (y - 1) + t[y] * z * np.log(x)
+    d[y] = unbroadcast(d[z] * z * np.log(match_complex(x, z)), y)     # complex log where z is complex
+    t[z] = t[x] * y * x ** (y - 1) + t[y] * z * np.log(match_complex(x, z))
 
 
 @defvjp(np.maximum, sample=S.binary(distinct=True), elementwise=True)
@@ -647,3 +647,6 @@ nondiff(np.argmax, np.argmin, np.argsort, np.floor, np.ceil, np.round, np.around
         np.logical_xor, np.heaviside, np.isclose, np.allclose, np.array_equal, np.floor_divide, np.signbit,
         np.argwhere, np.flatnonzero, math.floor, math.ceil, math.trunc, math.isnan, math.isinf, math.isfinite,
         round, len)
+
+
+from .complex import csign, match_complex  # noqa: E402  (np.abs of complex values; autograd's convention)

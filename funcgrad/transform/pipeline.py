@@ -62,7 +62,7 @@ def _out_leaves(val, atoms, version):
         else:
             atoms.append(e)
     elif isinstance(val, Static):
-        atoms.append(ast.Constant(val.obj) if isinstance(val.obj, (int, float, bool, type(None))) else None)
+        atoms.append(ast.Constant(val.obj) if isinstance(val.obj, (int, float, complex, bool, type(None))) else None)
     return atoms
 
 

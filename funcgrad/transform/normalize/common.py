@@ -53,7 +53,7 @@ _METHODS = {
     "copy": np.copy, "dot": np.dot, "clip": np.clip, "squeeze": np.squeeze,
     "transpose": np.transpose, "reshape": np.reshape, "ravel": None, "flatten": None,
     "astype": None, "any": np.any, "all": np.all, "argmax": np.argmax, "argmin": np.argmin,
-    "cumsum": np.cumsum,
+    "cumsum": np.cumsum, "conj": np.conjugate, "conjugate": np.conjugate,
 }
 
 
