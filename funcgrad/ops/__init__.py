@@ -6,4 +6,4 @@ model toolkit's primitives register when :mod:`funcgrad.nn` is imported, which
 """
 from . import core  # noqa: F401  (registers NumPy's primitives)
 from . import tangents  # noqa: F401  (primitives the forward pass generates)
-from . import complex, fft  # noqa: F401  (complex numbers, numpy.fft)
+from . import complex, fft, signal  # noqa: F401  (complex numbers, numpy.fft, scipy.signal.convolve)
