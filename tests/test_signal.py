@@ -98,3 +98,23 @@ def test_vjp_matches_autograd(s1, s2, cmode):
     for i in (0, 1):
         ag_vjp, _ = autograd.make_vjp(lambda a, b: asig.convolve(a, b, mode=cmode), i)(a, b)
         np.testing.assert_allclose(got[i], ag_vjp(ct), rtol=1e-10, atol=1e-12)
+
+
+def test_import_funcgrad_leaves_scipy_signal_alone(tmp_path):
+    """scipy.signal costs seconds to import: funcgrad registers its convolve when the user imports it."""
+    import subprocess
+    import sys
+    script = tmp_path / "late_import.py"
+    script.write_text("import sys, numpy as np, funcgrad\n"
+            "assert 'scipy.signal' not in sys.modules\n"
+            "import scipy.signal\n"
+            "def f(a, b):\n"
+            "    return np.sum(scipy.signal.convolve(a, b, 'same') ** 2)\n"
+            "g = funcgrad.grad(f, argnums=(0, 1))(np.arange(4.0), np.array([1.0, -2.0]))\n"
+            "print(g[1])\n")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    a, b = np.arange(4.0), np.array([1.0, -2.0])
+    y = scipy.signal.convolve(a, b, "same")
+    want = [np.sum(2 * y * scipy.signal.convolve(a, e, "same")) for e in np.eye(2)]
+    np.testing.assert_allclose(np.array(r.stdout.split("[")[1].split("]")[0].split(), dtype=float), want)

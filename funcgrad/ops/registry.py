@@ -30,6 +30,7 @@ from __future__ import annotations
 import ast
 import copy
 import inspect
+import sys
 import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -269,7 +270,31 @@ def register_kernels(namespace):
 
 
 def lookup(obj) -> Primitive | None:
-    return _BY_KEY.get(id(obj))
+    prim = _BY_KEY.get(id(obj))
+    if prim is None and _DEFERRED and _run_deferred():
+        prim = _BY_KEY.get(id(obj))
+    return prim
+
+
+_DEFERRED: dict = {}   # module name -> functions registering keys that live in that module
+
+
+def when_imported(module: str, register):
+    """Run ``register()`` (it registers keys living in ``module``: ``scipy.stats.norm.logpdf``) once
+    ``module`` is imported, by the user's code, before funcgrad reads a call: ``import funcgrad`` does not
+    import scipy.stats, scipy.special or scipy.integrate (about a second) for code that never calls them."""
+    if module in sys.modules:
+        register()
+    else:
+        _DEFERRED.setdefault(module, []).append(register)
+
+
+def _run_deferred() -> bool:
+    ready = [m for m in _DEFERRED if m in sys.modules]
+    for m in ready:
+        for register in _DEFERRED.pop(m):
+            register()
+    return bool(ready)
 
 
 def by_name(name: str) -> Primitive | None:

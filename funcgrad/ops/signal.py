@@ -6,15 +6,17 @@ full convolution, a 'valid' correlation with the other operand:
 ``d[in1] = convolve(g_full, flip(in2), "valid")`` and ``d[in2] = convolve(g_full, flip(in1), "valid")``
 (autograd's convention: bilinear, so no conjugate on complex values). The JVP is bilinear:
 ``convolve(t[in1], in2) + convolve(in1, t[in2])``. scipy is Python: the primitives are ``python_only``.
+
+``import funcgrad`` does not import scipy.signal (seconds): ``scipy.signal.convolve`` is registered as
+this primitive's key once the user's code has imported it (:func:`~funcgrad.ops.registry.when_imported`).
 """
 from __future__ import annotations
 
 import numpy as np
-import scipy.signal
 
 import funcgrad.kernels.cpu as K
 from . import samples as S
-from .registry import d, defvjp, t
+from .registry import alias, d, defvjp, t, when_imported
 
 
 def _sample_convolve(draw, dt, st, array, shapes):
@@ -55,11 +57,18 @@ def center_crop(y, g, shape):
     t[y] = center_crop(t[g], shape)
 
 
-@defvjp(scipy.signal.convolve, sample=S.custom(_sample_convolve), python_only=True)
+@defvjp(None, sample=S.custom(_sample_convolve), python_only=True)
 def convolve(y, in1, in2, mode="full", method="auto"):
-    # (no template temporary for the padded cotangent: temporaries are shared with the JVP line)
-    d[in1] = scipy.signal.convolve(center_pad(d[y], K.conv_full_shape(in1, in2)), in2[K.flip_index(in2)], "valid",
-                                   method)
-    d[in2] = scipy.signal.convolve(center_pad(d[y], K.conv_full_shape(in1, in2)), in1[K.flip_index(in1)], "valid",
-                                   method)
-    t[y] = scipy.signal.convolve(t[in1], in2, mode, method) + scipy.signal.convolve(in1, t[in2], mode, method)
+    """``scipy.signal.convolve``."""
+    g = center_pad(d[y], K.conv_full_shape(in1, in2))
+    d[in1] = convolve(g, in2[K.flip_index(in2)], "valid", method)
+    d[in2] = convolve(g, in1[K.flip_index(in1)], "valid", method)
+    t[y] = convolve(t[in1], in2, mode, method) + convolve(in1, t[in2], mode, method)
+
+
+def _register_scipy_key():
+    import scipy.signal
+    alias(scipy.signal.convolve, convolve)
+
+
+when_imported("scipy.signal", _register_scipy_key)
