@@ -283,7 +283,7 @@ _python_only(truncate_pad, "funcgrad's FFT padding helper")
 
 # ----------------------------------------------------------------------------- scipy.signal.convolve
 def convolve(in1, in2, mode="full", method="auto"):
-    import scipy.signal
+    import scipy.signal   # lazily: importing scipy.signal costs seconds, and only its callers need it
     return scipy.signal.convolve(in1, in2, mode, method)
 
 

@@ -67,7 +67,7 @@ def convolve(y, in1, in2, mode="full", method="auto"):
 
 
 def _register_scipy_key():
-    import scipy.signal
+    import scipy.signal   # lazily (when_imported): the user's code has imported it by now
     alias(scipy.signal.convolve, convolve)
 
 
