@@ -417,6 +417,9 @@ def _scalar_output_check(fname, out, has_aux):
         raise TypeError(f"grad of {fname} requires a scalar output; the function returned an array of shape "
                         f"{arr.shape}. Reduce it (np.sum, np.mean) or use funcgrad.vjp for non-scalar outputs."
                         + (" (with has_aux=True the function must return (scalar, aux))" if has_aux else ""))
+    if arr.dtype.kind == "c":
+        raise TypeError(f"grad of {fname} requires a real scalar output; it returned a complex value (dtype "
+                        f"{arr.dtype}). Differentiate a real function of it (np.real, np.abs) or use funcgrad.vjp")
     if arr.dtype.kind != "f":
         raise TypeError(f"grad of {fname} requires a floating-point output; it returned dtype {arr.dtype}")
 
@@ -443,6 +446,8 @@ class _ValueAndGrad(_Transformed):
         if getattr(built, "seed_dtype", None) is None:
             fl = [x for i in nums for x in flat[i]]
             built.seed_dtype = np.result_type(*fl) if fl else np.dtype(np.float64)
+            if built.seed_dtype.kind == "c":   # complex inputs, real output: a real seed
+                built.seed_dtype = np.finfo(built.seed_dtype).dtype
         seeds = _seeds(built, n_out, built.seed_dtype)
         try:
             built, (outs, grads) = self._invoke(built, key, "fn", (*leaves, *cap, *seeds), len(leaves))
@@ -516,6 +521,8 @@ def _match(g, x):
         return float(g) if np.ndim(g) == 0 else float(np.sum(g))
     if isinstance(x, np.generic):
         return x.dtype.type(g if np.ndim(g) == 0 else np.sum(g))
+    if isinstance(x, complex):
+        return complex(g if np.ndim(g) == 0 else np.sum(g))
     return g
 
 

@@ -207,6 +207,10 @@ def _so(fun, primals, mode, jit, backend):
     t = _cached(fun, mode, jit, get_backend(backend))
     t.argnums = tuple(i for i, p in enumerate(primals)
                       if all(is_float_leaf(x) for x in tree_flatten(p)[0]) and tree_flatten(p)[0])
+    if any(np.iscomplexobj(x) for i in t.argnums for x in tree_flatten(primals[i])[0]):
+        raise TypeError("second-order derivatives (hessian, hvp, grad of grad, jvp of jvp) of functions of complex "
+                        "arguments are not supported; pass the real and imaginary parts as real arguments "
+                        "(complex values inside the function are fine)")
     key = t._prepare(tuple(primals))[-1]
     store = t.__dict__.setdefault("_second_order", {})
     so = store.get(key)

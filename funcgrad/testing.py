@@ -32,23 +32,35 @@ def _perturb(args, argnum, leaf_i, flat_index, delta):
     return new
 
 
+def _leaf(x):
+    x = np.asarray(x)
+    return x.astype(np.complex128 if np.iscomplexobj(x) else np.float64)
+
+
 def _dot(a, b):
+    """``Re(sum(a * b))`` over the leaves (a cotangent is a covector: autograd's convention, no conjugate)."""
     la, _ = tree_flatten(a)
     lb, _ = tree_flatten(b)
-    return float(sum(np.sum(np.asarray(x, dtype=np.float64) * np.asarray(y, dtype=np.float64)) for x, y in zip(la, lb)))
+    return float(sum(np.real(np.sum(_leaf(x) * _leaf(y))) for x, y in zip(la, lb)))
 
 
 def numerical_vjp(f, args, argnum, cotangent, eps):
-    """Central differences of ``<cotangent, f(args)>`` with respect to every element of ``args[argnum]``."""
+    """Central differences of ``<cotangent, f(args)>`` with respect to every element of ``args[argnum]``.
+
+    For a complex element the result is ``d/dRe - 1j * d/dIm`` (autograd's convention: what ``vjp``
+    returns), with ``<c, y> = Re(sum(c * y))``.
+    """
     leaves, td = tree_flatten(args[argnum])
     out = []
     for li, x in enumerate(leaves):
-        g = np.zeros(np.shape(x), dtype=np.float64)
+        cplx = np.iscomplexobj(x)
+        g = np.zeros(np.shape(x), dtype=np.complex128 if cplx else np.float64)
         for k in range(g.size):
-            fp = f(*_perturb(args, argnum, li, k, eps))
-            fm = f(*_perturb(args, argnum, li, k, -eps))
-            g.reshape(-1)[k] = (_dot(cotangent, fp) - _dot(cotangent, fm)) / (2 * eps)
-        out.append(g if isinstance(x, np.ndarray) else float(g))
+            for step, unit in ((eps, 1.0), (1j * eps, -1j))[:2 if cplx else 1]:
+                fp = f(*_perturb(args, argnum, li, k, step))
+                fm = f(*_perturb(args, argnum, li, k, -step))
+                g.reshape(-1)[k] += unit * (_dot(cotangent, fp) - _dot(cotangent, fm)) / (2 * eps)
+        out.append(g if isinstance(x, np.ndarray) else (complex(g) if cplx else float(g)))
     return tree_unflatten(td, out)
 
 

@@ -379,7 +379,7 @@ def zeros_like(x):
     """Zeros with the shape and dtype of ``x`` (a scalar of its type for scalars)."""
     if isinstance(x, np.ndarray):
         return np.zeros_like(x)
-    return type(x)(0) if isinstance(x, (float, int, np.generic)) else np.zeros_like(x)
+    return type(x)(0) if isinstance(x, (float, int, complex, np.generic)) else np.zeros_like(x)
 
 
 @overload(zeros_like)
@@ -884,6 +884,14 @@ def unconcatenate(g, arrays, axis=0):
 def _unconcatenate_ov(g, arrays, axis=0):
     ax = _literal(axis, "axis") % g.ndim
     sl = ":, " * ax
+    if isinstance(arrays, types.BaseTuple) and not isinstance(arrays, types.UniTuple):
+        # pieces of different dtypes (real and complex) or ranks: unrolled, a tuple cannot be iterated
+        lines = ["def impl(g, arrays, axis=0):", "    start = 0"]
+        for i in range(len(arrays)):
+            lines += [f"    n = arrays[{i}].shape[{ax}]", f"    p{i} = np.ascontiguousarray(g[{sl}start:start + n])",
+                      "    start += n"]
+        lines.append("    return (" + "".join(f"p{i}, " for i in range(len(arrays))) + ")")
+        return _compile("\n".join(lines) + "\n", "impl")
     src = f"""
 def impl(g, arrays, axis=0):
     out = []
@@ -1222,6 +1230,7 @@ from .cpu_special import *  # noqa: F401,F403,E402  scipy.special / scipy.stats 
 
 from .cpu_forward import *  # noqa: E402,F401,F403  (kernels of the forward pass's primitives)
 from .cpu_linalg import *  # noqa: F401,F403,E402  (numpy.linalg and scipy.linalg kernels)
+from .cpu_fft import *  # noqa: E402,F401,F403  (complex numbers, numpy.fft, scipy.signal.convolve)
 
 
 def python_namespace():

@@ -156,8 +156,8 @@ def negative(y, x):
 
 @defvjp(np.absolute, name="absolute", sample=S.unary(distinct=True), elementwise=True)
 def absolute(y, x):
-    d[x] = d[y] * np.sign(x)
-    t[y] = t[x] * np.sign(x)
+    d[x] = d[y] * csign(x)                         # csign: np.sign for real x, conj(x)/|x| for complex x
+    t[y] = match_complex(t[x] * csign(x), y)
 
 
 @defvjp(np.sign, sample=S.unary(distinct=True), elementwise=True)
@@ -301,8 +301,8 @@ def power(z, x, y):
     """Where ``y == 0`` the x-derivative is 0 (``0 * x ** -1`` would be nan at x = 0), where ``x == 0`` the
     y-derivative is 0 (``0 * log 0``); a negative base has an x-derivative for any exponent NumPy accepts."""
     d[x] = unbroadcast(d[z] * y * x ** (y - 1 + (y == 0)), x)
-    d[y] = unbroadcast(d[z] * z * np.log(x + (x == 0)), y)
-    t[z] = t[x] * y * x ** (y - 1 + (y == 0)) + t[y] * z * np.log(x + (x == 0))
+    d[y] = unbroadcast(d[z] * z * np.log(match_complex(x + (x == 0), z)), y)
+    t[z] = t[x] * y * x ** (y - 1 + (y == 0)) + t[y] * z * np.log(match_complex(x + (x == 0), z))
 
 
 def _sample_tie_weight(draw, dt, st, array, shapes):
@@ -679,3 +679,6 @@ nondiff(np.argmax, np.argmin, np.argsort, np.floor, np.ceil, np.round, np.around
         np.logical_xor, np.heaviside, np.isclose, np.allclose, np.array_equal, np.floor_divide, np.signbit,
         np.argwhere, np.flatnonzero, math.floor, math.ceil, math.trunc, math.isnan, math.isinf, math.isfinite,
         round, len)
+
+
+from .complex import csign, match_complex  # noqa: E402  (np.abs of complex values; autograd's convention)

@@ -33,6 +33,7 @@ from ..errors import TransformError
 from ..ops.registry import lookup, by_name
 from .activity import Activity
 from .astutil import kernel as _K
+from .realness import expr_maybe_complex, maybe_complex
 
 
 @dataclass
@@ -71,6 +72,7 @@ class Forward(Activity):
         self.active: set = set()
         self.count = 0
         self.written: set = set()
+        self.cplx: set = set()      # names (and tangents) that may hold complex values (:mod:`.realness`)
 
     def tmp(self, base="_f"):
         self.count += 1
@@ -119,6 +121,8 @@ class Forward(Activity):
         old = None
         if reads_self:                    # s = s * x: the JVP line reads the old s
             old = self.tmp("_old")
+            if name in self.cplx:
+                self.cplx.add(old)
             before.append(ast.copy_location(ast.Assign(targets=[ast.Name(old, ast.Store())],
                                                        value=ast.Name(name, ast.Load())), s))
         texpr = self.tangent_of(s, e, name, old, after)
@@ -186,6 +190,8 @@ class Forward(Activity):
             if isinstance(tgt, ast.Name):
                 new = self.tmp("_j")
                 val = self.subst(ts.value, subst, ba_t, tpl, prim)
+                if expr_maybe_complex(val, self.cplx):
+                    self.cplx.add(new)
                 temps.append((new, val))
                 ref = ast.Name(new, ast.Load())
                 if _simplify(copy.deepcopy(val))[1] != "primal":   # a temporary holding a tangent term
@@ -261,6 +267,12 @@ class Forward(Activity):
                 f = node.func
                 obj = _resolve(f, G)
                 p = lookup(obj) if obj is not None else None
+                real = p is not None and not any(expr_maybe_complex(a, fwd.cplx) for a in node.args) and \
+                    not node.keywords
+                if real and p.name in ("conj", "match_complex"):
+                    return node.args[0]   # of real values: the value itself (real code is as before complex numbers)
+                if real and getattr(p, "real_form", None):
+                    p = by_name(p.real_form)
                 if p is not None:
                     node.func = _K(p.name)
                     A.put(node, A.PRIM, p)
@@ -376,11 +388,13 @@ def _written(stmts):
             and isinstance(s.targets[0].value, ast.Name)}
 
 
-def forward(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup) -> Tangent:
+def forward(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, param_kinds=None) -> Tangent:
     """Primal and tangents of an ANF function (see the module docstring)."""
     F = Forward(src_lookup)
     F.active = set(diff_params)
     body = copy.deepcopy(list(fdef.body))
+    F.cplx = maybe_complex(body, dict(param_kinds or {}), [a.arg for a in fdef.args.args])
+    F.cplx |= {tname(n) for n in F.cplx}
     F.mark(body)
     F.written = _written(body)
     out = []

@@ -62,7 +62,7 @@ def _out_leaves(val, atoms, version):
         else:
             atoms.append(e)
     elif isinstance(val, Static):
-        atoms.append(ast.Constant(val.obj) if isinstance(val.obj, (int, float, bool, type(None))) else None)
+        atoms.append(ast.Constant(val.obj) if isinstance(val.obj, (int, float, complex, bool, type(None))) else None)
     return atoms
 
 
@@ -167,7 +167,7 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
                             operators=backend.operators_as_syntax)
         fname = name
     elif kind == "jvp":
-        fw = forward(a, list(diff_leaves), atoms, src_lookup)
+        fw = forward(a, list(diff_leaves), atoms, src_lookup, param_kinds=low.kinds)
         ret = ast.Return(value=ast.Tuple(elts=[_returns(atoms), ast.Tuple(elts=fw.tangents, ctx=ast.Load())],
                                          ctx=ast.Load()))
         fname = f"{name}_jvp"

@@ -38,13 +38,14 @@ from dataclasses import dataclass
 
 from . import annotations as A
 from ..errors import TransformError
-from ..ops.registry import Primitive, lookup
+from ..ops.registry import Primitive, by_name, lookup
 from .activity import Activity
 from .anf import inherit_origin
 from .astutil import kernel as _K
 from .deadcode import _drop_unused_new
 from .emit import render_stmt
 from .infer import infer_kinds, infer_ranks
+from .realness import expr_maybe_complex, maybe_complex
 from .tapes import (_array_tape_pushes, _expand_markers, _marker, _needed, _preallocatable, _tape_pushes,
                     save_inplace)
 
@@ -80,11 +81,27 @@ class Reverse(Activity):
         self.result_adjoint = None
         self.result_value = None
         self.ranks: dict = {}
+        self.cplx: set = set()           # names that may hold complex values (:mod:`.realness`)
 
 
     def tmp(self, base="_v"):
         self.count += 1
         return f"{base}{self.count}"
+
+    def may_be_complex(self, e) -> bool:
+        """Whether expression ``e`` of the sweep may be complex (``cplx`` holds primal names, their
+        cotangents and the sweep's temporaries that may be)."""
+        return expr_maybe_complex(e, self.cplx)
+
+    def kind_matched(self, contrib, target, mixed):
+        """``contrib`` as the cotangent of ``target``: its real part for a real target, complex for a complex
+        one (autograd's convention). Emitted only where either may be complex (``mixed``): real code is
+        unchanged."""
+        if not mixed:
+            return contrib
+        c = ast.Call(func=_K("match_complex"), args=[contrib, ast.Name(target, ast.Load())], keywords=[])
+        A.put(c, A.PRIM, by_name("match_complex"))
+        return c
 
     # ------------------------------------------------------------------ accumulation
     def accumulate(self, name, contrib, out, comment=None):
@@ -155,6 +172,8 @@ class Reverse(Activity):
         if reads_self:  # the operand is the old value: keep the new one aside and restore the old one first
             res = self.tmp("_dres")
             val = self.tmp("_new")
+            if tname in self.cplx:
+                self.cplx |= {res, val}
             out.append(ast.Assign(targets=[ast.Name(res, ast.Store())], value=ast.Name(dv, ast.Load())))
             out.append(ast.Assign(targets=[ast.Name(val, ast.Store())], value=ast.Name(tname, ast.Load())))
             out.append(_marker(tname))
@@ -188,7 +207,8 @@ class Reverse(Activity):
                     piece = ast.Call(func=_K("written"), args=[ast.Name(dx, ast.Load()), _index_value(idx)],
                                      keywords=[])
                 contrib = ast.Call(func=_K("unbroadcast"), args=[piece, s.value], keywords=[])
-                self.accumulate(s.value.id, contrib, out)
+                mixed = x in self.cplx or s.value.id in self.cplx
+                self.accumulate(s.value.id, self.kind_matched(contrib, s.value.id, mixed), out)
             if dx not in self.owned:
                 out.append(ast.Assign(targets=[ast.Name(dx, ast.Store())],
                                       value=ast.Call(func=_K("copy"), args=[ast.Name(dx, ast.Load())], keywords=[])))
@@ -241,6 +261,8 @@ class Reverse(Activity):
             if isinstance(tgt, ast.Name):  # a template temporary
                 new = self.tmp("_v")
                 expr = self.subst(ts.value, subst, tname, tpl, prim)
+                if self.may_be_complex(expr):
+                    self.cplx.add(new)
                 local[tgt.id] = new
                 subst[tgt.id] = ast.Name(new, ast.Load())
                 pending.append((new, expr))
@@ -249,6 +271,8 @@ class Reverse(Activity):
             arg = ba.get(p)
             if arg is None or not self.is_active(arg):
                 continue
+            if getattr(prim, "zero_on_real", False) and isinstance(arg, ast.Name) and arg.id not in self.cplx:
+                continue  # np.imag, np.angle of a real value: piecewise constant
             expr = self.subst(ts.value, subst, tname, tpl, prim)
             used = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
             for new, pexpr in reversed(pending):  # temporaries read by the temporaries this one reads
@@ -266,10 +290,12 @@ class Reverse(Activity):
                 out.append(ast.Assign(targets=[ast.Name(seq, ast.Store())], value=expr))
                 for i, el in enumerate(arg.elts):
                     if self.is_active(el):
-                        self.accumulate(el.id, ast.Subscript(value=ast.Name(seq, ast.Load()), slice=ast.Constant(i),
-                                                             ctx=ast.Load()), out)
+                        self.accumulate(el.id, self.kind_matched(
+                            ast.Subscript(value=ast.Name(seq, ast.Load()), slice=ast.Constant(i), ctx=ast.Load()),
+                            el.id, el.id in self.cplx or self.may_be_complex(expr)), out)
                 continue
-            self.accumulate(arg.id, expr, out)
+            self.accumulate(arg.id, self.kind_matched(expr, arg.id, arg.id in self.cplx or self.may_be_complex(expr)),
+                            out)
 
     def scatter(self, x, idx, g, out):
         """``d_x[idx] += g`` on an array this sweep owns."""
@@ -321,6 +347,12 @@ class Reverse(Activity):
                     if isinstance(target, ast.Name) and self.ranks.get(target.id) == 0 and \
                             self.ranks.get(tname) == 0:
                         return node.args[0]  # a scalar operand of a scalar result: nothing was broadcast
+                if p is not None and p.name in ("conj", "match_complex") and not node.keywords and \
+                        not any(self.may_be_complex(a) for a in node.args):
+                    return node.args[0]  # the conjugate of a real value is itself, and so is its kind
+                if p is not None and getattr(p, "real_form", None) and not any(
+                        self.may_be_complex(a) for a in list(node.args) + [k.value for k in node.keywords]):
+                    p = by_name(p.real_form)  # csign of real values: np.sign, as before complex numbers
                 if p is not None:
                     node.func = _K(p.name)
                     A.put(node, A.PRIM, p)
@@ -549,6 +581,8 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
     R.special = set(loops.counters) | {f"_it{k}" for k in range(1, loops.k + 1)}
     R.nonssa = _assigned_in(body) - R.special
     R.ranks = infer_ranks(body, dict(param_ranks or {}))
+    R.cplx = maybe_complex(body, dict(param_kinds or {}), params)
+    R.cplx |= {adname(n) for n in R.cplx}
     R.mark(body)
     all_names = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)} | set(params)
     R.d_to_name = {adname(n): n for n in all_names}

@@ -12,7 +12,7 @@ __all__ = ["leaf_spec", "scalar_kind", "is_float_leaf", "is_static_leaf"]
 
 
 def leaf_spec(x):
-    """``("a", dtype, ndim)`` for arrays, ``("f",)``/``("i",)``/``("b",)`` for Python numbers,
+    """``("a", dtype, ndim)`` for arrays, ``("f",)``/``("i",)``/``("b",)``/``("c",)`` for Python numbers,
     ``("s", dtype)`` for NumPy scalars, ``("static", repr)`` for strings and None."""
     t = type(x)
     if t is np.ndarray:
@@ -29,6 +29,8 @@ def leaf_spec(x):
         return ("i",)
     if isinstance(x, float):
         return ("f",)
+    if isinstance(x, complex):
+        return ("c",)
     if isinstance(x, np.generic):
         return ("s", x.dtype.str)
     if isinstance(x, (str, type(None))):
@@ -56,9 +58,10 @@ def scalar_kind(x):
 
 
 def is_float_leaf(x):
+    """A leaf that can be differentiated: real or complex floating point (complex follows autograd)."""
     if isinstance(x, (np.ndarray, np.generic)):
-        return np.issubdtype(x.dtype, np.floating)
-    return isinstance(x, float)
+        return np.issubdtype(x.dtype, np.inexact)
+    return isinstance(x, (float, complex))
 
 
 def spec_kind(spec):

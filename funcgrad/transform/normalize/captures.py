@@ -42,7 +42,7 @@ class Captures:
         """A free variable's value: runtime values become parameters read at every call."""
         if getter is None:
             getter = _free_getter(scope.parsed.fn, name)
-        if isinstance(obj, np.ndarray) or (isinstance(obj, (float, int, np.number)) and not isinstance(obj, bool)):
+        if isinstance(obj, np.ndarray) or (isinstance(obj, (float, int, complex, np.number)) and not isinstance(obj, bool)):
             key = (id(scope.parsed.fn), name, getattr(getter, "_path", ()))
             if key not in self.captured:
                 outname = self.names.fresh(name)

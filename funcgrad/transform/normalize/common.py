@@ -55,6 +55,7 @@ _METHODS = {
     "astype": None, "any": np.any, "all": np.all, "argmax": np.argmax, "argmin": np.argmin,
     "cumsum": np.cumsum, "cumprod": np.cumprod, "var": np.var, "std": np.std,
     "swapaxes": np.swapaxes, "repeat": np.repeat, "diagonal": np.diagonal, "trace": np.trace,
+    "conj": np.conjugate, "conjugate": np.conjugate,
 }
 
 

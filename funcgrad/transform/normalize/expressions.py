@@ -242,7 +242,7 @@ class Expressions:
             obj = getattr(base.obj, attr, MISSING)
             if obj is MISSING:
                 raise error(P, node, f"{getattr(base.obj, '__name__', base.obj)!r} has no attribute '{attr}'", None)
-            if (isinstance(obj, (np.ndarray, float, int, np.number)) and not isinstance(obj, bool) or isinstance(
+            if (isinstance(obj, (np.ndarray, float, int, complex, np.number)) and not isinstance(obj, bool) or isinstance(
                     obj, (list, tuple, dict)) and not _is_static_tree(obj)) and not isinstance(base.obj, type):
                 # a module's or an object's array, number or container of arrays (``cfg.lr``, ``self.layers``):
                 # read at every call
@@ -265,6 +265,8 @@ class Expressions:
         if isinstance(base, Dyn):
             if attr == "T":
                 return self.call_prim(lookup(np.transpose), [base], {}, scope, out, node)
+            if attr in ("real", "imag"):
+                return self.call_prim(lookup(getattr(np, attr)), [base], {}, scope, out, node)
             if attr in ("shape", "ndim", "dtype", "size"):
                 return Dyn(ast.Attribute(value=base.expr, attr=attr, ctx=ast.Load()))
             return _BoundMethod(base, attr, node)

@@ -210,7 +210,7 @@ class Statements:
                     scope.vars[name] = self.own_struct(name, cur, scope, out, node)
                 continue
             if isinstance(cur, LocalFunction) or (isinstance(cur, Static) and not isinstance(
-                    cur.obj, (int, float, bool, np.number))):
+                    cur.obj, (int, float, complex, bool, np.number))):
                 raise error(scope.parsed, node, f"'{name}' holds a {type(cur).__name__.lower()} value and is "
                                                 f"reassigned inside a loop or branch",
                             "only arrays and numbers can change inside loops and branches; give the container "
@@ -229,7 +229,7 @@ class Statements:
                 if v.kind == "dict":
                     return Struct("dict", {k: own(x, path + (k,)) for k, x in v.items.items()})
                 return Struct(v.kind, [own(x, path + (i,)) for i, x in enumerate(v.items)], v.cls)
-            if isinstance(v, Static) and not isinstance(v.obj, (int, float, bool, np.number)) or \
+            if isinstance(v, Static) and not isinstance(v.obj, (int, float, complex, bool, np.number)) or \
                     isinstance(v, Static) and isinstance(v.obj, bool):
                 return v  # None, strings, flags: fixed, and must stay the same
             if not isinstance(v, (Dyn, Static)):
@@ -426,7 +426,7 @@ class Statements:
         P = scope.parsed
         if isinstance(target, ast.Name):
             if getattr(self, "cf_depth", 0) and isinstance(val, Static) and isinstance(
-                    val.obj, (int, float, bool, np.number)):
+                    val.obj, (int, float, complex, bool, np.number)):
                 val = Dyn(ast.Constant(val.obj.item() if isinstance(val.obj, np.generic) else val.obj))
             elif getattr(self, "cf_depth", 0) and isinstance(val, Struct):
                 self.assign_struct(target.id, val, scope, out, stmt)
