@@ -172,7 +172,8 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
                                          ctx=ast.Load()))
         fname = f"{name}_jvp"
         primal_body = list(a.body) + [ast.Return(value=_returns(atoms))]
-        src = module_source(header, [(fname, params + fw.params, fw.body + [ret]), (name, params, primal_body)],
+        body = fw.body + [ret]
+        src = module_source(header, [(fname, params + fw.params, body), (name, params, primal_body)],
                             None, line_map, operators=backend.operators_as_syntax)
     else:
         adj = reverse(a, list(diff_leaves), atoms, src_lookup, param_ranks=low.ranks, param_kinds=low.kinds)
