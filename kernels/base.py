@@ -39,9 +39,10 @@ class Backend:
         """True for an array this backend computes on."""
         return isinstance(x, self.array_types)
 
-    def compile(self, base_fn, strategy: str, externals: dict):
+    def compile(self, base_fn, strategy: str, externals: dict, cache: bool = True):
         """A callable running generated function ``base_fn`` under ``strategy``, with ``K`` and
-        ``externals`` in globals of its own (two builds never share globals)."""
+        ``externals`` in globals of its own (two builds never share globals); ``cache=False`` keeps a
+        whole-function compile out of the disk cache."""
         if strategy not in self.strategies:
             raise ValueError(f"backend {self.name!r} cannot run strategy {strategy!r}; it runs {self.strategies}")
         g = dict(base_fn.__globals__)
@@ -51,10 +52,10 @@ class Backend:
         fn.__qualname__ = base_fn.__qualname__
         fn.__module__ = base_fn.__module__
         if strategy == "njit":
-            return self.compile_whole(fn)
+            return self.compile_whole(fn, cache)
         return fn
 
-    def compile_whole(self, fn):
+    def compile_whole(self, fn, cache=True):
         raise NotImplementedError
 
     def fingerprint(self) -> str:

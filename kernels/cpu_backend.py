@@ -30,8 +30,8 @@ class CPUBackend(Backend):
             self._python = cpu.python_namespace()
         return self._python
 
-    def compile_whole(self, fn):
-        return numba.njit(cache=True)(fn)
+    def compile_whole(self, fn, cache=True):
+        return numba.njit(cache=cache)(fn)
 
     def fingerprint(self):
         if self._fingerprint is None:

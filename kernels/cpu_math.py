@@ -984,6 +984,9 @@ def partition(x, kth, axis=-1):
     return np.partition(x, kth, axis=axis)
 
 
+partition.uncacheable = True   # its nopython version calls NumPy through numba.objmode (see pipeline)
+
+
 @overload(partition, prefer_literal=True)
 def _partition_ov(x, kth, axis=-1):
     if not isinstance(x, types.Array):

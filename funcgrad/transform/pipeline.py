@@ -125,12 +125,13 @@ def choose_strategy(jit, has_loops, opaque_calls=False):
     return jit
 
 
-def _python_only(stmts, backend):
-    """True when the code calls a kernel that exists only as Python (``python_only = True`` on the
-    backend's kernel: a SciPy routine Numba cannot compile); auto then runs the function as Python."""
+def _calls_flagged(stmts, backend, flag):
+    """True when the code calls a kernel carrying ``flag``: ``python_only`` (a SciPy routine Numba cannot
+    compile: auto runs the function as Python) or ``uncacheable`` (its nopython version leaves to Python
+    through ``numba.objmode``, whose environment a cached caller cannot find in a new process)."""
     K = backend.namespace()
     return any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "K"
-               and getattr(getattr(K, n.attr, None), "python_only", False)
+               and getattr(getattr(K, n.attr, None), flag, False)
                for n in ast.walk(ast.Module(body=list(stmts), type_ignores=[])))
 
 
@@ -191,9 +192,10 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         register_kernels(backend.namespace(True))
         register_kernels(backend.namespace(False))
         _KERNELS_READABLE.add(backend)
-    mode = choose_strategy(jit, low.has_loops, low.opaque_calls or _python_only(body, backend))
-    compiled = backend.compile(getattr(mod, fname), mode, low.externals)
-    primal = backend.compile(getattr(mod, name), mode, low.externals) if kind != "primal" else compiled
+    mode = choose_strategy(jit, low.has_loops, low.opaque_calls or _calls_flagged(body, backend, "python_only"))
+    cache = not _calls_flagged(body, backend, "uncacheable")
+    compiled = backend.compile(getattr(mod, fname), mode, low.externals, cache=cache)
+    primal = backend.compile(getattr(mod, name), mode, low.externals, cache=cache) if kind != "primal" else compiled
     return Built(fn=compiled, primal_fn=primal, source=src, name=fname, params=params, captured=low.captured,
                  out_tree=low.output, out_atoms=atoms, mode=mode, static_checks=list(low.static_key),
                  path=mod.__file__, line_map=line_map, leaf_names=leaf_names, diff_names=diff_leaves,
