@@ -157,7 +157,7 @@ class _Transformed:
         self.policy = _resolve_jit(jit, mode)
         self.backend = get_backend(backend)
         self.fn, self._by_arity = _as_python_function(fn)
-        self._static_leaves: set = set()   # (argument, leaf) of int arguments used as constants (axis=n)
+        self._static_leaves: set = set()   # (argument, its treedef, leaf) of ints used as constants (axis=n)
         self.kind = kind
         self.argnums = argnums
         self.has_aux = has_aux
@@ -220,7 +220,7 @@ class _Transformed:
         for i, a in enumerate(args):
             leaves, td = tree_flatten(a)
             diff = i in nums
-            specs = tuple(self._spec(x, i, j, diff) for j, x in enumerate(leaves))
+            specs = tuple(self._spec(x, (i, td, j), diff) for j, x in enumerate(leaves))
             trees.append(td)
             flat.append(leaves)
             key.append((td, specs, diff))
@@ -229,11 +229,12 @@ class _Transformed:
             self._check_differentiable(args, names, nums, flat, trees, fname)
         return names, single, nums, flat, trees, key
 
-    def _spec(self, x, i, j, diff):
+    def _spec(self, x, where, diff):
         """A leaf's part of the signature: its spec; the value itself for a bool that is not
         differentiated (a flag: it selects code, as a captured flag does) and for an int the function
         uses as a constant (an axis)."""
-        if not diff and (isinstance(x, (bool, np.bool_)) or (i, j) in self._static_leaves):
+        if not diff and (isinstance(x, (bool, np.bool_)) or
+                         (where in self._static_leaves and isinstance(x, (int, np.integer)))):
             return ("static", repr(x))
         return leaf_spec(x)
 
@@ -277,11 +278,11 @@ class _Transformed:
     def _promote(self, position, flat, key):
         """Make the ``position``-th runtime argument leaf a specialization key (see StaticArgumentNeeded)."""
         k = 0
-        for i, (leaves, (_, specs, _)) in enumerate(zip(flat, key)):
+        for i, (leaves, (td, specs, _)) in enumerate(zip(flat, key)):
             for j, sp in enumerate(specs):
                 if sp[0] != "static":
                     if k == position:
-                        self._static_leaves.add((i, j))
+                        self._static_leaves.add((i, td, j))
                         return
                     k += 1
         raise AssertionError(f"no runtime argument leaf {position}")  # pragma: no cover
@@ -397,7 +398,7 @@ def _numba_failure(err, built):
             reason = (f"custom_vjp function '{getattr(obj, '__name__', 'f')}' runs its fun, fwd and bwd as Python, which "
                       "whole-function compiled code cannot call")
         elif obj is not None:
-            reason = f"{public_name(obj)} is not a function Numba can call from compiled code"
+            reason = f"{public_name(obj)} cannot be called from whole-function compiled code"
         else:
             reason = f"'{m.group(1) if m else '?'}' cannot be called from nopython code"
     elif re.search(r"Use of unsupported NumPy function '([^']+)'", msg):

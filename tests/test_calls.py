@@ -15,6 +15,7 @@ Every case runs in every mode (``jit`` auto, "kernels" = Python over compiled ke
 whole-function Numba, False = plain Python); values are compared with the plain function and
 gradients with central differences in float64.
 """
+import collections
 import functools
 import importlib
 import math
@@ -492,3 +493,24 @@ def test_custom_vjp_inside_loops_runs_as_python_or_is_refused_by_whole(jit):
     np.testing.assert_allclose(funcgrad.grad(_clip_in_loop, jit=jit)(np.ones(2)), [3.0, 3.0])  # the rule is used
     if jit == "auto":
         assert list(f.cache.values())[0].mode == "python"
+
+
+def _builds_an_object(x):
+    d = collections.OrderedDict()  # LINE: object-inside
+    d["a"] = x
+    return np.sum(d["a"])
+
+
+def _numpy_scalar_class(x, n):
+    return np.sum(x * np.float64(n)) + float(np.int64(n))
+
+
+@pytest.mark.parametrize("jit", JITS, ids=JIT_IDS)
+def test_objects_built_inside_are_refused_numpy_scalars_are_not(jit):
+    with pytest.raises(funcgrad.UnsupportedSyntaxError) as ei:
+        funcgrad.grad(_builds_an_object, jit=jit)(np.ones(2))
+    _assert_refused_here(ei.value, "object-inside", "collections.OrderedDict")
+    x = rng.normal(size=3)
+    v, g = funcgrad.value_and_grad(_numpy_scalar_class, jit=jit)(x, 3)
+    assert v == pytest.approx(_numpy_scalar_class(x, 3), rel=1e-14)
+    np.testing.assert_allclose(g, np.full(3, 3.0))

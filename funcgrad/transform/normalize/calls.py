@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import sys
 import types
 
 import numpy as np
@@ -19,7 +18,7 @@ from ..naming import public_name
 from ..parse import MISSING, parse
 from ..values import Dyn, Static, Struct, leaves as _leaves, map_struct as _map_struct
 from .common import (_DictView, _is_metadata, _Partial, _NJIT_BUILTINS, _STATIC_BUILTINS, _is_static_tree, _is_user_code, LocalFunction, Scope, _BUILTIN_MAP, _BoundMethod, _Iter, _METHODS, _Range,
-                     _default_value, _np_attr, _static_value, is_library_file, tag_file)
+                     _default_value, _np_attr, _static_value, tag_file)
 
 
 class StaticArgumentNeeded(Exception):
@@ -434,16 +433,10 @@ class Calls:
 
 
 def _is_library_class(cls):
-    """A class of an installed library (np.float64, collections.Counter), constructed as any library
-    call is; the user's classes and Python's containers are not (their instances have no array leaves)."""
-    mod = getattr(cls, "__module__", None) or ""
-    if mod == "builtins":
-        return False
-    if mod.split(".")[0] in ("numpy", "scipy", "math"):
-        return True
-    module = sys.modules.get(mod)
-    f = getattr(module, "__file__", None)
-    return f is not None and is_library_file(f)
+    """NumPy's scalar and array classes (np.float64(n), np.dtype(...)), constructed as any library call is.
+    Other classes are refused: an object built inside the function (an OrderedDict, a user's class) would
+    hold differentiated values where no pass can follow them."""
+    return (getattr(cls, "__module__", None) or "").split(".")[0] == "numpy"
 
 
 _NUMBA_CALLABLE: dict = {}   # id(fn) -> (fn, whether whole-function Numba code can call it)
