@@ -19,14 +19,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # installed name -> folder in the repository (pyproject's package-dir)
 PARTS = {"funcgrad": "funcgrad", "funcgrad.kernels": "kernels", "funcgrad.dist": "dist"}
 LAYERS = [
-    {"funcgrad.errors", "funcgrad.tree"},
+    {"funcgrad.errors", "funcgrad.tree", "funcgrad.builtins"},
     {"funcgrad.kernels"},
     {"funcgrad.ops"},
     {"funcgrad.custom"},
     {"funcgrad.transform"},
-    {"funcgrad.api"},
+    {"funcgrad.api", "funcgrad.differential"},
     {"funcgrad.nn", "funcgrad.optim", "funcgrad.data", "funcgrad.checkpoint", "funcgrad.initializers",
-     "funcgrad.testing"},
+     "funcgrad.testing", "funcgrad.test_util"},
     {"funcgrad.dist"},
     {"funcgrad"},
 ]

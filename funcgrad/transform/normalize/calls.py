@@ -10,6 +10,7 @@ import types
 import numpy as np
 
 from .. import annotations as A
+from ...builtins import SUBSTITUTES as _AUTOGRAD_BUILTINS
 from ...custom import CustomVJPFunction
 from ...errors import NoDerivativeError, UnsupportedSyntaxError
 from ...ops.registry import Primitive, lookup
@@ -76,6 +77,7 @@ class Calls:
 
     def call_object(self, fn, args, kwargs, scope, out, node):
         P = scope.parsed
+        fn = _AUTOGRAD_BUILTINS.get(fn, fn) if isinstance(fn, type) else fn  # funcgrad.builtins.tuple: tuple
         if isinstance(fn, functools.partial):  # partial(f, a, k=v)(b): f(a, b, k=v)
             fixed = [self.constant_value(v, scope, node) for v in fn.args]
             fixed_kw = {k: self.constant_value(v, scope, node) for k, v in fn.keywords.items()}
