@@ -2,8 +2,8 @@
 
 Layers, lowest first (DESIGN.md, README "Architecture"):
 
-    errors, tree -> kernels -> ops -> custom -> transform -> api
-        -> nn, optim, data, checkpoint, initializers, testing -> dist -> the package itself
+    errors, tree, builtins -> kernels -> ops -> custom -> transform -> api, differential
+        -> nn, optim, data, checkpoint, initializers, testing, test_util -> dist -> the package itself
 
 A module may import only from its own layer or below, imports inside one
 layer form no cycle, and every import of a funcgrad module is at module level
