@@ -105,7 +105,7 @@ def _like(x, v):
         return np.asarray(v, dtype=x.dtype).reshape(x.shape)
     if isinstance(x, np.generic):
         return x.dtype.type(v)
-    return complex(v) if isinstance(x, complex) else float(np.real(v)) if np.ndim(v) == 0 else float(v)
+    return complex(v) if isinstance(x, complex) else float(v)
 
 
 def _vs_randn(tree, rng):
@@ -404,8 +404,9 @@ def combo_check(fun, *args, **kwargs):
                 except Exception as e:
                     shapes = ", ".join(f"shape {np.shape(a)} {np.result_type(a)}" if _inexact(a) else repr(a)
                                        for a in _args)
-                    e.add_note(f"combo_check of {getattr(fun, '__name__', fun)}: arguments ({shapes}), "
-                               f"keywords {dict(_kwargs)!r}")
+                    if hasattr(e, "add_note"):  # Python 3.11+
+                        e.add_note(f"combo_check of {getattr(fun, '__name__', fun)}: arguments ({shapes}), "
+                                   f"keywords {dict(_kwargs)!r}")
                     raise
 
     return _combo_check
