@@ -108,11 +108,9 @@ def check_argnum(argnum, what="argnum"):
 
 def normalize_argnum(argnum, nargs, what="argnum"):
     """``argnum`` (an int, or a tuple/list of ints) as non-negative positions into ``nargs`` arguments."""
-    single = isinstance(argnum, (int, np.integer)) and not isinstance(argnum, bool)
+    check_argnum(argnum, what)
+    single = not isinstance(argnum, (tuple, list))
     nums = (argnum,) if single else argnum
-    if not isinstance(nums, (tuple, list)) or not all(
-            isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in nums):
-        raise TypeError(f"{what} must be an int or a tuple of ints; received {argnum!r}")
     out = []
     for i in nums:
         if not -nargs <= i < nargs:
