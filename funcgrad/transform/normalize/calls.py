@@ -11,6 +11,7 @@ import numpy as np
 from numba.core.registry import cpu_target
 
 from .. import annotations as A
+from ...builtins import SUBSTITUTES as _AUTOGRAD_BUILTINS
 from ...custom import CustomVJPFunction
 from ...errors import UnsupportedSyntaxError
 from ...ops.registry import RUNTIME, Primitive, definition, lookup
@@ -89,6 +90,7 @@ class Calls:
 
     def call_object(self, fn, args, kwargs, scope, out, node):
         P = scope.parsed
+        fn = _AUTOGRAD_BUILTINS.get(fn, fn) if isinstance(fn, type) else fn  # funcgrad.builtins.tuple: tuple
         if getattr(type(fn), "_funcgrad_transform", False):  # funcgrad.jit(f)(x) inside: f(x)
             if fn.kind == "primal":
                 return self.call_value(Static(fn.fn), args, kwargs, scope, out, node)
