@@ -33,7 +33,7 @@ from .errors import (ArgumentTypeError, CompileError, FuncgradError, FuncgradWar
                      TransformError, TreeStructureError, UnsupportedSyntaxError)
 from .kernels.base import get_backend
 from .kernels import cpu_backend as _cpu_backend  # noqa: F401  registers the "cpu" backend
-from .ops.registry import lookup
+from .ops.registry import by_name, lookup
 from .transform.naming import public_name
 from .transform.normalize.calls import StaticArgumentNeeded
 from .transform.normalize.common import _is_user_code
@@ -406,7 +406,13 @@ def _numba_failure(err, built):
         reason = f"{name} is not supported there"
     elif re.search(r"Unknown attribute '([^']+)' of type", msg):
         name = re.search(r"Unknown attribute '([^']+)' of type", msg).group(1)
-        reason = f"attribute '{name}' is not supported there"
+        prim = by_name(name)
+        if prim is not None and prim.python_only:   # a kernel with no nopython version (most of SciPy)
+            key = prim.key
+            label = prim.name if (getattr(key, "__module__", None) or "").startswith("funcgrad") else public_name(key)
+            reason = f"{label} has no nopython implementation (it runs as Python only)"
+        else:
+            reason = f"attribute '{name}' is not supported there"
     elif "Cannot unify" in msg:
         reason = "a variable takes values of different types on different paths"
     reason = re.sub(r"\b_ext\d+_", "", reason)

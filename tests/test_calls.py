@@ -32,7 +32,7 @@ import scipy.special
 
 import funcgrad
 from funcgrad.errors import ArgumentTypeError, CompileError, FuncgradError, FuncgradWarning, NoDerivativeError
-from funcgrad.ops.registry import lookup
+from funcgrad.ops.registry import definition, lookup
 from funcgrad.testing import numerical_vjp
 
 JITS = ["auto", "kernels", "whole", False]
@@ -52,7 +52,13 @@ def _line(tag):
 
 def _has_rule(fn):
     p = lookup(fn)
-    return p is not None and p.template is not None
+    return p is not None and p.template is not None or definition(fn) is not None
+
+
+def _python_only(fn):
+    """A rule whose kernels have no nopython version (SciPy's, here): whole-function compiling refuses it."""
+    p = lookup(fn)
+    return p is not None and p.python_only or (getattr(fn, "__module__", None) or "").startswith("scipy")
 
 
 def _cd(f, args, argnum):
@@ -133,7 +139,12 @@ def test_a_library_function_handed_directly_is_differentiated_by_its_rule_or_ref
     A = np.array([[2.0, 0.3], [0.1, 1.5]])
     args = {"numpy.linalg.det": (A,), "scipy.special.gammaln": (3.5,), "scipy.special.multigammaln": (3.5, 2),
             "scipy.special.logsumexp": (A[0],), "scipy.linalg.expm": (A,)}[name]
-    if _has_rule(fn):  # rules land from other branches: then the value and gradient must be right
+    if _has_rule(fn) and jit == "whole" and _python_only(fn):
+        with pytest.raises(CompileError) as ei:
+            funcgrad.vjp(fn, *args, argnums=0, jit=jit)  # LINE: direct-python-only
+        _assert_refused_here(ei.value, "direct-python-only", "nopython")
+        return
+    if _has_rule(fn):  # a rule: the value and gradient must be right
         out, vjp_fn = funcgrad.vjp(fn, *args, argnums=0, jit=jit)
         ct = np.ones_like(out)
         np.testing.assert_allclose(vjp_fn(ct)[0], _cd_vjp(fn, args, 0, ct), rtol=1e-6, atol=1e-9)
@@ -205,9 +216,10 @@ def test_custom_vjp_function_and_jit_function_handed_directly(jit):
     assert g == pytest.approx(2.0 * math.sin(0.4) + 0.8 * math.cos(0.4), rel=1e-14)
 
 
-def test_a_gradient_function_is_not_transformed_again():
+def test_a_gradient_function_is_differentiated_again_or_refused():
+    assert funcgrad.grad(funcgrad.grad(np.sin))(0.3) == pytest.approx(-math.sin(0.3), rel=1e-12)
     with pytest.raises(TypeError, match="returned by funcgrad.grad"):
-        funcgrad.grad(funcgrad.grad(np.sin))
+        funcgrad.vjp(funcgrad.grad(np.sin), 0.3)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -414,7 +426,12 @@ def test_differentiated_argument_into_a_library_function_is_right_or_refused_at_
         "active-gammaln": (_active_gammaln_in_loop, scipy.special.gammaln, "scipy.special.gammaln",
                            np.array([1.5, 2.5])),
     }[case]
-    if _has_rule(target):   # a rule landed: then it must be right
+    if _has_rule(target) and jit == "whole" and _python_only(target):
+        with pytest.raises(CompileError) as ei:
+            funcgrad.grad(fn, jit=jit)(x)
+        _assert_refused_here(ei.value, case, "nopython")
+        return
+    if _has_rule(target):   # a rule: then it must be right
         np.testing.assert_allclose(funcgrad.grad(fn, jit=jit)(x), _cd(fn, (x,), 0), rtol=1e-6)
         return
     with pytest.raises(NoDerivativeError) as ei:
