@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install clean fuzz
+.PHONY: demo test install clean fuzz autograd-suite
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -33,6 +33,12 @@ test: $(STAMP)
 # a summary. FUZZ_SEED, FUZZ_SHRINK, FUZZ_WITHOUT, ... : see tests/fuzz/run.py.
 fuzz: $(STAMP)
 	$(BIN)/python -m tests.fuzz.run
+
+# HIPS autograd's own test suite (15 files, imports rewritten to funcgrad), run file by file; prints
+# passed/total per file and writes a JSON summary. Not part of `make test`. SUITE_FILES=numpy,linalg
+# picks files, K=EXPR is pytest's -k; SUITE_OUT, SUITE_CACHE, SUITE_TIMEOUT: see tests/autograd_suite/run.py.
+autograd-suite: $(STAMP)
+	$(BIN)/python tests/autograd_suite/run.py $(if $(K),-k "$(K)")
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -16,25 +16,31 @@ runs the same generated source with every Numba kernel replaced by its Python.
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import linecache
 import os
 import re
+import sys
 import types
 import warnings
 
 import numpy as np
 from numba.core import errors as _numba_errors
 
-from .custom import custom_vjp, stop_gradient
-from .errors import CompileError, FuncgradError, FuncgradWarning, TreeStructureError
+from .custom import CustomVJPFunction, custom_vjp, stop_gradient
+from .errors import (ArgumentTypeError, CompileError, FuncgradError, FuncgradWarning, NoDerivativeError,
+                     TransformError, TreeStructureError, UnsupportedSyntaxError)
 from .kernels.base import get_backend
 from .kernels import cpu_backend as _cpu_backend  # noqa: F401  registers the "cpu" backend
-from .ops.registry import lookup
+from .ops.registry import by_name, lookup
+from .transform.naming import public_name
+from .transform.normalize.calls import StaticArgumentNeeded
+from .transform.normalize.common import _is_user_code
 from .transform.pipeline import Signature, build
-from .transform.specs import is_float_leaf, is_static_leaf, leaf_spec
+from .transform.specs import is_float_leaf, leaf_spec
 from .transform.values import Static, Struct
-from .tree import tree_flatten, tree_unflatten
+from .tree import tree_flatten, tree_flatten_with_path, tree_unflatten
 
 __all__ = ["grad", "value_and_grad", "vjp", "jit", "custom_vjp", "stop_gradient", "source"]
 
@@ -93,27 +99,65 @@ def _check_argnums(argnums, nargs, fname):
 
 def _user_facing(method):
     """Errors about the user's code leave funcgrad with the transformer's frames trimmed from their
-    traceback (as JAX filters its own): the user sees their call and the line the error names."""
+    traceback (as JAX filters its own): the user sees their call and the line the error names. An
+    error at the line of a wrapper funcgrad generated (``grad(scipy.special.gammaln)``) is reported at
+    the user's call instead."""
     @functools.wraps(method)
     def wrapper(*args, **kwargs):
         try:
             return method(*args, **kwargs)
         except FuncgradError as e:
+            if getattr(e, "filename", None) in _WRAPPER_FILES:
+                e = _at_caller(e, _user_frame())
             e.__cause__ = None
             e.__suppress_context__ = True
             raise e.with_traceback(None) from None
     return wrapper
 
 
+_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _user_frame():
+    """The innermost frame outside funcgrad: the user's call of a transformed function."""
+    f = sys._getframe(1)
+    while f.f_back is not None and os.path.abspath(f.f_code.co_filename).startswith(_HERE):
+        f = f.f_back
+    return f
+
+
+def _at_caller(err, frame):
+    """``err`` (raised at a generated wrapper's line) placed at the line of ``frame`` instead."""
+    filename, lineno = frame.f_code.co_filename, frame.f_lineno
+    text = linecache.getline(filename, lineno) or None
+    if isinstance(err, UnsupportedSyntaxError):
+        new = type(err)(err.msg, filename, lineno, None, text)
+    elif isinstance(err, (NoDerivativeError, TransformError)):
+        msg = str(err)
+        prefix = f"{err.filename}:{err.lineno}: "
+        msg = msg[len(prefix):] if msg.startswith(prefix) else msg
+        if err.text and msg.endswith(f"\n    {err.text.strip()}"):
+            msg = msg[:-len(f"\n    {err.text.strip()}")]
+        new = type(err)(msg, filename, lineno, text)
+    else:  # pragma: no cover - every located error is one of the above
+        return err
+    if hasattr(err, "__notes__"):
+        new.__notes__ = list(err.__notes__)
+    return new
+
+
 class _Transformed:
     """A transformed function: caches one compiled specialization per signature."""
+
+    _funcgrad_transform = True   # normalize calls a jit(f) inside another transform as f
 
     def __init__(self, fn, kind, argnums=0, has_aux=False, mode=None, jit=True, backend=None):
         if not callable(fn):
             raise TypeError(f"expected a function to transform; received {fn!r}")
         self.policy = _resolve_jit(jit, mode)
         self.backend = get_backend(backend)
-        self.fn = _as_python_function(fn)
+        self.fn, self._by_arity = _as_python_function(fn)
+        self._static_leaves: set = set()   # (argument, its treedef, leaf) of ints used as constants (axis=n)
         self.kind = kind
         self.argnums = argnums
         self.has_aux = has_aux
@@ -156,8 +200,10 @@ class _Transformed:
         return len(self.cache)
 
     def _prepare(self, args):
-        fname = getattr(self.fn, "__qualname__", "f")
         nargs = len(args)
+        if self._by_arity is not None:  # a callable without a signature: a wrapper of this many arguments
+            self.fn = self._by_arity(nargs)
+        fname = getattr(self.fn, "__qualname__", "f")
         memo = self._memo.get(nargs)
         if memo is None or memo[0] != self.argnums:
             names, _ = _arg_names(self.fn, nargs)
@@ -173,39 +219,73 @@ class _Transformed:
         key = []
         for i, a in enumerate(args):
             leaves, td = tree_flatten(a)
-            specs = tuple(leaf_spec(x) for x in leaves)
+            diff = i in nums
+            specs = tuple(self._spec(x, (i, td, j), diff) for j, x in enumerate(leaves))
             trees.append(td)
             flat.append(leaves)
-            key.append((td, specs, i in nums))
+            key.append((td, specs, diff))
         key = tuple(key)
         if key not in self.cache:
-            self._check_differentiable(args, names, nums, flat, fname)
+            self._check_differentiable(args, names, nums, flat, trees, fname)
         return names, single, nums, flat, trees, key
 
-    def _check_differentiable(self, args, names, nums, flat, fname):
-        for i, leaves in enumerate(flat):
-            if i in nums:
-                for x in leaves:
-                    if not is_float_leaf(x):
-                        what = (f"an array of dtype {x.dtype}" if isinstance(x, np.ndarray)
-                                else f"a value of type {type(x).__name__}")
-                        raise TypeError(
-                            f"{fname}: argument {i} ('{names[i]}') is differentiated (argnums={self.argnums!r}) but "
-                            f"contains {what}; only floating-point inputs can be differentiated. "
-                            f"Cast it with .astype(np.float64), or leave it out of argnums.")
+    def _spec(self, x, where, diff):
+        """A leaf's part of the signature: its spec; the value itself for a bool that is not
+        differentiated (a flag: it selects code, as a captured flag does) and for an int the function
+        uses as a constant (an axis)."""
+        if not diff and (isinstance(x, (bool, np.bool_)) or
+                         (where in self._static_leaves and isinstance(x, (int, np.integer)))):
+            return ("static", repr(x))
+        return leaf_spec(x)
 
     @staticmethod
-    def _signature_of(names, nums, flat, trees):
+    def _runtime_leaves(flat, key):
+        """The leaves passed to the generated code (the others are fixed into it)."""
+        return [x for leaves, (_, specs, _) in zip(flat, key) for x, sp in zip(leaves, specs) if sp[0] != "static"]
+
+    def _check_differentiable(self, args, names, nums, flat, trees, fname):
+        for i in nums:
+            for (path, _), x in zip(tree_flatten_with_path(args[i])[0], flat[i]):
+                if is_float_leaf(x):
+                    continue
+                where = f"argument {i} ({names[i]})" + (f" at {path}" if path else "")
+                if isinstance(x, np.ndarray):
+                    what, fix = f"an array of dtype {x.dtype}", f"cast it with {names[i]}.astype(np.float64)"
+                elif isinstance(x, (bool, np.bool_)):
+                    what, fix = "a bool", "pass a float"
+                elif isinstance(x, (int, np.integer)):
+                    what, fix = f"an int ({x!r})", f"pass a float ({float(x)!r})"
+                else:
+                    what, fix = f"a {type(x).__name__}", "pass a float"
+                raise ArgumentTypeError(
+                    f"{fname}: {where} is {what}; only floating-point inputs can be differentiated "
+                    f"(argnums={self.argnums!r} names it). To differentiate it, {fix}; otherwise leave it out of "
+                    f"argnums (ints and bools that are not differentiated are fine).")
+
+    def _signature_of(self, names, nums, flat, trees, key):
         """What a specialization depends on: specs and static leaves only (never the arrays themselves)."""
-        return Signature(names=list(names), trees=list(trees),
-                         specs=[tuple(leaf_spec(x) for x in leaves) for leaves in flat],
+        specs = [s for (_, s, _) in key]
+        return Signature(names=list(names), trees=list(trees), specs=specs,
                          statics={(i, j): x for i, leaves in enumerate(flat) for j, x in enumerate(leaves)
-                                  if is_static_leaf(x)},
+                                  if specs[i][j][0] == "static"},
                          diff=tuple(nums))
 
     def _build(self, sig, force_mode=None):
         policy = force_mode or ("nojit" if _jit_disabled() else self.policy)
-        return build(self.fn, sig, self.backend, policy, kind="primal" if self.kind == "primal" else "vjp")
+        fn = self._by_arity(len(sig.names)) if self._by_arity is not None else self.fn
+        return build(fn, sig, self.backend, policy, kind="primal" if self.kind == "primal" else "vjp")
+
+    def _promote(self, position, flat, key):
+        """Make the ``position``-th runtime argument leaf a specialization key (see StaticArgumentNeeded)."""
+        k = 0
+        for i, (leaves, (td, specs, _)) in enumerate(zip(flat, key)):
+            for j, sp in enumerate(specs):
+                if sp[0] != "static":
+                    if k == position:
+                        self._static_leaves.add((i, td, j))
+                        return
+                    k += 1
+        raise AssertionError(f"no runtime argument leaf {position}")  # pragma: no cover
 
     def _invoke(self, built, key, which, call_args, n_leaves):
         """Run the generated function; returns ``(built, result)``.
@@ -246,18 +326,26 @@ class _Transformed:
             raise
 
     def _lookup(self, args):
-        names, single, nums, flat, trees, key = self._prepare(args)
-        built = self.cache.get(key)
-        if built is not None:
-            cap = [g() for _, g in built.captured]
-            if built.cap_specs != tuple(leaf_spec(c) for c in cap) or not _statics_unchanged(built.static_checks):
-                built = None
-        if built is None:
-            sig = self._pending[key] = self._signature_of(names, nums, flat, trees)
-            built = self._build(sig)
+        while True:
+            names, single, nums, flat, trees, key = self._prepare(args)
+            built = self.cache.get(key)
+            if built is not None:
+                cap = [g() for _, g in built.captured]
+                if built.cap_specs != tuple(leaf_spec(c) for c in cap) or not _statics_unchanged(built.static_checks):
+                    built = None
+            if built is not None:
+                break
+            sig = self._signature_of(names, nums, flat, trees, key)
+            try:
+                built = self._build(sig)
+            except StaticArgumentNeeded as need:  # an int argument used as an axis: specialize on its value
+                self._promote(need.position, flat, key)
+                continue
+            self._pending[key] = sig
             cap = [g() for _, g in built.captured]
             built.cap_specs = tuple(leaf_spec(c) for c in cap)
             self.cache[key] = built
+            break
         return built, single, nums, flat, trees, cap, key
 
     def _outputs(self, built, outs):
@@ -280,8 +368,7 @@ class _Transformed:
 
     def _call_vjp(self, args, cotangent_fn):
         built, single, nums, flat, trees, cap, key = self._lookup(args)
-        leaves = [x for ls in flat for x in ls if not isinstance(x, (str, type(None)))]
-        return built, single, nums, flat, trees, leaves, cap, key
+        return built, single, nums, flat, trees, self._runtime_leaves(flat, key), cap, key
 
 
 _FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)')
@@ -306,13 +393,26 @@ def _numba_failure(err, built):
         reason = f"{what} has no nopython implementation for {_plain_types(sig)}"
     elif "Untyped global name" in msg:
         m = re.search(r"Untyped global name '([^']+)'", msg)
-        reason = f"'{m.group(1) if m else '?'}' cannot be called from nopython code"
+        obj = getattr(getattr(built.fn, "py_func", None), "__globals__", {}).get(m.group(1)) if m else None
+        if isinstance(obj, CustomVJPFunction):
+            reason = (f"custom_vjp function '{getattr(obj, '__name__', 'f')}' runs its fun, fwd and bwd as Python, which "
+                      "whole-function compiled code cannot call")
+        elif obj is not None:
+            reason = f"{public_name(obj)} cannot be called from whole-function compiled code"
+        else:
+            reason = f"'{m.group(1) if m else '?'}' cannot be called from nopython code"
     elif re.search(r"Use of unsupported NumPy function '([^']+)'", msg):
         name = re.search(r"Use of unsupported NumPy function '([^']+)'", msg).group(1)
         reason = f"{name} is not supported there"
     elif re.search(r"Unknown attribute '([^']+)' of type", msg):
         name = re.search(r"Unknown attribute '([^']+)' of type", msg).group(1)
-        reason = f"attribute '{name}' is not supported there"
+        prim = by_name(name)
+        if prim is not None and prim.python_only:   # a kernel with no nopython version (most of SciPy)
+            key = prim.key
+            label = prim.name if (getattr(key, "__module__", None) or "").startswith("funcgrad") else public_name(key)
+            reason = f"{label} has no nopython implementation (it runs as Python only)"
+        else:
+            reason = f"attribute '{name}' is not supported there"
     elif "Cannot unify" in msg:
         reason = "a variable takes values of different types on different paths"
     reason = re.sub(r"\b_ext\d+_", "", reason)
@@ -370,43 +470,82 @@ def _statics_unchanged(checks):
 
 
 def _as_python_function(fn):
-    """A Python function (or bound method) funcgrad can read, for any callable users pass."""
-    if lookup(fn) is not None and not hasattr(fn, "__code__") or (
-            lookup(fn) is not None and getattr(fn, "__module__", "").startswith("numpy")):
-        prim = lookup(fn)
-        n = len([p for p in prim.signature.parameters.values() if p.default is p.empty])
-        return _primitive_wrapper(prim, n)
-    if isinstance(fn, functools.partial):
-        params = [p for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
-        return _call_wrapper(fn, [p.name for p in params], getattr(fn.func, "__name__", "partial"))
-    if not isinstance(fn, (types.FunctionType, types.MethodType, type)) and isinstance(
-            getattr(type(fn), "__call__", None), types.FunctionType):
-        return fn.__call__  # a callable object: its __call__, bound to it
-    return fn
+    """``(function, by_arity)``: a Python function funcgrad reads for any callable users pass.
+
+    The user's functions and methods are read as they are; a callable object of the user's class is
+    its ``__call__``. Anything else (a NumPy or SciPy function, a ufunc, a builtin, a C function, a
+    ``functools.partial``, a ``custom_vjp`` function, a library's callable object) is called from a
+    generated one-line function, so the call is treated as any call in the user's code: a primitive
+    is differentiated by its rule, a library routine without one is refused, and no library source is
+    ever read. For a callable with no readable signature ``by_arity(n)`` makes the wrapper of ``n``
+    arguments (``function`` is then None until the first call)."""
+    if getattr(type(fn), "_funcgrad_transform", False):
+        if fn.kind == "primal":  # grad(jit(f)) is grad(f)
+            return fn.fn, fn._by_arity
+        raise TypeError(f"{getattr(fn, '__qualname__', 'f')} is a function returned by funcgrad.grad, "
+                        "value_and_grad or vjp; transforming it again is not supported here (transform the "
+                        "original function)")
+    if isinstance(fn, types.FunctionType) and _is_user_code(fn):
+        return fn, None
+    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType) and \
+            _is_user_code(fn.__func__):
+        return fn, None
+    if not isinstance(fn, (type, types.FunctionType, types.MethodType, functools.partial, CustomVJPFunction)):
+        call = getattr(type(fn), "__call__", None)
+        if isinstance(call, types.FunctionType) and _is_user_code(call):
+            return fn.__call__, None  # a callable object of the user's class: its __call__, bound to it
+    label = f"functools.partial({public_name(fn.func)})" if isinstance(fn, functools.partial) else public_name(fn)
+    params = _wrapper_params(fn)
+    if params is None:
+        return None, functools.lru_cache(maxsize=None)(
+            lambda n: _wrapper(fn, [f"x{i}" for i in range(n)], [], label))
+    return _wrapper(fn, *params, label), None
 
 
-def _call_wrapper(target, names, label):
-    """A Python function of ``names`` that calls ``target`` (a partial object) with them."""
-    args = ", ".join(names)
-    name = "".join(c if c.isalnum() else "_" for c in label)
-    src = f"def {name}({args}):\n    return _target({args})\n"
-    filename = f"<funcgrad wrapper of {label} {id(target):x}>"
+def _wrapper_params(fn):
+    """``(positional, keyword-only)`` names of the arguments a call of ``fn`` needs (those without a
+    default), or None where ``fn`` has no readable signature or takes ``*args``."""
+    prim = lookup(fn)
+    try:
+        sig = prim.signature if prim is not None else inspect.signature(fn)
+    except (TypeError, ValueError):
+        if isinstance(fn, np.ufunc):
+            return [f"x{i}" for i in range(fn.nin)], []
+        return None
+    if isinstance(fn, np.ufunc) and prim is None:
+        return [f"x{i}" for i in range(fn.nin)], []
+    pos, kwonly = [], []
+    for p in sig.parameters.values():
+        if p.kind == p.VAR_POSITIONAL:
+            return None
+        if p.kind == p.VAR_KEYWORD or p.default is not p.empty:
+            continue
+        (kwonly if p.kind == p.KEYWORD_ONLY else pos).append(p.name)
+    if any(not n.isidentifier() or n.startswith("_target") for n in pos + kwonly):
+        return None
+    return pos, kwonly
+
+
+_WRAPPER_FILES: dict = {}   # file name of a generated wrapper -> what it calls (errors there are the user's call)
+
+
+def _wrapper(target, pos, kwonly, label):
+    """A generated Python function of ``pos`` and ``kwonly`` that returns ``target(...)`` of them."""
+    name = "".join(c if c.isalnum() else "_" for c in label.split(".")[-1]) or "f"
+    if name[0].isdigit():
+        name = "f" + name
+    params = ", ".join(pos + (["*"] + kwonly if kwonly else []))
+    call = ", ".join(pos + [f"{k}={k}" for k in kwonly])
+    src = f"def {name}({params}):\n    return _target({call})\n"
+    digest = hashlib.sha1(src.encode()).hexdigest()[:8]   # same text, same name: stable across processes
+    filename = f"<funcgrad: a call of {label} #{digest}>"
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-    ns = {"_target": target}
+    _WRAPPER_FILES[filename] = label
+    ns = {"_target": target, "__name__": "funcgrad_wrapper"}
     exec(compile(src, filename, "exec"), ns)
-    return ns[name]
-
-
-def _primitive_wrapper(prim, n):
-    """A Python function calling primitive ``prim`` with ``n`` positional args (for grad(np.sin))."""
-    args = ", ".join(f"x{i}" for i in range(n))
-    src = f"def {prim.name}_({args}):\n    return _prim({args})\n"
-    filename = f"<funcgrad primitive {prim.name}>"
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-    ns = {"_prim": prim.key}
-    exec(compile(src, filename, "exec"), ns)
-    return ns[f"{prim.name}_"]
+    w = ns[name]
+    w.__qualname__ = label
+    return w
 
 
 def _scalar_output_check(fname, out, has_aux):
@@ -641,7 +780,7 @@ class _Jit(_Transformed):
         if kwargs or len(args) != self._n_params:
             args = self._bind(args, kwargs)
         built, single, nums, flat, trees, cap, key = self._lookup(args)
-        leaves = [x for ls in flat for x in ls if not isinstance(x, (str, type(None)))]
+        leaves = self._runtime_leaves(flat, key)
         built, outs = self._invoke(built, key, "fn", (*leaves, *cap), len(leaves))
         return self._outputs(built, list(outs))
 

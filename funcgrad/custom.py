@@ -34,6 +34,9 @@ class CustomVJPFunction:
 
     def defvjp(self, fwd, bwd):
         """``fwd(*args) -> (out, residuals)``; ``bwd(residuals, g) -> tuple of cotangents, one per arg``."""
+        for what, f in (("fwd", fwd), ("bwd", bwd)):
+            if not callable(f):
+                raise TypeError(f"custom_vjp {self._label}.defvjp: {what} must be a function; received {f!r}")
         self.fwd, self.bwd = fwd, bwd
         return self
 
@@ -43,13 +46,22 @@ class CustomVJPFunction:
     def __deepcopy__(self, memo):
         return self
 
+    @property
+    def _label(self):
+        return getattr(self.fun, "__qualname__", None) or getattr(self.fun, "__name__", None) or repr(self.fun)
+
     def bwd_from_args(self, args, g):
+        """The cotangents of ``args`` for output cotangent ``g``: ``bwd(residuals of fwd(*args), g)``."""
         if self.fwd is None:
-            raise FuncgradError(f"custom_vjp function {self.fun.__qualname__} has no rule: call .defvjp(fwd, bwd)")
-        _, res = self.fwd(*args)
-        cts = self.bwd(res, g)
+            raise FuncgradError(f"custom_vjp function {self._label} has no rule: call .defvjp(fwd, bwd)")
+        pair = self.fwd(*args)
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise FuncgradError(f"the fwd rule of {self._label} must return a pair (output, residuals); it "
+                                f"returned {type(pair).__name__}"
+                                + (f" of length {len(pair)}" if isinstance(pair, tuple) else ""))
+        cts = self.bwd(pair[1], g)
         if not isinstance(cts, tuple) or len(cts) != len(args):
-            raise FuncgradError(f"the bwd rule of {self.fun.__qualname__} must return a tuple of {len(args)} "
+            raise FuncgradError(f"the bwd rule of {self._label} must return a tuple of {len(args)} "
                                 f"cotangents (one per argument); it returned {type(cts).__name__}"
                                 + (f" of length {len(cts)}" if isinstance(cts, tuple) else ""))
         return cts
@@ -60,6 +72,10 @@ def custom_vjp(fun):
 
     Inside differentiated code the call runs ``fun`` forward and, in the
     adjoint, ``bwd(residuals, g)`` where ``residuals`` come from ``fwd``.
-    Functions using it run as Python over the kernels (not whole-``njit``).
+    ``fun`` may be any callable, a library routine with no rule included
+    (``custom_vjp(scipy.special.multigammaln)``). ``fun``, ``fwd`` and ``bwd``
+    run as Python, so a function calling it runs as Python over the compiled
+    kernels: ``jit="auto"`` chooses that even with loops, and ``jit="whole"``
+    refuses at the call's line.
     """
     return CustomVJPFunction(fun)

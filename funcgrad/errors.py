@@ -34,6 +34,10 @@ class UnsupportedSyntaxError(SyntaxError, FuncgradError):
         return f"{loc}: {self.msg}{text}"
 
 
+class ArgumentTypeError(FuncgradError, TypeError):
+    """An argument a transform was asked to differentiate is not floating-point (an int, a bool)."""
+
+
 class NoDerivativeError(FuncgradError, TypeError):
     """A call inside a differentiated function has no registered derivative rule."""
 

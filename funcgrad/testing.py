@@ -1,20 +1,27 @@
 """Gradient checking for users, and hypothesis strategies for arrays and pytrees.
 
-``check_grads(f, args)`` compares funcgrad's VJP of ``f`` against central
-finite differences: the full Jacobian for small inputs, random projections
-(directional derivatives) for large ones. Strategies (``arrays``,
+``check_grads`` compares funcgrad's derivatives of ``f`` with central finite
+differences, in two call forms: ``check_grads(f, args, ...)`` (JAX's: the VJP
+against the full numerical Jacobian for small inputs, random projections for
+large ones; forward mode and second order on request) and autograd's curried
+``check_grads(f, argnum, modes, order)(*args)`` with autograd's semantics and
+tolerances, plus autograd's ``combo_check`` (``funcgrad.test_util`` re-exports
+both under autograd's names). Strategies (``arrays``,
 ``broadcastable_shapes``, ``pytrees``) need hypothesis, imported lazily.
 """
 from __future__ import annotations
 
+import itertools
 import linecache
 
 import numpy as np
 
 from .api import vjp
-from .tree import tree_flatten, tree_unflatten
+from .differential import bind_argnum, check_argnum, find_jvp, normalize_argnum, source_function, value_expr
+from .tree import tree_flatten, tree_map, tree_unflatten
 
-__all__ = ["check_grads", "numerical_vjp", "arrays", "broadcastable_shapes", "pytrees", "primitive_function"]
+__all__ = ["check_grads", "combo_check", "numerical_vjp", "scalar_close", "TOL", "RTOL", "EPS", "arrays",
+           "broadcastable_shapes", "pytrees", "primitive_function"]
 
 
 def _perturb(args, argnum, leaf_i, flat_index, delta):
@@ -64,48 +71,357 @@ def numerical_vjp(f, args, argnum, cotangent, eps):
     return tree_unflatten(td, out)
 
 
-def check_grads(f, args, argnums=0, eps=None, atol=None, rtol=None, seed=0, max_full=200, projections=8,
-                **transform_kwargs):
-    """Assert that funcgrad's VJP of ``f`` at ``args`` matches central finite differences.
+# ----------------------------------------------------------------------------- vector spaces of pytrees
+# autograd's vspace operations on pytrees of float/complex leaves; every result keeps each leaf's kind
+# (Python float, NumPy scalar, array) and dtype, so that f sees inputs like the ones it was given.
+TOL = 1e-6   # autograd's test_util tolerances and step
+RTOL = 1e-6
+EPS = 1e-6
 
-    Inputs with at most ``max_full`` elements get a full numerical Jacobian;
-    larger ones are checked along ``projections`` random directions. Raises
-    ``AssertionError`` with the worst mismatch. Tolerances default by dtype.
-    """
+
+def scalar_close(a, b, tol=TOL, rtol=RTOL):
+    """autograd's closeness of two scalars: absolute difference below ``tol`` or relative below ``rtol``."""
+    a, b = float(a), float(b)
+    d = abs(a - b)
+    return bool(d < tol or (abs(a + b) > 0 and d / abs(a + b) < rtol))
+
+
+def _inexact(x):
+    if isinstance(x, (bool, np.bool_)):
+        return False
+    if isinstance(x, (float, complex)):
+        return True
+    if isinstance(x, (np.ndarray, np.generic)):
+        return np.issubdtype(x.dtype, np.inexact)
+    return False
+
+
+def _describe(x):
+    if isinstance(x, np.ndarray):
+        return f"an array of dtype {x.dtype}"
+    return f"a value of type {type(x).__name__}"
+
+
+def _vs_leaves(tree, what):
+    leaves, td = tree_flatten(tree)
+    for x in leaves:
+        if not _inexact(x):
+            raise TypeError(f"check_grads: {what} contains {_describe(x)}; only floating-point and complex "
+                            "values (arrays, floats and containers of them) can be checked")
+    return leaves, td
+
+
+def _like(x, v):
+    """The number or array ``v`` as the same kind of value as the leaf ``x``."""
+    if isinstance(x, np.ndarray):
+        return np.asarray(v, dtype=x.dtype).reshape(x.shape)
+    if isinstance(x, np.generic):
+        return x.dtype.type(v)
+    return complex(v) if isinstance(x, complex) else float(v)
+
+
+def _vs_randn(tree, rng):
+    """A standard normal vector of ``tree``'s space (complex leaves get a complex one)."""
+    def leaf(x):
+        shape = np.shape(x)
+        r = np.asarray(rng.standard_normal(size=shape))
+        if np.iscomplexobj(x):
+            r = r + 1j * np.asarray(rng.standard_normal(size=shape))
+        return _like(x, r)
+    return tree_map(leaf, tree)
+
+
+def _vs_add(a, b):
+    return tree_map(lambda x, y: _like(x, np.add(x, y)), a, b)
+
+
+def _vs_scale(a, s):
+    return tree_map(lambda x: _like(x, np.multiply(x, s)), a)
+
+
+def _vs_conj(a):
+    return tree_map(lambda x: _like(x, np.conj(x)), a)
+
+
+def _vs_inner(a, b):
+    """The real inner product: ``sum(real(conj(a) * b))`` over every leaf."""
+    la, _ = tree_flatten(a)
+    lb, _ = tree_flatten(b)
+    return float(sum(np.real(np.dot(np.conj(np.ravel(x)), np.ravel(y))) for x, y in zip(la, lb)))
+
+
+def _vs_mismatch(a, b):
+    """None when ``a`` is in the same space as ``b`` (structure, shapes, dtypes), else what differs."""
+    la, ta = tree_flatten(a)
+    lb, tb = tree_flatten(b)
+    if ta != tb:
+        return f"structure {ta!r}, expected {tb!r}"
+    for i, (x, y) in enumerate(zip(la, lb)):
+        where = f" (leaf {i})" if len(la) > 1 else ""
+        if np.shape(x) != np.shape(y):
+            return f"shape {np.shape(x)}{where}, expected {np.shape(y)}"
+        if np.result_type(x) != np.result_type(y):
+            return f"dtype {np.result_type(x)}{where}, expected {np.result_type(y)}"
+    return None
+
+
+def _numerical_jvp(f, x, eps):
+    """``v -> (f(x + v eps/2) - f(x - v eps/2)) / eps`` (autograd's ``make_numerical_jvp``)."""
+    def jvp(v):
+        f_plus = f(_vs_add(x, _vs_scale(v, eps / 2)))
+        f_minus = f(_vs_add(x, _vs_scale(v, -eps / 2)))
+        return _vs_scale(_vs_add(f_plus, _vs_scale(f_minus, -1.0)), 1.0 / eps)
+    return jvp
+
+
+def _check_value(got, f, x, name, how, atol=1e-6, rtol=1e-6):
+    """The primal value a transform returned is ``f(x)``'s."""
+    want = f(x)
+    mm = _vs_mismatch(got, want)
+    assert mm is None, f"{how} of {name} returned a value with {mm}"
+    for a, b in zip(tree_flatten(got)[0], tree_flatten(want)[0]):
+        assert np.allclose(a, b, atol=atol, rtol=rtol, equal_nan=True), (
+            f"{how} of {name} returned the value {a}, but calling it gives {b}")
+
+
+def _jvp_transform(name):
+    jvp = find_jvp()
+    if jvp is None:
+        raise AssertionError(f"forward-mode check of {name} ('fwd' in modes) needs funcgrad.jvp, which this "
+                             "funcgrad does not provide; pass modes=['rev'] to check reverse mode only")
+    return jvp
+
+
+def _extra(tk, env):
+    return "".join(f", {k}={value_expr(v, f'_t_{k}', env)}" for k, v in tk.items())
+
+
+def _vjp_map(f, name, tk):
+    """``(x, v) -> vjp(f, x)[1](v)``: the map autograd checks for second-order reverse mode."""
+    env = {"_f": f, "_vjp": vjp}
+    return source_function(f"vjp_{name}", ["x", "v"], f"_vjp(_f, x{_extra(tk, env)})[1](v)[0]", env)
+
+
+def _jvp_map(f, name, tk):
+    """``(x, v) -> jvp(f, (x,), (v,))[1]``: the map autograd checks for second-order forward mode."""
+    env = {"_f": f, "_jvp": _jvp_transform(name)}
+    return source_function(f"jvp_{name}", ["x", "v"], f"_jvp(_f, (x,), (v,){_extra(tk, env)})[1]", env)
+
+
+def _modes(modes):
+    modes = (modes,) if isinstance(modes, str) else tuple(modes)
+    bad = [m for m in modes if m not in ("fwd", "rev")]
+    if bad:
+        raise ValueError(f"check_grads: modes must be a subset of ('fwd', 'rev'); received {modes!r}")
+    return modes
+
+
+# ----------------------------------------------------------------------------- autograd's form
+def _ag_check_vjp(f, x, name):
+    y, pull = vjp(f, x)
+    _vs_leaves(y, f"the output of {name}")
+    _check_value(y, f, x, name, "funcgrad.vjp")
+    jvp = _numerical_jvp(f, x, EPS)
+    x_v, y_v = _vs_randn(x, np.random), _vs_randn(y, np.random)
+    (g,) = pull(_vs_conj(y_v))
+    g = _vs_conj(g)
+    mm = _vs_mismatch(g, x)
+    assert mm is None, f"VJP of {name} returned a cotangent with {mm}: it must match the input"
+    exact = _vs_inner(x_v, g)
+    numeric = _vs_inner(y_v, jvp(x_v))
+    assert scalar_close(numeric, exact), (
+        f"Derivative (VJP) check of {name} failed with arg {x}:\nanalytic: {exact}\nnumeric:  {numeric}")
+
+
+def _ag_check_jvp(f, x, name):
+    jvp_t = _jvp_transform(name)
+    x_v = _vs_randn(x, np.random)
+    y, y_dot = jvp_t(f, (x,), (x_v,))
+    _check_value(y, f, x, name, "funcgrad.jvp")
+    numeric = _numerical_jvp(f, x, EPS)(x_v)
+    mm = _vs_mismatch(y_dot, numeric)
+    assert mm is None, f"JVP of {name}: VSpace mismatch: the tangent has {mm}"
+    v = _vs_randn(y_dot, np.random)
+    a, b = _vs_inner(y_dot, v), _vs_inner(numeric, v)
+    assert scalar_close(a, b), (
+        f"Derivative (JVP) check of {name} failed with arg {x}:\nanalytic: {a}\nnumeric:  {b}")
+
+
+def _ag_check_grads(fun, argnum=0, modes=("fwd", "rev"), order=2):
+    check_argnum(argnum)
+    modes = _modes(modes)
+    name = getattr(fun, "__name__", "[unknown name]")
+
+    def check(*args, **kwargs):
+        f, x = bind_argnum(fun, args, kwargs, argnum, name=name)
+        _vs_leaves(x, f"the argument of {name} that is checked (argnum={argnum!r})")
+        if "fwd" in modes:
+            _ag_check_jvp(f, x, name)
+            if order > 1:
+                g = _jvp_map(f, name, {})
+                v = _vs_randn(x, np.random)
+                _ag_check_grads(g, (0, 1), modes, order=order - 1)(x, v)
+        if "rev" in modes:
+            _ag_check_vjp(f, x, name)
+            if order > 1:
+                g = _vjp_map(f, name, {})
+                v = _vs_randn(f(x), np.random)
+                _ag_check_grads(g, (0, 1), modes, order=order - 1)(x, v)
+
+    check.__name__ = f"check_grads_of_{name}_wrt_argnum_{argnum}"
+    return check
+
+
+# ----------------------------------------------------------------------------- the (f, args) form
+def _close(a, b, atol, rtol):
+    return abs(a - b) <= atol + rtol * abs(b)
+
+
+def _check_grads_args(f, args, order=1, modes=("rev",), atol=None, rtol=None, eps=None, *, argnums=None, seed=0,
+                      max_full=200, projections=8, **transform_kwargs):
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"check_grads(f, args): args must be a tuple of f's arguments; received "
+                        f"{type(args).__name__}")
     args = tuple(args)
-    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    modes = _modes(modes)
+    name = getattr(f, "__name__", "[unknown name]")
+    if argnums is None:  # every argument made only of floating-point values, as JAX differentiates them all
+        nums = tuple(i for i, a in enumerate(args) if tree_flatten(a)[0] and all(_inexact(x) for x in tree_flatten(a)[0]))
+        if not nums:
+            raise TypeError(f"check_grads: no argument of {name} is floating-point; nothing to check")
+    else:
+        _, nums = normalize_argnum(argnums, len(args), "argnums")
+    for i in nums:
+        _vs_leaves(args[i], f"argument {i} of {name}")
     leaves_all = [x for i in nums for x in tree_flatten(args[i])[0]]
-    dt = np.result_type(*[np.asarray(x).dtype for x in leaves_all]) if leaves_all else np.float64
-    low = dt == np.float32
+    dt = np.result_type(*[np.asarray(x).dtype for x in leaves_all])
+    low = dt in (np.float32, np.complex64)
     eps = eps if eps is not None else (1e-3 if low else 1e-6)
     atol = atol if atol is not None else (1e-2 if low else 1e-6)
     rtol = rtol if rtol is not None else (1e-2 if low else 1e-5)
     rng = np.random.default_rng(seed)
+    f1, x = bind_argnum(f, args, {}, nums[0] if len(nums) == 1 else nums, name=name)
+    if "rev" in modes:
+        _check_vjp_args(f, args, nums, rng, eps, atol, rtol, max_full, projections, transform_kwargs)
+    if "fwd" in modes:
+        jvp_t = _jvp_transform(name)
+        x_v = _vs_randn(x, rng)
+        y, y_dot = jvp_t(f1, (x,), (x_v,), **transform_kwargs)
+        _check_value(y, f1, x, name, "funcgrad.jvp", atol, rtol)
+        numeric = _numerical_jvp(f1, x, 2 * eps)(x_v)
+        mm = _vs_mismatch(y_dot, numeric)
+        assert mm is None, f"JVP of {name} returned a tangent with {mm}"
+        for a, b in zip(tree_flatten(y_dot)[0], tree_flatten(numeric)[0]):
+            np.testing.assert_allclose(a, b, atol=atol, rtol=rtol,
+                                       err_msg=f"JVP of {name} does not match finite differences")
+    if order > 1:
+        common = dict(atol=atol, rtol=rtol, eps=eps, argnums=(0, 1), seed=seed + 1, max_full=max_full,
+                      projections=projections, **transform_kwargs)
+        if "fwd" in modes:
+            _check_grads_args(_jvp_map(f1, name, transform_kwargs), (x, _vs_randn(x, rng)), order - 1, modes,
+                              **common)
+        if "rev" in modes:
+            _check_grads_args(_vjp_map(f1, name, transform_kwargs), (x, _vs_randn(f1(x), rng)), order - 1,
+                              modes, **common)
+
+
+def _check_vjp_args(f, args, nums, rng, eps, atol, rtol, max_full, projections, transform_kwargs):
+    """funcgrad's VJP of ``f`` against central differences: the full Jacobian for small real inputs,
+    ``projections`` random directions otherwise."""
+    name = getattr(f, "__name__", "[unknown name]")
     out, vjp_fn = vjp(f, *args, argnums=nums, **transform_kwargs)
-    out_leaves, out_td = tree_flatten(out)
-    ct = tree_unflatten(out_td, [(rng.standard_normal(np.shape(o)).astype(np.asarray(o).dtype)
-                                  if np.shape(o) else float(rng.standard_normal())) for o in out_leaves])
-    cts = vjp_fn(ct)
+    _vs_leaves(out, f"the output of {name}")
+    _check_value(out, lambda a: f(*a), args, name, "funcgrad.vjp", atol, rtol)
+    y_v = _vs_randn(out, rng)
+    cts = vjp_fn(_vs_conj(y_v))
     for k, i in enumerate(nums):
         leaves, td = tree_flatten(args[i])
         n = sum(int(np.size(x)) for x in leaves)
-        got = cts[k]
-        if n <= max_full:
-            want = numerical_vjp(f, args, i, ct, eps)
+        got = _vs_conj(cts[k])
+        mm = _vs_mismatch(got, args[i])
+        assert mm is None, f"VJP of {name}: the cotangent of argument {i} has {mm}"
+        if n <= max_full and not _is_complex(args[i]) and not _is_complex(out):
+            want = numerical_vjp(f, args, i, y_v, eps)
             for (a, b) in zip(tree_flatten(got)[0], tree_flatten(want)[0]):
                 np.testing.assert_allclose(np.asarray(a, dtype=np.float64), b, atol=atol, rtol=rtol,
                                            err_msg=f"VJP of argument {i} does not match finite differences")
         else:
             for _ in range(projections):
-                dirs = [rng.standard_normal(np.shape(x)) for x in leaves]
-                plus = list(args)
-                minus = list(args)
-                plus[i] = tree_unflatten(td, [np.asarray(x) + eps * d for x, d in zip(leaves, dirs)])
-                minus[i] = tree_unflatten(td, [np.asarray(x) - eps * d for x, d in zip(leaves, dirs)])
-                num = (_dot(ct, f(*plus)) - _dot(ct, f(*minus))) / (2 * eps)
-                ana = _dot(got, tree_unflatten(td, dirs))
-                assert abs(num - ana) <= atol + rtol * abs(num), (
+                d = _vs_randn(args[i], rng)
+                plus, minus = list(args), list(args)
+                plus[i] = _vs_add(args[i], _vs_scale(d, eps))
+                minus[i] = _vs_add(args[i], _vs_scale(d, -eps))
+                num = (_vs_inner(y_v, f(*plus)) - _vs_inner(y_v, f(*minus))) / (2 * eps)
+                ana = _vs_inner(d, got)
+                assert _close(ana, num, atol, rtol), (
                     f"directional derivative of argument {i}: finite differences {num}, funcgrad {ana}")
+
+
+def _is_complex(tree):
+    return any(np.iscomplexobj(x) for x in tree_flatten(tree)[0])
+
+
+# ----------------------------------------------------------------------------- the public checkers
+def _is_argnum(a):
+    ok = lambda i: isinstance(i, (int, np.integer)) and not isinstance(i, bool)  # noqa: E731
+    return ok(a) or (isinstance(a, (tuple, list)) and len(a) > 0 and all(ok(i) for i in a))
+
+
+def check_grads(f, *args, **kwargs):
+    """Check funcgrad's derivatives of ``f`` against central finite differences; raise ``AssertionError``.
+
+    Two call forms, told apart by the second argument:
+
+    * autograd's, curried: ``check_grads(f, argnum=0, modes=("fwd", "rev"), order=2)(*args, **kwargs)``
+      checks the derivative with respect to ``args[argnum]`` (a tuple of
+      arguments for a tuple ``argnum``) as ``autograd.test_util`` does: "rev"
+      compares ``<u, VJP(v)>`` with ``<JVP_numeric(u), v>`` for random ``u, v``,
+      "fwd" compares ``funcgrad.jvp`` with the numerical JVP, with tolerances
+      ``TOL = RTOL = 1e-6`` and the step ``EPS = 1e-6``; ``order=2`` checks the
+      derivative maps ``(x, v) -> vjp(f, x)[1](v)`` and
+      ``(x, v) -> jvp(f, (x,), (v,))[1]`` the same way, with respect to both.
+    * JAX's, with the arguments: ``check_grads(f, args, order=1, modes=("rev",), atol=None, rtol=None,
+      eps=None, *, argnums=None, seed=0, max_full=200, projections=8, **transform_kwargs)``
+      checks every argument made of floating-point values (or those in
+      ``argnums``); "rev" compares the VJP with the full numerical Jacobian for
+      inputs of at most ``max_full`` elements and along ``projections`` random
+      directions otherwise, "fwd" compares ``funcgrad.jvp`` with the numerical
+      JVP. Tolerances default by dtype. The defaults (reverse mode, first
+      order) differ from JAX's; pass ``order=2, modes=("fwd", "rev")`` for
+      its full check. ``transform_kwargs`` (``jit=``, ``mode=``) go to the
+      transforms.
+
+    Complex values are checked as vectors of real and imaginary parts, with
+    autograd's conventions (the VJP of a conjugated cotangent, conjugated). A
+    mode whose transform funcgrad lacks fails with an ``AssertionError`` that
+    says so; nothing is skipped.
+    """
+    if "args" in kwargs or (args and not _is_argnum(args[0])):
+        return _check_grads_args(f, *args, **kwargs)
+    return _ag_check_grads(f, *args, **kwargs)
+
+
+def combo_check(fun, *args, **kwargs):
+    """autograd's ``combo_check``: ``combo_check(fun, argnum, modes=..., order=...)(*arg_lists, **kwarg_lists)``
+    runs ``check_grads(fun, argnum, ...)`` on every combination of the listed argument and keyword values."""
+    def _check_grads(f):
+        return check_grads(f, *args, **kwargs)
+
+    def _combo_check(*arg_lists, **kwarg_lists):
+        kwarg_key_vals = [[(k, x) for x in xs] for k, xs in kwarg_lists.items()]
+        for _args in itertools.product(*arg_lists):
+            for _kwargs in itertools.product(*kwarg_key_vals):
+                try:
+                    _check_grads(fun)(*_args, **dict(_kwargs))
+                except Exception as e:
+                    shapes = ", ".join(f"shape {np.shape(a)} {np.result_type(a)}" if _inexact(a) else repr(a)
+                                       for a in _args)
+                    if hasattr(e, "add_note"):  # Python 3.11+
+                        e.add_note(f"combo_check of {getattr(fun, '__name__', fun)}: arguments ({shapes}), "
+                                   f"keywords {dict(_kwargs)!r}")
+                    raise
+
+    return _combo_check
 
 
 # ----------------------------------------------------------------------------- strategies

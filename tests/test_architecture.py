@@ -2,8 +2,8 @@
 
 Layers, lowest first (DESIGN.md, README "Architecture"):
 
-    errors, tree -> kernels -> ops -> custom -> transform -> api
-        -> nn, optim, data, checkpoint, initializers, testing -> dist -> the package itself
+    errors, tree, builtins -> kernels -> ops -> custom -> transform -> api, differential
+        -> nn, optim, data, checkpoint, initializers, testing, test_util -> dist -> the package itself
 
 A module may import only from its own layer or below, imports inside one
 layer form no cycle, and every import of a funcgrad module is at module level
@@ -19,15 +19,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # installed name -> folder in the repository (pyproject's package-dir)
 PARTS = {"funcgrad": "funcgrad", "funcgrad.kernels": "kernels", "funcgrad.dist": "dist"}
 LAYERS = [
-    {"funcgrad.errors", "funcgrad.tree"},
+    {"funcgrad.errors", "funcgrad.tree", "funcgrad.builtins"},
     {"funcgrad.kernels"},
     {"funcgrad.ops"},
     {"funcgrad.custom"},
     {"funcgrad.transform"},
     {"funcgrad.api"},
     {"funcgrad.forward_mode"},
+    {"funcgrad.differential"},
     {"funcgrad.nn", "funcgrad.optim", "funcgrad.data", "funcgrad.checkpoint", "funcgrad.initializers",
-     "funcgrad.testing"},
+     "funcgrad.testing", "funcgrad.test_util"},
     {"funcgrad.dist"},
     {"funcgrad"},
 ]

@@ -148,16 +148,31 @@ def test_same_source_different_constant_arrays_do_not_share_externals():
 
 
 def test_numba_typing_failure_falls_back_in_auto_and_is_refused_in_njit():
+    import warnings
     from funcgrad.errors import CompileError, FuncgradWarning
     x, c = np.ones(3), np.arange(3.0)
-    with pytest.warns(FuncgradWarning, match=r"numpy\.lexsort is not supported"):
-        v, g = funcgrad.value_and_grad(_pads_inside_loop)(x, c)
-    assert v == pytest.approx(_pads_inside_loop(x, c))
+    with warnings.catch_warnings():   # Numba has no np.pad at all: auto knows before compiling (issue 14)
+        warnings.simplefilter("error", FuncgradWarning)
+        f = funcgrad.value_and_grad(_pads_inside_loop)
+        v, g = f(x, c)
+    assert v == pytest.approx(_pads_inside_loop(x, c)) and list(f.cache.values())[0].mode == "python"
+    c4 = np.array([3.0, 1.0, 2.0, 1.0])   # Numba has np.unique, not with return_counts: found by compiling
+    with pytest.warns(FuncgradWarning, match=r"unique has no nopython implementation"):
+        v, g = funcgrad.value_and_grad(_unique_inside_loop)(x, c4)
+    assert v == pytest.approx(_unique_inside_loop(x, c4))
     with pytest.raises(CompileError) as ei:
         funcgrad.value_and_grad(_pads_inside_loop, mode="njit")(x, c)
     msg = str(ei.value)
     assert "test_regressions.py:" in msg and "np.lexsort((c,))" in msg and "generated" not in msg
     assert "numba" not in msg.lower().replace("numba cannot", "") and "_ext" not in msg
+
+
+def _unique_inside_loop(x, c):
+    s = 0.0
+    u, k = np.unique(c, return_counts=True)
+    for i in range(3):
+        s = s + np.sum(x * u[i]) * k[i]
+    return s
 
 
 def _pads_inside_loop(x, c):

@@ -16,6 +16,7 @@ import linecache
 from . import annotations as A
 from ..errors import NoDerivativeError
 from ..ops.registry import is_nondiff
+from .naming import public_name
 
 # numpy functions whose result is piecewise constant in their inputs: zero derivative
 
@@ -71,8 +72,10 @@ class Activity:
                 return act
             nd = A.get(e, A.NONDIFF, None)
             if act and nd is not None and not is_nondiff(nd):
-                nd = getattr(nd, "__name__", repr(nd))
-                raise self.nd_error(stmt, f"'{nd}' has no derivative rule but a differentiated value flows into it")
+                name = public_name(nd)
+                raise self.nd_error(stmt, f"{name} has no derivative rule but a differentiated value flows into it",
+                                    hint=f"give it one with funcgrad.custom_vjp: f = funcgrad.custom_vjp({name}); "
+                                         "f.defvjp(fwd, bwd), and call f here")
             if act and isinstance(e.func, ast.Attribute) and e.func.attr == "astype":
                 raise self.nd_error(stmt, "'.astype()' of a differentiated value is not supported",
                                     hint="keep the dtype of differentiated values (cast the inputs instead)")

@@ -5,21 +5,33 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
-import math
 import types
 
 import numpy as np
+from numba.core.registry import cpu_target
 
 from .. import annotations as A
+from ...builtins import SUBSTITUTES as _AUTOGRAD_BUILTINS
 from ...custom import CustomVJPFunction
-from ...errors import NoDerivativeError, UnsupportedSyntaxError
+from ...errors import UnsupportedSyntaxError
 from ...ops.registry import RUNTIME, Primitive, definition, lookup
 from ..fence import check as fence_check, error
+from ..naming import public_name
 from ..parse import MISSING, parse
 from ..values import Dyn, Static, Struct, leaves as _leaves, map_struct as _map_struct
 from .lowerings import lower_call, lowering_for
 from .common import (_DictView, _is_metadata, _Partial, _NJIT_BUILTINS, _STATIC_BUILTINS, _is_static_tree, _is_user_code, LocalFunction, Scope, _BUILTIN_MAP, _BoundMethod, _Iter, _METHODS, _Range,
-                     _default_value, _is_numpy_callable, _np_attr, _static_value, tag_file)
+                     _default_value, _np_attr, _static_value, tag_file)
+
+
+class StaticArgumentNeeded(Exception):
+    """Not an error: an int or bool argument leaf (the ``position``-th runtime leaf of the arguments, in
+    flatten order) is used where generated code needs a constant. The transform rebuilds with that leaf
+    as part of the signature (its value becomes a specialization key)."""
+
+    def __init__(self, position):
+        super().__init__(position)
+        self.position = position
 
 
 class Calls:
@@ -78,6 +90,14 @@ class Calls:
 
     def call_object(self, fn, args, kwargs, scope, out, node):
         P = scope.parsed
+        fn = _AUTOGRAD_BUILTINS.get(fn, fn) if isinstance(fn, type) else fn  # funcgrad.builtins.tuple: tuple
+        if getattr(type(fn), "_funcgrad_transform", False):  # funcgrad.jit(f)(x) inside: f(x)
+            if fn.kind == "primal":
+                return self.call_value(Static(fn.fn), args, kwargs, scope, out, node)
+            raise error(P, node, f"'{getattr(fn, '__qualname__', 'f')}' is a function returned by a funcgrad "
+                                 "transform (grad, value_and_grad, vjp): it cannot be called inside a function "
+                                 "funcgrad transforms", "call the original function, or compute the derivative "
+                                 "outside", cls=UnsupportedSyntaxError)
         if isinstance(fn, functools.partial):  # partial(f, a, k=v)(b): f(a, b, k=v)
             fixed = [self.constant_value(v, scope, node) for v in fn.args]
             fixed_kw = {k: self.constant_value(v, scope, node) for k, v in fn.keywords.items()}
@@ -176,12 +196,12 @@ class Calls:
                 return self.call_prim(lookup(np.copy), [a], {}, scope, out, node) if fn is np.array else a
         if isinstance(fn, types.FunctionType) and _is_user_code(fn):
             return self.inline_function(fn, args, kwargs, out, node, scope)
-        # a call with no rule (np.zeros, math.floor, a library routine): kept as is; the reverse pass
-        # refuses it at this line if a differentiated value flows into it
-        if callable(fn) and not isinstance(fn, type) or fn in (math.floor, math.ceil, round, math.isnan,
-                                                                math.isfinite) or _is_numpy_callable(fn):
-            if not (_is_numpy_callable(fn) or fn in _NJIT_BUILTINS):
-                self.opaque_calls = True  # Numba cannot call it: auto runs this function as Python
+        # a call with no rule (np.zeros, math.lgamma, scipy.special.*, any installed library's routine,
+        # a C extension): called as it is, never read; the reverse pass refuses it at this line if a
+        # differentiated value flows into it
+        if callable(fn) and (not isinstance(fn, type) or _is_library_class(fn) or fn is str):
+            if not _numba_can_call(fn):
+                self.opaque_calls = True  # whole-function Numba cannot call it: auto runs this function as Python
             fexpr = self.func_expr(fn)
             call = ast.Call(func=fexpr, args=[self.as_expr(a, scope, node) for a in args],
                             keywords=[ast.keyword(arg=k, value=self.as_expr(v, scope, node)) for k, v in kwargs.items()])
@@ -189,10 +209,11 @@ class Calls:
             A.put(call, A.NONDIFF, fn)
             A.put(call, A.SRC, (P.filename, getattr(node, "lineno", None)))
             return Dyn(call)
-        raise error(P, node, f"'{getattr(fn, '__qualname__', fn)}' has no derivative rule and is not a Python "
-                             f"function funcgrad can read",
-                    "wrap it with funcgrad.custom_vjp to give it a rule, or register a primitive",
-                    cls=NoDerivativeError)
+        if isinstance(fn, type):
+            raise error(P, node, f"creating a '{public_name(fn)}' object inside a differentiated function is not "
+                                 "supported", "create it outside and pass it in, or use a tuple, dict or NamedTuple",
+                        cls=UnsupportedSyntaxError)
+        raise error(P, node, f"'{public_name(fn)}' is not callable", None, cls=UnsupportedSyntaxError)
 
     def array_of(self, a, scope, out, node):
         """``np.array([...])`` of a (nested) list whose entries are computed: a stack of stacks."""
@@ -200,6 +221,7 @@ class Calls:
             return Static(np.array(_static_value(a)))
         items = [self.array_of(v, scope, out, node) if isinstance(v, Struct) else v for v in a.values()]
         return self.call_prim(lookup(np.stack), [Struct("tuple", items)], {}, scope, out, node)
+
     def inline_definition(self, fn, defn, args, kwargs, scope, out, node):
         """A call of a function defined over primitives (``ops.registry.define``): refused by the
         definition's check, or inlined with its statements and errors placed at the caller's line."""
@@ -325,7 +347,7 @@ class Calls:
         return self.call_prim(lookup(fn), [a, b], {}, scope, out, node)
 
     def func_expr(self, fn):
-        if getattr(np, getattr(fn, "__name__", ""), None) is fn:   # not scipy.special's ufuncs
+        if getattr(np, getattr(fn, "__name__", None) or "_", None) is fn:  # np.zeros (not scipy's ufuncs)
             return _np_attr(fn.__name__)
         return self.external(fn)
 
@@ -359,9 +381,12 @@ class Calls:
             raise error(P, node, f"bad arguments to {prim.name}: {e}", None, cls=UnsupportedSyntaxError) from None
         pos, kws = [], []
         params = list(prim.signature.parameters.values())
+        diff = set(prim.template.diff_params) if prim.template is not None else set()
         for p in params:
             if p.name in ba.arguments:
                 v = ba.arguments[p.name]
+                if p.default is not p.empty and p.name not in diff:
+                    self.need_static(v)
                 e = self.as_expr(v, scope, node) if not isinstance(v, Struct) else ast.Tuple(
                     elts=[self.as_expr(x, scope, node) for x in v.values()], ctx=ast.Load())
                 if p.default is p.empty:
@@ -375,11 +400,26 @@ class Calls:
         A.put(call, A.SRC, (P.filename, getattr(node, "lineno", None)))
         return Dyn(call)
 
+    def need_static(self, v):
+        """A primitive's static parameter (an axis, keepdims) given an int or bool argument of the
+        function: the generated code needs its value, so the transform makes that argument leaf a
+        specialization key (:class:`StaticArgumentNeeded`) and normalizes again."""
+        for leaf in _leaves(v) if isinstance(v, Struct) else [v]:
+            e = leaf.expr if isinstance(leaf, Dyn) else None
+            if isinstance(e, ast.Name) and self.param_kinds.get(e.id) in ("i", "b") and \
+                    self.param_ranks.get(e.id) == 0:
+                captured = {c[0] for c in self.captured_list}
+                arg_leaves = [n for n in self.param_kinds if n not in captured]
+                if e.id in arg_leaves:
+                    raise StaticArgumentNeeded(arg_leaves.index(e.id))
+
     def custom_vjp_call(self, cv, args, kwargs, scope, out, node):
         if kwargs:
             raise error(scope.parsed, node, "custom_vjp functions take positional arguments only", None)
+        # the user's fun, fwd and bwd are Python functions called as they are (they may call anything):
+        # whole-function Numba cannot call them, so auto runs this function as Python over the kernels
+        self.opaque_calls = True
         fname = self.external(cv)
-        self.opaque_calls = True   # Numba cannot call it: auto runs this function as Python
         call = ast.Call(func=fname, args=[self.as_expr(a, scope, node) for a in args], keywords=[])
         A.put(call, A.CUSTOM, cv)
         ast.copy_location(call, node)
@@ -456,3 +496,34 @@ class Calls:
         if ret is None:
             raise error(parsed, fdef, f"helper '{fdef.name}' returns nothing", "return a value")
         return ret
+
+
+def _is_library_class(cls):
+    """NumPy's scalar and array classes (np.float64(n), np.dtype(...)), constructed as any library call is.
+    Other classes are refused: an object built inside the function (an OrderedDict, a user's class) would
+    hold differentiated values where no pass can follow them."""
+    return (getattr(cls, "__module__", None) or "").split(".")[0] == "numpy"
+
+
+_NUMBA_CALLABLE: dict = {}   # id(fn) -> (fn, whether whole-function Numba code can call it)
+
+
+def _numba_can_call(fn):
+    """Whether Numba's nopython mode knows ``fn`` (NumPy functions it implements, math, print, @njit
+    functions); anything else is opaque to it, and auto runs a function calling it as Python."""
+    if fn in _NJIT_BUILTINS:
+        return True
+    hit = _NUMBA_CALLABLE.get(id(fn))
+    if hit is not None and hit[0] is fn:
+        return hit[1]
+    try:
+        ctx = cpu_target.typing_context
+        if not getattr(_numba_can_call, "_refreshed", False):
+            cpu_target.target_context.refresh()   # registers NumPy's implementations with typing
+            ctx.refresh()
+            _numba_can_call._refreshed = True
+        ok = ctx.resolve_value_type(fn) is not None
+    except Exception:
+        ok = False
+    _NUMBA_CALLABLE[id(fn)] = (fn, ok)
+    return ok

@@ -6,7 +6,9 @@ import builtins
 import copy
 import inspect
 import os
+import site
 import sysconfig
+import types
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -155,21 +157,49 @@ def _np_attr(name):
 
 
 def _is_user_code(fn):
-    """True for Python functions funcgrad reads and transforms: the user's own code (and funcgrad's),
-    not an installed library's or the standard library's (those are called as they are)."""
+    """True for Python functions funcgrad reads and transforms: the user's own code (and funcgrad's).
+
+    Installed libraries are opaque (called as they are, never read): anything under site-packages,
+    dist-packages or the standard library, frozen modules, the known numeric roots (numpy, scipy,
+    numba, ...), and everything that is not a Python function (builtins, C and Cython functions)."""
     mod = getattr(fn, "__module__", None) or ""
     if mod == "funcgrad" or mod.startswith("funcgrad."):
         return True
-    top = mod.split(".")[0]
-    if top in _LIBRARY_ROOTS:
+    if mod.split(".")[0] in _LIBRARY_ROOTS:
         return False
     code = getattr(fn, "__code__", None)
-    path = os.path.abspath(code.co_filename) if code is not None else ""
-    return not (any(part in path for part in (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep))
-                or path.startswith(_STDLIB))
+    if not isinstance(code, types.CodeType):
+        return False
+    return not is_library_file(code.co_filename)
 
 
-_STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
+def is_library_file(filename):
+    """True for a file of an installed library or of the standard library (or a frozen module)."""
+    if filename.startswith("<frozen"):
+        return True
+    if filename.startswith("<"):   # exec'd source (a notebook cell, funcgrad's own wrappers): the user's
+        return False
+    path = os.path.abspath(filename)
+    return any(part in path for part in _LIBRARY_PARTS) or path.startswith(_LIBRARY_DIRS)
+
+
+def _library_dirs():
+    dirs = set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        try:
+            dirs.add(sysconfig.get_paths()[key])
+        except KeyError:  # pragma: no cover - every CPython has them
+            pass
+    try:
+        dirs.update(site.getsitepackages())
+        dirs.add(site.getusersitepackages())
+    except AttributeError:  # pragma: no cover - virtualenvs of old Pythons lack them
+        pass
+    return tuple(os.path.abspath(d) + os.sep for d in dirs if d)
+
+
+_LIBRARY_DIRS = _library_dirs()
+_LIBRARY_PARTS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
 _LIBRARY_ROOTS = {"numpy", "scipy", "numba", "math", "functools", "builtins", "logging"}
 
 

@@ -1,0 +1,90 @@
+"""The autograd-suite harness (tests/autograd_suite/run.py) rewrites imports as documented and counts
+exactly what pytest reports, failures with their first line; no network and no autograd needed."""
+import os
+
+import pytest
+
+from tests.autograd_suite import run as R
+
+
+def test_rewrite_maps_autograd_names_mechanically():
+    src = ("import autograd.numpy as np\n"
+           "import autograd.numpy.random as npr\n"
+           "from autograd import grad, jacobian\n"
+           "from autograd.test_util import check_grads\n"
+           "from autograd.builtins import isinstance\n"
+           "    import autograd.scipy.stats.multivariate_normal as mvn\n"
+           "    import autograd.scipy.signal\n"
+           "x = autograd.scipy.signal.convolve\n"
+           "def fun_autograd(a): pass\n")
+    assert R.rewrite(src) == ("import numpy as np\n"
+                              "from numpy import random as npr\n"
+                              "from funcgrad import grad, jacobian\n"
+                              "from funcgrad.test_util import check_grads\n"
+                              "from funcgrad.builtins import isinstance\n"
+                              "    from scipy.stats import multivariate_normal as mvn\n"
+                              "    import scipy.signal\n"
+                              "x = scipy.signal.convolve\n"
+                              "def fun_autograd(a): pass\n")
+
+
+def test_summary_line_parsing():
+    assert R._summary_counts("3 failed, 10 passed, 1 skipped, 2 warnings, 1 error in 2.01s") == {
+        "failed": 3, "passed": 10, "skipped": 1, "error": 1}
+
+
+SAMPLE = '''
+import pytest
+
+def test_ok():
+    assert 1 + 1 == 2
+
+def test_ok_too():
+    pass
+
+def test_wrong():
+    assert 1 == 2, "one is not two\\nsecond line"
+
+def test_raises():
+    raise ValueError("bad value")
+
+@pytest.mark.skip(reason="not here")
+def test_skipped():
+    pass
+
+@pytest.mark.xfail(reason="known")
+def test_xfail():
+    assert False
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("fixture broke")
+
+def test_setup_error(broken):
+    pass
+'''
+
+
+def test_run_file_counts_what_pytest_reports(tmp_path):
+    dest = str(tmp_path)
+    with open(os.path.join(dest, "_suite_plugin.py"), "w") as fh:
+        fh.write(R.PLUGIN)
+    with open(os.path.join(dest, "pytest.ini"), "w") as fh:
+        fh.write("[pytest]\naddopts =\n")
+    with open(os.path.join(dest, "test_sample.py"), "w") as fh:
+        fh.write(SAMPLE)
+    rec, out = R.run_file(dest, "test_sample.py", None, [], 300, 120)
+    assert (rec["total"], rec["passed"], rec["failed"], rec["error"], rec["skipped"], rec["xfailed"]) == (
+        7, 2, 2, 1, 1, 1)
+    assert rec["pytest_summary"].startswith("2 failed, 2 passed, 1 skipped, 1 xfailed, 1 error")
+    msgs = {f["id"].split("::")[1]: f["message"] for f in rec["failures"]}
+    assert msgs == {"test_wrong": "AssertionError: one is not two",
+                    "test_raises": "ValueError: bad value",
+                    "test_setup_error": "RuntimeError: fixture broke"}
+    rec, _ = R.run_file(dest, "test_sample.py", "ok", [], 300, 120)  # -k passes through
+    assert (rec["passed"], rec["failed"], rec["total"]) == (2, 0, 2)
+
+
+def test_unknown_suite_file_is_refused():
+    with pytest.raises(SystemExit, match="unknown suite files"):
+        R.main(["--files", "nonsense"])
