@@ -70,9 +70,20 @@ remainder = np.remainder
 fmod = np.fmod
 
 
-@numba.vectorize(["float64(float64, float64, float64)", "float32(float32, float32, float32)"], cache=True)
-def _tie(x, y, z):   # branch-free: 5x faster than the if/else form here
+def _tie_scalar(x, y, z):   # branch-free: 5x faster than the if/else form here
     return (x == z) * (1.0 - 0.5 * (x == y))
+
+
+_TIE = []
+
+
+def _tie(x, y, z, **kw):
+    """The ufunc of _tie_scalar, built at its first use (an eager ``numba.vectorize`` costs seconds at
+    ``import funcgrad``, loading Numba's target context)."""
+    if not _TIE:
+        _TIE.append(numba.vectorize(["float64(float64, float64, float64)", "float32(float32, float32, float32)"],
+                                    cache=True)(_tie_scalar))
+    return _TIE[0](x, y, z, **kw)
 
 
 def tie_weight(x, y, z):

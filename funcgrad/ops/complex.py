@@ -22,7 +22,7 @@ import numpy as np
 
 import funcgrad.kernels.cpu as K
 from . import samples as S
-from .registry import by_name, d, defvjp, t
+from .registry import by_name, d, defvjp, nondiff, t
 
 
 def _sample_nonzero(draw, dt, st, array, shapes):
@@ -48,6 +48,9 @@ def imag(y, x):
 def conj(y, x):
     d[x] = np.conj(d[y])
     t[y] = np.conj(t[x])
+
+
+nondiff(K.angle_unit)   # 1 or 180/pi: a constant of the static deg flag
 
 
 @defvjp(np.angle, sample=S.custom(_sample_nonzero), elementwise=True)

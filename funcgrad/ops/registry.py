@@ -87,12 +87,21 @@ class Primitive:
     impl: Callable
     signature: inspect.Signature
     sample: Any = None
-    template: Template | None = None
     elementwise: bool = False
     tested_via: Any = None        # a primitive whose VJP exercises this one (list-valued helpers)
     operator: str | None = None   # emitted as Python operator syntax ("+", "@", "neg", ...)
     extra_keys: list = field(default_factory=list)
     python_only: bool = False     # its kernel has no nopython version: jit="auto" runs its callers as Python
+    _vjp_fn: Any = field(default=None, repr=False)            # the template function, read at first use
+    _template: Template | None = field(default=None, repr=False)
+
+    @property
+    def template(self) -> Template | None:
+        """The VJP/JVP template, parsed from its source the first time it is needed (parsing all of them
+        at ``import funcgrad`` took seconds)."""
+        if self._template is None and self._vjp_fn is not None:
+            self._template = _parse_template(self, self._vjp_fn)
+        return self._template
 
     @property
     def params(self) -> list[str]:
@@ -205,38 +214,43 @@ def vjp(key):
         prim = lookup(key)
         if prim is None:
             raise KeyError(f"vjp: {key!r} has no @primitive declaration; declare the forward first")
-        src = textwrap.dedent(inspect.getsource(fn))
-        tree = ast.parse(src)
-        fdef = tree.body[0]
-        assert isinstance(fdef, ast.FunctionDef)
-        names = [a.arg for a in fdef.args.args]
-        result, params = names[0], names[1:]
+        params = list(inspect.signature(fn).parameters)[1:]
         if params != prim.params:
             raise TypeError(f"vjp template of {prim.name}: parameters {params} must match the forward's {prim.params}")
-        stmts = [s for s in fdef.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-        body = [s for s in stmts if not (isinstance(s, ast.Assign) and _is_t(s.targets[0]))]
-        jvp_lines = [s for s in stmts if isinstance(s, ast.Assign) and _is_t(s.targets[0])]
-        diff = []
-        for s in ast.walk(fdef):
-            if isinstance(s, ast.Assign) and len(s.targets) == 1 and _is_d(s.targets[0]):
-                diff.append(s.targets[0].slice.id)
-        jvp_body = None
-        if jvp_lines:
-            if len(jvp_lines) != 1 or jvp_lines[0].targets[0].slice.id != result:
-                raise TypeError(f"template of {prim.name}: the JVP is one line assigning t[{result}]")
-            if not diff:   # the reverse pass would read a template with no d[...] line as a zero derivative
-                raise TypeError(f"template of {prim.name}: a JVP line needs the VJP's d[...] lines beside it")
-            jvp_body = [s for s in stmts if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)
-                        and not _reads_d(s.value)]   # temporaries of the VJP (reading d[...]) are not the JVP's
-            jvp_body += jvp_lines
-        elif not diff and all(isinstance(s, ast.Pass) for s in body):
-            jvp_body = []     # a zero derivative: the tangent of the result is zero too
-        _, first = inspect.getsourcelines(fn)
-        prim.template = Template(params=params, result=result, body=body, diff_params=diff, jvp_body=jvp_body,
-                                 globals=fn.__globals__, filename=inspect.getsourcefile(fn), lineno=first)
+        prim._vjp_fn, prim._template = fn, None
         return fn
 
     return deco
+
+
+def _parse_template(prim, fn) -> Template:
+    """Read a template function's source: its VJP lines, its JVP line, its temporaries."""
+    src = textwrap.dedent(inspect.getsource(fn))
+    tree = ast.parse(src)
+    fdef = tree.body[0]
+    assert isinstance(fdef, ast.FunctionDef)
+    names = [a.arg for a in fdef.args.args]
+    result, params = names[0], names[1:]
+    stmts = [s for s in fdef.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    body = [s for s in stmts if not (isinstance(s, ast.Assign) and _is_t(s.targets[0]))]
+    jvp_lines = [s for s in stmts if isinstance(s, ast.Assign) and _is_t(s.targets[0])]
+    diff = []
+    for s in ast.walk(fdef):
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and _is_d(s.targets[0]):
+            diff.append(s.targets[0].slice.id)
+    jvp_body = None
+    if jvp_lines:
+        if len(jvp_lines) != 1 or jvp_lines[0].targets[0].slice.id != result:
+            raise TypeError(f"template of {prim.name}: the JVP is one line assigning t[{result}]")
+        if not diff:   # the reverse pass would read a template with no d[...] line as a zero derivative
+            raise TypeError(f"template of {prim.name}: a JVP line needs the VJP's d[...] lines beside it")
+        jvp_body = [s for s in stmts if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)
+                    and not _reads_d(s.value)]   # temporaries of the VJP (reading d[...]) are not the JVP's
+        jvp_body += jvp_lines
+    elif not diff and all(isinstance(s, ast.Pass) for s in body):
+        jvp_body = []     # a zero derivative: the tangent of the result is zero too
+    return Template(params=params, result=result, body=body, diff_params=diff, jvp_body=jvp_body,
+                    globals=fn.__globals__, filename=inspect.getsourcefile(fn), lineno=fn.__code__.co_firstlineno)
 
 
 def _reads_d(node) -> bool:
