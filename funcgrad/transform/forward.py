@@ -33,6 +33,7 @@ from ..errors import TransformError
 from ..ops.registry import lookup, by_name
 from .activity import Activity
 from .astutil import kernel as _K
+from .naming import RESERVED, Namer, names_in
 
 
 @dataclass
@@ -43,6 +44,7 @@ class Tangent:
 
 
 def tname(name: str) -> str:
+    """The preferred (readable) tangent name of ``name``; :meth:`Forward.tname` picks the actual one."""
     return "t" + name if name.startswith("_") else "t_" + name
 
 
@@ -66,15 +68,19 @@ class _Zero:
 
 
 class Forward(Activity):
-    def __init__(self, src_lookup):
+    def __init__(self, src_lookup, namer=None):
         self.src_lookup = src_lookup
         self.active: set = set()
-        self.count = 0
+        self.names = namer or Namer()    # every generated name is chosen against the names in use
         self.written: set = set()
 
     def tmp(self, base="_f"):
-        self.count += 1
-        return f"{base}{self.count}"
+        return self.names.numbered(base)
+
+    def tname(self, name: str) -> str:
+        """The tangent of ``name``: ``t_<name>`` unless that name is taken (a user's ``t_x``, the tangent
+        of ``_x``), one name per primal name."""
+        return self.names.derived("t", name, tname(name))
 
     # ------------------------------------------------------------------ statements
     def block(self, stmts):
@@ -103,8 +109,8 @@ class Forward(Activity):
             out.append(s)
             x = tgt.value.id
             if x in self.active:
-                val = ast.Name(tname(s.value.id), ast.Load()) if self.is_active(s.value) else ast.Constant(0.0)
-                w = ast.Assign(targets=[ast.Subscript(value=ast.Name(tname(x), ast.Load()), slice=copy.deepcopy(tgt.slice),
+                val = ast.Name(self.tname(s.value.id), ast.Load()) if self.is_active(s.value) else ast.Constant(0.0)
+                w = ast.Assign(targets=[ast.Subscript(value=ast.Name(self.tname(x), ast.Load()), slice=copy.deepcopy(tgt.slice),
                                                       ctx=ast.Store())], value=val)
                 out.append(ast.copy_location(w, s))
             return
@@ -133,13 +139,13 @@ class Forward(Activity):
         out.extend(before)
         out.append(s)
         out.extend(after)
-        out.append(ast.copy_location(ast.Assign(targets=[ast.Name(tname(name), ast.Store())], value=texpr), s))
+        out.append(ast.copy_location(ast.Assign(targets=[ast.Name(self.tname(name), ast.Store())], value=texpr), s))
 
     def tangent_of(self, s, e, name, old, pre):
         """The tangent expression of ``name = e`` (``None``: zero), with statements it needs appended to ``pre``."""
         if isinstance(e, ast.Name):
             if e.id in self.active:
-                return ast.Name(tname(e.id), ast.Load())
+                return ast.Name(self.tname(e.id), ast.Load())
             return None
         if not isinstance(e, ast.Call):
             return None
@@ -220,7 +226,7 @@ class Forward(Activity):
             if isinstance(arg, ast.Tuple):
                 return ast.Tuple(elts=[tangent(a) for a in arg.elts], ctx=ast.Load())
             if isinstance(arg, ast.Name) and arg.id in fwd.active:
-                n = ast.Name(tname(arg.id), ast.Load())
+                n = ast.Name(fwd.tname(arg.id), ast.Load())
                 n._funcgrad_tangent = True
                 return n
             return _zero_node(arg)
@@ -378,7 +384,11 @@ def _written(stmts):
 
 def forward(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup) -> Tangent:
     """Primal and tangents of an ANF function (see the module docstring)."""
-    F = Forward(src_lookup)
+    params = [a.arg for a in fdef.args.args]
+    all_names = names_in(fdef) | set(params)
+    F = Forward(src_lookup, Namer(all_names))
+    for n in list(params) + sorted(all_names - set(params) - RESERVED):   # tangent names, in a set order
+        F.tname(n)
     F.active = set(diff_params)
     body = copy.deepcopy(list(fdef.body))
     F.mark(body)
@@ -386,15 +396,15 @@ def forward(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup) -> Tan
     out = []
     for p in diff_params:            # a parameter written in place: its tangent is the caller's; copy it first
         if p in F.written:
-            out.append(ast.Assign(targets=[ast.Name(tname(p), ast.Store())],
-                                  value=prim_call("copy", [ast.Name(tname(p), ast.Load())])))
+            out.append(ast.Assign(targets=[ast.Name(F.tname(p), ast.Store())],
+                                  value=prim_call("copy", [ast.Name(F.tname(p), ast.Load())])))
     out.extend(F.block(body))
     tangents = []
     for o in output_atoms:
         if isinstance(o, ast.Name) and o.id in F.active:
-            tangents.append(ast.Name(tname(o.id), ast.Load()))
+            tangents.append(ast.Name(F.tname(o.id), ast.Load()))
         elif o is None:
             tangents.append(ast.Constant(None))
         else:
             tangents.append(prim_call("zeros_like", [copy.deepcopy(o)]))
-    return Tangent(body=out, tangents=tangents, params=[tname(p) for p in diff_params])
+    return Tangent(body=out, tangents=tangents, params=[F.tname(p) for p in diff_params])

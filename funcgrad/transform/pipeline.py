@@ -167,7 +167,7 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
                             None, line_map, operators=backend.operators_as_syntax)
     else:
         adj = reverse(a, list(diff_leaves), atoms, src_lookup, param_ranks=low.ranks, param_kinds=low.kinds)
-        g_params = [f"g_out{i}" for i in range(len(atoms))]
+        g_params = adj.g_params
         ret = ast.Return(value=ast.Tuple(elts=[_returns(adj.outputs), ast.Tuple(elts=adj.grads, ctx=ast.Load())],
                                          ctx=ast.Load()))
         body = adj.primal + adj.adjoint + [ret]

@@ -1,0 +1,164 @@
+"""Right or refused (issue 12): programs found by random testing that gave a silently wrong value or
+gradient, or crashed inside funcgrad.
+
+Each program runs through funcgrad in every mode (``auto``, ``python``, ``njit``, ``jit=False``): its
+value must match plain Python and its gradient central differences in float64, or the call must be
+refused at the user's line with a message in the user's terms.
+"""
+import inspect
+
+import numpy as np
+import pytest
+
+import funcgrad
+from funcgrad.errors import FuncgradError, NoDerivativeError, UnsupportedSyntaxError
+from funcgrad.testing import numerical_vjp
+
+MODES = [dict(mode="auto"), dict(mode="python"), dict(mode="njit"), dict(jit=False)]
+MODE_IDS = ["auto", "python", "njit", "nojit"]
+HERE = __file__
+
+
+def _right(f, args, argnums=0, kw=None):
+    """Value equal to Python's and gradient equal to central differences, in the mode ``kw``."""
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    want_v = f(*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
+    v, g = funcgrad.value_and_grad(f, argnums=nums, **(kw or {}))(*[a.copy() if isinstance(a, np.ndarray) else a
+                                                                     for a in args])
+    np.testing.assert_allclose(v, want_v, rtol=1e-12, atol=1e-12)
+    for k, i in enumerate(nums):
+        want = numerical_vjp(lambda *a: f(*[x.copy() if isinstance(x, np.ndarray) else x for x in a]),
+                             args, i, 1.0, 1e-6)
+        np.testing.assert_allclose(g[k], want, rtol=1e-6, atol=1e-7, err_msg=f"argument {i}")
+
+
+def _line_of(fn, text):
+    """The line number of the first line of ``fn``'s source containing ``text``."""
+    lines, first = inspect.getsourcelines(fn)
+    for k, ln in enumerate(lines):
+        if text in ln:
+            return first + k
+    raise AssertionError(f"{text!r} not in {fn.__name__}")
+
+
+def _refused_at(exc, fn, text):
+    assert exc.filename == HERE, str(exc)
+    assert exc.lineno == _line_of(fn, text), str(exc)
+    assert "K." not in str(exc) and "_t1" not in str(exc), str(exc)   # no generated names
+
+
+# ---------------------------------------------------------------- 1. generated names never collide
+
+C = np.array([0.0, 0.5, 1.0])
+
+
+def user_t1(x, t1):                       # a user variable t1 beside the generated temporary _t1
+    ts = C * t1
+    return np.sum(np.sin(ts * x)[-1])
+
+
+def user_underscore(x, _x):               # x and _x: both once had the cotangent d_x
+    a = np.sin(x) * _x
+    _a = a * a
+    return np.sum(_a + a * x)
+
+
+def user_generated_looking(x, d_x, _t1, _v1, g_out0):   # names the passes generate, written by the user
+    _t1_ = x * d_x
+    t1_ = _t1_ * _t1 + _v1
+    _tape_x = t1_ * g_out0
+    return np.sum(_tape_x * x)
+
+
+def user_tangent_names(x, t_x):           # t_x is the forward pass's tangent of x
+    _x = np.sin(x) * t_x
+    return np.sum(_x * x)
+
+
+def loop_names(x, n1):                    # n1 beside the trip counter _n1 and its tape _tape_n1
+    s = 0.0
+    for i in range(3):
+        for j in range(2):
+            n1 = n1 * 1.1 + x[j] * s
+            s = s + np.sin(n1)
+    return s
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_user_t1_and_generated_t1_have_different_cotangents(kw):
+    x = np.array([0.3, 0.5, 0.7])
+    _right(user_t1, (x, 2.0), (0, 1), kw)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_names_that_look_generated(kw):
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=3)
+    _right(user_underscore, (x, 0.7), (0, 1), kw)
+    _right(user_generated_looking, (x, 0.4, 1.3, 0.2, 0.9), (0, 1, 2, 3, 4), kw)
+    _right(user_tangent_names, (x, 0.6), (0, 1), kw)
+    _right(loop_names, (x, 0.3), (0, 1), kw)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_forward_mode_tangent_names_never_collide(kw):
+    rng = np.random.default_rng(2)
+    for f, args in [(user_tangent_names, (rng.normal(size=3), 0.6)), (user_t1, (rng.normal(size=3), 2.0)),
+                    (user_underscore, (rng.normal(size=3), 0.7)),
+                    (user_generated_looking, (rng.normal(size=3), 0.4, 1.3, 0.2, 0.9))]:
+        tans = tuple(np.ones_like(a) if isinstance(a, np.ndarray) else 1.0 for a in args)
+        out, tan = funcgrad.jvp(f, args, tans, **kw)
+        eps = 1e-6
+        plus = f(*[a + eps * t for a, t in zip(args, tans)])
+        minus = f(*[a - eps * t for a, t in zip(args, tans)])
+        np.testing.assert_allclose(out, f(*args), rtol=1e-12)
+        np.testing.assert_allclose(tan, (plus - minus) / (2 * eps), rtol=1e-6, atol=1e-7, err_msg=f.__name__)
+
+
+def test_hessian_with_names_that_look_generated():
+    x = np.array([0.3, -0.2, 0.5])
+
+    def g(x):
+        return user_tangent_names(x, 0.6) + user_t1(x, 1.5)
+
+    H = funcgrad.hessian(g, jit=False)(x)
+    gr = funcgrad.grad(g, jit=False)
+    eps = 1e-5
+    want = np.stack([(gr(x + eps * e) - gr(x - eps * e)) / (2 * eps) for e in np.eye(3)], axis=-1)
+    np.testing.assert_allclose(H, want, rtol=1e-6, atol=1e-6)
+
+
+def brk_flag(x, n):
+    s = 0.0
+    __brk1 = x * 5.0                      # the structure pass names its first break flag __brk1
+    for i in range(n):
+        if s > 10.0:
+            break
+        s = s + x
+    return s + __brk1
+
+
+def early_return(x):
+    s = 0.0
+    for i in range(4):
+        if s > 2.0:
+            return s * x
+        s = s + x * x
+    return s
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_control_flow_flag_names_are_refused_at_the_users_line(kw):
+    with pytest.raises(UnsupportedSyntaxError) as e:
+        funcgrad.grad(brk_flag, **kw)(1.0, 3)
+    _refused_at(e.value, brk_flag, "__brk1 = x")
+    assert "reserved" in str(e.value)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_grad_of_grad_reads_generated_code_with_early_returns(kw):
+    # the generated code names the result flag _ret, not __ret (which the user may not use)
+    g = funcgrad.grad(early_return, **kw)
+    h = 1e-5
+    want = (g(0.9 + h) - g(0.9 - h)) / (2 * h)
+    assert funcgrad.grad(funcgrad.grad(early_return, **kw), **kw)(0.9) == pytest.approx(want, rel=1e-6)
