@@ -20,6 +20,7 @@ import inspect
 import linecache
 import os
 import re
+import traceback
 import types
 import warnings
 
@@ -218,8 +219,8 @@ class _Transformed:
         fn = built.fn if which == "fn" else built.primal_fn
         try:
             return built, fn(*call_args)
-        except _numba_errors.NumbaError as e:
-            if built.mode != "njit":
+        except (_numba_errors.NumbaError, NotImplementedError) as e:
+            if built.mode != "njit" or not _compile_failure(e):
                 raise
             where, reason = _numba_failure(e, built)
             loc = f"{where[0]}:{where[1]}" if where else getattr(self.fn, "__qualname__", "the function")
@@ -280,12 +281,17 @@ class _Transformed:
 
     def _call_vjp(self, args, cotangent_fn):
         built, single, nums, flat, trees, cap, key = self._lookup(args)
-        leaves = [x for ls in flat for x in ls if not isinstance(x, (str, type(None)))]
+        leaves = [x for ls in flat for x in ls if not is_static_leaf(x)]
         return built, single, nums, flat, trees, leaves, cap, key
 
 
 _FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)')
 _NUMBA_FN = re.compile(r"Function\(<(?:function|built-in function|ufunc) '?([A-Za-z_][\w.]*)'?[^>]*>\)")
+
+
+def _compile_failure(err):
+    """A Numba error, or Numba's lowering refusing an operation it typed (``x[...]``)."""
+    return isinstance(err, _numba_errors.NumbaError) or "No definition for lowering" in str(err)
 
 
 def _numba_failure(err, built):
@@ -297,7 +303,14 @@ def _numba_failure(err, built):
             where = (built.line_map or {}).get(int(line))
             if where:
                 break
+    if where is None and isinstance(err, NotImplementedError):   # lowering: the statement is in Numba's frames
+        for frame, _ in traceback.walk_tb(err.__traceback__):
+            loc = getattr(frame.f_locals.get("inst"), "loc", None)
+            if loc is not None and os.path.abspath(str(getattr(loc, "filename", ""))) == os.path.abspath(built.path):
+                where = (built.line_map or {}).get(getattr(loc, "line", None))
     reason = "a value of a type nopython mode does not support"
+    if "No definition for lowering" in msg:
+        reason = "this operation has no nopython implementation for these operands"
     m = re.search(r"No implementation of function (.+?) found for signature:\s*\n\s*\n?\s*>>> (.+)", msg)
     if m:
         fname = _NUMBA_FN.sub(lambda mm: mm.group(1).split(".")[-1], m.group(1))
@@ -634,7 +647,7 @@ class _Jit(_Transformed):
         if kwargs or len(args) != self._n_params:
             args = self._bind(args, kwargs)
         built, single, nums, flat, trees, cap, key = self._lookup(args)
-        leaves = [x for ls in flat for x in ls if not isinstance(x, (str, type(None)))]
+        leaves = [x for ls in flat for x in ls if not is_static_leaf(x)]
         built, outs = self._invoke(built, key, "fn", (*leaves, *cap), len(leaves))
         return self._outputs(built, list(outs))
 

@@ -13,6 +13,7 @@ import pytest
 import funcgrad
 from funcgrad.errors import FuncgradError, NoDerivativeError, UnsupportedSyntaxError
 from funcgrad.testing import numerical_vjp
+from funcgrad.tree import tree_flatten
 
 MODES = [dict(mode="auto"), dict(mode="python"), dict(mode="njit"), dict(jit=False)]
 MODE_IDS = ["auto", "python", "njit", "nojit"]
@@ -29,7 +30,11 @@ def _right(f, args, argnums=0, kw=None):
     for k, i in enumerate(nums):
         want = numerical_vjp(lambda *a: f(*[x.copy() if isinstance(x, np.ndarray) else x for x in a]),
                              args, i, 1.0, 1e-6)
-        np.testing.assert_allclose(g[k], want, rtol=1e-6, atol=1e-7, err_msg=f"argument {i}")
+        got_l, got_t = tree_flatten(g[k])
+        want_l, want_t = tree_flatten(want)
+        assert got_t == want_t, (got_t, want_t)
+        for a, b in zip(got_l, want_l):
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7, err_msg=f"argument {i}")
 
 
 def _line_of(fn, text):
@@ -162,3 +167,84 @@ def test_grad_of_grad_reads_generated_code_with_early_returns(kw):
     h = 1e-5
     want = (g(0.9 + h) - g(0.9 - h)) / (2 * h)
     assert funcgrad.grad(funcgrad.grad(early_return, **kw), **kw)(0.9) == pytest.approx(want, rel=1e-6)
+
+
+# ---------------------------------------------------------------- 6. None and other static arguments
+
+def sum_axis(x, axis):
+    return np.sum(np.sum(x, axis=axis) ** 2)
+
+
+def optional_bias(x, opts):
+    y = x * opts["scale"]
+    if opts["bias"] is None:
+        return np.sum(y ** 2)
+    return np.sum((y + opts["bias"]) ** 2)
+
+
+def statics(x, name, act, dt, sl):
+    y = act(x[sl]) * np.ones(1, dtype=dt)
+    if name == "sq":
+        return np.sum(y * y)
+    return np.sum(y)
+
+
+def ellipsis_index(x):
+    return np.sum(x[...] * 2.0)
+
+
+def astype_of_a_computed_value(x):
+    return np.sum(np.tanh(x).astype(np.float64))
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_none_argument_is_static(kw):
+    x = np.arange(4.0).reshape(2, 2) + 0.5
+    _right(sum_axis, (x, None), 0, kw)
+    _right(optional_bias, (np.array([0.3, -0.7]), {"scale": 2.0, "bias": None}), (0, 1), kw)
+    _right(optional_bias, (np.array([0.3, -0.7]), {"scale": 2.0, "bias": np.array([0.1, 0.2])}), (0, 1), kw)
+    out, tan = funcgrad.jvp(sum_axis, (x, None), (np.ones_like(x), None), **kw)
+    assert out == pytest.approx(sum_axis(x, None)) and tan == pytest.approx(2 * np.sum(x) * 4)
+    H = funcgrad.hessian(sum_axis, **kw)(x, None)
+    np.testing.assert_allclose(H, 2 * np.ones((2, 2, 2, 2)), atol=1e-9)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_strings_functions_dtypes_and_slices_are_static(kw):
+    x = np.array([0.3, -0.5, 0.8])
+    for args in [(x, "sq", np.tanh, np.float64, slice(0, 2)), (x, "id", np.sin, np.float64, slice(1, None))]:
+        _right(statics, args, 0, kw)
+    g = funcgrad.grad(statics, **kw)
+    g(x, "sq", np.tanh, np.float64, slice(0, 2))
+    np.testing.assert_allclose(g(x, "sq", np.sin, np.float64, slice(0, 2)),
+                               [2 * np.sin(0.3) * np.cos(0.3), 2 * np.sin(-0.5) * np.cos(-0.5), 0.0])
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_int_axis_argument_is_right_or_refused_at_the_users_line(kw):
+    x = np.arange(4.0).reshape(2, 2) + 0.5
+    if kw.get("mode") == "njit":     # a runtime int cannot be an axis in nopython code
+        with pytest.raises(funcgrad.errors.CompileError) as e:
+            funcgrad.grad(sum_axis, **kw)(x, 0)
+        _refused_at(e.value, sum_axis, "np.sum(np.sum(x, axis=axis)")
+    else:
+        _right(sum_axis, (x, 0), 0, kw)
+        _right(sum_axis, (x, 1), 0, kw)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_numba_lowering_failure_is_refused_at_the_users_line(kw):
+    if kw.get("mode") == "njit":
+        with pytest.raises(funcgrad.errors.CompileError) as e:
+            funcgrad.grad(ellipsis_index, **kw)(np.ones(2))
+        _refused_at(e.value, ellipsis_index, "x[...]")
+    else:
+        _right(ellipsis_index, (np.array([0.5, 2.0]),), 0, kw)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_method_of_a_computed_value_is_seen_by_the_passes(kw):
+    # np.tanh(x).astype(...) was one opaque call: the gradient was silently zero
+    with pytest.raises(NoDerivativeError) as e:
+        funcgrad.grad(astype_of_a_computed_value, **kw)(np.ones(2))
+    _refused_at(e.value, astype_of_a_computed_value, "tanh(x).astype")

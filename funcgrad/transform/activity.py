@@ -58,6 +58,8 @@ class Activity:
         if isinstance(e, ast.Call):
             prim = A.get(e, A.PRIM, None)
             args = list(e.args) + [k.value for k in e.keywords]
+            if isinstance(e.func, ast.Attribute):   # a method's receiver flows into the call too
+                args.append(e.func.value)
             act = any(self.is_active(a) for a in args)
             if prim is not None:
                 if prim.template is None and act:

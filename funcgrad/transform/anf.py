@@ -78,7 +78,11 @@ class ANF:
             else:
                 new.args = [self.arg(a, out, src) for a in e.args]
             new.keywords = [ast.keyword(arg=k.arg, value=self.arg(k.value, out, src)) for k in e.keywords]
-            if not (isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name)):
+            if isinstance(e.func, ast.Attribute) and not _is_name_chain(e.func.value):
+                # a method of a computed value (np.tanh(x).astype(...)): the receiver is an atom too, so the
+                # passes see what flows into the call
+                new.func = ast.Attribute(value=self.atom(e.func.value, out, src), attr=e.func.attr, ctx=ast.Load())
+            elif not (isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name)):
                 new.func = self.rename(copy.deepcopy(e.func)) if not isinstance(e.func, ast.Name) else e.func
             elif isinstance(e.func.value, ast.Name) and e.func.value.id not in ("K", "np", "math"):
                 new.func = ast.Attribute(value=self.atom(e.func.value, out, src), attr=e.func.attr, ctx=ast.Load())
@@ -222,6 +226,13 @@ def inherit_origin(new_stmts, origin):
                     A.put(n, A.FILE, f)
                 if line is not None and getattr(n, "lineno", None) is None:
                     n.lineno = line
+
+
+def _is_name_chain(e):
+    """``a``, ``a.b``, ``a.b.c``: a name or attributes of one (a module path, an object's method)."""
+    while isinstance(e, ast.Attribute):
+        e = e.value
+    return isinstance(e, ast.Name)
 
 
 def _is_static(e):

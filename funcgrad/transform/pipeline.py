@@ -96,6 +96,8 @@ def _argument_values(sig: Signature, leaf_names: list, diff: list):
             tree = tree_unflatten(td, list(range(len(specs))))
 
             def make(path, idx, i=i, nm=nm, specs=specs):
+                if idx is None:   # None is a pytree node with no leaves (tree.py): a static None here
+                    return Static(None)
                 spec = specs[idx]
                 if spec[0] == "static":
                     return Static(sig.statics[(i, idx)])
