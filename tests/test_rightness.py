@@ -248,3 +248,76 @@ def test_method_of_a_computed_value_is_seen_by_the_passes(kw):
     with pytest.raises(NoDerivativeError) as e:
         funcgrad.grad(astype_of_a_computed_value, **kw)(np.ones(2))
     _refused_at(e.value, astype_of_a_computed_value, "tanh(x).astype")
+
+
+# ---------------------------------------------------------------- 2. a differentiated value into a parameter with no rule
+
+def clip_lo(lo, x):
+    return np.sum(np.clip(x, lo, 5.0))
+
+
+def clip_all(x, lo, hi):
+    return np.sum(np.clip(x, lo, hi) ** 2 * np.arange(1.0, 1.0 + x.shape[0]))
+
+
+def clip_one_sided(x, hi):
+    return np.sum(np.clip(x, None, hi) ** 2) + np.sum(x.clip(-0.25, None) ** 3)
+
+
+def elu_alpha(x, a):
+    return np.sum(funcgrad.nn.elu(x, a))
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_clip_bounds_have_derivatives(kw):
+    x = np.array([0.1, 0.2, 1.0])
+    _right(clip_lo, (0.5, x), (0, 1), kw)                 # was 0: lo had no d[...] line
+    xs = np.array([-1.3, -0.2, 0.35, 0.9, 2.1])
+    _right(clip_all, (xs, -0.5, 0.6), (0, 1, 2), kw)
+    _right(clip_all, (xs, np.array([-1.5, -0.1, 0.3, 0.2, 0.0]), 0.6), (0, 1, 2), kw)
+    _right(clip_all, (xs, -0.5, np.array([0.6, 0.1, -2.0, 1.5, 3.0])), (0, 1, 2), kw)
+    _right(clip_all, (xs, 0.6, -0.5), (0, 1, 2), kw)      # crossed bounds: NumPy gives hi everywhere
+    _right(clip_one_sided, (xs, 0.4), (0, 1), kw)          # a None bound crashed in the mask kernel
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_clip_bounds_in_forward_mode(kw):
+    xs = np.array([-1.3, -0.2, 0.35, 0.9, 2.1])
+    args = (xs, -0.5, 0.6)
+    for tans in [(np.zeros(5), 1.0, 0.0), (np.zeros(5), 0.0, 1.0), (np.ones(5), 0.5, -2.0)]:
+        out, tan = funcgrad.jvp(clip_all, args, tans, **kw)
+        eps = 1e-6
+        want = (clip_all(*[a + eps * t for a, t in zip(args, tans)]) -
+                clip_all(*[a - eps * t for a, t in zip(args, tans)])) / (2 * eps)
+        assert out == pytest.approx(clip_all(*args), rel=1e-12) and tan == pytest.approx(want, rel=1e-6)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_a_parameter_without_a_rule_is_refused_at_the_users_line(kw):
+    x = np.array([0.1, -0.7, 0.4])
+    with pytest.raises(NoDerivativeError) as e:
+        funcgrad.grad(elu_alpha, argnums=1, **kw)(x, 0.8)
+    _refused_at(e.value, elu_alpha, "nn.elu(x, a)")
+    assert "'alpha'" in str(e.value) and "elu" in str(e.value)
+    # forward mode gives every float argument a tangent: a nonzero one into alpha is refused when it runs
+    with pytest.raises(NoDerivativeError) as e:
+        funcgrad.jvp(elu_alpha, (x, 0.8), (np.zeros(3), 1.0), **kw)
+    assert f"{HERE}:{_line_of(elu_alpha, 'nn.elu(x, a)')}" in str(e.value) and "'alpha'" in str(e.value)
+    # the same call differentiated only through x is fine: grad, jvp with a zero tangent, hessian
+    _right(elu_alpha, (x, 0.8), 0, kw)
+    out, tan = funcgrad.jvp(elu_alpha, (x, 0.8), (np.ones(3), 0.0), **kw)
+    eps = 1e-6
+    assert tan == pytest.approx((elu_alpha(x + eps, 0.8) - elu_alpha(x - eps, 0.8)) / (2 * eps), rel=1e-6)
+    H = funcgrad.hessian(lambda x, a: elu_alpha(x, a) ** 2, **kw)(x, 0.8)
+    g = funcgrad.grad(lambda x, a: elu_alpha(x, a) ** 2, jit=False)
+    want = np.stack([(g(x + 1e-5 * e, 0.8) - g(x - 1e-5 * e, 0.8)) / 2e-5 for e in np.eye(3)], axis=-1)
+    np.testing.assert_allclose(H, want, rtol=1e-6, atol=1e-6)
+
+
+def test_templates_declare_every_parameter_a_differentiated_value_can_reach():
+    # shape-only operands and masks say so (d[p] = None), so higher order runs through them
+    from funcgrad.ops.registry import registry
+    reg = registry()
+    assert "x" in reg["unbroadcast"].template.nondiff and "condition" in reg["where"].template.nondiff
+    assert {"lo", "hi"} <= set(reg["clip"].template.diff_params)
+    assert {"lo", "hi"} <= reg["clip"].template.jvp_params

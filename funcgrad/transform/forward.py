@@ -167,6 +167,14 @@ class Forward(Activity):
             return None
         return self.fill(prim, e, name, old, pre, s)
 
+    def tangent_atom(self, arg):
+        """The tangent of an active atom (a tuple of tangents for a tuple argument, zero for inactive parts)."""
+        if isinstance(arg, ast.Tuple):
+            return ast.Tuple(elts=[self.tangent_atom(a) for a in arg.elts], ctx=ast.Load())
+        if isinstance(arg, ast.Name) and arg.id in self.active:
+            return ast.Name(self.tname(arg.id), ast.Load())
+        return ast.Constant(0.0)
+
     # ------------------------------------------------------------------ JVP lines
     def fill(self, prim, call, name, old, pre, stmt):
         tpl = prim.template
@@ -180,6 +188,12 @@ class Forward(Activity):
                 dflt = prim.signature.parameters[p].default
                 ba[p] = ast.Constant(dflt) if not isinstance(dflt, tuple) else ast.Tuple(
                     elts=[ast.Constant(x) for x in dflt], ctx=ast.Load())
+        for p in self.without_rule(prim, ba, forward=True):
+            # jvp gives every float argument a tangent; a zero one needs no rule (a hyperparameter passed as an
+            # argument), any other is refused when the code runs, at the user's line
+            err = self.no_rule_error(prim, p, stmt, "a nonzero tangent flows into it")
+            check = prim_call("no_tangent", [self.tangent_atom(ba[p]), ast.Constant(str(err))])
+            pre.append(ast.copy_location(ast.Expr(value=check), stmt))
         ba_t = dict(ba)                   # tangents: of the operands as written
         if old is not None:               # primal operands that are the name being rebound: the old value
             ba = {p: _rename(a, name, old) for p, a in ba.items()}

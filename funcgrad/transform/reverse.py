@@ -235,6 +235,8 @@ class Reverse(Activity):
                 dflt = prim.signature.parameters[p].default
                 ba[p] = ast.Constant(dflt) if not isinstance(dflt, tuple) else ast.Tuple(
                     elts=[ast.Constant(x) for x in dflt], ctx=ast.Load())
+        for p in self.without_rule(prim, ba):   # its cotangent would be silently zero: refuse
+            raise self.no_rule_error(prim, p, stmt)
         subst = dict(ba)
         subst[tpl.result] = ast.Name(self.result_value or tname, ast.Load())
         local = {}

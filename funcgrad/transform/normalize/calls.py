@@ -103,6 +103,8 @@ class Calls:
                     return Static(fn(*[a.obj for a in args], **{k: v.obj for k, v in kwargs.items()}))
                 except Exception:
                     pass
+            if prim.name == "clip":
+                return self.clip(prim, args, kwargs, scope, out, node)
             return self.call_prim(prim, args, kwargs, scope, out, node)
         if fn is slice and all(isinstance(a, Static) for a in args):
             return Static(slice(*[a.obj for a in args]))
@@ -287,6 +289,22 @@ class Calls:
             raise error(P, node, f"array method '.{name}()' is not supported",
                         "call the NumPy function instead (np.<name>(x, ...))")
         return self.call_object(fn, [m.base] + list(args), kwargs, scope, out, node)
+
+    def clip(self, prim, args, kwargs, scope, out, node):
+        """``np.clip`` with a bound of None is one-sided: ``np.minimum(x, hi)`` or ``np.maximum(x, lo)``."""
+        try:
+            ba = prim.signature.bind(*args, **kwargs)
+        except TypeError:
+            return self.call_prim(prim, args, kwargs, scope, out, node)   # reports the bad arguments
+        x, lo, hi = (ba.arguments.get(p) for p in prim.params)
+        none = [isinstance(v, Static) and v.obj is None for v in (lo, hi)]
+        if none == [True, True]:
+            return x
+        if none[0]:
+            return self.call_prim(lookup(np.minimum), [x, hi], {}, scope, out, node)
+        if none[1]:
+            return self.call_prim(lookup(np.maximum), [x, lo], {}, scope, out, node)
+        return self.call_prim(prim, args, kwargs, scope, out, node)
 
     def call_prim(self, prim: Primitive, args, kwargs, scope, out, node):
         P = scope.parsed
