@@ -321,3 +321,41 @@ def test_templates_declare_every_parameter_a_differentiated_value_can_reach():
     assert "x" in reg["unbroadcast"].template.nondiff and "condition" in reg["where"].template.nondiff
     assert {"lo", "hi"} <= set(reg["clip"].template.diff_params)
     assert {"lo", "hi"} <= reg["clip"].template.jvp_params
+
+
+# ---------------------------------------------------------------- 3. the lambda meant, among lambdas on one line
+
+sq, sine = (lambda x: x * x), (lambda x: np.sin(x))                        # noqa: E731
+two, three = (lambda x: x * 2.0), (lambda x: x * 3.0)                      # noqa: E731
+outer = lambda x: (lambda y: y * 5.0)(x) + x * x                           # noqa: E731
+pair = [lambda x, c=c: np.tanh(x) * c for c in (2.0, 3.0)], (lambda x, c=4.0: x * c)   # noqa: E731
+spread = (lambda x: x * 7.0,
+          lambda x: np.exp(x))                                             # noqa: E731
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_the_lambda_differentiated_is_the_one_passed(kw):
+    x = 0.3
+    cases = [(sq, 2 * x), (sine, np.cos(x)), (two, 2.0), (three, 3.0), (outer, 5.0 + 2 * x),
+             (pair[0][0], 2.0 * (1 - np.tanh(x) ** 2)), (pair[0][1], 3.0 * (1 - np.tanh(x) ** 2)), (pair[1], 4.0),
+             (spread[0], 7.0), (spread[1], np.exp(x))]
+    for f, want in cases:
+        assert funcgrad.grad(f, **kw)(x) == pytest.approx(want, rel=1e-12), f
+        assert funcgrad.value_and_grad(f, **kw)(x)[0] == pytest.approx(f(x), rel=1e-12)
+
+
+def test_an_unlocatable_lambda_is_refused_not_guessed(tmp_path):
+    # the file changed since the lambda was compiled: no lambda on its line holds its code; refuse, never
+    # differentiate another lambda of that line
+    import importlib.util
+    import linecache
+    path = tmp_path / "rightness_lambda_mod.py"
+    path.write_text("import numpy as np\ng = (lambda x: x * 2.0)\n")
+    spec = importlib.util.spec_from_file_location("rightness_lambda_mod", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    path.write_text("import numpy as np\ng = (lambda x: x)     ;     h = (lambda x: np.sin(x))\n")
+    linecache.checkcache(str(path))
+    with pytest.raises(UnsupportedSyntaxError) as e:
+        funcgrad.grad(mod.g, jit=False)(0.3)
+    assert e.value.lineno == 2 and "lambda" in str(e.value)
