@@ -359,3 +359,57 @@ def test_an_unlocatable_lambda_is_refused_not_guessed(tmp_path):
     with pytest.raises(UnsupportedSyntaxError) as e:
         funcgrad.grad(mod.g, jit=False)(0.3)
     assert e.value.lineno == 2 and "lambda" in str(e.value)
+
+
+# ---------------------------------------------------------------- 5. nested sequences and tuple targets
+
+def array_2d(x):
+    A = np.array([[x, x * 1.0, x + 2.5], [x ** 2, x, x / 2.0]])
+    return np.sum(A * np.arange(6.0).reshape(2, 3))
+
+
+def arrays_2d_from_arrays(x):
+    return np.sum(np.array([[2 * x, x + 1], [x, x]]) ** 2) + np.sum(np.stack([[x[0], x[1]], [x[1], x[0]]]) ** 3)
+
+
+def concat_nested(x):
+    return np.sum(np.concatenate([x, [x[0] * 2.0, x[1]]]) ** 2)
+
+
+def enumerate_zip_lists(x, y):
+    s = 0.0
+    for i, (a, b) in enumerate(zip([x, y, x * y], [y, x, x])):
+        s = s + a * b * (i + 1)
+    return s
+
+
+def enumerate_zip_arrays(x, y):
+    s = 0.0
+    for i, (a, b) in enumerate(zip(x, y)):
+        s = s + a * b * i
+    return s
+
+
+def nested_targets(x):
+    (a, b), c = (x, x * 2.0), x * 3.0
+    [d, (e, f)] = [a * b, (c, np.sin(c))]
+    return d * e + f
+
+
+def comprehension_targets(x, y):
+    return sum([a * b for (a, b) in zip([x, y], [y, x * x])]) + sum(i * v for i, (v, _) in enumerate([(x, 1), (y, 2)]))
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_nested_lists_are_nested_arrays(kw):
+    _right(array_2d, (3.0,), 0, kw)        # crashed: 'Tuple' object has no attribute 'id'
+    _right(arrays_2d_from_arrays, (np.array([[0.3, -0.2], [0.5, 1.1], [0.7, 0.1]]),), 0, kw)
+    _right(concat_nested, (np.array([0.3, -0.2, 0.5]),), 0, kw)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_tuple_targets(kw):
+    _right(enumerate_zip_lists, (0.3, 0.7), (0, 1), kw)    # was refused: zip of lists inside enumerate
+    _right(enumerate_zip_arrays, (np.array([0.3, 0.5, -0.1]), np.array([1.0, 2.0, 0.5])), (0, 1), kw)
+    _right(nested_targets, (0.4,), 0, kw)
+    _right(comprehension_targets, (0.4, -0.3), (0, 1), kw)

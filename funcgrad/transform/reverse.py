@@ -276,6 +276,9 @@ class Reverse(Activity):
                 out.append(ast.Assign(targets=[ast.Name(seq, ast.Store())], value=expr))
                 for i, el in enumerate(arg.elts):
                     if self.is_active(el):
+                        if not isinstance(el, ast.Name):   # normalize stacks nested sequences first
+                            raise self.nd_error(stmt, f"a nested sequence inside '{prim.name}' is not supported",
+                                                hint="build the inner arrays first (np.stack)")
                         self.accumulate(el.id, ast.Subscript(value=ast.Name(seq, ast.Load()), slice=ast.Constant(i),
                                                              ctx=ast.Load()), out)
                 continue

@@ -290,6 +290,13 @@ class Calls:
                         "call the NumPy function instead (np.<name>(x, ...))")
         return self.call_object(fn, [m.base] + list(args), kwargs, scope, out, node)
 
+    def array_like(self, v, scope, out, node):
+        """An element of a sequence argument (``np.stack``'s arrays) as NumPy reads it: a nested list or tuple
+        holding runtime values is an array, stacked (``np.array([[x, x], [x, x]])``)."""
+        if isinstance(v, Struct) and v.kind != "dict" and any(isinstance(x, Dyn) for x in _leaves(v)):
+            return self.call_prim(lookup(np.stack), [v], {}, scope, out, node)
+        return v
+
     def clip(self, prim, args, kwargs, scope, out, node):
         """``np.clip`` with a bound of None is one-sided: ``np.minimum(x, hi)`` or ``np.maximum(x, lo)``."""
         try:
@@ -318,7 +325,8 @@ class Calls:
             if p.name in ba.arguments:
                 v = ba.arguments[p.name]
                 e = self.as_expr(v, scope, node) if not isinstance(v, Struct) else ast.Tuple(
-                    elts=[self.as_expr(x, scope, node) for x in v.values()], ctx=ast.Load())
+                    elts=[self.as_expr(self.array_like(x, scope, out, node), scope, node) for x in v.values()],
+                    ctx=ast.Load())
                 if p.default is p.empty:
                     pos.append(e)
                 else:

@@ -15,6 +15,13 @@ from .common import (_item_assigned, LocalFunction, _Iter, _Range, _assigned, _c
                      _load, _safe, _target_names, _user_name, lookup_getitem)
 
 
+def _known_now(it):
+    """A zip/enumerate whose sequences are all containers known now (nested zip/enumerate too)."""
+    if isinstance(it, _Iter):
+        return all(_known_now(a) for a in it.args)
+    return isinstance(it, (Struct, Static)) and not isinstance(it, _Range)
+
+
 class Statements:
     def snapshot(self, val, scope, out, node):
         """``val`` with every runtime leaf bound to a fresh name, so later rebinding cannot change it."""
@@ -320,14 +327,9 @@ class Statements:
                 self.assign(s.target, v, scope, out, s)
                 self.block(s.body, scope, out)
             return None
-        if isinstance(it, _Iter) and all(isinstance(a, (Struct, Static)) for a in it.args):
-            if it.fn is enumerate:
-                seq = it.args[0]
-                items = seq.values() if isinstance(seq, Struct) else [Static(v) for v in seq.obj]
-                pairs = [Struct("tuple", [Static(i), v]) for i, v in enumerate(items)]
-            else:
-                cols = [a.values() if isinstance(a, Struct) else [Static(v) for v in a.obj] for a in it.args]
-                pairs = [Struct("tuple", list(t)) for t in zip(*cols)]
+        if isinstance(it, _Iter) and _known_now(it):
+            # zip/enumerate of containers known now (enumerate(zip(list, list)) too): unrolled
+            pairs = self.static_items(it, s, scope)
             for v in pairs:
                 self.assign(s.target, v, scope, out, s)
                 self.block(s.body, scope, out)
