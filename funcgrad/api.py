@@ -28,11 +28,12 @@ import numpy as np
 from numba.core import errors as _numba_errors
 
 from .custom import custom_vjp, stop_gradient
-from .errors import CompileError, FuncgradError, FuncgradWarning, TreeStructureError
+from .errors import (CompileError, FuncgradError, FuncgradWarning, NoDerivativeError, TransformError, TreeStructureError,
+                     UnsupportedSyntaxError)
 from .kernels.base import get_backend
 from .kernels import cpu_backend as _cpu_backend  # noqa: F401  registers the "cpu" backend
 from .ops.registry import lookup
-from .transform.pipeline import Signature, build
+from .transform.pipeline import GENERATED_LINES, Signature, build
 from .transform.specs import is_float_leaf, is_static_leaf, leaf_spec
 from .transform.values import Static, Struct
 from .tree import tree_flatten, tree_unflatten
@@ -100,10 +101,28 @@ def _user_facing(method):
         try:
             return method(*args, **kwargs)
         except FuncgradError as e:
+            e = _at_users_line(e)
             e.__cause__ = None
             e.__suppress_context__ = True
             raise e.with_traceback(None) from None
     return wrapper
+
+
+def _at_users_line(e):
+    """An error funcgrad found in code it generated (second order transforms generated code) moved to the
+    user's line that generated line came from."""
+    fn = getattr(e, "filename", None)
+    where = GENERATED_LINES.get(fn, {}).get(getattr(e, "lineno", None)) if fn else None
+    if not where:
+        return e
+    text = _line_text(*where)
+    if isinstance(e, UnsupportedSyntaxError):
+        new = UnsupportedSyntaxError(e.msg, where[0], where[1], None, text)
+    elif isinstance(e, (NoDerivativeError, TransformError)) and hasattr(e, "msg"):
+        new = type(e)(e.msg, where[0], where[1], text)
+    else:
+        return e
+    return new
 
 
 class _Transformed:

@@ -11,7 +11,10 @@ simple statement ``target = rhs``:
 * nested sub-expressions are hoisted into fresh temporaries ``_t1, _t2, ...``;
 * in straight-line code every name is assigned once: a rebinding gets a new
   version (``x``, ``x_1``, ...) and later uses read the newest version.
-  Names assigned inside loops keep one name (the reverse pass tapes them).
+  Names assigned inside loops keep one name (the reverse pass tapes them);
+* ``b = a`` where neither is assigned in a loop or branch binds no new name:
+  ``b`` reads ``a`` (Python's semantics: they are one array, so a write
+  through either is seen through both).
 """
 from __future__ import annotations
 
@@ -135,6 +138,11 @@ class ANF:
             (t,) = s.targets
             if isinstance(t, ast.Name):
                 rhs = self.flat(s.value, out, s)
+                if isinstance(rhs, ast.Name) and t.id not in self.cf_names and rhs.id not in self.cf_names:
+                    # b = a with both bound once: b IS a (the same array, as in Python), so b reads a and an
+                    # in-place write through either is a write to one name the passes see
+                    self.version[t.id] = rhs.id
+                    return
                 if A.get(s.value, A.SRC, None):
                     A.put(rhs, A.SRC, A.get(s.value, A.SRC))
                 if t.id in self.cf_names:  # assigned inside a loop or branch: one name throughout

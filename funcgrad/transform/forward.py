@@ -32,6 +32,7 @@ from . import annotations as A
 from ..errors import TransformError
 from ..ops.registry import lookup, by_name
 from .activity import Activity
+from .anf import inherit_origin
 from .astutil import kernel as _K
 from .naming import RESERVED, Namer, names_in
 
@@ -86,7 +87,9 @@ class Forward(Activity):
     def block(self, stmts):
         out = []
         for s in stmts:
+            start = len(out)
             self.stmt(s, out)
+            inherit_origin(out[start:], s)   # tangent lines are the user's line too (errors, line maps)
         return out
 
     def stmt(self, s, out):

@@ -24,6 +24,8 @@ from .specs import spec_kind
 from .values import Dyn, Static, Struct, map_struct
 
 STATS = {"builds": 0}
+GENERATED_LINES: dict = {}   # generated file -> its line map (second order reads generated code: errors there
+                             # are reported at the user's line the generated line came from)
 _KERNELS_READABLE: set = set()
 
 
@@ -179,6 +181,7 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
                             operators=backend.operators_as_syntax)
     _debug("emit", src)
     mod = write_module(fname, src)
+    GENERATED_LINES[mod.__file__] = line_map
     if backend not in _KERNELS_READABLE:   # generated code calls K.<name>: let funcgrad read it back
         register_kernels(backend.namespace(True))
         register_kernels(backend.namespace(False))

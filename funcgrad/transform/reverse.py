@@ -40,6 +40,7 @@ from . import annotations as A
 from ..errors import TransformError
 from ..ops.registry import Primitive, lookup
 from .activity import Activity
+from .aliases import check_aliases
 from .anf import inherit_origin
 from .astutil import kernel as _K
 from .deadcode import _drop_unused_new
@@ -573,6 +574,8 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
     R.special = set(loops.counters) | set(loops.iters)
     R.nonssa = _assigned_in(body) - R.special
     R.ranks = infer_ranks(body, dict(param_ranks or {}))
+    check_aliases(fdef, [o.id for o in output_atoms if isinstance(o, ast.Name)], R.ranks, _basic_index,
+                  lambda st: src_lookup(st)[0])
     R.mark(body)
     R.d_to_name = {R.adname(n): n for n in all_names | set(loops.counters) | set(loops.iters)}
     adj = []
