@@ -554,3 +554,29 @@ def test_second_order_refusals_name_the_users_line(kw):
     with pytest.raises(UnsupportedSyntaxError) as e:
         funcgrad.hessian(view_slice_then_write, **kw)(X4)
     _refused_at(e.value, view_slice_then_write, "a[1] = 5.0")
+
+
+@funcgrad.custom_vjp
+def scaled(x, y):
+    return x * y
+
+
+scaled.defvjp(lambda x, y: (x * y, (x, y)), lambda res, g: (g * res[1], None))   # y: declared zero
+
+
+def uses_scaled(x, y):
+    return np.sum(scaled(x, y) * x)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_custom_vjp_none_is_a_zero_cotangent(kw):
+    # None for a differentiated argument gave NaN; it is the user's rule for "no derivative" (as in JAX)
+    x, y = np.array([0.5, -1.0]), np.array([3.0, 2.0])
+    if kw.get("mode") == "njit":     # custom_vjp functions run as Python: whole-function Numba refuses them
+        with pytest.raises(funcgrad.errors.CompileError) as e:
+            funcgrad.grad(uses_scaled, argnums=(0, 1), **kw)(x, y)
+        _refused_at(e.value, uses_scaled, "scaled(x, y) * x")
+        return
+    gx, gy = funcgrad.grad(uses_scaled, argnums=(0, 1), **kw)(x, y)
+    np.testing.assert_allclose(gx, y * x + x * y)
+    np.testing.assert_array_equal(gy, np.zeros(2))
