@@ -580,3 +580,53 @@ def test_custom_vjp_none_is_a_zero_cotangent(kw):
     gx, gy = funcgrad.grad(uses_scaled, argnums=(0, 1), **kw)(x, y)
     np.testing.assert_allclose(gx, y * x + x * y)
     np.testing.assert_array_equal(gy, np.zeros(2))
+
+
+def augmented_alias(x):
+    y = x * 1.0
+    z = y
+    y += 1.0                   # NumPy writes into the array z holds too
+    return np.sum(z * x)
+
+
+def augmented_alias_in_loop(x):
+    y = x * 1.0
+    z = y
+    for i in range(2):
+        z = y
+        y += x
+    return np.sum(z * y)
+
+
+def augmented_without_alias(x, n):
+    y = x * 1.0
+    s = 0.0
+    for i in range(n):
+        prev = s               # a number: += rebinds it
+        s += np.sum(y) * prev + 1.0
+        y += x * 0.5
+    return s + np.sum(y * y)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_augmented_assignment_on_an_aliased_array(kw):
+    # the value was Python's only without the alias: y += 1 rebound y, z kept the old array
+    for f, line in [(augmented_alias, "y += 1.0"), (augmented_alias_in_loop, "y += x")]:
+        with pytest.raises(UnsupportedSyntaxError) as e:
+            funcgrad.value_and_grad(f, **kw)(X4.copy())
+        _refused_at(e.value, f, line)
+    _right(augmented_without_alias, (X4, 3), 0, kw)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_augmented_assignment_on_an_aliased_array_forward_and_jit(kw):
+    for f, line in [(augmented_alias, "y += 1.0"), (augmented_alias_in_loop, "y += x")]:
+        with pytest.raises(UnsupportedSyntaxError) as e:
+            funcgrad.jvp(f, (X4.copy(),), (np.ones(4),), **kw)
+        _refused_at(e.value, f, line)
+        with pytest.raises(UnsupportedSyntaxError) as e:
+            funcgrad.jit(f)(X4.copy())
+        _refused_at(e.value, f, line)
+    out, tan = funcgrad.jvp(augmented_without_alias, (X4, 3), (np.ones(4), 0), **kw)
+    assert out == pytest.approx(augmented_without_alias(X4, 3), rel=1e-12)
+    assert funcgrad.jit(augmented_without_alias)(X4, 3) == pytest.approx(augmented_without_alias(X4, 3), rel=1e-12)

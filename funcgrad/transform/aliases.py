@@ -14,7 +14,8 @@ at the user's line of an in-place write when another name that may share the
 written array's memory (a flow-sensitive may-alias analysis: plain
 assignments and view-producing calls share, every other call allocates; an
 allocation site in a loop is a different array each iteration) is read after
-the write (liveness, loops iterated to a fixpoint) or is an output. Writes no
+the write (liveness, loops iterated to a fixpoint) or is an output; ``x += v``
+on an array counts as a write into ``x``'s array, as NumPy does it. Writes no
 other live name can see pass unchanged.
 """
 from __future__ import annotations
@@ -73,6 +74,8 @@ class _Liveness:
         if isinstance(s, ast.Assign):
             t = s.targets[0]
             if isinstance(t, ast.Name):
+                if A.get(s, A.AUGMENTED, False):
+                    self.after[id(s)] = self.after.get(id(s), set()) | live
                 return (live - {t.id}) | _reads(s.value)
             self.after[id(s)] = self.after.get(id(s), set()) | live
             return live | _stmt_reads(s)
@@ -87,7 +90,8 @@ def _call_name(e):
 class _PointsTo:
     """May-alias: the arrays (allocation sites) each name may hold, statement by statement."""
 
-    def __init__(self, live_after, outputs, ranks, basic_index, error):
+    def __init__(self, live_after, outputs, ranks, basic_index, error, subscripts=True):
+        self.subscripts = subscripts     # check x[i] = v too (the reverse pass); else only x += v
         self.live_after = live_after
         self.outputs = outputs
         self.ranks = ranks
@@ -123,9 +127,17 @@ class _PointsTo:
             return pts
         t = s.targets[0]
         if isinstance(t, ast.Subscript):
-            self.write(s, t.value.id, pts)
+            if self.subscripts:
+                self.write(s, t.value.id, pts)
             return pts
         pts = dict(pts)
+        old = _augmented_operand(s)
+        if old is not None and self.ranks.get(t.id) != 0:
+            # x += v on an array writes into x's array in Python (the generated code binds a new one): fine
+            # unless another live name holds that array
+            self.write(s, old, pts, exclude=t.id)
+            pts[t.id] = pts.get(old, frozenset({("name", old)}))
+            return pts
         src = self.shares(s.value, t.id)
         if src is not None:
             pts[t.id] = pts.get(src, frozenset({("name", src)}))
@@ -151,21 +163,34 @@ class _PointsTo:
             return e.func.value.id   # a method of an array kept as a call (a.view())
         return None
 
-    def write(self, s, base, pts):
+    def write(self, s, base, pts, exclude=None):
         mine = pts.get(base, frozenset({("name", base)}))
         live = self.live_after.get(id(s), set()) | set(self.outputs)
-        for other in sorted(live - {base}):
+        for other in sorted(live - {base if exclude is None else exclude}):
             theirs = pts.get(other, frozenset({("name", other)}))
             if mine & theirs:
                 raise self.error(s, base, other)
 
 
-def check_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index, filename_of):
+def _augmented_operand(s):
+    """``x`` of ``x_1 = K.add(x, v)`` made from ``x += v``, else None."""
+    if not A.get(s, A.AUGMENTED, False):
+        return None
+    e = s.value
+    if isinstance(e, ast.Call) and e.args and isinstance(e.args[0], ast.Name):
+        return e.args[0].id
+    if isinstance(e, ast.BinOp) and isinstance(e.left, ast.Name):
+        return e.left.id
+    return None
+
+
+def check_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index, filename_of, subscripts=True):
     """Refuse in-place writes of ``fdef`` (ANF) that another live name may see (see the module docstring).
 
     ``outputs``: the names returned; ``ranks``: name -> ndim (a scalar read by indexing is a copy);
     ``basic_index(idx, ranks)``: whether an index selects a view; ``filename_of(stmt)``: the user's file
-    when the statement does not record it.
+    when the statement does not record it. ``subscripts=False`` checks ``x += v`` only: code that mirrors
+    NumPy's views (the primal, the forward pass) is right under ``x[i] = v`` through an alias.
     """
     params = [a.arg for a in fdef.args.args]
     live = _Liveness()
@@ -175,15 +200,21 @@ def check_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index, filename_o
         fn = A.get(stmt, A.FILE, None) or filename_of(stmt)
         line = getattr(stmt, "lineno", None)
         text = linecache.getline(fn, line) if fn and line else None
-        return UnsupportedSyntaxError(
-            f"this in-place write to '{_user(base)}' also changes '{_user(other)}', which shares its memory "
-            f"and is used afterwards: funcgrad does not differentiate writes seen through another name",
-            fn, line, None, text or None,
-            hint=f"copy before writing ({_user(base)} = {_user(base)}.copy()), or build a new array (np.where, "
-                 "np.concatenate) instead of writing in place")
+        b, o = _user(base), _user(other)
+        if A.get(stmt, A.AUGMENTED, False):
+            msg = (f"'+=' (and the like) writes into the array '{b}' holds, and another name holding that array "
+                   f"{'' if o == b else f'({o}) '}is used afterwards: funcgrad does not differentiate writes "
+                   "seen through another name")
+            hint = f"write {b} = {b} + ... (a new array), or copy the array before the other name takes it"
+        else:
+            msg = (f"this in-place write to '{b}' also changes '{o}', which shares its memory and is used "
+                   "afterwards: funcgrad does not differentiate writes seen through another name")
+            hint = (f"copy before writing ({b} = {b}.copy()), or build a new array (np.where, np.concatenate) "
+                    "instead of writing in place")
+        return UnsupportedSyntaxError(msg, fn, line, None, text or None, hint=hint)
 
     pts = {p: frozenset({("param", p)}) for p in params}
-    _PointsTo(live.after, [o for o in outputs], ranks, basic_index, error).block(list(fdef.body), pts)
+    _PointsTo(live.after, [o for o in outputs], ranks, basic_index, error, subscripts).block(list(fdef.body), pts)
 
 
 def _user(name):

@@ -153,6 +153,8 @@ class ANF:
                     name = t.id
                 self.used.add(name)
                 out.append(_assign(name, rhs, s))
+                if A.get(s, A.AUGMENTED, False):
+                    A.put(out[-1], A.AUGMENTED, True)
                 self.version[t.id] = name
                 return
             if isinstance(t, ast.Subscript):

@@ -14,12 +14,14 @@ from dataclasses import dataclass
 
 from ..ops.registry import register_kernels
 from ..tree import tree_unflatten
+from .aliases import check_aliases
 from .anf import anf
 from .forward import forward
+from .infer import infer_ranks
 from .emit import externals_fingerprint, module_source, render_block, write_module
 from .normalize import normalize
 from .parse import parse
-from .reverse import reverse
+from .reverse import basic_index, reverse
 from .specs import spec_kind
 from .values import Dyn, Static, Struct, map_struct
 
@@ -156,6 +158,10 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
     def src_lookup(stmt):
         return (parsed.filename, getattr(stmt, "lineno", None))
 
+    if kind != "vjp":   # x += v into an array another name holds: NumPy writes in place, the code rebinds x
+        check_aliases(a, [o.id for o in atoms if isinstance(o, ast.Name)],
+                      infer_ranks(list(a.body), dict(low.ranks or {})), basic_index,
+                      lambda st: parsed.filename, subscripts=False)
     if kind == "primal":
         body = list(a.body) + [ast.Return(value=_returns(atoms))]
         src = module_source(header, [(name, params, body)], None, line_map,

@@ -381,6 +381,9 @@ def _basic_index(idx, ranks):
     return True
 
 
+basic_index = _basic_index
+
+
 def _index_value(idx):
     """An index expression as a value (slices become ``slice(...)`` calls) to pass to a kernel."""
     if isinstance(idx, ast.Tuple):

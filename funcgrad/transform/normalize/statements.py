@@ -8,6 +8,7 @@ import copy
 import numpy as np
 
 from ...errors import UnsupportedSyntaxError
+from .. import annotations as A
 from ..fence import error
 from ..structure import RET, StructureError, lift_returns, single_exit, structure_loops
 from ..values import Dyn, Static, Struct
@@ -115,7 +116,10 @@ class Statements:
             for n in ast.walk(op):
                 ast.copy_location(n, s)
             val = self.expr(op, scope, out)
+            start = len(out)
             self.assign(s.target, val, scope, out, s)
+            if isinstance(s.target, ast.Name) and len(out) == start + 1 and isinstance(out[-1], ast.Assign):
+                A.put(out[-1], A.AUGMENTED, True)   # NumPy's x += v writes into x's array (aliases see it)
             return None
         if isinstance(s, ast.FunctionDef):
             scope.vars[s.name] = LocalFunction(s, scope, scope.parsed)
