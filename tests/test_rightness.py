@@ -80,12 +80,13 @@ def user_tangent_names(x, t_x):           # t_x is the forward pass's tangent of
     return np.sum(_x * x)
 
 
-def loop_names(x, n1):                    # n1 beside the trip counter _n1 and its tape _tape_n1
+def loop_names(x, c):                     # n2 beside the inner loop's trip counter _n2 and its tape _tape_n2
     s = 0.0
+    n2 = c * 1.0
     for i in range(3):
         for j in range(2):
-            n1 = n1 * 1.1 + x[j] * s
-            s = s + np.sin(n1)
+            n2 = n2 * 1.1 + x[j] * s
+            s = s + np.sin(n2)
     return s
 
 
