@@ -22,6 +22,7 @@ import linecache
 import os
 import re
 import sys
+import traceback
 import types
 import warnings
 
@@ -34,10 +35,10 @@ from .errors import (ArgumentTypeError, CompileError, FuncgradError, FuncgradWar
 from .kernels.base import get_backend
 from .kernels import cpu_backend as _cpu_backend  # noqa: F401  registers the "cpu" backend
 from .ops.registry import by_name, lookup
-from .transform.naming import public_name
+from .transform.public_names import public_name
 from .transform.normalize.calls import StaticArgumentNeeded
 from .transform.normalize.common import _is_user_code
-from .transform.pipeline import Signature, build
+from .transform.pipeline import GENERATED_LINES, Signature, build
 from .transform.specs import is_float_leaf, leaf_spec
 from .transform.values import Static, Struct
 from .tree import tree_flatten, tree_flatten_with_path, tree_unflatten
@@ -107,6 +108,7 @@ def _user_facing(method):
         try:
             return method(*args, **kwargs)
         except FuncgradError as e:
+            e = _at_users_line(e)
             if getattr(e, "filename", None) in _WRAPPER_FILES:
                 e = _at_caller(e, _user_frame())
             e.__cause__ = None
@@ -143,6 +145,23 @@ def _at_caller(err, frame):
         return err
     if hasattr(err, "__notes__"):
         new.__notes__ = list(err.__notes__)
+    return new
+
+
+def _at_users_line(e):
+    """An error funcgrad found in code it generated (second order transforms generated code) moved to the
+    user's line that generated line came from."""
+    fn = getattr(e, "filename", None)
+    where = GENERATED_LINES.get(fn, {}).get(getattr(e, "lineno", None)) if fn else None
+    if not where:
+        return e
+    text = _line_text(*where)
+    if isinstance(e, UnsupportedSyntaxError):
+        new = UnsupportedSyntaxError(e.msg, where[0], where[1], None, text)
+    elif isinstance(e, (NoDerivativeError, TransformError)) and hasattr(e, "msg"):
+        new = type(e)(e.msg, where[0], where[1], text)
+    else:
+        return e
     return new
 
 
@@ -298,8 +317,8 @@ class _Transformed:
         fn = built.fn if which == "fn" else built.primal_fn
         try:
             return built, fn(*call_args)
-        except _numba_errors.NumbaError as e:
-            if built.mode != "njit":
+        except (_numba_errors.NumbaError, NotImplementedError) as e:
+            if built.mode != "njit" or not _compile_failure(e):
                 raise
             where, reason = _numba_failure(e, built)
             loc = f"{where[0]}:{where[1]}" if where else getattr(self.fn, "__qualname__", "the function")
@@ -375,6 +394,11 @@ _FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)')
 _NUMBA_FN = re.compile(r"Function\(<(?:function|built-in function|ufunc) '?([A-Za-z_][\w.]*)'?[^>]*>\)")
 
 
+def _compile_failure(err):
+    """A Numba error, or Numba's lowering refusing an operation it typed (``x[...]``)."""
+    return isinstance(err, _numba_errors.NumbaError) or "No definition for lowering" in str(err)
+
+
 def _numba_failure(err, built):
     """(the user's (file, line) of the first generated line Numba names, a one-line reason in plain words)."""
     msg = str(err)
@@ -384,7 +408,14 @@ def _numba_failure(err, built):
             where = (built.line_map or {}).get(int(line))
             if where:
                 break
+    if where is None and isinstance(err, NotImplementedError):   # lowering: the statement is in Numba's frames
+        for frame, _ in traceback.walk_tb(err.__traceback__):
+            loc = getattr(frame.f_locals.get("inst"), "loc", None)
+            if loc is not None and os.path.abspath(str(getattr(loc, "filename", ""))) == os.path.abspath(built.path):
+                where = (built.line_map or {}).get(getattr(loc, "line", None))
     reason = "a value of a type nopython mode does not support"
+    if "No definition for lowering" in msg:
+        reason = "this operation has no nopython implementation for these operands"
     m = re.search(r"No implementation of function (.+?) found for signature:\s*\n\s*\n?\s*>>> (.+)", msg)
     if m:
         fname = _NUMBA_FN.sub(lambda mm: mm.group(1).split(".")[-1], m.group(1))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 from .errors import FuncgradError
 from .ops import core as _core
 from .ops.registry import alias
@@ -33,7 +35,8 @@ class CustomVJPFunction:
         functools.update_wrapper(self, fun)
 
     def defvjp(self, fwd, bwd):
-        """``fwd(*args) -> (out, residuals)``; ``bwd(residuals, g) -> tuple of cotangents, one per arg``."""
+        """``fwd(*args) -> (out, residuals)``; ``bwd(residuals, g) -> tuple of cotangents, one per arg``
+        (``None`` for a zero cotangent)."""
         for what, f in (("fwd", fwd), ("bwd", bwd)):
             if not callable(f):
                 raise TypeError(f"custom_vjp {self._label}.defvjp: {what} must be a function; received {f!r}")
@@ -64,7 +67,9 @@ class CustomVJPFunction:
             raise FuncgradError(f"the bwd rule of {self._label} must return a tuple of {len(args)} "
                                 f"cotangents (one per argument); it returned {type(cts).__name__}"
                                 + (f" of length {len(cts)}" if isinstance(cts, tuple) else ""))
-        return cts
+        # None is a zero cotangent (as in JAX): the argument does not change the result, by the user's rule
+        return tuple(np.zeros_like(a) if c is None and isinstance(a, (np.ndarray, np.generic, float)) else c
+                     for a, c in zip(args, cts))
 
 
 def custom_vjp(fun):

@@ -42,7 +42,7 @@ class NoDerivativeError(FuncgradError, TypeError):
     """A call inside a differentiated function has no registered derivative rule."""
 
     def __init__(self, msg, filename=None, lineno=None, text=None):
-        self.filename, self.lineno, self.text = filename, lineno, text
+        self.filename, self.lineno, self.text, self.msg = filename, lineno, text, msg
         loc = f"{filename}:{lineno}: " if filename else ""
         src = f"\n    {text.strip()}" if text else ""
         super().__init__(f"{loc}{msg}{src}")
@@ -52,7 +52,7 @@ class TransformError(FuncgradError):
     """A problem found while transforming the user's code (types, shapes, names), at the user's line."""
 
     def __init__(self, msg, filename=None, lineno=None, text=None):
-        self.filename, self.lineno, self.text = filename, lineno, text
+        self.filename, self.lineno, self.text, self.msg = filename, lineno, text, msg
         loc = f"{filename}:{lineno}: " if filename else ""
         src = f"\n    {text.strip()}" if text else ""
         super().__init__(f"{loc}{msg}{src}")

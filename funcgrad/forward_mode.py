@@ -17,7 +17,7 @@ from .api import _jit_disabled, _match, _Transformed, _user_facing
 from .errors import TreeStructureError
 from .kernels.base import get_backend
 from .transform.pipeline import build
-from .transform.specs import is_float_leaf
+from .transform.specs import is_float_leaf, is_static_leaf
 from .tree import tree_flatten, tree_unflatten
 
 __all__ = ["jvp", "jacfwd", "hvp", "hessian", "vjp_of_jvp", "jvp_of_jvp"]
@@ -44,7 +44,7 @@ class _JVP(_Transformed):
         self.argnums = tuple(i for i, p in enumerate(primals)
                              if all(is_float_leaf(x) for x in tree_flatten(p)[0]) and tree_flatten(p)[0])
         built, single, nums, flat, trees, cap, key = self._lookup(primals)
-        leaves = [x for ls in flat for x in ls if not isinstance(x, (str, type(None)))]
+        leaves = [x for ls in flat for x in ls if not is_static_leaf(x)]
         tleaves = []
         for i in nums:
             tl, ttd = tree_flatten(tangents[i])
@@ -157,13 +157,13 @@ class _SecondOrder:
 
     def __init__(self, fun, primals, mode, jit, backend):
         self.t, self.built, self.nums, self.flat, self.trees, cap, key = _jvp_built(fun, primals, mode, jit, backend)
-        leaves = [x for ls in self.flat for x in ls if not isinstance(x, (str, type(None)))]
+        leaves = [x for ls in self.flat for x in ls if not is_static_leaf(x)]
         self.n = len(leaves)
         self.diff_pos = []
         pos = 0
         for i, ls in enumerate(self.flat):
             for x in ls:
-                if isinstance(x, (str, type(None))):
+                if is_static_leaf(x):
                     continue
                 if i in self.nums:
                     self.diff_pos.append(pos)
@@ -181,17 +181,20 @@ class _SecondOrder:
         self._fof = None
 
     def leaves(self, primals):
-        return [x for a in primals for x in tree_flatten(a)[0] if not isinstance(x, (str, type(None)))]
+        return [x for a in primals for x in tree_flatten(a)[0] if not is_static_leaf(x)]
 
-    def rev_over_fwd(self, outs_used, mode, jit):
-        """grad of ``sum_k <c_k, tangent_k>`` w.r.t. the primal leaves and the tangents."""
-        key = (tuple(outs_used), mode, jit)
+    def rev_over_fwd(self, outs_used, mode, jit, wrt=None):
+        """grad of ``sum_k <c_k, tangent_k>`` w.r.t. the primal leaves and the tangents; with ``wrt`` (positions
+        in ``diff_pos``), w.r.t. those primal leaves only (a Hessian's argument: the others' derivatives are
+        never computed, so a parameter with no rule elsewhere is not refused)."""
+        key = (tuple(outs_used), mode, jit, wrt)
         if key not in self._rof:
             cs = [f"c{k}" for k in outs_used]
             terms = " + ".join(f"np.sum(_r[1][{k}] * c{k})" for k in outs_used) or "0.0"
             w = _wrapper("vjp_of_jvp", self.xs + self.ts + cs, [f"_r = {self.call}", f"return {terms}"], self.scope)
-            self._rof[key] = _api.grad(w, argnums=tuple(self.diff_pos) + tuple(range(self.n, self.n + self.n_tan)),
-                                   jit=jit, mode=mode)
+            nums = tuple(self.diff_pos) + tuple(range(self.n, self.n + self.n_tan)) if wrt is None else \
+                tuple(self.diff_pos[k] for k in wrt)
+            self._rof[key] = _api.grad(w, argnums=nums, jit=jit, mode=mode)
         return self._rof[key]
 
     def fwd_over_fwd(self, mode, jit):
@@ -256,6 +259,19 @@ def hvp(fun, primals, tangents, *, jit=True, backend=None, mode=None):
     return hx if len(hx) != 1 else hx[0]
 
 
+def _hvp_of_arg(fun, primals, tangents, argnum, *, jit, backend, mode):
+    """The part of ``hvp`` for argument ``argnum`` alone (the reverse pass differentiates that argument only)."""
+    so = _so(fun, primals, mode, jit, backend)
+    if argnum not in so.nums:
+        raise TypeError(f"hessian: argument {argnum} has no floating-point leaves to differentiate")
+    first = sum(len(tree_flatten(primals[i])[0]) for i in so.nums if i < argnum)
+    count = len(tree_flatten(primals[argnum])[0])
+    wrt = tuple(range(first, first + count))
+    g = so.rev_over_fwd([0], mode, jit, wrt)(*so.leaves(primals), *_tangent_leaves(so, tangents), 1.0)
+    g = list(g) if isinstance(g, tuple) else [g]
+    return tree_unflatten(so.trees[argnum], g)
+
+
 def hessian(fun, argnums=0, *, jit=True, backend=None, mode=None):
     """The Hessian of a scalar function, one Hessian-vector product per input element; shape
     ``x.shape + x.shape``."""
@@ -271,8 +287,7 @@ def hessian(fun, argnums=0, *, jit=True, backend=None, mode=None):
                          tree_unflatten(tree_flatten(a)[1], [np.zeros(np.shape(v)) if np.ndim(v) else 0.0
                                                              for v in tree_flatten(a)[0]])
                          for j, a in enumerate(args))
-            h = hvp(fun, args, tans, jit=jit, backend=backend, mode=mode)
-            h = h[argnums] if isinstance(h, tuple) else h
+            h = _hvp_of_arg(fun, args, tans, argnums, jit=jit, backend=backend, mode=mode)
             cols.append(np.asarray(h, dtype=float).reshape(-1))
         return np.stack(cols, axis=-1).reshape(xa.shape + xa.shape)
     return hess

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, types
+from numba.core import errors
 
 
 def _literal(v, what):
@@ -21,10 +22,10 @@ def _literal(v, what):
         vals = []
         for t in v.types:
             if not isinstance(t, types.Literal):
-                raise TypeError(f"{what} must be a constant inside compiled code, got {v}")
+                raise errors.TypingError(f"{what} must be a constant inside compiled code, got {v}")
             vals.append(t.literal_value)
         return tuple(vals)
-    raise TypeError(f"{what} must be a constant inside compiled code, got {v}")
+    raise errors.TypingError(f"{what} must be a constant inside compiled code, got {v}")
 
 
 def _norm_axes(axis, ndim):

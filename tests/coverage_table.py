@@ -21,7 +21,7 @@ import scipy.stats  # noqa: F401
 import funcgrad  # noqa: F401
 from funcgrad.custom import CustomVJPFunction
 from funcgrad.ops import registry as R
-from funcgrad.transform.naming import public_name
+from funcgrad.transform.public_names import public_name
 from funcgrad.transform.normalize.common import _METHODS
 from funcgrad.transform.normalize.lowerings import LOWERINGS
 

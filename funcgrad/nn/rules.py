@@ -123,7 +123,8 @@ def max_pool2d_grad(dy, x, kernel_size, stride=None, padding=0):
 
 @vjp(max_pool2d_grad)
 def _max_pool2d_grad_vjp(r, dy, x, kernel_size, stride=None, padding=0):
-    d[dy] = max_pool2d_select(d[r], x, kernel_size, stride, padding)   # piecewise constant in x
+    d[dy] = max_pool2d_select(d[r], x, kernel_size, stride, padding)
+    d[x] = None                                                        # piecewise constant in x
     t[r] = max_pool2d_grad(t[dy], x, kernel_size, stride, padding)
 
 
@@ -136,6 +137,7 @@ def max_pool2d_select(g, x, kernel_size, stride=None, padding=0):
 @vjp(max_pool2d_select)
 def _max_pool2d_select_vjp(r, g, x, kernel_size, stride=None, padding=0):
     d[g] = max_pool2d_grad(d[r], x, kernel_size, stride, padding)
+    d[x] = None                  # piecewise constant in x
     t[r] = max_pool2d_select(t[g], x, kernel_size, stride, padding)
 
 
@@ -185,6 +187,7 @@ def relu_grad(g, x):
 @vjp(relu_grad)
 def _relu_grad_vjp(r, g, x):
     d[g] = relu_grad(d[r], x)
+    d[x] = None                  # piecewise constant in x
     t[r] = relu_grad(t[g], x)
 
 
@@ -208,6 +211,7 @@ def leaky_relu_grad(g, x, negative_slope=0.01):
 @vjp(leaky_relu_grad)
 def _leaky_relu_grad_vjp(r, g, x, negative_slope=0.01):
     d[g] = leaky_relu_grad(d[r], x, negative_slope)
+    d[x] = None                  # piecewise constant in x
     t[r] = leaky_relu_grad(t[g], x, negative_slope)
 
 
@@ -404,6 +408,8 @@ def _batch_norm_vjp(y, x, gamma, beta, running_mean, running_var, train=True, ep
     d[x] = batch_norm_grad_input(d[y], x, gamma, running_mean, running_var, train, eps)
     d[gamma] = batch_norm_grad_gamma(d[y], x, running_mean, running_var, train, eps)
     d[beta] = channel_sum(d[y])
+    d[running_mean] = None       # running statistics are buffers, never differentiated (as PyTorch's)
+    d[running_var] = None
     # the Jacobian in x is symmetric (gamma is per channel, the normalization's projection symmetric);
     # batch_norm is linear in (gamma, beta) together
     t[y] = (batch_norm_grad_input(t[x], x, gamma, running_mean, running_var, train, eps)

@@ -82,6 +82,7 @@ def _sample_match_complex(draw, dt, st, array, shapes):
 @defvjp(None, sample=S.custom(_sample_match_complex))
 def match_complex(y, g, x):
     """``g`` as the cotangent of ``x``: its real part where ``x`` is real, complex where ``x`` is complex."""
+    d[x] = None   # read for its shape (or ranks, or kind) only
     d[g] = match_complex(d[y], g)
     t[y] = match_complex(t[g], x)
 

@@ -32,6 +32,7 @@ def _sample_unbroadcast(draw, dt, st, array, shapes):
 def unbroadcast(y, g, x):
     """Sum ``g`` down to the shape of ``x``: the adjoint of NumPy broadcasting."""
     d[g] = np.broadcast_to(d[y], np.shape(g))
+    d[x] = None                  # read for its shape only
     t[y] = unbroadcast(t[g], x)
 
 
@@ -42,6 +43,7 @@ def unbroadcast(y, g, x):
 def unreduce(y, g, x, axis=None, keepdims=False):
     """Broadcast a reduction's cotangent ``g`` back to the shape of ``x``."""
     d[g] = np.sum(d[y], axis=axis, keepdims=keepdims)
+    d[x] = None                  # read for its shape only
     t[y] = unreduce(t[g], x, axis, keepdims)
 
 
@@ -96,6 +98,7 @@ def matmul_dx(r, g, x, y):
     """Cotangent of ``x`` in ``x @ y`` (NumPy's rules: 1-D operands promoted, batch axes broadcast)."""
     d[g] = d[r] @ y
     d[y] = matmul_dy(g, d[r], y)
+    d[x] = None                  # read for its shape only
     t[r] = matmul_dx(t[g], x, y) + matmul_dx(g, x, t[y])
 
 
@@ -104,6 +107,7 @@ def matmul_dy(r, g, x, y):
     """Cotangent of ``y`` in ``x @ y`` (NumPy's rules: 1-D operands promoted, batch axes broadcast)."""
     d[g] = x @ d[r]
     d[x] = matmul_dx(g, x, d[r])
+    d[y] = None                  # read for its shape only
     t[r] = matmul_dy(t[g], x, y) + matmul_dy(g, t[x], y)
 
 
@@ -114,6 +118,7 @@ def dot_dx(r, g, x, y):
     """Cotangent of ``x`` in ``np.dot(x, y)``."""
     d[g] = np.dot(d[r], y)
     d[y] = dot_dy(g, d[r], y)
+    d[x] = None                  # read for its shape only
     t[r] = dot_dx(t[g], x, y) + dot_dx(g, x, t[y])
 
 
@@ -122,6 +127,7 @@ def dot_dy(r, g, x, y):
     """Cotangent of ``y`` in ``np.dot(x, y)``."""
     d[g] = np.dot(x, d[r])
     d[x] = dot_dx(g, x, d[r])
+    d[y] = None                  # read for its shape only
     t[r] = dot_dy(t[g], x, y) + dot_dy(g, t[x], y)
 
 
@@ -130,6 +136,7 @@ def tensordot_dx(r, g, x, y, axes=2):
     """Cotangent of ``x`` in ``np.tensordot(x, y, axes)``."""
     d[g] = np.tensordot(d[r], y, axes)
     d[y] = tensordot_dy(g, d[r], y, axes)
+    d[x] = None                  # read for its shape only
     t[r] = tensordot_dx(t[g], x, y, axes) + tensordot_dx(g, x, t[y], axes)
 
 
@@ -138,6 +145,7 @@ def tensordot_dy(r, g, x, y, axes=2):
     """Cotangent of ``y`` in ``np.tensordot(x, y, axes)``."""
     d[g] = np.tensordot(x, d[r], axes)
     d[x] = tensordot_dx(g, x, d[r], axes)
+    d[y] = None                  # read for its shape only
     t[r] = tensordot_dy(t[g], x, y, axes) + tensordot_dy(g, t[x], y, axes)
 
 
@@ -344,18 +352,31 @@ def _sample_where(draw, dt, st, array, shapes):
 def where(z, condition, x, y):
     d[x] = unbroadcast(d[z] * mask(condition, d[z]), x)
     d[y] = unbroadcast(d[z] * mask(np.logical_not(condition), d[z]), y)
+    d[condition] = None          # piecewise constant in the condition
     t[z] = np.where(condition, t[x], t[y])
 
 
 def _sample_clip(draw, dt, st, array, shapes):
     x = array(draw, shapes(draw, 0), dt, distinct=True)
+    kind = draw(st.sampled_from(["scalars", "array_lo", "array_hi", "crossed"]))
+    if kind == "array_lo" and np.ndim(x):      # an array bound broadcast against x
+        return (x, (-0.73 + 0.1 * np.arange(np.shape(x)[-1])).astype(dt), 0.61), {}
+    if kind == "array_hi":
+        return (x, -0.73, np.full(np.shape(x), 0.61, dtype=dt)), {}
+    if kind == "crossed":       # lo > hi: NumPy's clip gives hi everywhere
+        return (x, 0.61, -0.73), {}
     return (x, -0.73, 0.61), {}
 
 
 @defvjp(np.clip, sample=S.custom(_sample_clip))
 def clip(y, x, lo, hi):
-    d[x] = d[y] * in_range(x, lo, hi)
-    t[y] = t[x] * in_range(x, lo, hi)
+    # clip(x, lo, hi) is np.minimum(np.maximum(x, lo), hi), with their conventions at ties: x keeps the
+    # cotangent where lo <= x <= hi, lo takes it where x < lo (when lo <= hi), hi where max(x, lo) > hi
+    d[x] = unbroadcast(d[y] * in_range(x, lo, hi), x)
+    d[lo] = unbroadcast(d[y] * mask(x < lo, d[y]) * mask(lo <= hi, d[y]), lo)
+    d[hi] = unbroadcast(d[y] * mask(np.maximum(x, lo) > hi, d[y]), hi)
+    t[y] = (t[x] * in_range(x, lo, hi) + t[lo] * mask(x < lo, y) * mask(lo <= hi, y)
+            + t[hi] * mask(np.maximum(x, lo) > hi, y))
 
 
 @defvjp(None, sample=S.custom(lambda draw, dt, st, array, shapes: ((array(draw, shapes(draw), dt), -0.5, 0.5), {})))
@@ -640,6 +661,7 @@ def _getitem_vjp(y, x, idx):
 def untake(y, g, x, idx):
     """Zeros shaped like ``x`` with ``g`` added at ``idx`` (the VJP of indexing)."""
     d[g] = d[y][idx]
+    d[x] = None                  # read for its shape only
     t[y] = untake(t[g], x, idx)
 
 
@@ -664,6 +686,7 @@ def take(y, x, indices, axis=None):
 def untake_along(y, g, x, indices, axis=None):
     """Zeros shaped like ``x`` with ``g`` added where ``np.take(x, indices, axis)`` read (repeats add up)."""
     d[g] = np.take(d[y], indices, axis=axis)
+    d[x] = None                  # read for its shape only
     t[y] = untake_along(t[g], x, indices, axis)
 
 

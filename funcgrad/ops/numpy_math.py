@@ -345,6 +345,7 @@ def _sample_align(draw, dt, st, array, shapes):
 @defvjp(None, sample=S.custom(_sample_align))
 def align_weights(y, w, a, axis=None):
     """The weights of ``np.average(a, axis, weights=w)`` broadcast to the shape of ``a`` (ones for None)."""
+    d[a] = None   # read for its shape (or ranks, or kind) only
     d[w] = unalign_weights(d[y], w, a, axis)
     t[y] = align_weights(t[w], a, axis)
 
@@ -357,6 +358,8 @@ def _sample_unalign(draw, dt, st, array, shapes):
 @defvjp(None, sample=S.custom(_sample_unalign))
 def unalign_weights(y, g, w, a, axis=None):
     """``g`` (shaped like ``a``) summed back to the shape of the weights ``w``: the adjoint of align_weights."""
+    d[w] = None   # read for its shape (or ranks, or kind) only
+    d[a] = None   # read for its shape (or ranks, or kind) only
     d[g] = align_weights(d[y], a, axis)
     t[y] = unalign_weights(t[g], w, a, axis)
 
@@ -383,6 +386,7 @@ def _sample_scan_t(draw, dt, st, array, shapes):
 @defvjp(None, sample=S.custom(_sample_scan_t))
 def cumsum_t(r, g, x, axis=None):
     """The adjoint of ``np.cumsum(x, axis)``: reversed running sums of ``g``, shaped like ``x``."""
+    d[x] = None   # read for its shape (or ranks, or kind) only
     d[g] = np.cumsum(d[r], axis=axis)
     t[r] = cumsum_t(t[g], x, axis)
 
@@ -440,6 +444,7 @@ def _sample_diff_t(draw, dt, st, array, shapes):
 @defvjp(None, sample=S.custom(_sample_diff_t))
 def diff_t(r, g, x, n=1, axis=-1):
     """The adjoint of ``np.diff(x, n, axis)`` applied to ``g``, shaped like ``x``."""
+    d[x] = None   # read for its shape (or ranks, or kind) only
     d[g] = np.diff(d[r], n, axis)
     t[r] = diff_t(t[g], x, n, axis)
 
@@ -489,6 +494,8 @@ def _sample_permuted(draw, dt, st, array, shapes):
 def unpermute(r, g, x, y, axis=-1):
     """The cotangent of ``x`` from ``g``, the cotangent of ``y`` (``x`` permuted along ``axis``: its sort or a
     partition): each element of g goes back to the element of x of the same rank. Linear in g."""
+    d[x] = None   # read for its shape (or ranks, or kind) only
+    d[y] = None   # read for its shape (or ranks, or kind) only
     d[g] = permute_like(d[r], x, y, axis)
     t[r] = unpermute(t[g], x, y, axis)
 
@@ -497,6 +504,8 @@ def unpermute(r, g, x, y, axis=-1):
     lambda x, y, kw: ((array(draw, np.shape(x), dt), x, y), kw))(*_sample_permuted(draw, dt, st, array, shapes))))
 def permute_like(r, h, x, y, axis=-1):
     """``h`` (shaped like ``x``) arranged as ``y`` arranges ``x``: the adjoint of unpermute. Linear in h."""
+    d[x] = None   # read for its shape (or ranks, or kind) only
+    d[y] = None   # read for its shape (or ranks, or kind) only
     d[h] = unpermute(d[r], x, y, axis)
     t[r] = permute_like(t[h], x, y, axis)
 

@@ -357,6 +357,7 @@ def _sample_reshape_like(draw, dt, st, array, shapes):
 @defvjp(None, sample=S.custom(_sample_reshape_like))
 def reshape_like(y, g, x):
     """``g`` reshaped to the shape of ``x`` (a scalar where ``x`` is one)."""
+    d[x] = None   # read for its shape (or ranks, or kind) only
     d[g] = reshape_like(d[y], g)
     t[y] = reshape_like(t[g], x)
 
@@ -388,6 +389,7 @@ def tile(y, x, reps):
 @defvjp(None, sample=S.custom(_sample_untile))
 def untile(y, g, x, reps):
     """Sum of the tiles of ``g``, shaped like ``x`` (the VJP of ``np.tile(x, reps)``)."""
+    d[x] = None   # read for its shape (or ranks, or kind) only
     d[g] = np.tile(d[y], reps)
     t[y] = untile(t[g], x, reps)
 
@@ -401,6 +403,7 @@ def repeat(y, x, repeats, axis=None):
 @defvjp(None, sample=S.custom(_sample_unrepeat))
 def unrepeat(y, g, x, repeats, axis=None):
     """Sum of the copies ``np.repeat(x, repeats, axis)`` made of each element of ``x``."""
+    d[x] = None   # read for its shape (or ranks, or kind) only
     d[g] = np.repeat(d[y], repeats, axis)
     t[y] = unrepeat(t[g], x, repeats, axis)
 
@@ -449,6 +452,7 @@ def pad_mask(y, x, pad_width, mode="constant"):
 @defvjp(None, sample=S.custom(_sample_unpad))
 def unpad(y, g, x, pad_width, mode="constant"):
     """Every element of ``g`` added back where ``np.pad(x, pad_width, mode)`` read it from."""
+    d[x] = None   # read for its shape (or ranks, or kind) only
     d[g] = np.pad(d[y], pad_width, mode)
     t[y] = unpad(t[g], x, pad_width, mode)
 
@@ -494,6 +498,7 @@ def split_piece(y, x, sections, index, axis=0, kind="array_split"):
 @defvjp(None, sample=S.custom(_sample_unsplit))
 def unsplit_piece(y, g, x, sections, index, axis=0, kind="array_split"):
     """Zeros shaped like ``x`` with ``g`` where piece ``index`` of the split was read."""
+    d[x] = None   # read for its shape (or ranks, or kind) only
     d[g] = split_piece(d[y], sections, index, axis, kind)
     t[y] = unsplit_piece(t[g], x, sections, index, axis, kind)
 
@@ -508,6 +513,7 @@ def diag(y, x, k=0):
 @defvjp(None, sample=S.custom(_sample_undiag))
 def undiag(y, g, x, k=0):
     """The diagonal ``k`` of ``g`` (``x`` a vector), or ``g`` placed on it in zeros like ``x`` (a matrix)."""
+    d[x] = None   # read for its shape (or ranks, or kind) only
     d[g] = np.diag(d[y], k)
     t[y] = undiag(t[g], x, k)
 
@@ -521,6 +527,7 @@ def diagonal(y, x, offset=0, axis1=0, axis2=1):
 @defvjp(None, sample=S.custom(_sample_undiagonal))
 def undiagonal(y, g, x, offset=0, axis1=0, axis2=1):
     """Zeros shaped like ``x`` with ``g`` on the diagonal ``np.diagonal(x, offset, axis1, axis2)`` reads."""
+    d[x] = None   # read for its shape (or ranks, or kind) only
     d[g] = np.diagonal(d[y], offset, axis1, axis2)
     t[y] = undiagonal(t[g], x, offset, axis1, axis2)
 
@@ -550,6 +557,7 @@ def kron(z, a, b):
 @defvjp(None, sample=_sample_product(_kron_shapes, np.kron))
 def kron_dx(r, g, x, y):
     """Cotangent of ``x`` in ``np.kron(x, y)``."""
+    d[x] = None   # read for its shape (or ranks, or kind) only
     d[g] = np.kron(d[r], y)
     d[y] = kron_dy(g, d[r], y)
     t[r] = kron_dx(t[g], x, y) + kron_dx(g, x, t[y])
@@ -558,6 +566,7 @@ def kron_dx(r, g, x, y):
 @defvjp(None, sample=_sample_product(_kron_shapes, np.kron))
 def kron_dy(r, g, x, y):
     """Cotangent of ``y`` in ``np.kron(x, y)``."""
+    d[y] = None   # read for its shape (or ranks, or kind) only
     d[g] = np.kron(x, d[r])
     d[x] = kron_dx(g, x, d[r])
     t[r] = kron_dy(t[g], x, y) + kron_dy(g, t[x], y)
@@ -573,6 +582,7 @@ def inner(z, a, b):
 @defvjp(None, sample=_sample_product(_inner_shapes, np.inner))
 def inner_dx(r, g, x, y):
     """Cotangent of ``x`` in ``np.inner(x, y)``."""
+    d[x] = None   # read for its shape (or ranks, or kind) only
     d[g] = np.inner(d[r], y)
     d[y] = inner_dy(g, d[r], y)
     t[r] = inner_dx(t[g], x, y) + inner_dx(g, x, t[y])
@@ -581,6 +591,7 @@ def inner_dx(r, g, x, y):
 @defvjp(None, sample=_sample_product(_inner_shapes, np.inner))
 def inner_dy(r, g, x, y):
     """Cotangent of ``y`` in ``np.inner(x, y)``."""
+    d[y] = None   # read for its shape (or ranks, or kind) only
     d[g] = np.inner(x, d[r])
     d[x] = inner_dx(g, x, d[r])
     t[r] = inner_dy(t[g], x, y) + inner_dy(g, t[x], y)
@@ -596,6 +607,7 @@ def cross(z, a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
 @defvjp(None, sample=S.custom(_sample_cross_d))
 def cross_dx(r, g, x, y, axisa=-1, axisb=-1, axisc=-1, axis=None):
     """Cotangent of ``x`` in ``np.cross(x, y, ...)`` (2- and 3-vectors)."""
+    d[x] = None   # read for its shape (or ranks, or kind) only
     d[g] = np.cross(d[r], y, axisa, axisb, axisc, axis)
     d[y] = cross_dy(g, d[r], y, axisa, axisb, axisc, axis)
     t[r] = cross_dx(t[g], x, y, axisa, axisb, axisc, axis) + cross_dx(g, x, t[y], axisa, axisb, axisc, axis)
@@ -604,6 +616,7 @@ def cross_dx(r, g, x, y, axisa=-1, axisb=-1, axisc=-1, axis=None):
 @defvjp(None, sample=S.custom(_sample_cross_d))
 def cross_dy(r, g, x, y, axisa=-1, axisb=-1, axisc=-1, axis=None):
     """Cotangent of ``y`` in ``np.cross(x, y, ...)`` (2- and 3-vectors)."""
+    d[y] = None   # read for its shape (or ranks, or kind) only
     d[g] = np.cross(x, d[r], axisa, axisb, axisc, axis)
     d[x] = cross_dx(g, x, d[r], axisa, axisb, axisc, axis)
     t[r] = cross_dy(t[g], x, y, axisa, axisb, axisc, axis) + cross_dy(g, t[x], y, axisa, axisb, axisc, axis)
@@ -639,6 +652,7 @@ def take_along_axis(y, arr, indices, axis=-1):
 @defvjp(None, sample=S.custom(_sample_untake_along))
 def untake_along_axis(y, g, arr, indices, axis=-1):
     """Zeros like ``arr`` with ``g`` added where ``np.take_along_axis(arr, indices, axis)`` read."""
+    d[arr] = None   # read for its shape (or ranks, or kind) only
     d[g] = np.take_along_axis(d[y], indices, axis)
     t[y] = untake_along_axis(t[g], arr, indices, axis)
 

@@ -10,7 +10,10 @@ A primitive is keyed by the function object users call (``numpy.exp``,
   ``d[param] = expr``; ``y`` is the result and ``d[y]`` its cotangent. The
   template is parsed, never executed: the reverse pass fills it in with the
   names at each call site. Parameters never assigned in ``d[...]`` are not
-  differentiable (axes, shapes, flags);
+  differentiable (axes, shapes, flags): a differentiated value flowing into
+  one is refused at the user's line, unless the template declares the
+  parameter as having no derivative with ``d[param] = None`` (an operand read
+  for its shape only, a mask argument: piecewise constant, a buffer);
 * the JVP line, in the same template: ``t[y] = expr`` where ``t[param]`` is the
   tangent of an input (linear in the tangents). The forward pass fills it in,
   treating the tangent of an inactive input as zero (terms vanish);
@@ -78,6 +81,19 @@ class Template:
     globals: dict               # the template function's globals (resolves np, K, helpers)
     filename: str
     lineno: int
+    nondiff: list = field(default_factory=list)   # params declared ``d[p] = None``: no derivative, by design
+
+    @property
+    def jvp_params(self) -> set:
+        """The params whose tangent ``t[p]`` the JVP line reads."""
+        return {n.slice.id for s in (self.jvp_body or []) for n in ast.walk(s) if _is_t(n)}
+
+    def undeclared(self, p, forward=False) -> bool:
+        """True when a differentiated value flowing into param ``p`` has no rule (neither a ``d[p]`` line, or
+        for forward mode a ``t[p]`` in the JVP line, nor a ``d[p] = None`` declaration)."""
+        if p in self.nondiff:
+            return False
+        return p not in (self.jvp_params if forward else self.diff_params)
 
 
 @dataclass
@@ -232,12 +248,20 @@ def _parse_template(prim, fn) -> Template:
     names = [a.arg for a in fdef.args.args]
     result, params = names[0], names[1:]
     stmts = [s for s in fdef.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    nondiff_ = [s.targets[0].slice.id for s in stmts if isinstance(s, ast.Assign) and _is_d(s.targets[0])
+                and isinstance(s.value, ast.Constant) and s.value.value is None]
+    stmts = [s for s in stmts if not (isinstance(s, ast.Assign) and _is_d(s.targets[0])
+                                      and isinstance(s.value, ast.Constant) and s.value.value is None)]
     body = [s for s in stmts if not (isinstance(s, ast.Assign) and _is_t(s.targets[0]))]
     jvp_lines = [s for s in stmts if isinstance(s, ast.Assign) and _is_t(s.targets[0])]
     diff = []
     for s in ast.walk(fdef):
-        if isinstance(s, ast.Assign) and len(s.targets) == 1 and _is_d(s.targets[0]):
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and _is_d(s.targets[0]) and \
+                s.targets[0].slice.id not in nondiff_:
             diff.append(s.targets[0].slice.id)
+    for p in nondiff_:
+        if p not in params:
+            raise TypeError(f"template of {prim.name}: d[{p}] = None names no parameter")
     jvp_body = None
     if jvp_lines:
         if len(jvp_lines) != 1 or jvp_lines[0].targets[0].slice.id != result:
@@ -250,7 +274,8 @@ def _parse_template(prim, fn) -> Template:
     elif not diff and all(isinstance(s, ast.Pass) for s in body):
         jvp_body = []     # a zero derivative: the tangent of the result is zero too
     return Template(params=params, result=result, body=body, diff_params=diff, jvp_body=jvp_body,
-                    globals=fn.__globals__, filename=inspect.getsourcefile(fn), lineno=fn.__code__.co_firstlineno)
+                    globals=fn.__globals__, filename=inspect.getsourcefile(fn), lineno=fn.__code__.co_firstlineno,
+                    nondiff=nondiff_)
 
 
 def _reads_d(node) -> bool:

@@ -16,7 +16,7 @@ import linecache
 from . import annotations as A
 from ..errors import NoDerivativeError
 from ..ops.registry import is_nondiff
-from .naming import public_name
+from .public_names import public_name
 
 # numpy functions whose result is piecewise constant in their inputs: zero derivative
 
@@ -59,6 +59,8 @@ class Activity:
         if isinstance(e, ast.Call):
             prim = A.get(e, A.PRIM, None)
             args = list(e.args) + [k.value for k in e.keywords]
+            if isinstance(e.func, ast.Attribute):   # a method's receiver flows into the call too
+                args.append(e.func.value)
             act = any(self.is_active(a) for a in args)
             if prim is not None:
                 if prim.template is None and act:
@@ -82,10 +84,38 @@ class Activity:
             return False
         return False
 
+    def without_rule(self, prim, bound, forward=False):
+        """The parameters of ``prim`` a differentiated value flows into (``bound``: param -> atom) that its
+        template has no rule for: no ``d[p]`` line (or no ``t[p]`` in the JVP line), and no ``d[p] = None``
+        declaring that none is needed. A template with no ``d[...]`` line declares a zero derivative."""
+        tpl = prim.template
+        if not tpl.diff_params:
+            return []
+        return [p for p in prim.params if bound.get(p) is not None and self.is_active(bound[p])
+                and tpl.undeclared(p, forward)]
+
+    def no_rule_error(self, prim, p, stmt, what="a differentiated value flows into it"):
+        return self.nd_error(stmt, f"'{_display_name(prim)}' has no derivative with respect to its argument "
+                                   f"'{p}', and {what}",
+                             hint=f"keep '{p}' independent of the differentiated inputs "
+                                  "(funcgrad.stop_gradient), or give the call a rule with funcgrad.custom_vjp")
+
     def nd_error(self, stmt, msg, hint="give it a rule with funcgrad.custom_vjp, or register a primitive"):
         where = A.get(stmt.value, A.SRC, None) or A.get(stmt, A.SRC, None)
         fn, line = where if where else self.src_lookup(stmt)
         return NoDerivativeError(f"{msg}\n  hint: {hint}", fn, line, _line_text(fn, line))
+
+
+def _display_name(prim):
+    """A primitive as the user calls it: ``np.clip``, ``funcgrad.nn.relu``, else its name."""
+    key = prim.key
+    mod = getattr(key, "__module__", None) or ""
+    name = getattr(key, "__name__", None) or prim.name
+    if mod.startswith("numpy") or getattr(__import__("numpy"), name, None) is key:
+        return f"np.{name}"
+    if mod.startswith("funcgrad."):
+        return f"{mod.rsplit('.', 1)[0] if mod.endswith(('.rules', '.losses')) else mod}.{name}"
+    return prim.name
 
 
 def _line_text(fn, line):

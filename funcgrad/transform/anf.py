@@ -11,7 +11,10 @@ simple statement ``target = rhs``:
 * nested sub-expressions are hoisted into fresh temporaries ``_t1, _t2, ...``;
 * in straight-line code every name is assigned once: a rebinding gets a new
   version (``x``, ``x_1``, ...) and later uses read the newest version.
-  Names assigned inside loops keep one name (the reverse pass tapes them).
+  Names assigned inside loops keep one name (the reverse pass tapes them);
+* ``b = a`` where neither is assigned in a loop or branch binds no new name:
+  ``b`` reads ``a`` (Python's semantics: they are one array, so a write
+  through either is seen through both).
 """
 from __future__ import annotations
 
@@ -78,7 +81,11 @@ class ANF:
             else:
                 new.args = [self.arg(a, out, src) for a in e.args]
             new.keywords = [ast.keyword(arg=k.arg, value=self.arg(k.value, out, src)) for k in e.keywords]
-            if not (isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name)):
+            if isinstance(e.func, ast.Attribute) and not _is_name_chain(e.func.value):
+                # a method of a computed value (np.tanh(x).astype(...)): the receiver is an atom too, so the
+                # passes see what flows into the call
+                new.func = ast.Attribute(value=self.atom(e.func.value, out, src), attr=e.func.attr, ctx=ast.Load())
+            elif not (isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name)):
                 new.func = self.rename(copy.deepcopy(e.func)) if not isinstance(e.func, ast.Name) else e.func
             elif isinstance(e.func.value, ast.Name) and e.func.value.id not in ("K", "np", "math"):
                 new.func = ast.Attribute(value=self.atom(e.func.value, out, src), attr=e.func.attr, ctx=ast.Load())
@@ -131,6 +138,11 @@ class ANF:
             (t,) = s.targets
             if isinstance(t, ast.Name):
                 rhs = self.flat(s.value, out, s)
+                if isinstance(rhs, ast.Name) and t.id not in self.cf_names and rhs.id not in self.cf_names:
+                    # b = a with both bound once: b IS a (the same array, as in Python), so b reads a and an
+                    # in-place write through either is a write to one name the passes see
+                    self.version[t.id] = rhs.id
+                    return
                 if A.get(s.value, A.SRC, None):
                     A.put(rhs, A.SRC, A.get(s.value, A.SRC))
                 if t.id in self.cf_names:  # assigned inside a loop or branch: one name throughout
@@ -141,6 +153,8 @@ class ANF:
                     name = t.id
                 self.used.add(name)
                 out.append(_assign(name, rhs, s))
+                if A.get(s, A.AUGMENTED, False):
+                    A.put(out[-1], A.AUGMENTED, True)
                 self.version[t.id] = name
                 return
             if isinstance(t, ast.Subscript):
@@ -222,6 +236,13 @@ def inherit_origin(new_stmts, origin):
                     A.put(n, A.FILE, f)
                 if line is not None and getattr(n, "lineno", None) is None:
                     n.lineno = line
+
+
+def _is_name_chain(e):
+    """``a``, ``a.b``, ``a.b.c``: a name or attributes of one (a module path, an object's method)."""
+    while isinstance(e, ast.Attribute):
+        e = e.value
+    return isinstance(e, ast.Name)
 
 
 def _is_static(e):

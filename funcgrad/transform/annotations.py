@@ -8,7 +8,7 @@ that sets it and what it means; passes read and write them only through
 from __future__ import annotations
 
 __all__ = ["get", "put", "has", "PRIM", "CUSTOM", "NONDIFF", "SRC", "FILE", "COMMENT", "COUNTER", "IN_LOOP",
-           "SAVED", "MARKER", "ANNOTATIONS"]
+           "SAVED", "MARKER", "AUGMENTED", "ANNOTATIONS"]
 
 # name               attribute                  carried by        set by      meaning
 PRIM = "_funcgrad_prim"          # Call            normalize   the Primitive this call applies
@@ -21,8 +21,9 @@ COUNTER = "_funcgrad_counter"    # For, While      reverse     the name counting
 IN_LOOP = "_funcgrad_in_loop"    # For, While      reverse     the loop runs inside another loop
 SAVED = "_funcgrad_saved"        # Assign x[i]=v   reverse     the name holding the elements it overwrites
 MARKER = "_funcgrad_marker"      # Expr            reverse     where a taped name's earlier value is restored
+AUGMENTED = "_funcgrad_augmented"  # Assign x = x+v normalize, anf  from ``x += v``: in place when x is an array
 
-ANNOTATIONS = (PRIM, CUSTOM, NONDIFF, SRC, FILE, COMMENT, COUNTER, IN_LOOP, SAVED, MARKER)
+ANNOTATIONS = (PRIM, CUSTOM, NONDIFF, SRC, FILE, COMMENT, COUNTER, IN_LOOP, SAVED, MARKER, AUGMENTED)
 
 
 def get(node, annotation, default=None):

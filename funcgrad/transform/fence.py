@@ -9,6 +9,7 @@ unsupported is ever silently transformed into wrong code.
 from __future__ import annotations
 
 import ast
+import re
 
 from ..errors import NoDerivativeError, UnsupportedSyntaxError
 
@@ -103,9 +104,26 @@ class _Fence(ast.NodeVisitor):
     def visit_Continue(self, node):
         self._control(node, "'continue'")
 
+    def visit_Name(self, node):
+        _reserved(self.parsed, node, node.id)
+
+    def visit_arg(self, node):
+        _reserved(self.parsed, node, node.arg)
+
     def visit_Expr(self, node):
         # docstrings, print/logging calls (run, no derivative), list.append & co.: normalize decides
         self.generic_visit(node)
+
+
+# the flags the structure pass introduces for return/break/continue (see structure): a user's variable
+# of the same name would be the same variable
+_STRUCTURE_NAMES = re.compile(r"__(ret|rf\d+|brk\d+|cont\d+)")
+
+
+def _reserved(parsed, node, name):
+    if _STRUCTURE_NAMES.fullmatch(name):
+        raise error(parsed, node, f"the name '{name}' is reserved by funcgrad (it names a flag of the rewritten "
+                                  "return/break/continue)", "rename the variable")
 
 
 def check(parsed, node=None, allow_control_flow: bool = False) -> None:

@@ -32,8 +32,10 @@ from . import annotations as A
 from ..errors import TransformError
 from ..ops.registry import lookup, by_name
 from .activity import Activity
+from .anf import inherit_origin
 from .astutil import kernel as _K
 from .realness import expr_maybe_complex, maybe_complex
+from .naming import RESERVED, Namer, names_in
 
 
 @dataclass
@@ -44,6 +46,7 @@ class Tangent:
 
 
 def tname(name: str) -> str:
+    """The preferred (readable) tangent name of ``name``; :meth:`Forward.tname` picks the actual one."""
     return "t" + name if name.startswith("_") else "t_" + name
 
 
@@ -67,22 +70,28 @@ class _Zero:
 
 
 class Forward(Activity):
-    def __init__(self, src_lookup):
+    def __init__(self, src_lookup, namer=None):
         self.src_lookup = src_lookup
         self.active: set = set()
-        self.count = 0
+        self.names = namer or Namer()    # every generated name is chosen against the names in use
         self.written: set = set()
         self.cplx: set = set()      # names (and tangents) that may hold complex values (:mod:`.realness`)
 
     def tmp(self, base="_f"):
-        self.count += 1
-        return f"{base}{self.count}"
+        return self.names.numbered(base)
+
+    def tname(self, name: str) -> str:
+        """The tangent of ``name``: ``t_<name>`` unless that name is taken (a user's ``t_x``, the tangent
+        of ``_x``), one name per primal name."""
+        return self.names.derived("t", name, tname(name))
 
     # ------------------------------------------------------------------ statements
     def block(self, stmts):
         out = []
         for s in stmts:
+            start = len(out)
             self.stmt(s, out)
+            inherit_origin(out[start:], s)   # tangent lines are the user's line too (errors, line maps)
         return out
 
     def stmt(self, s, out):
@@ -105,8 +114,8 @@ class Forward(Activity):
             out.append(s)
             x = tgt.value.id
             if x in self.active:
-                val = ast.Name(tname(s.value.id), ast.Load()) if self.is_active(s.value) else ast.Constant(0.0)
-                w = ast.Assign(targets=[ast.Subscript(value=ast.Name(tname(x), ast.Load()), slice=copy.deepcopy(tgt.slice),
+                val = ast.Name(self.tname(s.value.id), ast.Load()) if self.is_active(s.value) else ast.Constant(0.0)
+                w = ast.Assign(targets=[ast.Subscript(value=ast.Name(self.tname(x), ast.Load()), slice=copy.deepcopy(tgt.slice),
                                                       ctx=ast.Store())], value=val)
                 out.append(ast.copy_location(w, s))
             return
@@ -137,13 +146,13 @@ class Forward(Activity):
         out.extend(before)
         out.append(s)
         out.extend(after)
-        out.append(ast.copy_location(ast.Assign(targets=[ast.Name(tname(name), ast.Store())], value=texpr), s))
+        out.append(ast.copy_location(ast.Assign(targets=[ast.Name(self.tname(name), ast.Store())], value=texpr), s))
 
     def tangent_of(self, s, e, name, old, pre):
         """The tangent expression of ``name = e`` (``None``: zero), with statements it needs appended to ``pre``."""
         if isinstance(e, ast.Name):
             if e.id in self.active:
-                return ast.Name(tname(e.id), ast.Load())
+                return ast.Name(self.tname(e.id), ast.Load())
             return None
         if not isinstance(e, ast.Call):
             return None
@@ -165,6 +174,14 @@ class Forward(Activity):
             return None
         return self.fill(prim, e, name, old, pre, s)
 
+    def tangent_atom(self, arg):
+        """The tangent of an active atom (a tuple of tangents for a tuple argument, zero for inactive parts)."""
+        if isinstance(arg, ast.Tuple):
+            return ast.Tuple(elts=[self.tangent_atom(a) for a in arg.elts], ctx=ast.Load())
+        if isinstance(arg, ast.Name) and arg.id in self.active:
+            return ast.Name(self.tname(arg.id), ast.Load())
+        return ast.Constant(0.0)
+
     # ------------------------------------------------------------------ JVP lines
     def fill(self, prim, call, name, old, pre, stmt):
         tpl = prim.template
@@ -178,6 +195,12 @@ class Forward(Activity):
                 dflt = prim.signature.parameters[p].default
                 ba[p] = ast.Constant(dflt) if not isinstance(dflt, tuple) else ast.Tuple(
                     elts=[ast.Constant(x) for x in dflt], ctx=ast.Load())
+        for p in self.without_rule(prim, ba, forward=True):
+            # jvp gives every float argument a tangent; a zero one needs no rule (a hyperparameter passed as an
+            # argument), any other is refused when the code runs, at the user's line
+            err = self.no_rule_error(prim, p, stmt, "a nonzero tangent flows into it")
+            check = prim_call("no_tangent", [self.tangent_atom(ba[p]), ast.Constant(str(err))])
+            pre.append(ast.copy_location(ast.Expr(value=check), stmt))
         ba_t = dict(ba)                   # tangents: of the operands as written
         if old is not None:               # primal operands that are the name being rebound: the old value
             ba = {p: _rename(a, name, old) for p, a in ba.items()}
@@ -226,7 +249,7 @@ class Forward(Activity):
             if isinstance(arg, ast.Tuple):
                 return ast.Tuple(elts=[tangent(a) for a in arg.elts], ctx=ast.Load())
             if isinstance(arg, ast.Name) and arg.id in fwd.active:
-                n = ast.Name(tname(arg.id), ast.Load())
+                n = ast.Name(fwd.tname(arg.id), ast.Load())
                 n._funcgrad_tangent = True
                 return n
             return _zero_node(arg)
@@ -390,25 +413,29 @@ def _written(stmts):
 
 def forward(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, param_kinds=None) -> Tangent:
     """Primal and tangents of an ANF function (see the module docstring)."""
-    F = Forward(src_lookup)
+    params = [a.arg for a in fdef.args.args]
+    all_names = names_in(fdef) | set(params)
+    F = Forward(src_lookup, Namer(all_names))
+    for n in list(params) + sorted(all_names - set(params) - RESERVED):   # tangent names, in a set order
+        F.tname(n)
     F.active = set(diff_params)
     body = copy.deepcopy(list(fdef.body))
     F.cplx = maybe_complex(body, dict(param_kinds or {}), [a.arg for a in fdef.args.args])
-    F.cplx |= {tname(n) for n in F.cplx}
+    F.cplx |= {F.tname(n) for n in F.cplx}
     F.mark(body)
     F.written = _written(body)
     out = []
     for p in diff_params:            # a parameter written in place: its tangent is the caller's; copy it first
         if p in F.written:
-            out.append(ast.Assign(targets=[ast.Name(tname(p), ast.Store())],
-                                  value=prim_call("copy", [ast.Name(tname(p), ast.Load())])))
+            out.append(ast.Assign(targets=[ast.Name(F.tname(p), ast.Store())],
+                                  value=prim_call("copy", [ast.Name(F.tname(p), ast.Load())])))
     out.extend(F.block(body))
     tangents = []
     for o in output_atoms:
         if isinstance(o, ast.Name) and o.id in F.active:
-            tangents.append(ast.Name(tname(o.id), ast.Load()))
+            tangents.append(ast.Name(F.tname(o.id), ast.Load()))
         elif o is None:
             tangents.append(ast.Constant(None))
         else:
             tangents.append(prim_call("zeros_like", [copy.deepcopy(o)]))
-    return Tangent(body=out, tangents=tangents, params=[tname(p) for p in diff_params])
+    return Tangent(body=out, tangents=tangents, params=[F.tname(p) for p in diff_params])

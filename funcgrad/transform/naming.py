@@ -1,90 +1,84 @@
-"""Names of the functions a user's code calls, spelled the way users import them.
+"""Naming: every name a pass generates is chosen against every name already in use.
 
-``public_name(scipy.special.multigammaln)`` is ``"scipy.special.multigammaln"`` (not the private
-module it is defined in), ``public_name(np.linalg.det)`` is ``"numpy.linalg.det"``,
-``public_name(math.lgamma)`` is ``"math.lgamma"``. Error messages use it to name a call the user
-wrote, so the user can find it (and give it a rule) without knowing funcgrad's internals.
+The reverse and forward passes extend code whose names are the user's (after
+normalize) and the earlier passes' temporaries. A :class:`Namer` starts from
+all of them (:func:`names_in`), plus the names generated code reads without
+defining (``K``, ``np``, builtins), and guarantees:
+
+* ``fresh(base)`` returns ``base`` (or ``base_1``, ``base_2``, ...) and
+  ``numbered(base)`` returns ``base<k>``, each a name not in use, which is
+  then in use: no generated name equals a user's name or another generated
+  name;
+* ``derived(kind, name, preferred)`` returns the one name of ``kind`` for
+  ``name`` (the cotangent of ``x``, its tape), the same on every call:
+  ``preferred`` when that is free, else a fresh variant of it. The readable
+  convention (``d_x`` for ``x``, ``d_t1`` for ``_t1``) is what the code shows
+  unless two names would both get it: the user's ``t1`` and the temporary
+  ``_t1`` get ``d_t1`` and ``d_t1_1``, never one cotangent for both.
+
+``checkpoint()``/``restore()`` rewind the numbered temporaries only (a loop's
+adjoint is built more than once until its cotangent state settles); derived
+names are permanent.
 """
 from __future__ import annotations
 
-import sys
-import types
+import ast
+import builtins
 
-import numpy as np
-
-__all__ = ["public_name"]
-
-_FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, type, np.ufunc)
-# where ufuncs (which carry no module of their own) are usually imported from
-_UFUNC_HOMES = ("numpy", "scipy.special")
+RESERVED = frozenset(["K", "np", "math"]) | frozenset(dir(builtins))
 
 
-def public_name(obj) -> str:
-    """The shortest importable dotted name of ``obj`` (a function, ufunc, builtin, bound method or
-    callable object); its qualified name where no module reaches it."""
-    name = getattr(obj, "__name__", None)
-    qual = getattr(obj, "__qualname__", None) or name
-    if not isinstance(qual, str):  # a callable object: name its class
-        return f"{public_name(type(obj))} object"
-    self_ = getattr(obj, "__self__", None)
-    if self_ is not None and not isinstance(self_, type(sys)) and not isinstance(obj, type):
-        return _bound_name(obj, self_, name)
-    mod = getattr(obj, "__module__", None)
-    if isinstance(self_, type(sys)):          # a builtin function of a module: math.lgamma
-        mod = self_.__name__
-    candidates = [mod] if isinstance(mod, str) and mod else list(_UFUNC_HOMES)
-    if candidates[0] in ("builtins", "__main__"):
-        return qual
-    for m in candidates:
-        for prefix in _public_prefixes(m):
-            if _resolves(prefix, qual, obj):
-                return f"{prefix}.{qual}"
-    if not isinstance(obj, _FUNCTION_TYPES):  # a callable object (np.vectorize(f)) carrying a function's name
-        return f"{public_name(type(obj))} object"
-    return f"{candidates[0]}.{qual}" if isinstance(mod, str) and mod else qual
-
-
-def _bound_name(obj, self_, name):
-    """``scipy.stats.norm.logpdf``, ``numpy.random.normal``, ``numpy.add.at``, ``Generator.normal``."""
-    if callable(self_) and getattr(self_, "__name__", None):   # a method of a function object (np.add.at)
-        return f"{public_name(self_)}.{name}"
-    mods = [getattr(type(self_), "__module__", None), getattr(getattr(obj, "__func__", None), "__module__", None)]
-    for m in mods:
-        if not isinstance(m, str):
-            continue
-        for prefix in _public_prefixes(m):
-            mod = sys.modules.get(prefix)
-            if mod is None:
-                continue
-            try:
-                if getattr(mod, name, None) == obj:      # np.random.normal: the module exports the method
-                    return f"{prefix}.{name}"
-            except Exception:  # pragma: no cover - an object with a strange __eq__
-                pass
-            for attr, val in vars(mod).items():         # scipy.stats.norm: the module exports the object
-                if val is self_ and not attr.startswith("_"):
-                    return f"{prefix}.{attr}.{name}"
-    return f"{type(self_).__qualname__}.{name}"
-
-
-def _public_prefixes(module_name):
-    """``scipy``, ``scipy.special`` for ``scipy.special._basic`` (stopping at the first private part)."""
-    parts = module_name.split(".")
-    out = []
-    for k in range(1, len(parts) + 1):
-        if k > 1 and parts[k - 1].startswith("_"):
-            break
-        out.append(".".join(parts[:k]))
+def names_in(*nodes) -> set:
+    """Every identifier bound or read in the given AST nodes (or lists of them)."""
+    out = set()
+    for node in nodes:
+        for top in (node if isinstance(node, list) else [node]):
+            for n in ast.walk(top):
+                if isinstance(n, ast.Name):
+                    out.add(n.id)
+                elif isinstance(n, ast.arg):
+                    out.add(n.arg)
+                elif isinstance(n, (ast.FunctionDef, ast.ClassDef)):
+                    out.add(n.name)
     return out
 
 
-def _resolves(module_name, qual, obj):
-    mod = sys.modules.get(module_name)
-    if mod is None:
-        return False
-    cur = mod
-    for part in qual.split("."):
-        cur = getattr(cur, part, None)
-        if cur is None:
-            return False
-    return cur is obj
+class Namer:
+    def __init__(self, taken=()):
+        self.taken = set(taken) | RESERVED
+        self.count = 0
+        self._memo: dict = {}
+        self._log: list = []     # numbered names, in issue order (for restore)
+
+    def fresh(self, base: str) -> str:
+        name, i = base, 1
+        while name in self.taken:
+            name = f"{base}_{i}"
+            i += 1
+        self.taken.add(name)
+        return name
+
+    def numbered(self, base: str) -> str:
+        while True:
+            self.count += 1
+            name = f"{base}{self.count}"
+            if name not in self.taken:
+                self.taken.add(name)
+                self._log.append(name)
+                return name
+
+    def derived(self, kind: str, name: str, preferred: str) -> str:
+        key = (kind, name)
+        got = self._memo.get(key)
+        if got is None:
+            got = self._memo[key] = self.fresh(preferred)
+        return got
+
+    def checkpoint(self):
+        return self.count, len(self._log)
+
+    def restore(self, cp):
+        self.count, n = cp
+        for name in self._log[n:]:
+            self.taken.discard(name)
+        del self._log[n:]

@@ -96,39 +96,31 @@ def _parse_code(fn, code):
 
 
 def _parse_lambda(code, lines, filename):
+    """The lambda ``code`` was compiled from, as a ``def`` with one ``return``.
+
+    Several lambdas can share a line (``f, g = (lambda x: x * x), (lambda x: np.sin(x))``): the one meant
+    is the lambda on the code object's first line whose source span holds every instruction of the code
+    object (``co_positions``), the innermost if lambdas nest. Without positions (Python < 3.11), a lambda
+    is found only when it is the one on its line with these parameters; otherwise the call is refused.
+    """
     lineno = code.co_firstlineno
-    col = None
-    try:
-        for pos in code.co_positions():
-            if pos[0] == lineno and pos[2] is not None:
-                col = pos[2] if col is None else min(col, pos[2])
-    except AttributeError:  # pragma: no cover - Python < 3.11
-        pass
-    # parse the smallest enclosing statement span that parses
-    src = None
-    for end in range(lineno, min(len(lines), lineno + 50) + 1):
-        chunk = "".join(lines[lineno - 1:end])
-        for candidate in (textwrap.dedent(chunk), "(" + chunk.strip() + "\n)"):
-            try:
-                tree = ast.parse(candidate)
-                src = candidate
-                break
-            except SyntaxError:
-                continue
-        if src is not None:
-            break
-    if src is None:
-        raise UnsupportedSyntaxError("cannot locate the lambda's source", filename, lineno)
-    shift = 0 if not src.startswith("(") else 1
-    lambdas = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda)]
-    argnames = list(code.co_varnames[:code.co_argcount])
-    cands = [n for n in lambdas if [a.arg for a in n.args.args] == argnames and n.lineno == 1]
-    if col is not None and len(cands) > 1:
-        indent = len(lines[lineno - 1]) - len(lines[lineno - 1].lstrip()) if not shift else len(lines[lineno - 1]) - len(lines[lineno - 1].lstrip()) - 1
-        best = [n for n in cands if n.body.col_offset + indent <= col]
-        cands = sorted(best or cands, key=lambda n: -(n.body.col_offset))
-    if not cands:
-        raise UnsupportedSyntaxError("cannot locate the lambda's source", filename, lineno)
+    tree = _parse_file(lines)
+    shift = 0
+    if tree is None:   # not a parseable file (a cell, a snippet): the smallest statement span that parses
+        tree, shift = _parse_span(lines, lineno, filename)
+    argnames = _lambda_params(code)
+    cands = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda) and n.lineno + shift == lineno
+             and _node_params(n.args) == argnames]
+    positions = _positions(code)
+    if positions and shift == 0:
+        inside = [n for n in cands if all(_within(p, n) for p in positions)]
+        inside.sort(key=lambda n: (n.end_lineno - n.lineno, (n.end_col_offset or 0) - n.col_offset))
+        cands = inside[:1]
+    if len(cands) != 1:
+        what = "cannot locate the lambda's source" if not cands else \
+            f"{len(cands)} lambdas with the parameters ({', '.join(argnames)}) are on this line"
+        raise UnsupportedSyntaxError(what, filename, lineno, text=linecache.getline(filename, lineno) or None,
+                                     hint="define the function with def, or put each lambda on its own line")
     lam = cands[0]
     ret = ast.Return(value=lam.body)
     fdef = ast.FunctionDef(name="<lambda>", args=lam.args, body=[ret], decorator_list=[], returns=None,
@@ -136,8 +128,73 @@ def _parse_lambda(code, lines, filename):
     ast.copy_location(ret, lam.body)
     ast.copy_location(fdef, lam)
     ast.fix_missing_locations(fdef)
-    ast.increment_lineno(fdef, lineno - 1)
+    if shift:
+        ast.increment_lineno(fdef, shift)
     return fdef
+
+
+_FILE_TREES: dict = {}
+
+
+def _parse_file(lines):
+    """The whole source file as an AST (its line and column numbers are the code objects'), or None."""
+    src = "".join(lines)
+    key = hash(src)
+    if key not in _FILE_TREES:
+        try:
+            _FILE_TREES[key] = ast.parse(src)
+        except (SyntaxError, ValueError):
+            _FILE_TREES[key] = None
+        if len(_FILE_TREES) > 64:
+            _FILE_TREES.pop(next(iter(_FILE_TREES)))
+    return _FILE_TREES[key]
+
+
+def _parse_span(lines, lineno, filename):
+    """(tree, line shift) of the smallest span of lines starting at ``lineno`` that parses."""
+    for end in range(lineno, min(len(lines), lineno + 50) + 1):
+        chunk = "".join(lines[lineno - 1:end])
+        for candidate in (textwrap.dedent(chunk), "(" + chunk.strip() + "\n)"):
+            try:
+                return ast.parse(candidate), lineno - 1
+            except SyntaxError:
+                continue
+    raise UnsupportedSyntaxError("cannot locate the lambda's source", filename, lineno)
+
+
+def _lambda_params(code):
+    n = code.co_argcount + code.co_kwonlyargcount
+    names = list(code.co_varnames[:n])
+    if code.co_flags & inspect.CO_VARARGS:
+        names.append("*" + code.co_varnames[n])
+        n += 1
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        names.append("**" + code.co_varnames[n])
+    return names
+
+
+def _node_params(a):
+    names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+    if a.vararg is not None:
+        names.append("*" + a.vararg.arg)
+    if a.kwarg is not None:
+        names.append("**" + a.kwarg.arg)
+    return names
+
+
+def _positions(code):
+    """(line, end line, column, end column) of every instruction that has a real source span (RESUME and the
+    implicit return have an empty one at column 0)."""
+    try:
+        return [p for p in code.co_positions() if None not in p and (p[0], p[2]) != (p[1], p[3])]
+    except AttributeError:  # pragma: no cover - Python < 3.11
+        return []
+
+
+def _within(pos, node):
+    line, end_line, col, end_col = pos
+    start, stop = (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset)
+    return start <= (line, col) and (end_line, end_col) <= stop
 
 
 def resolve_attr_chain(node, lookup):

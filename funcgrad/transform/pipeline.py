@@ -14,16 +14,20 @@ from dataclasses import dataclass
 
 from ..ops.registry import register_kernels
 from ..tree import tree_unflatten
+from .aliases import check_aliases
 from .anf import anf
 from .forward import forward
+from .infer import infer_ranks
 from .emit import externals_fingerprint, module_source, render_block, write_module
 from .normalize import normalize
 from .parse import parse
-from .reverse import reverse
+from .reverse import basic_index, reverse
 from .specs import spec_kind
 from .values import Dyn, Static, Struct, map_struct
 
 STATS = {"builds": 0}
+GENERATED_LINES: dict = {}   # generated file -> its line map (second order reads generated code: errors there
+                             # are reported at the user's line the generated line came from)
 _KERNELS_READABLE: set = set()
 
 
@@ -96,6 +100,8 @@ def _argument_values(sig: Signature, leaf_names: list, diff: list):
             tree = tree_unflatten(td, list(range(len(specs))))
 
             def make(path, idx, i=i, nm=nm, specs=specs):
+                if idx is None:   # None is a pytree node with no leaves (tree.py): a static None here
+                    return Static(None)
                 spec = specs[idx]
                 if spec[0] == "static":
                     return Static(sig.statics[(i, idx)])
@@ -162,6 +168,10 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
     def src_lookup(stmt):
         return (parsed.filename, getattr(stmt, "lineno", None))
 
+    if kind != "vjp":   # x += v into an array another name holds: NumPy writes in place, the code rebinds x
+        check_aliases(a, [o.id for o in atoms if isinstance(o, ast.Name)],
+                      infer_ranks(list(a.body), dict(low.ranks or {})), basic_index,
+                      lambda st: parsed.filename, subscripts=False)
     if kind == "primal":
         body = list(a.body) + [ast.Return(value=_returns(atoms))]
         src = module_source(header, [(name, params, body)], None, line_map,
@@ -178,7 +188,7 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
                             None, line_map, operators=backend.operators_as_syntax)
     else:
         adj = reverse(a, list(diff_leaves), atoms, src_lookup, param_ranks=low.ranks, param_kinds=low.kinds)
-        g_params = [f"g_out{i}" for i in range(len(atoms))]
+        g_params = adj.g_params
         ret = ast.Return(value=ast.Tuple(elts=[_returns(adj.outputs), ast.Tuple(elts=adj.grads, ctx=ast.Load())],
                                          ctx=ast.Load()))
         body = adj.primal + adj.adjoint + [ret]
@@ -188,6 +198,7 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
                             operators=backend.operators_as_syntax)
     _debug("emit", src)
     mod = write_module(fname, src)
+    GENERATED_LINES[mod.__file__] = line_map
     if backend not in _KERNELS_READABLE:   # generated code calls K.<name>: let funcgrad read it back
         register_kernels(backend.namespace(True))
         register_kernels(backend.namespace(False))

@@ -40,14 +40,16 @@ from . import annotations as A
 from ..errors import TransformError
 from ..ops.registry import Primitive, by_name, lookup
 from .activity import Activity
+from .aliases import check_aliases
 from .anf import inherit_origin
 from .astutil import kernel as _K
 from .deadcode import _drop_unused_new
 from .emit import render_stmt
 from .infer import infer_kinds, infer_ranks
 from .realness import expr_maybe_complex, maybe_complex
+from .naming import RESERVED, Namer, names_in
 from .tapes import (_array_tape_pushes, _expand_markers, _marker, _needed, _preallocatable, _tape_pushes,
-                    save_inplace)
+                    pos_of, ptr_of, save_inplace, tape_of)
 
 @dataclass
 class Adjoint:
@@ -55,9 +57,11 @@ class Adjoint:
     adjoint: list
     grads: list        # expression per differentiated parameter
     outputs: list      # atom per output leaf
+    g_params: list     # the parameter holding each output's cotangent
 
 
 def adname(name: str) -> str:
+    """The preferred (readable) cotangent name of ``name``; :meth:`Reverse.adname` picks the actual one."""
     return "d" + name if name.startswith("_") else "d_" + name
 
 
@@ -67,8 +71,9 @@ def _comment(stmt, text):
 
 
 class Reverse(Activity):
-    def __init__(self, src_lookup, float_params, int_params):
+    def __init__(self, src_lookup, float_params, int_params, namer=None):
         self.src_lookup = src_lookup     # (filename, lineno) -> text, for errors
+        self.names = namer or Namer()    # every generated name is chosen against the names in use
         self.active: set = set()
         self.defined: set = set()        # adjoint names defined so far in the sweep
         self.owned: set = set()          # adjoint names holding arrays this sweep created
@@ -85,8 +90,12 @@ class Reverse(Activity):
 
 
     def tmp(self, base="_v"):
-        self.count += 1
-        return f"{base}{self.count}"
+        return self.names.numbered(base)
+
+    def adname(self, name: str) -> str:
+        """The cotangent of ``name``: ``d_<name>`` unless that name is taken (by the user, or by the
+        cotangent of another name: ``t1`` and ``_t1``), one name per primal name."""
+        return self.names.derived("d", name, adname(name))
 
     def may_be_complex(self, e) -> bool:
         """Whether expression ``e`` of the sweep may be complex (``cplx`` holds primal names, their
@@ -106,7 +115,7 @@ class Reverse(Activity):
     # ------------------------------------------------------------------ accumulation
     def accumulate(self, name, contrib, out, comment=None):
         """``d_name += contrib`` (first contribution binds)."""
-        dn = adname(name)
+        dn = self.adname(name)
         if dn in self.defined:
             s = ast.Assign(targets=[ast.Name(dn, ast.Store())],
                            value=ast.BinOp(left=ast.Name(dn, ast.Load()), op=ast.Add(), right=contrib))
@@ -136,7 +145,7 @@ class Reverse(Activity):
             if len(out) > start:
                 A.put(out[start], A.COMMENT, comment)
             return
-        dt = adname(tname)
+        dt = self.adname(tname)
         if tname not in self.active or dt not in self.defined:
             return
         start = len(out)
@@ -164,7 +173,7 @@ class Reverse(Activity):
         undefined again, so uses of the previous value start a fresh cotangent.
         """
         tname = s.targets[0].id
-        dv = adname(tname)
+        dv = self.adname(tname)
         if dv not in self.defined:
             return False
         e = s.value
@@ -193,7 +202,7 @@ class Reverse(Activity):
     def adjoint_setitem(self, s, out, comment):
         t = s.targets[0]
         x = t.value.id
-        dx = adname(x)
+        dx = self.adname(x)
         saved = A.get(s, A.SAVED, None)
         start = len(out)
         if x in self.active and dx in self.defined:
@@ -227,7 +236,7 @@ class Reverse(Activity):
                               value=ast.Call(func=ast.Attribute(value=copy.deepcopy(e.func), attr="bwd_from_args",
                                                                 ctx=ast.Load()),
                                              args=[ast.Tuple(elts=list(e.args), ctx=ast.Load()),
-                                                   ast.Name(self.result_adjoint or adname(tname), ast.Load())],
+                                                   ast.Name(self.result_adjoint or self.adname(tname), ast.Load())],
                                              keywords=[])))
         for i, a in enumerate(e.args):
             if self.is_active(a):
@@ -247,6 +256,8 @@ class Reverse(Activity):
                 dflt = prim.signature.parameters[p].default
                 ba[p] = ast.Constant(dflt) if not isinstance(dflt, tuple) else ast.Tuple(
                     elts=[ast.Constant(x) for x in dflt], ctx=ast.Load())
+        for p in self.without_rule(prim, ba):   # its cotangent would be silently zero: refuse
+            raise self.no_rule_error(prim, p, stmt)
         subst = dict(ba)
         subst[tpl.result] = ast.Name(self.result_value or tname, ast.Load())
         local = {}
@@ -283,13 +294,16 @@ class Reverse(Activity):
                     out.append(ast.Assign(targets=[ast.Name(new, ast.Store())], value=pexpr))
                     emitted.add(new)
             if prim.name == "getitem" and p == "x":
-                self.scatter(arg.id, call.args[1], ast.Name(self.result_adjoint or adname(tname), ast.Load()), out)
+                self.scatter(arg.id, call.args[1], ast.Name(self.result_adjoint or self.adname(tname), ast.Load()), out)
                 continue
             if isinstance(arg, ast.Tuple):  # a sequence parameter (concatenate, stack)
                 seq = self.tmp("_seq")
                 out.append(ast.Assign(targets=[ast.Name(seq, ast.Store())], value=expr))
                 for i, el in enumerate(arg.elts):
                     if self.is_active(el):
+                        if not isinstance(el, ast.Name):   # normalize stacks nested sequences first
+                            raise self.nd_error(stmt, f"a nested sequence inside '{prim.name}' is not supported",
+                                                hint="build the inner arrays first (np.stack)")
                         self.accumulate(el.id, self.kind_matched(
                             ast.Subscript(value=ast.Name(seq, ast.Load()), slice=ast.Constant(i), ctx=ast.Load()),
                             el.id, el.id in self.cplx or self.may_be_complex(expr)), out)
@@ -299,7 +313,7 @@ class Reverse(Activity):
 
     def scatter(self, x, idx, g, out):
         """``d_x[idx] += g`` on an array this sweep owns."""
-        dx = adname(x)
+        dx = self.adname(x)
         if dx not in self.defined:
             out.append(ast.Assign(targets=[ast.Name(dx, ast.Store())],
                                   value=ast.Call(func=_K("zeros_like"), args=[ast.Name(x, ast.Load())], keywords=[])))
@@ -327,7 +341,7 @@ class Reverse(Activity):
                 if isinstance(node.value, ast.Name) and node.value.id == "d" and isinstance(node.slice, ast.Name):
                     if node.slice.id != tpl.result:
                         raise TransformError(f"VJP template of {prim.name}: only d[{tpl.result}] can be read")
-                    return ast.Name(self.result_adjoint or adname(tname), ast.Load())
+                    return ast.Name(self.result_adjoint or self.adname(tname), ast.Load())
                 self_.generic_visit(node)
                 return node
 
@@ -399,6 +413,9 @@ def _basic_index(idx, ranks):
     return True
 
 
+basic_index = _basic_index
+
+
 def _index_value(idx):
     """An index expression as a value (slices become ``slice(...)`` calls) to pass to a kernel."""
     if isinstance(idx, ast.Tuple):
@@ -438,16 +455,18 @@ def _assigned_in(stmts, inside=False, acc=None):
 class _Loops:
     """Adds trip counters to loops: ``_n<k> = 0`` before, ``_n<k> = _n<k> + 1`` first in the body."""
 
-    def __init__(self):
+    def __init__(self, namer):
         self.k = 0
+        self.names = namer
         self.counters = []
+        self.iters = []
 
     def add(self, stmts, in_loop):
         out = []
         for s in stmts:
             if isinstance(s, (ast.For, ast.While)):
                 self.k += 1
-                n = f"_n{self.k}"
+                n = self.names.fresh(f"_n{self.k}")
                 self.counters.append(n)
                 A.put(s, A.COUNTER, n)
                 A.put(s, A.IN_LOOP, in_loop)
@@ -456,14 +475,16 @@ class _Loops:
                                  value=ast.BinOp(left=ast.Name(n, ast.Load()), op=ast.Add(), right=ast.Constant(1)))
                 pre = [ast.copy_location(inc, s)]
                 if isinstance(s, ast.For):  # the loop variable as a plain assignment (taped if needed)
-                    it = f"_it{self.k}"
+                    it = self.names.fresh(f"_it{self.k}")
+                    self.iters.append(it)
                     pre.append(ast.copy_location(ast.Assign(targets=[ast.Name(s.target.id, ast.Store())],
                                                             value=ast.Name(it, ast.Load())), s))
                     s.target = ast.Name(it, ast.Store())
                 s.body = pre + self.add(s.body, True)
                 out.append(s)
                 if in_loop:  # each run of an inner loop has its own trip count: keep them on a tape
-                    out.append(ast.Expr(value=ast.Call(func=ast.Attribute(value=ast.Name(f"_tape{n}", ast.Load()),
+                    out.append(ast.Expr(value=ast.Call(func=ast.Attribute(value=ast.Name(tape_of(self.names, n, f"_tape{n}"),
+                                                                                         ast.Load()),
                                                                           attr="append", ctx=ast.Load()),
                                                        args=[ast.Name(n, ast.Load())], keywords=[])))
                 continue
@@ -526,7 +547,7 @@ def _rev_loop(R, s, out):
     pre = []
     for _ in range(4):  # fixpoint of (defined, owned) at the iteration boundary; nesting depth bounds it
         d0, o0 = set(R.defined), set(R.owned)
-        save_count = R.count
+        save_count = R.names.checkpoint()
         R.depth += 1
         body = []
         _rev_block(R, s.body, body)
@@ -541,7 +562,7 @@ def _rev_loop(R, s, out):
             R.defined = d0 | d1
             R.owned = o0 & (o1 | (d0 - d1))
             break
-        R.count = save_count
+        R.names.restore(save_count)
         for dn in sorted(grow):  # created inside: must exist (and accumulate) across iterations
             _zero(R, dn, pre)
         for dn in sorted(lose_owned):
@@ -559,9 +580,10 @@ def _rev_loop(R, s, out):
         return
     if A.get(s, A.IN_LOOP):
         out.append(ast.Assign(targets=[ast.Name(n, ast.Store())],
-                              value=ast.Call(func=ast.Attribute(value=ast.Name(f"_tape{n}", ast.Load()), attr="pop",
+                              value=ast.Call(func=ast.Attribute(value=ast.Name(tape_of(R.names, n, f"_tape{n}"), ast.Load()),
+                                                                attr="pop",
                                                                 ctx=ast.Load()), args=[], keywords=[])))
-    k = "_k" + n[2:]
+    k = R.names.derived("reversed", n, "_k" + n[2:])
     rng = ast.Call(func=ast.Name("range", ast.Load()), args=[ast.Name(n, ast.Load())], keywords=[])
     loop = ast.For(target=ast.Name(k, ast.Store()), iter=rng, body=body, orelse=[])
     head = f"for {ast.unparse(s.target)} in {ast.unparse(s.iter)}:" if isinstance(s, ast.For) \
@@ -573,19 +595,26 @@ def _rev_loop(R, s, out):
 def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_params=(), int_params=(),
             param_ranks=None, param_kinds=None):
     """Build the primal + adjoint of an ANF function (see the module docstring)."""
-    R = Reverse(src_lookup, float_params, int_params)
-    R.active = set(diff_params)
     params = [a.arg for a in fdef.args.args]
-    loops = _Loops()
+    all_names = names_in(fdef) | set(params)
+    namer = Namer(all_names)
+    R = Reverse(src_lookup, float_params, int_params, namer)
+    R.active = set(diff_params)
+    # cotangent names, fixed up front in a set order (parameters first): readable and collision-free
+    for n in list(params) + sorted(all_names - set(params) - RESERVED):
+        R.adname(n)
+    g_params = [namer.fresh(f"g_out{i}") for i in range(len(output_atoms))]
+    loops = _Loops(namer)
     body = loops.add(save_inplace(copy.deepcopy(list(fdef.body)), R.tmp), False)
-    R.special = set(loops.counters) | {f"_it{k}" for k in range(1, loops.k + 1)}
+    R.special = set(loops.counters) | set(loops.iters)
     R.nonssa = _assigned_in(body) - R.special
     R.ranks = infer_ranks(body, dict(param_ranks or {}))
     R.cplx = maybe_complex(body, dict(param_kinds or {}), params)
-    R.cplx |= {adname(n) for n in R.cplx}
+    R.cplx |= {R.adname(n) for n in R.cplx}
+    check_aliases(fdef, [o.id for o in output_atoms if isinstance(o, ast.Name)], R.ranks, _basic_index,
+                  lambda st: src_lookup(st)[0])
     R.mark(body)
-    all_names = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)} | set(params)
-    R.d_to_name = {adname(n): n for n in all_names}
+    R.d_to_name = {R.adname(n): n for n in all_names | set(loops.counters) | set(loops.iters)}
     adj = []
     # outputs: snapshot names the sweep will restore or arrays it will undo writes in
     pre = []
@@ -594,7 +623,7 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
     outs = []
     for i, o in enumerate(output_atoms):
         if isinstance(o, ast.Name) and (o.id in R.nonssa or o.id in written):
-            snap = f"_out{i}"
+            snap = namer.fresh(f"_out{i}")
             val = ast.Call(func=_K("copy"), args=[o], keywords=[]) if o.id in written else o
             pre.append(ast.Assign(targets=[ast.Name(snap, ast.Store())], value=val))
             outs.append(ast.Name(snap, ast.Load()))
@@ -602,41 +631,41 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
             outs.append(o)
     for i, o in enumerate(output_atoms):
         if isinstance(o, ast.Name) and o.id in R.active:
-            R.accumulate(o.id, ast.Name(f"g_out{i}", ast.Load()), adj, comment=None)
+            R.accumulate(o.id, ast.Name(g_params[i], ast.Load()), adj, comment=None)
     _rev_block(R, body, adj)
     adj = _drop_unused_new(adj)
     need = _needed(adj, R.ranks)
     taped = R.nonssa & need
     kinds = infer_kinds(body, dict(param_kinds or {}))
     prealloc = _preallocatable(body, taped, R.ranks, kinds) - set(params)
-    body = _array_tape_pushes(body, prealloc)
-    body = _tape_pushes(body, taped - prealloc)
-    adj = _expand_markers(adj, taped, params)
-    adj = [ast.Assign(targets=[ast.Name(f"_p_{n}", ast.Store())],
-                      value=ast.Name(f"_pos_{n}", ast.Load()) if n in prealloc else
-                      ast.Call(func=ast.Name("len", ast.Load()), args=[ast.Name(f"_tape_{n}", ast.Load())],
+    body = _array_tape_pushes(body, prealloc, namer)
+    body = _tape_pushes(body, taped - prealloc, namer)
+    adj = _expand_markers(adj, taped, params, namer)
+    adj = [ast.Assign(targets=[ast.Name(ptr_of(namer, n), ast.Store())],
+                      value=ast.Name(pos_of(namer, n), ast.Load()) if n in prealloc else
+                      ast.Call(func=ast.Name("len", ast.Load()), args=[ast.Name(tape_of(namer, n), ast.Load())],
                                keywords=[])) for n in sorted(taped)] + adj
     tapes = []
     for n in sorted(taped):
         if n in prealloc:  # a float64 array grown before each loop by its trip count
-            tapes.append(ast.Assign(targets=[ast.Name(f"_tape_{n}", ast.Store())],
+            tapes.append(ast.Assign(targets=[ast.Name(tape_of(namer, n), ast.Store())],
                                     value=ast.Call(func=ast.Attribute(value=ast.Name("np", ast.Load()), attr="empty",
                                                                       ctx=ast.Load()),
                                                    args=[ast.Constant(0)], keywords=[])))
-            tapes.append(ast.Assign(targets=[ast.Name(f"_pos_{n}", ast.Store())], value=ast.Constant(0)))
+            tapes.append(ast.Assign(targets=[ast.Name(pos_of(namer, n), ast.Store())], value=ast.Constant(0)))
             continue
         init = ast.List(elts=[ast.Name(n, ast.Load())] if n in params else [], ctx=ast.Load())
-        tapes.append(ast.Assign(targets=[ast.Name(f"_tape_{n}", ast.Store())], value=init))
+        tapes.append(ast.Assign(targets=[ast.Name(tape_of(namer, n), ast.Store())], value=init))
     for n in loops.counters:
         if any(A.get(s, A.COUNTER, None) == n and A.get(s, A.IN_LOOP)
                for s in ast.walk(ast.Module(body=body, type_ignores=[]))):
-            tapes.append(ast.Assign(targets=[ast.Name(f"_tape{n}", ast.Store())],
+            tapes.append(ast.Assign(targets=[ast.Name(tape_of(namer, n, f"_tape{n}"), ast.Store())],
                                     value=ast.List(elts=[], ctx=ast.Load())))
     grads = []
     for p in diff_params:
-        dp = adname(p)
+        dp = R.adname(p)
         if dp in R.defined:
             grads.append(ast.Name(dp, ast.Load()))
         else:
             grads.append(ast.Call(func=_K("zeros_like"), args=[ast.Name(p, ast.Load())], keywords=[]))
-    return Adjoint(primal=tapes + body + pre, adjoint=adj, grads=grads, outputs=outs)
+    return Adjoint(primal=tapes + body + pre, adjoint=adj, grads=grads, outputs=outs, g_params=g_params)

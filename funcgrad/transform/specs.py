@@ -6,6 +6,8 @@ abstract values of the arguments from them.
 """
 from __future__ import annotations
 
+import types
+
 import numpy as np
 
 __all__ = ["leaf_spec", "scalar_kind", "is_float_leaf", "is_static_leaf"]
@@ -35,13 +37,32 @@ def leaf_spec(x):
         return ("s", x.dtype.str)
     if isinstance(x, (str, type(None))):
         return ("static", repr(x))
-    raise TypeError(f"funcgrad functions take arrays, numbers and pytrees of them; received a leaf of type "
-                    f"{type(x).__name__} ({x!r:.60})")
+    if is_static_leaf(x):
+        return ("static", _static_key(x))
+    raise TypeError(f"funcgrad functions take arrays, numbers, strings, None, slices, functions and pytrees of "
+                    f"them; received a leaf of type {type(x).__name__} ({x!r:.60})")
+
+
+_STATIC_TYPES = (str, type(None), slice, type(Ellipsis), type, np.dtype)
+_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, np.ufunc)   # not bound methods: their object may change
 
 
 def is_static_leaf(x):
-    """Leaves that are part of the signature itself (strings, None), not runtime values."""
-    return isinstance(x, (str, type(None)))
+    """Leaves that are part of the signature itself, not runtime values: strings, None, slices, ``...``,
+    dtypes and types, and functions (``np.tanh``, a helper: called or inlined as if captured)."""
+    return isinstance(x, _STATIC_TYPES + _FUNCTIONS)
+
+
+def _static_key(x):
+    """What a specialization keys a static leaf by: its value where equality means the same code (slices,
+    dtypes), the object itself otherwise (a function: held by the cache, so its id is never reused)."""
+    if isinstance(x, slice):
+        return ("slice", x.start, x.stop, x.step)
+    try:
+        hash(x)
+    except TypeError:
+        return ("id", type(x).__name__, id(x), repr(x))
+    return ("obj", x)
 
 
 def scalar_kind(x):

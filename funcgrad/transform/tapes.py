@@ -16,6 +16,21 @@ import copy
 from . import annotations as A
 from .astutil import kernel as _K
 
+def tape_of(namer, name, preferred=None):
+    """The tape of ``name`` (``_tape_<name>``), chosen against the names in use."""
+    return namer.derived("tape", name, preferred or f"_tape_{name}")
+
+
+def pos_of(namer, name):
+    """The write position in the preallocated tape of ``name`` (``_pos_<name>``)."""
+    return namer.derived("pos", name, f"_pos_{name}")
+
+
+def ptr_of(namer, name):
+    """The adjoint sweep's read position in the tape of ``name`` (``_p_<name>``)."""
+    return namer.derived("ptr", name, f"_p_{name}")
+
+
 def _marker(name):
     """Where the value ``name`` had before this assignment is restored (filled in once tapes are known)."""
     m = ast.Expr(value=ast.Constant(("restore", name)))
@@ -66,7 +81,7 @@ def _preallocatable(body, taped, ranks, kinds):
     return ok - bad
 
 
-def _array_tape_pushes(stmts, pre, top=True):
+def _array_tape_pushes(stmts, pre, namer, top=True):
     """Pushes onto preallocated tapes: reserve room before each top-level loop (trip count known there)."""
     out = []
     for s in stmts:
@@ -76,38 +91,41 @@ def _array_tape_pushes(stmts, pre, top=True):
                 if isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name) and st.targets[0].id in pre:
                     counts[st.targets[0].id] = counts.get(st.targets[0].id, 0) + 1
             if counts:
-                trip = f"_trip{A.get(s, A.COUNTER)[2:]}"
+                trip = namer.derived("trip", A.get(s, A.COUNTER), f"_trip{A.get(s, A.COUNTER)[2:]}")
                 out.append(ast.Assign(targets=[ast.Name(trip, ast.Store())],
                                       value=ast.Call(func=ast.Name("len", ast.Load()), args=[copy.deepcopy(s.iter)],
                                                      keywords=[])))
                 for n, c in sorted(counts.items()):
-                    need = ast.BinOp(left=ast.Name(f"_pos_{n}", ast.Load()), op=ast.Add(),
+                    need = ast.BinOp(left=ast.Name(pos_of(namer, n), ast.Load()), op=ast.Add(),
                                      right=ast.Name(trip, ast.Load()) if c == 1 else ast.BinOp(
                                          left=ast.Name(trip, ast.Load()), op=ast.Mult(), right=ast.Constant(c)))
-                    out.append(ast.Assign(targets=[ast.Name(f"_tape_{n}", ast.Store())],
+                    out.append(ast.Assign(targets=[ast.Name(tape_of(namer, n), ast.Store())],
                                           value=ast.Call(func=_K("tape_reserve"),
-                                                         args=[ast.Name(f"_tape_{n}", ast.Load()), need], keywords=[])))
-            s.body = _array_tape_pushes(s.body, pre, top=False)
+                                                         args=[ast.Name(tape_of(namer, n), ast.Load()), need],
+                                                         keywords=[])))
+            s.body = _array_tape_pushes(s.body, pre, namer, top=False)
             out.append(s)
             continue
         if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name) and s.targets[0].id in pre:
             n = s.targets[0].id
             if top:
-                out.append(ast.Assign(targets=[ast.Name(f"_tape_{n}", ast.Store())],
+                out.append(ast.Assign(targets=[ast.Name(tape_of(namer, n), ast.Store())],
                                       value=ast.Call(func=_K("tape_reserve"), args=[
-                                          ast.Name(f"_tape_{n}", ast.Load()),
-                                          ast.BinOp(left=ast.Name(f"_pos_{n}", ast.Load()), op=ast.Add(),
+                                          ast.Name(tape_of(namer, n), ast.Load()),
+                                          ast.BinOp(left=ast.Name(pos_of(namer, n), ast.Load()), op=ast.Add(),
                                                     right=ast.Constant(1))], keywords=[])))
             out.append(s)
-            out.append(ast.Assign(targets=[ast.Subscript(value=ast.Name(f"_tape_{n}", ast.Load()),
-                                                         slice=ast.Name(f"_pos_{n}", ast.Load()), ctx=ast.Store())],
+            out.append(ast.Assign(targets=[ast.Subscript(value=ast.Name(tape_of(namer, n), ast.Load()),
+                                                         slice=ast.Name(pos_of(namer, n), ast.Load()),
+                                                         ctx=ast.Store())],
                                   value=ast.Name(n, ast.Load())))
-            out.append(ast.AugAssign(target=ast.Name(f"_pos_{n}", ast.Store()), op=ast.Add(), value=ast.Constant(1)))
+            out.append(ast.AugAssign(target=ast.Name(pos_of(namer, n), ast.Store()), op=ast.Add(),
+                                     value=ast.Constant(1)))
             continue
         if isinstance(s, (ast.For, ast.While, ast.If)):
-            s.body = _array_tape_pushes(s.body, pre, top=False)
+            s.body = _array_tape_pushes(s.body, pre, namer, top=False)
             if isinstance(s, ast.If):
-                s.orelse = _array_tape_pushes(s.orelse, pre, top=False)
+                s.orelse = _array_tape_pushes(s.orelse, pre, namer, top=False)
         out.append(s)
     return out
 
@@ -145,32 +163,32 @@ def _needed(code, ranks=None):
     return need
 
 
-def _tape_pushes(stmts, taped):
+def _tape_pushes(stmts, taped, namer):
     out = []
     for s in stmts:
         out.append(s)
         if isinstance(s, (ast.For, ast.While, ast.If)):
-            s.body = _tape_pushes(s.body, taped)
+            s.body = _tape_pushes(s.body, taped, namer)
             if isinstance(s, ast.If):
-                s.orelse = _tape_pushes(s.orelse, taped)
+                s.orelse = _tape_pushes(s.orelse, taped, namer)
         elif isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name) and s.targets[0].id in taped:
             n = s.targets[0].id
-            out.append(ast.Expr(value=ast.Call(func=ast.Attribute(value=ast.Name(f"_tape_{n}", ast.Load()),
+            out.append(ast.Expr(value=ast.Call(func=ast.Attribute(value=ast.Name(tape_of(namer, n), ast.Load()),
                                                                   attr="append", ctx=ast.Load()),
                                                args=[ast.Name(n, ast.Load())], keywords=[])))
     return out
 
 
-def _expand_markers(code, taped, params):
+def _expand_markers(code, taped, params, namer):
     out = []
     for s in code:
         m = A.get(s, A.MARKER, None)
         if m is not None:
             if m in taped:  # step the tape's read position back; the value before this assignment is below it
-                pos = f"_p_{m}"
+                pos = ptr_of(namer, m)
                 step = ast.AugAssign(target=ast.Name(pos, ast.Store()), op=ast.Sub(), value=ast.Constant(1))
                 restore = ast.Assign(targets=[ast.Name(m, ast.Store())],
-                                     value=ast.Subscript(value=ast.Name(f"_tape_{m}", ast.Load()),
+                                     value=ast.Subscript(value=ast.Name(tape_of(namer, m), ast.Load()),
                                                          slice=ast.BinOp(left=ast.Name(pos, ast.Load()), op=ast.Sub(),
                                                                          right=ast.Constant(1)), ctx=ast.Load()))
                 test = ast.Compare(left=ast.Name(pos, ast.Load()), ops=[ast.Gt()], comparators=[ast.Constant(0)])
@@ -180,8 +198,8 @@ def _expand_markers(code, taped, params):
                 out.append(ast.If(test=test, body=[restore], orelse=[]))
             continue
         if isinstance(s, (ast.For, ast.While, ast.If)):
-            s.body = _expand_markers(s.body, taped, params) or [ast.Pass()]
+            s.body = _expand_markers(s.body, taped, params, namer) or [ast.Pass()]
             if isinstance(s, ast.If):
-                s.orelse = _expand_markers(s.orelse, taped, params)
+                s.orelse = _expand_markers(s.orelse, taped, params, namer)
         out.append(s)
     return out

@@ -38,6 +38,7 @@ from .calls import Calls
 from .captures import Captures
 from .expressions import Expressions
 from .statements import Statements
+from ..naming import RESERVED
 from .common import (Lowered, Names, Scope, _arguments, _safe, tag_file)
 
 
@@ -85,13 +86,19 @@ class Normalizer(Statements, Expressions, Calls, Captures):
                         cls=UnsupportedSyntaxError)
         out = self.materialize(out, body, p.node)
         tag_file(body, p.filename)
-        fdef = ast.FunctionDef(name=_safe(p.node.name), args=_arguments(params + [c[0] for c in self.captured_list]),
+        fdef = ast.FunctionDef(name=_function_name(p.node.name), args=_arguments(params + [c[0] for c in self.captured_list]),
                                body=body or [ast.Pass()], decorator_list=[], returns=None)
         ast.fix_missing_locations(fdef)
         self.lowered_ranks = self.param_ranks
         return Lowered(node=fdef, params=params, captured=list(self.captured_list), output=out, ranks=self.param_ranks, kinds=self.param_kinds,
                        externals=self.externals, static_key=tuple(self.static_key),
                        has_loops=self.has_loops, filename=p.filename, opaque_calls=self.opaque_calls)
+
+
+def _function_name(name):
+    """The generated function's name: the user's, never a module global of the generated module (np, K)."""
+    name = _safe(name)
+    return name + "_" if name in RESERVED else name
 
 
 def normalize(parsed: Parsed, arg_values_for, allow_control_flow=False) -> Lowered:

@@ -16,7 +16,7 @@ from ...custom import CustomVJPFunction
 from ...errors import UnsupportedSyntaxError
 from ...ops.registry import RUNTIME, Primitive, definition, lookup
 from ..fence import check as fence_check, error
-from ..naming import public_name
+from ..public_names import public_name
 from ..parse import MISSING, parse
 from ..values import Dyn, Static, Struct, leaves as _leaves, map_struct as _map_struct
 from .lowerings import lower_call, lowering_for
@@ -138,6 +138,8 @@ class Calls:
                     return Static(fn(*[a.obj for a in args], **{k: v.obj for k, v in kwargs.items()}))
                 except Exception:
                     pass
+            if prim.name == "clip":
+                return self.clip(prim, args, kwargs, scope, out, node)
             return self.call_prim(prim, args, kwargs, scope, out, node)
         if fn is slice and all(isinstance(a, Static) for a in args):
             return Static(slice(*[a.obj for a in args]))
@@ -372,6 +374,29 @@ class Calls:
                         "call the NumPy function instead (np.<name>(x, ...))")
         return self.call_object(fn, [m.base] + list(args), kwargs, scope, out, node)
 
+    def array_like(self, v, scope, out, node):
+        """An element of a sequence argument (``np.stack``'s arrays) as NumPy reads it: a nested list or tuple
+        holding runtime values is an array, stacked (``np.array([[x, x], [x, x]])``)."""
+        if isinstance(v, Struct) and v.kind != "dict" and any(isinstance(x, Dyn) for x in _leaves(v)):
+            return self.call_prim(lookup(np.stack), [v], {}, scope, out, node)
+        return v
+
+    def clip(self, prim, args, kwargs, scope, out, node):
+        """``np.clip`` with a bound of None is one-sided: ``np.minimum(x, hi)`` or ``np.maximum(x, lo)``."""
+        try:
+            ba = prim.signature.bind(*args, **kwargs)
+        except TypeError:
+            return self.call_prim(prim, args, kwargs, scope, out, node)   # reports the bad arguments
+        x, lo, hi = (ba.arguments.get(p) for p in prim.params)
+        none = [isinstance(v, Static) and v.obj is None for v in (lo, hi)]
+        if none == [True, True]:
+            return x
+        if none[0]:
+            return self.call_prim(lookup(np.minimum), [x, hi], {}, scope, out, node)
+        if none[1]:
+            return self.call_prim(lookup(np.maximum), [x, lo], {}, scope, out, node)
+        return self.call_prim(prim, args, kwargs, scope, out, node)
+
     def call_prim(self, prim: Primitive, args, kwargs, scope, out, node):
         P = scope.parsed
         self.opaque_calls |= prim.python_only   # no nopython kernel (scipy.special): auto runs this as Python
@@ -388,7 +413,8 @@ class Calls:
                 if p.default is not p.empty and p.name not in diff:
                     self.need_static(v)
                 e = self.as_expr(v, scope, node) if not isinstance(v, Struct) else ast.Tuple(
-                    elts=[self.as_expr(x, scope, node) for x in v.values()], ctx=ast.Load())
+                    elts=[self.as_expr(self.array_like(x, scope, out, node), scope, node) for x in v.values()],
+                    ctx=ast.Load())
                 if p.default is p.empty:
                     pos.append(e)
                 else:

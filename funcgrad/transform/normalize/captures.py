@@ -19,7 +19,7 @@ class Captures:
         for k, v in self.externals.items():
             if v is obj:
                 return ast.Name(k, ast.Load())
-        name = f"_ext{len(self.externals)}_{_safe(getattr(obj, '__name__', type(obj).__name__))}"
+        name = self.names.fresh(f"_ext{len(self.externals)}_{_safe(getattr(obj, '__name__', type(obj).__name__))}")
         self.externals[name] = obj
         return ast.Name(name, ast.Load())
 

@@ -17,6 +17,7 @@ from .. import annotations as A
 from ...ops.core import getitem as _getitem
 from ...ops.registry import lookup
 from ..parse import MISSING, Parsed
+from ..naming import RESERVED
 from ..values import Dyn, Static, Struct
 
 
@@ -85,7 +86,9 @@ class Names:
         base = "".join(c if (c.isalnum() or c == "_") else "_" for c in str(base)) or "v"
         if base[0].isdigit():
             base = "v" + base
-        if base in ("K", "np", "math", "g_out") or base.startswith("d_") or base.startswith("_t"):
+        if base.startswith("__"):  # the structure pass's flags (__ret, __brk1): generated code never has them
+            base = "_" + base.lstrip("_") if base.strip("_") else "v"
+        if base in RESERVED or base.startswith("d_") or base.startswith("_t"):  # K, np, builtins: never shadowed
             base = base + "_"
         name, i = base, 1
         while name in self.used:

@@ -8,12 +8,20 @@ import copy
 import numpy as np
 
 from ...errors import UnsupportedSyntaxError
+from .. import annotations as A
 from ..fence import error
 from ..structure import RET, StructureError, lift_returns, single_exit, structure_loops
 from ..values import Dyn, Static, Struct
 from .lowerings import inplace_call, is_inplace
 from .common import (_item_assigned, LocalFunction, _Iter, _Range, _assigned, _contains, _describe, _is_array_producing,
                      _load, _safe, _target_names, _user_name, lookup_getitem)
+
+
+def _known_now(it):
+    """A zip/enumerate whose sequences are all containers known now (nested zip/enumerate too)."""
+    if isinstance(it, _Iter):
+        return all(_known_now(a) for a in it.args)
+    return isinstance(it, (Struct, Static)) and not isinstance(it, _Range)
 
 
 class Statements:
@@ -109,7 +117,10 @@ class Statements:
             for n in ast.walk(op):
                 ast.copy_location(n, s)
             val = self.expr(op, scope, out)
+            start = len(out)
             self.assign(s.target, val, scope, out, s)
+            if isinstance(s.target, ast.Name) and len(out) == start + 1 and isinstance(out[-1], ast.Assign):
+                A.put(out[-1], A.AUGMENTED, True)   # NumPy's x += v writes into x's array (aliases see it)
             return None
         if isinstance(s, ast.FunctionDef):
             scope.vars[s.name] = LocalFunction(s, scope, scope.parsed)
@@ -328,14 +339,9 @@ class Statements:
                 self.assign(s.target, v, scope, out, s)
                 self.block(s.body, scope, out)
             return None
-        if isinstance(it, _Iter) and all(isinstance(a, (Struct, Static)) for a in it.args):
-            if it.fn is enumerate:
-                seq = it.args[0]
-                items = seq.values() if isinstance(seq, Struct) else [Static(v) for v in seq.obj]
-                pairs = [Struct("tuple", [Static(i), v]) for i, v in enumerate(items)]
-            else:
-                cols = [a.values() if isinstance(a, Struct) else [Static(v) for v in a.obj] for a in it.args]
-                pairs = [Struct("tuple", list(t)) for t in zip(*cols)]
+        if isinstance(it, _Iter) and _known_now(it):
+            # zip/enumerate of containers known now (enumerate(zip(list, list)) too): unrolled
+            pairs = self.static_items(it, s, scope)
             for v in pairs:
                 self.assign(s.target, v, scope, out, s)
                 self.block(s.body, scope, out)

@@ -1,0 +1,221 @@
+"""Aliases: in-place writes that another name would see are refused, at the user's line.
+
+In Python two names can hold one array: ``b = a`` inside a loop or branch,
+or a view (``b = a[1:]``, ``a.reshape(...)``, ``a.T``). A write
+``a[i] = v`` then changes what ``b`` holds too. The generated primal does
+the same (its kernels return views where NumPy does), but the reverse pass
+keeps one cotangent per name: the write would cut the cotangent of ``a``'s
+overwritten elements and not of ``b``'s, and undoing it during the sweep
+would change an output that is a view. (``b = a`` in straight-line code is
+no alias: :mod:`.anf` makes ``b`` read ``a``.)
+
+Guarantee: ``check_aliases`` raises :class:`funcgrad.errors.UnsupportedSyntaxError`
+at the user's line of an in-place write when another name that may share the
+written array's memory (a flow-sensitive may-alias analysis: plain
+assignments and view-producing calls share, every other call allocates; an
+allocation site in a loop is a different array each iteration) is read after
+the write (liveness, loops iterated to a fixpoint) or is an output; ``x += v``
+on an array counts as a write into ``x``'s array, as NumPy does it. Writes no
+other live name can see pass unchanged.
+"""
+from __future__ import annotations
+
+import ast
+import linecache
+
+from . import annotations as A
+from ..errors import UnsupportedSyntaxError
+
+# calls whose result may share memory with their first argument (NumPy returns views, or the argument)
+VIEWS = frozenset("""
+    getitem reshape transpose squeeze expand_dims broadcast_to stop_gradient ravel flip fliplr flipud rot90
+    swapaxes moveaxis rollaxis diagonal real imag atleast_1d atleast_2d atleast_3d asarray asanyarray
+    ascontiguousarray asfortranarray view broadcast_like unbroadcast untranspose matrix_transpose permute_dims
+""".split())
+
+
+def _reads(node):
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _stmt_reads(s):
+    if isinstance(s, ast.Assign):
+        t = s.targets[0]
+        r = _reads(s.value)
+        if isinstance(t, ast.Subscript):
+            r |= _reads(t.slice) | _reads(t.value)
+        return r
+    return _reads(s)
+
+
+class _Liveness:
+    """Names live after each in-place write (read later before being rebound, or an output)."""
+
+    def __init__(self):
+        self.after: dict = {}    # id(write statement) -> names live right after it
+
+    def block(self, stmts, live):
+        for s in reversed(stmts):
+            live = self.stmt(s, live)
+        return live
+
+    def stmt(self, s, live):
+        if isinstance(s, ast.If):
+            return _reads(s.test) | self.block(s.body, live) | self.block(s.orelse, live)
+        if isinstance(s, (ast.For, ast.While)):
+            head = _reads(s.iter) if isinstance(s, ast.For) else _reads(s.test)
+            loop = set()
+            while True:   # live at the top of the body: the next iteration's, or after the loop's
+                new = self.block(s.body, live | head | loop)
+                if new <= loop:
+                    break
+                loop |= new
+            return live | head | loop
+        if isinstance(s, ast.Assign):
+            t = s.targets[0]
+            if isinstance(t, ast.Name):
+                if A.get(s, A.AUGMENTED, False):
+                    self.after[id(s)] = self.after.get(id(s), set()) | live
+                return (live - {t.id}) | _reads(s.value)
+            self.after[id(s)] = self.after.get(id(s), set()) | live
+            return live | _stmt_reads(s)
+        return live | _stmt_reads(s)
+
+
+def _call_name(e):
+    f = e.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+
+
+class _PointsTo:
+    """May-alias: the arrays (allocation sites) each name may hold, statement by statement."""
+
+    def __init__(self, live_after, outputs, ranks, basic_index, error, subscripts=True):
+        self.subscripts = subscripts     # check x[i] = v too (the reverse pass); else only x += v
+        self.live_after = live_after
+        self.outputs = outputs
+        self.ranks = ranks
+        self.basic_index = basic_index
+        self.error = error
+
+    def block(self, stmts, pts):
+        for s in stmts:
+            pts = self.stmt(s, pts)
+        return pts
+
+    @staticmethod
+    def merge(a, b):
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = out.get(k, frozenset()) | v
+        return out
+
+    def stmt(self, s, pts):
+        if isinstance(s, ast.If):
+            return self.merge(self.block(s.body, dict(pts)), self.block(s.orelse, dict(pts)))
+        if isinstance(s, (ast.For, ast.While)):
+            if isinstance(s, ast.For):
+                pts = dict(pts)
+                pts[s.target.id] = frozenset()   # a loop counter
+            state = pts
+            while True:
+                out = self.merge(state, self.block(s.body, dict(state)))
+                if out == state:
+                    return state
+                state = out
+        if not isinstance(s, ast.Assign):
+            return pts
+        t = s.targets[0]
+        if isinstance(t, ast.Subscript):
+            if self.subscripts:
+                self.write(s, t.value.id, pts)
+            return pts
+        pts = dict(pts)
+        old = _augmented_operand(s)
+        if old is not None and self.ranks.get(t.id) != 0:
+            # x += v on an array writes into x's array in Python (the generated code binds a new one): fine
+            # unless another live name holds that array
+            self.write(s, old, pts, exclude=t.id)
+            pts[t.id] = pts.get(old, frozenset({("name", old)}))
+            return pts
+        src = self.shares(s.value, t.id)
+        if src is not None:
+            pts[t.id] = pts.get(src, frozenset({("name", src)}))
+            return pts
+        site = id(s)   # an allocation: arrays an earlier run of this statement made are older ones now
+        for k, v in pts.items():
+            if (site, True) in v:
+                pts[k] = (v - {(site, True)}) | {(site, False)}
+        pts[t.id] = frozenset({(site, True)})
+        return pts
+
+    def shares(self, e, target):
+        """The name whose memory ``target = e`` may share, or None when ``e`` makes a new array (or a number)."""
+        if isinstance(e, ast.Name):
+            return e.id
+        if isinstance(e, ast.Call) and e.args and isinstance(e.args[0], ast.Name) and _call_name(e) in VIEWS:
+            if _call_name(e) == "getitem" and (self.ranks.get(target) == 0 or (
+                    len(e.args) > 1 and not self.basic_index(e.args[1], self.ranks))):
+                return None   # an element, or advanced indexing: a copy
+            return e.args[0].id
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name) \
+                and e.func.value.id not in ("K", "np", "math") and e.func.attr in VIEWS:
+            return e.func.value.id   # a method of an array kept as a call (a.view())
+        return None
+
+    def write(self, s, base, pts, exclude=None):
+        mine = pts.get(base, frozenset({("name", base)}))
+        live = self.live_after.get(id(s), set()) | set(self.outputs)
+        for other in sorted(live - {base if exclude is None else exclude}):
+            theirs = pts.get(other, frozenset({("name", other)}))
+            if mine & theirs:
+                raise self.error(s, base, other)
+
+
+def _augmented_operand(s):
+    """``x`` of ``x_1 = K.add(x, v)`` made from ``x += v``, else None."""
+    if not A.get(s, A.AUGMENTED, False):
+        return None
+    e = s.value
+    if isinstance(e, ast.Call) and e.args and isinstance(e.args[0], ast.Name):
+        return e.args[0].id
+    if isinstance(e, ast.BinOp) and isinstance(e.left, ast.Name):
+        return e.left.id
+    return None
+
+
+def check_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index, filename_of, subscripts=True):
+    """Refuse in-place writes of ``fdef`` (ANF) that another live name may see (see the module docstring).
+
+    ``outputs``: the names returned; ``ranks``: name -> ndim (a scalar read by indexing is a copy);
+    ``basic_index(idx, ranks)``: whether an index selects a view; ``filename_of(stmt)``: the user's file
+    when the statement does not record it. ``subscripts=False`` checks ``x += v`` only: code that mirrors
+    NumPy's views (the primal, the forward pass) is right under ``x[i] = v`` through an alias.
+    """
+    params = [a.arg for a in fdef.args.args]
+    live = _Liveness()
+    live.block(list(fdef.body), set(outputs))
+
+    def error(stmt, base, other):
+        fn = A.get(stmt, A.FILE, None) or filename_of(stmt)
+        line = getattr(stmt, "lineno", None)
+        text = linecache.getline(fn, line) if fn and line else None
+        b, o = _user(base), _user(other)
+        if A.get(stmt, A.AUGMENTED, False):
+            msg = (f"'+=' (and the like) writes into the array '{b}' holds, and another name holding that array "
+                   f"{'' if o == b else f'({o}) '}is used afterwards: funcgrad does not differentiate writes "
+                   "seen through another name")
+            hint = f"write {b} = {b} + ... (a new array), or copy the array before the other name takes it"
+        else:
+            msg = (f"this in-place write to '{b}' also changes '{o}', which shares its memory and is used "
+                   "afterwards: funcgrad does not differentiate writes seen through another name")
+            hint = (f"copy before writing ({b} = {b}.copy()), or build a new array (np.where, np.concatenate) "
+                    "instead of writing in place")
+        return UnsupportedSyntaxError(msg, fn, line, None, text or None, hint=hint)
+
+    pts = {p: frozenset({("param", p)}) for p in params}
+    _PointsTo(live.after, [o for o in outputs], ranks, basic_index, error, subscripts).block(list(fdef.body), pts)
+
+
+def _user(name):
+    return "the returned value" if name in ("_ret", "__ret") else name
