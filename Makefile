@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install clean fuzz autograd-suite
+.PHONY: demo test test-sweep install clean fuzz autograd-suite
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -25,8 +25,13 @@ demo: $(STAMP)
 # Two workers for everything but MPI; the MPI tests (which launch mpiexec jobs with
 # deadlines) run alone so that no other test competes for the two cores.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -rs -p no:cacheprovider -n 2 --ignore=tests/test_dist.py tests
+	$(BIN)/python -m pytest -q -rs -p no:cacheprovider -n 2 -m "not sweep" --ignore=tests/test_dist.py tests
 	$(BIN)/python -m pytest -q -rs -p no:cacheprovider tests/test_dist.py
+
+# The exhaustive grids `make test` leaves out (marked `sweep`): every function of the NumPy/SciPy
+# modules compiled whole with Numba, every parametrization; the same assertions, many more compiles.
+test-sweep: $(STAMP)
+	$(BIN)/python -m pytest -q -rs -p no:cacheprovider -n 2 -m sweep tests
 
 # The long fuzz run: FUZZ_N random programs (default 2000) through every mode; keeps going
 # after failures, shrinks one or two of each kind, writes them to fuzz-failures/ and prints

@@ -12,3 +12,34 @@ if os.environ.get("FUNCGRAD_TEST_BACKEND") == "counting":  # tests/test_backend_
     set_default_backend(_backends.COUNTING)
     if os.environ.get("FUNCGRAD_COUNTS"):
         atexit.register(_backends.dump, os.environ["FUNCGRAD_COUNTS"])
+
+
+# ``make test`` leaves the exhaustive grids to ``make test-sweep`` (marker ``sweep``), by one rule per file:
+# * modules whose functions compile: their whole-function (njit) parametrizations; the kernels-compiled and
+#   Python parametrizations stay, and each file's compiled-whole-equals-Python tests (one per function) stay;
+# * modules whose kernels run as Python only (numpy.fft, scipy.*): ``jit="kernels"``, which is then the same
+#   strategy ``jit="auto"`` picks.
+_WHOLE = ("njit", "whole")
+_SWEEP = {
+    "test_numpy_math.py": _WHOLE, "test_numpy_shape.py": _WHOLE, "test_linalg.py": _WHOLE,
+    "test_complex.py": _WHOLE, "test_calls.py": _WHOLE,
+    "test_fft.py": ("kernels",), "test_signal.py": ("kernels",), "test_scipy_special.py": ("kernels",),
+    "test_scipy_stats.py": ("kernels",), "test_scipy_integrate.py": ("kernels",),
+}
+
+
+def _strategies(value):
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return {str(v) for k, v in value.items() if k in ("jit", "mode")}
+    return set()
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+    for item in items:
+        which = _SWEEP.get(os.path.basename(str(item.fspath)))
+        spec = getattr(item, "callspec", None)
+        if which and spec is not None and any(_strategies(v) & set(which) for v in spec.params.values()):
+            item.add_marker(pytest.mark.sweep)
