@@ -17,8 +17,10 @@ import linecache
 import numpy as np
 
 from .api import vjp
-from .differential import bind_argnum, check_argnum, find_jvp, normalize_argnum, source_function, value_expr
-from .tree import tree_flatten, tree_map, tree_unflatten
+from . import forward_mode as _fm
+from .differential import bind_argnum, check_argnum, normalize_argnum, source_function, value_expr
+from .forward_mode import jvp
+from .tree import tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 
 __all__ = ["check_grads", "combo_check", "numerical_vjp", "scalar_close", "TOL", "RTOL", "EPS", "arrays",
            "broadcastable_shapes", "pytrees", "primitive_function"]
@@ -185,10 +187,8 @@ def _check_value(got, f, x, name, how, atol=1e-6, rtol=1e-6):
 
 
 def _jvp_transform(name):
-    jvp = find_jvp()
-    if jvp is None:
-        raise AssertionError(f"forward-mode check of {name} ('fwd' in modes) needs funcgrad.jvp, which this "
-                             "funcgrad does not provide; pass modes=['rev'] to check reverse mode only")
+    """The forward-mode transform the "fwd" checks use (``funcgrad.forward_mode.jvp``; a module attribute so a
+    test can put a reference implementation in its place)."""
     return jvp
 
 
@@ -196,16 +196,144 @@ def _extra(tk, env):
     return "".join(f", {k}={value_expr(v, f'_t_{k}', env)}" for k, v in tk.items())
 
 
-def _vjp_map(f, name, tk):
-    """``(x, v) -> vjp(f, x)[1](v)``: the map autograd checks for second-order reverse mode."""
-    env = {"_f": f, "_vjp": vjp}
-    return source_function(f"vjp_{name}", ["x", "v"], f"_vjp(_f, x{_extra(tk, env)})[1](v)[0]", env)
+def _lines_function(label, params, lines, env):
+    """A real Python function ``def label(*params): <lines>`` over the globals ``env``, its source in linecache
+    (so that funcgrad's transforms read it as they read the user's code)."""
+    fname = "".join(c if c.isalnum() or c == "_" else "_" for c in label)
+    fname = fname if fname and not fname[0].isdigit() else "f_" + fname
+    _COUNTER[0] += 1
+    src = f"def {fname}({', '.join(params)}):\n" + "".join(f"    {ln}\n" for ln in lines)
+    filename = f"<funcgrad check_grads {fname} #{_COUNTER[0]}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    ns = dict(env)
+    ns["np"] = np
+    exec(compile(src, filename, "exec"), ns)
+    return ns[fname]
 
 
-def _jvp_map(f, name, tk):
-    """``(x, v) -> jvp(f, (x,), (v,))[1]``: the map autograd checks for second-order forward mode."""
-    env = {"_f": f, "_jvp": _jvp_transform(name)}
-    return source_function(f"jvp_{name}", ["x", "v"], f"_jvp(_f, (x,), (v,){_extra(tk, env)})[1]", env)
+def _leaf_exprs(root, tree, what):
+    """Source expressions reading each leaf of ``tree`` (in tree_flatten's order) from the variable ``root``."""
+    pairs, _ = tree_flatten_with_path(tree)
+    for path, _ in pairs:
+        if ".<" in path:
+            raise TypeError(f"check_grads with order > 1: {what} holds a registered pytree node; only tuples, "
+                            "lists, dicts and NamedTuples of arrays and floats can be checked at higher order")
+    return [root + path for path, _ in pairs]
+
+
+def _tree_expr(td, exprs, env):
+    """A source expression building a tree of structure ``td`` from the leaf expressions ``exprs``."""
+    it = iter(exprs)
+
+    def build(t):
+        if t.kind == "leaf":
+            return next(it)
+        ch = [build(c) for c in t.children]
+        if t.kind == "none":
+            return "None"
+        if t.kind == "tuple":
+            return "(" + ", ".join(ch) + ("," if len(ch) == 1 else "") + ")"
+        if t.kind == "list":
+            return "[" + ", ".join(ch) + "]"
+        if t.kind == "dict":
+            return "{" + ", ".join(f"{k!r}: {c}" for k, c in zip(t.aux, ch)) + "}"
+        if t.kind == "namedtuple":
+            name = f"_nt{len(env)}"
+            env[name] = t.aux
+            return f"{name}({', '.join(ch)})"
+        raise TypeError("check_grads with order > 1: the function returns a registered pytree node; only tuples, "
+                        "lists, dicts and NamedTuples of arrays and floats can be checked at higher order")
+
+    return build(td)
+
+
+class _Generated:
+    """The forward-mode code funcgrad generated for ``f`` at the signature of ``x`` (a pytree of floats), as a
+    call written in source: ``call(xs, ts)`` is the text of a call of the generated jvp with primal leaf
+    expressions ``xs`` and tangent leaf expressions ``ts``; it returns ``(outputs, output tangents)``, one
+    entry per output leaf. The maps below are real Python functions around that call, which funcgrad reads and
+    differentiates again (forward over forward, reverse over forward), to any order."""
+
+    def __init__(self, f, x, name, tk):
+        self.so = _fm._so(f, (x,), tk.get("mode"), tk.get("jit", True), tk.get("backend"))
+        n = len(tree_flatten(x)[0])
+        if self.so.n != n or self.so.n_tan != n:
+            raise TypeError(f"check_grads with order > 1: every leaf of the argument of {name} must be a float "
+                            "array or a float")
+        self.env = dict(self.so.scope)
+        y = f(x)
+        y_leaves, self.y_td = tree_flatten(y)
+        if len(y_leaves) != self.so.n_out:  # an output funcgrad keeps as a constant: a flat tuple of the leaves
+            self.y_td = tree_flatten(tuple(range(self.so.n_out)))[1]
+        self.y_leaves = y_leaves
+        self.cap_names = [f"_cap{i}" for i in range(len(self.so.scope) - 1)]
+
+    def call(self, xs, ts):
+        return f"_jvpfn({', '.join(list(xs) + self.cap_names + list(ts))})"
+
+
+def _jvp_map(f, x, name, tk=None):
+    """``(x, v) -> jvp(f, (x,), (v,))[1]`` (the map autograd checks for second order in forward mode), as a
+    Python function around the forward-mode code funcgrad generated for ``f``."""
+    gen = _Generated(f, x, name, tk or {})
+    xs, vs = _leaf_exprs("x", x, f"the argument of {name}"), _leaf_exprs("v", x, f"the argument of {name}")
+    outs = _tree_expr(gen.y_td, [f"_r[1][{k}]" for k in range(gen.so.n_out)], gen.env)
+    return _lines_function(f"jvp_{name}", ["x", "v"], [f"_r = {gen.call(xs, vs)}", f"return {outs}"], gen.env)
+
+
+def _vjp_map(f, x, name, tk=None):
+    """``(x, v) -> vjp(f, x)[1](v)`` (the map autograd checks for second order in reverse mode), as a Python
+    function around the forward-mode code funcgrad generated for ``f``: ``J(x)^T v`` is assembled from one
+    JVP per element of ``x`` (two for a complex element: along ``e_k`` and ``1j e_k``), each paired with ``v``
+    as ``Re(sum(v * J e))``; with autograd's convention for complex inputs, the cotangent of element ``k`` is
+    ``<v, J e_k> - 1j <v, J (1j e_k)>``. Reverse mode over this code is the second-order VJP."""
+    gen = _Generated(f, x, name, tk or {})
+    env = gen.env
+    x_leaves = tree_flatten(x)[0]
+    xs = _leaf_exprs("x", x, f"the argument of {name}")
+    vs = [f"v{p}" for p in _leaf_exprs("", tree_unflatten(gen.y_td, [0] * gen.so.n_out), "the output")]
+    y_cplx = [np.iscomplexobj(o) for o in gen.y_leaves] if len(gen.y_leaves) == gen.so.n_out else \
+        [True] * gen.so.n_out
+    lines, results = [], []
+    zeros = []
+    for j, leaf in enumerate(x_leaves):
+        if isinstance(leaf, np.ndarray):
+            env[f"_Z{j}"] = np.zeros(leaf.shape, dtype=leaf.dtype)
+            zeros.append(f"_Z{j}")
+        else:
+            zeros.append("0.0" if not np.iscomplexobj(leaf) else "0j")
+    k_call = 0
+    for j, leaf in enumerate(x_leaves):
+        size = int(np.size(leaf))
+        cplx = np.iscomplexobj(leaf)
+        if isinstance(leaf, np.ndarray):
+            basis = np.eye(size, dtype=leaf.dtype).reshape((size,) + leaf.shape)
+            env[f"_E{j}"] = basis
+            if cplx:
+                env[f"_iE{j}"] = 1j * basis
+        parts = []
+        for k in range(size):
+            units = [("1.0" if not cplx else "(1+0j)", f"_E{j}[{k}]")]
+            if cplx:
+                units.append(("1j", f"_iE{j}[{k}]"))
+            terms = []
+            for scalar_unit, array_unit in units:
+                ts = list(zeros)
+                ts[j] = array_unit if isinstance(leaf, np.ndarray) else scalar_unit
+                lines.append(f"_r{k_call} = {gen.call(xs, ts)}")
+                pair = " + ".join((f"np.real(np.sum(_r{k_call}[1][{o}] * {ve}))" if yc else
+                                   f"np.sum(_r{k_call}[1][{o}] * {ve})")
+                                  for o, (ve, yc) in enumerate(zip(vs, y_cplx))) or "0.0"
+                terms.append(pair)
+                k_call += 1
+            parts.append(terms[0] if len(terms) == 1 else f"({terms[0]}) - 1j * ({terms[1]})")
+        if isinstance(leaf, np.ndarray):
+            lines.append(f"_g{j} = np.reshape(np.array([{', '.join(parts)}]), {leaf.shape!r})")
+        else:
+            lines.append(f"_g{j} = {parts[0]}")
+        results.append(f"_g{j}")
+    out = _tree_expr(tree_flatten(x)[1], results, env)
+    return _lines_function(f"vjp_{name}", ["x", "v"], lines + [f"return {out}"], env)
 
 
 def _modes(modes):
@@ -258,13 +386,13 @@ def _ag_check_grads(fun, argnum=0, modes=("fwd", "rev"), order=2):
         if "fwd" in modes:
             _ag_check_jvp(f, x, name)
             if order > 1:
-                g = _jvp_map(f, name, {})
+                g = _jvp_map(f, x, name)
                 v = _vs_randn(x, np.random)
                 _ag_check_grads(g, (0, 1), modes, order=order - 1)(x, v)
         if "rev" in modes:
             _ag_check_vjp(f, x, name)
             if order > 1:
-                g = _vjp_map(f, name, {})
+                g = _vjp_map(f, x, name)
                 v = _vs_randn(f(x), np.random)
                 _ag_check_grads(g, (0, 1), modes, order=order - 1)(x, v)
 
@@ -318,10 +446,10 @@ def _check_grads_args(f, args, order=1, modes=("rev",), atol=None, rtol=None, ep
         common = dict(atol=atol, rtol=rtol, eps=eps, argnums=(0, 1), seed=seed + 1, max_full=max_full,
                       projections=projections, **transform_kwargs)
         if "fwd" in modes:
-            _check_grads_args(_jvp_map(f1, name, transform_kwargs), (x, _vs_randn(x, rng)), order - 1, modes,
+            _check_grads_args(_jvp_map(f1, x, name, transform_kwargs), (x, _vs_randn(x, rng)), order - 1, modes,
                               **common)
         if "rev" in modes:
-            _check_grads_args(_vjp_map(f1, name, transform_kwargs), (x, _vs_randn(f1(x), rng)), order - 1,
+            _check_grads_args(_vjp_map(f1, x, name, transform_kwargs), (x, _vs_randn(f1(x), rng)), order - 1,
                               modes, **common)
 
 
