@@ -202,12 +202,14 @@ class _SecondOrder:
         return self._fof
 
 
-def _so(fun, primals, mode, jit, backend):
-    """The cached :class:`_SecondOrder` of ``fun`` at the signature of ``primals``."""
+def _so(fun, primals, mode, jit, backend, complex_ok=False):
+    """The cached :class:`_SecondOrder` of ``fun`` at the signature of ``primals``. ``complex_ok``: the caller
+    passes its own tangents of the primals' dtypes to the generated code (the second-order helpers here seed
+    real tangents, so they refuse complex arguments)."""
     t = _cached(fun, mode, jit, get_backend(backend))
     t.argnums = tuple(i for i, p in enumerate(primals)
                       if all(is_float_leaf(x) for x in tree_flatten(p)[0]) and tree_flatten(p)[0])
-    if any(np.iscomplexobj(x) for i in t.argnums for x in tree_flatten(primals[i])[0]):
+    if not complex_ok and any(np.iscomplexobj(x) for i in t.argnums for x in tree_flatten(primals[i])[0]):
         raise TypeError("second-order derivatives (hessian, hvp, grad of grad, jvp of jvp) of functions of complex "
                         "arguments are not supported; pass the real and imaginary parts as real arguments "
                         "(complex values inside the function are fine)")

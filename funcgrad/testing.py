@@ -16,6 +16,7 @@ import linecache
 
 import numpy as np
 
+from . import api as _api
 from .api import vjp
 from . import forward_mode as _fm
 from .differential import bind_argnum, check_argnum, normalize_argnum, source_function, value_expr
@@ -255,7 +256,7 @@ class _Generated:
     differentiates again (forward over forward, reverse over forward), to any order."""
 
     def __init__(self, f, x, name, tk):
-        self.so = _fm._so(f, (x,), tk.get("mode"), tk.get("jit", True), tk.get("backend"))
+        self.so = _fm._so(f, (x,), tk.get("mode"), tk.get("jit", True), tk.get("backend"), complex_ok=True)
         n = len(tree_flatten(x)[0])
         if self.so.n != n or self.so.n_tan != n:
             raise TypeError(f"check_grads with order > 1: every leaf of the argument of {name} must be a float "
@@ -345,26 +346,35 @@ def _modes(modes):
 
 
 # ----------------------------------------------------------------------------- autograd's form
-def _ag_check_vjp(f, x, name):
-    y, pull = vjp(f, x)
+def _ag_check_vjp(f, x, name, vjp_at=None):
+    """autograd's ``check_vjp``: ``<x_v, VJP(y_v)>`` against ``<y_v, JVP_numeric(x_v)>``. ``vjp_at(x)`` gives
+    ``(f(x), pull)`` (funcgrad.vjp's by default)."""
+    if vjp_at is None:
+        y, pull_all = vjp(f, x)
+        pull = lambda c: pull_all(c)[0]  # noqa: E731
+    else:
+        y, pull = vjp_at(x)
     _vs_leaves(y, f"the output of {name}")
     _check_value(y, f, x, name, "funcgrad.vjp")
-    jvp = _numerical_jvp(f, x, EPS)
+    jvp_num = _numerical_jvp(f, x, EPS)
     x_v, y_v = _vs_randn(x, np.random), _vs_randn(y, np.random)
-    (g,) = pull(_vs_conj(y_v))
-    g = _vs_conj(g)
+    g = _vs_conj(pull(_vs_conj(y_v)))
     mm = _vs_mismatch(g, x)
     assert mm is None, f"VJP of {name} returned a cotangent with {mm}: it must match the input"
     exact = _vs_inner(x_v, g)
-    numeric = _vs_inner(y_v, jvp(x_v))
+    numeric = _vs_inner(y_v, jvp_num(x_v))
     assert scalar_close(numeric, exact), (
         f"Derivative (VJP) check of {name} failed with arg {x}:\nanalytic: {exact}\nnumeric:  {numeric}")
 
 
-def _ag_check_jvp(f, x, name):
-    jvp_t = _jvp_transform(name)
+def _ag_check_jvp(f, x, name, jvp_at=None):
+    """autograd's ``check_jvp``: the JVP against central differences. ``jvp_at(x, t)`` gives
+    ``(f(x), J t)`` (funcgrad.jvp's by default)."""
+    if jvp_at is None:
+        jvp_t = _jvp_transform(name)
+        jvp_at = lambda x, t: jvp_t(f, (x,), (t,))  # noqa: E731
     x_v = _vs_randn(x, np.random)
-    y, y_dot = jvp_t(f, (x,), (x_v,))
+    y, y_dot = jvp_at(x, x_v)
     _check_value(y, f, x, name, "funcgrad.jvp")
     numeric = _numerical_jvp(f, x, EPS)(x_v)
     mm = _vs_mismatch(y_dot, numeric)
@@ -373,6 +383,68 @@ def _ag_check_jvp(f, x, name):
     a, b = _vs_inner(y_dot, v), _vs_inner(numeric, v)
     assert scalar_close(a, b), (
         f"Derivative (JVP) check of {name} failed with arg {x}:\nanalytic: {a}\nnumeric:  {b}")
+
+
+class _VjpMap:
+    """``h(x, v) = vjp(f, x)(v)`` (autograd's second-order reverse-mode map) with its first derivatives in
+    closed form, from reverse mode over funcgrad's generated forward-mode code of ``f``. With the pairing
+    ``P(a, b) = Re(sum(a * b))`` (funcgrad's and autograd's: ``P(J^T v, t) = P(v, J t)``) and
+    ``A(x, t, c) = grad_x P(c, J(x) t)``, the symmetry of the second derivative gives
+
+    * ``jvp(h)((x, v), (dx, dv)) = A(x, dx, v) + J(x)^T dv``;
+    * ``vjp(h)((x, v))(w) = (A(x, w, v), J(x) w)``.
+
+    One reverse pass over one forward pass, whatever the size of ``x`` (``_vjp_map``, which higher orders
+    differentiate again, takes one JVP per element of ``x``)."""
+
+    def __init__(self, f, x, name):
+        self.f, self.name = f, name
+        gen = _Generated(f, x, name, {})
+        n, m = gen.so.n, gen.so.n_out
+        if len(gen.y_leaves) != m:
+            raise _NoClosedForm
+        self.x_td = tree_flatten(x)[1]
+        self.n = n
+        xs, ts, cs = [f"x{i}" for i in range(n)], [f"t{i}" for i in range(n)], [f"c{k}" for k in range(m)]
+        terms = " + ".join(f"np.real(np.sum(_r[1][{k}] * c{k}))" for k in range(m)) or "0.0"
+        w = _lines_function(f"pairing_{name}", xs + ts + cs, [f"_r = {gen.call(xs, ts)}", f"return {terms}"],
+                            gen.env)
+        self.grad_a = _api.grad(w, argnums=tuple(range(n)))
+
+    def a(self, x, t, c):
+        g = self.grad_a(*tree_flatten(x)[0], *tree_flatten(t)[0], *tree_flatten(c)[0])
+        return tree_unflatten(self.x_td, list(g) if isinstance(g, tuple) else [g])
+
+    def value(self, xv):
+        x, v = xv
+        return vjp(self.f, x)[1](v)[0]
+
+    def jvp_at(self, xv, dxv):
+        (x, v), (dx, dv) = xv, dxv
+        return self.value(xv), _vs_add(self.a(x, dx, v), vjp(self.f, x)[1](dv)[0])
+
+    def vjp_at(self, xv):
+        x, v = xv
+        jvp_t = _jvp_transform(self.name)
+        return self.value(xv), lambda w: (self.a(x, w, v), jvp_t(self.f, (x,), (w,))[1])
+
+
+class _NoClosedForm(Exception):
+    pass
+
+
+def _ag_check_vjp_map(f, x, v, modes, name):
+    """autograd's order-1 check of ``(x, v) -> vjp(f, x)(v)`` (the last level of an order-2 check)."""
+    try:
+        h = _VjpMap(f, x, name)
+    except _NoClosedForm:
+        _ag_check_grads(_vjp_map(f, x, name), (0, 1), modes, order=1)(x, v)
+        return
+    hname = f"vjp_{name}"
+    if "fwd" in modes:
+        _ag_check_jvp(h.value, (x, v), hname, h.jvp_at)
+    if "rev" in modes:
+        _ag_check_vjp(h.value, (x, v), hname, h.vjp_at)
 
 
 def _ag_check_grads(fun, argnum=0, modes=("fwd", "rev"), order=2):
@@ -392,9 +464,11 @@ def _ag_check_grads(fun, argnum=0, modes=("fwd", "rev"), order=2):
         if "rev" in modes:
             _ag_check_vjp(f, x, name)
             if order > 1:
-                g = _vjp_map(f, x, name)
                 v = _vs_randn(f(x), np.random)
-                _ag_check_grads(g, (0, 1), modes, order=order - 1)(x, v)
+                if order == 2:
+                    _ag_check_vjp_map(f, x, v, modes, name)
+                else:
+                    _ag_check_grads(_vjp_map(f, x, name), (0, 1), modes, order=order - 1)(x, v)
 
     check.__name__ = f"check_grads_of_{name}_wrt_argnum_{argnum}"
     return check

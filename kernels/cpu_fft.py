@@ -118,7 +118,9 @@ def match_complex(g, x):
         return g
     if gc:
         r = np.real(g)
-        return np.ascontiguousarray(r) if isinstance(r, np.ndarray) else r
+        if isinstance(r, np.ndarray):  # ascontiguousarray would make a 0-d cotangent 1-d
+            return np.ascontiguousarray(r) if r.ndim else r.copy()
+        return r
     c = np.asarray(g, dtype=np.result_type(np.asarray(x).dtype, np.asarray(g).dtype))
     return c if isinstance(g, np.ndarray) else c[()]
 
@@ -134,6 +136,8 @@ def _match_complex_ov(g, x):
     if gc == xc:
         return lambda g, x: g
     if gc:
+        if isinstance(g, types.Array) and g.ndim == 0:
+            return lambda g, x: np.real(g).copy()
         if isinstance(g, types.Array):
             return lambda g, x: np.ascontiguousarray(np.real(g))
         return lambda g, x: g.real
