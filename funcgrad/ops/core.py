@@ -353,9 +353,9 @@ def _sample_clip(draw, dt, st, array, shapes):
 
 
 @defvjp(np.clip, sample=S.custom(_sample_clip))
-def clip(y, x, lo, hi):
-    d[x] = d[y] * in_range(x, lo, hi)
-    t[y] = t[x] * in_range(x, lo, hi)
+def clip(y, a, a_min, a_max):  # NumPy's parameter names: np.clip(x, a_min=0.1, a_max=1.1)
+    d[a] = d[y] * in_range(a, a_min, a_max)
+    t[y] = t[a] * in_range(a, a_min, a_max)
 
 
 @defvjp(None, sample=S.custom(lambda draw, dt, st, array, shapes: ((array(draw, shapes(draw), dt), -0.5, 0.5), {})))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import operator
 import types
 
 import numpy as np
@@ -22,6 +23,11 @@ from ..values import Dyn, Static, Struct, leaves as _leaves, map_struct as _map_
 from .lowerings import lower_call, lowering_for
 from .common import (_DictView, _is_metadata, _Partial, _NJIT_BUILTINS, _STATIC_BUILTINS, _is_static_tree, _is_user_code, LocalFunction, Scope, _BUILTIN_MAP, _BoundMethod, _Iter, _METHODS, _Range,
                      _default_value, _np_attr, _static_value, tag_file)
+
+# operator.add(a, b) is a + b (autograd's tests pass operator functions as the function to check)
+_OPERATOR_BINOPS = {operator.add: ast.Add, operator.sub: ast.Sub, operator.mul: ast.Mult, operator.truediv: ast.Div,
+                    operator.floordiv: ast.FloorDiv, operator.mod: ast.Mod, operator.pow: ast.Pow,
+                    operator.matmul: ast.MatMult}
 
 
 class StaticArgumentNeeded(Exception):
@@ -98,6 +104,12 @@ class Calls:
                                  "transform (grad, value_and_grad, vjp): it cannot be called inside a function "
                                  "funcgrad transforms", "call the original function, or compute the derivative "
                                  "outside", cls=UnsupportedSyntaxError)
+        if isinstance(fn, types.BuiltinFunctionType) and fn in _OPERATOR_BINOPS and len(args) == 2 and not kwargs:
+            return self.binop(_OPERATOR_BINOPS[fn](), args[0], args[1], scope, out, node)
+        if fn is operator.neg and len(args) == 1 and not kwargs:
+            if isinstance(args[0], Static):
+                return Static(-args[0].obj)
+            return self.call_prim(lookup(np.negative), args, {}, scope, out, node)
         if isinstance(fn, functools.partial):  # partial(f, a, k=v)(b): f(a, b, k=v)
             fixed = [self.constant_value(v, scope, node) for v in fn.args]
             fixed_kw = {k: self.constant_value(v, scope, node) for k, v in fn.keywords.items()}

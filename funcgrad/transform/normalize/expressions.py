@@ -80,18 +80,7 @@ class Expressions:
         if isinstance(node, ast.BinOp):
             left = self.expr(node.left, scope, out)
             right = self.expr(node.right, scope, out)
-            if isinstance(left, Static) and isinstance(right, Static):
-                return Static(_const_binop(node.op, left.obj, right.obj, P, node))
-            if isinstance(left, Struct) or isinstance(right, Struct):
-                if isinstance(node.op, ast.Add) and isinstance(left, Struct) and isinstance(right, Struct):
-                    return Struct("tuple", left.values() + right.values())
-                raise error(P, node, "arithmetic on a tuple/list/dict is not supported",
-                            "use arrays (np.stack the values first)")
-            fn = _OPS.get(type(node.op))
-            if fn is None or isinstance(left, Static) and isinstance(left.obj, (str, bytes)):  # "%d" % n: formatting
-                return Dyn(ast.BinOp(left=self.as_expr(left, scope, node), op=node.op,
-                                     right=self.as_expr(right, scope, node)))
-            return self.call_prim(lookup(fn), [left, right], {}, scope, out, node)
+            return self.binop(node.op, left, right, scope, out, node)
         if isinstance(node, ast.UnaryOp):
             v = self.expr(node.operand, scope, out)
             if isinstance(v, Static):
@@ -271,6 +260,21 @@ class Expressions:
                 return Dyn(ast.Attribute(value=base.expr, attr=attr, ctx=ast.Load()))
             return _BoundMethod(base, attr, node)
         raise error(P, node, f"cannot take attribute '{attr}' of this value", None)
+
+    def binop(self, op, left, right, scope, out, node):
+        """``left <op> right`` of values already evaluated (a BinOp, or ``operator.add(a, b)`` called)."""
+        P = scope.parsed
+        if isinstance(left, Static) and isinstance(right, Static):
+            return Static(_const_binop(op, left.obj, right.obj, P, node))
+        if isinstance(left, Struct) or isinstance(right, Struct):
+            if isinstance(op, ast.Add) and isinstance(left, Struct) and isinstance(right, Struct):
+                return Struct("tuple", left.values() + right.values())
+            raise error(P, node, "arithmetic on a tuple/list/dict is not supported",
+                        "use arrays (np.stack the values first)")
+        fn = _OPS.get(type(op))
+        if fn is None or isinstance(left, Static) and isinstance(left.obj, (str, bytes)):  # "%d" % n: formatting
+            return Dyn(ast.BinOp(left=self.as_expr(left, scope, node), op=op, right=self.as_expr(right, scope, node)))
+        return self.call_prim(lookup(fn), [left, right], {}, scope, out, node)
 
     def subscript(self, base, node, scope, out):
         P = scope.parsed
