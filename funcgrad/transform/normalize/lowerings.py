@@ -194,10 +194,47 @@ def _join(key):
     def low(L, tup, dtype=Static(None), casting=Static("same_kind")):
         _no_extra(L, dtype=dtype)
         if isinstance(tup, Dyn):
-            L.refuse("the arrays to join must be a tuple or list written in the code (rows of one array "
-                     "are not supported)", "pass (a, b, ...) or list(...) of the arrays")
+            joined = _join_rows(L, key, tup)
+            if joined is None:
+                L.refuse("the arrays to join must be a tuple or list written in the code (rows of one array "
+                         "are supported for a function argument of known ndim only)",
+                         "pass (a, b, ...) or list(...) of the arrays")
+            return joined
         return L.prim(key, Struct("tuple", L.items(tup, "the arrays to join")))
     return low
+
+
+def _dim(a, k):
+    """``a.shape[k]`` as a value of the generated code."""
+    return Dyn(ast.Subscript(value=ast.Attribute(value=a.expr, attr="shape", ctx=ast.Load()), slice=ast.Constant(k),
+                             ctx=ast.Load()))
+
+
+def _join_rows(L, key, a):
+    """``np.vstack(a)`` (hstack, column_stack) of one array ``a``: NumPy joins its rows ``a[0], a[1], ...``,
+    which is ``a`` reshaped or transposed; None where ``a``'s ndim is not known now."""
+    r = L.rank(a)
+    if r is None or r == 0 or key is np.dstack:
+        return None
+    copy = lambda v: L.prim(np.copy, v)  # noqa: E731  (the result never aliases a, as NumPy's does not)
+    rest = [_dim(a, k) for k in range(2, r)]
+    if key is np.vstack:   # rows made at least 2-d, joined along axis 0
+        if r == 1:
+            return copy(L.prim(np.reshape, a, Struct("tuple", [Static(-1), Static(1)])))
+        if r == 2:
+            return copy(a)
+        return copy(L.prim(np.reshape, a, Struct("tuple", [Static(-1)] + rest)))
+    if key is np.column_stack and r <= 2:   # rows as columns: (1, n) for scalars, a.T for 1-d rows
+        if r == 1:
+            return copy(L.prim(np.reshape, a, Struct("tuple", [Static(1), Static(-1)])))
+        return copy(L.prim(np.transpose, a))
+    # hstack (and column_stack of rows with ndim >= 2): rows made at least 1-d, joined along axis 1 (axis 0 for 1-d)
+    if r == 1:
+        return copy(a)
+    if r == 2:
+        return copy(L.prim(np.reshape, a, Struct("tuple", [Static(-1)])))
+    moved = L.prim(np.transpose, a, Static((1, 0) + tuple(range(2, r))))
+    return copy(L.prim(np.reshape, moved, Struct("tuple", [_dim(a, 1), Static(-1)] + rest[1:])))
 
 
 def _split(kind):

@@ -1,0 +1,182 @@
+"""What HIPS autograd's own test suite needs of funcgrad, each piece checked against central differences:
+check_grads' second- and third-order maps (forward over forward and reverse over forward mode), operator
+functions called as functions, NumPy keyword names, and NumPy calls on the rows of one array."""
+import operator
+
+import numpy as np
+import pytest
+
+import funcgrad
+import funcgrad.testing as T
+from funcgrad import test_util
+
+RNG = np.random.default_rng(7)
+
+
+@pytest.fixture(autouse=True)
+def _seeded():
+    np.random.seed(3)  # the curried check_grads draws its directions from np.random, as autograd's does
+
+
+def _fd(f, x, dx, eps=1e-6):
+    """The central difference of ``f`` at ``x`` along ``dx`` (pytrees of arrays and floats)."""
+    plus = f(T._vs_add(x, T._vs_scale(dx, eps)))
+    minus = f(T._vs_add(x, T._vs_scale(dx, -eps)))
+    return T._vs_scale(T._vs_add(plus, T._vs_scale(minus, -1.0)), 1.0 / (2 * eps))
+
+
+def _numeric_vjp(f, x, v, eps=1e-6):
+    """``J(x)^T v`` by central differences, with autograd's convention for complex ``x``
+    (``d/dRe - 1j d/dIm`` of ``Re(sum(v * f))``): no funcgrad involved."""
+    x = np.asarray(x)
+    out = np.zeros(x.shape, dtype=x.dtype)
+    units = (1.0, 1j) if np.iscomplexobj(x) else (1.0,)
+    for k in range(x.size):
+        for u in units:
+            e = np.zeros(x.shape, dtype=x.dtype)
+            e.reshape(-1)[k] = u * eps
+            d = np.real(np.sum(v * (f(x + e) - f(x - e)))) / (2 * eps)
+            out.reshape(-1)[k] += d if u == 1.0 else -1j * d
+    return out
+
+
+def _close(a, b, tol=1e-5):
+    for p, q in zip(funcgrad.tree.tree_flatten(a)[0], funcgrad.tree.tree_flatten(b)[0]):
+        np.testing.assert_allclose(p, q, rtol=tol, atol=tol)
+
+
+def _f_real(x):
+    return np.sin(x) * np.sum(x ** 2) + np.exp(x[::-1])
+
+
+def _f_complex(z):
+    return np.sin(z) * np.sum(z * np.conj(z)) + np.abs(z) ** 2
+
+
+# ----------------------------------------------------------------------------- second-order maps
+@pytest.mark.parametrize("f, x", [(_f_real, RNG.normal(size=3)),
+                                  (_f_complex, RNG.normal(size=3) + 1j * RNG.normal(size=3))],
+                         ids=["real", "complex"])
+def test_the_jvp_map_is_the_derivative_and_funcgrad_differentiates_it_again(f, x):
+    g = T._jvp_map(f, x, "f")   # (x, v) -> J(x) v, a Python function around funcgrad's forward-mode code
+    v = RNG.normal(size=3) + (1j * RNG.normal(size=3) if np.iscomplexobj(x) else 0)
+    _close(g(x, v), _fd(f, x, v))
+    # forward over forward and reverse over forward, against central differences of the map itself
+    dx, dv = RNG.normal(size=3).astype(x.dtype), RNG.normal(size=3).astype(x.dtype)
+    _, tangent = funcgrad.jvp(lambda xv: g(xv[0], xv[1]), ((x, v),), ((dx, dv),))
+    _close(tangent, _fd(lambda xv: g(xv[0], xv[1]), (x, v), (dx, dv)))
+
+
+@pytest.mark.parametrize("f, x", [(_f_real, RNG.normal(size=3)),
+                                  (_f_complex, RNG.normal(size=3) + 1j * RNG.normal(size=3))],
+                         ids=["real", "complex"])
+def test_the_vjp_map_from_one_jvp_per_element_is_the_transposed_jacobian(f, x):
+    h = T._vjp_map(f, x, "f")
+    v = RNG.normal(size=3) + (1j * RNG.normal(size=3) if np.iscomplexobj(f(x)) else 0)
+    _close(h(x, v), _numeric_vjp(f, x, v))
+    _close(h(x, v), funcgrad.vjp(f, x)[1](v)[0])
+
+
+@pytest.mark.parametrize("f, x", [(_f_real, RNG.normal(size=3)),
+                                  (_f_complex, RNG.normal(size=3) + 1j * RNG.normal(size=3))],
+                         ids=["real", "complex"])
+def test_the_closed_form_derivatives_of_the_vjp_map(f, x):
+    hm = T._VjpMap(f, x, "f")
+    v = RNG.normal(size=3) + (1j * RNG.normal(size=3) if np.iscomplexobj(f(x)) else 0)
+    h_numeric = lambda xv: _numeric_vjp(f, xv[0], xv[1])  # noqa: E731  J(x)^T v with no funcgrad at all
+    dx = RNG.normal(size=3).astype(x.dtype)
+    dv = RNG.normal(size=3).astype(v.dtype)
+    value, tangent = hm.jvp_at((x, v), (dx, dv))
+    _close(value, h_numeric((x, v)))
+    _close(tangent, _fd(h_numeric, (x, v), (dx, dv), eps=1e-4), tol=1e-4)
+    # the VJP of the map: <w, jvp> = <vjp(w), (dx, dv)> in the real pairing Re(sum(a * b))
+    w = RNG.normal(size=3).astype(x.dtype)
+    _, pull = hm.vjp_at((x, v))
+    gx, gv = pull(w)
+    lhs = np.real(np.sum(w * tangent))
+    rhs = np.real(np.sum(gx * dx) + np.sum(gv * dv))
+    assert abs(lhs - rhs) < 1e-8 * max(1.0, abs(lhs))
+
+
+def test_order_2_and_3_checks_pass_right_derivatives_of_every_kind():
+    test_util.check_grads(_f_real)(RNG.normal(size=3))
+    test_util.check_grads(_f_complex)(RNG.normal(size=3) + 1j * RNG.normal(size=3))
+    test_util.check_grads(np.dot, argnum=(0, 1), order=3)(RNG.normal(size=3), RNG.normal(size=3))
+    test_util.check_grads(lambda p: (p["a"] * p["b"][0], {"s": np.sum(np.tanh(p["b"][1]))}))(
+        {"a": RNG.normal(size=2), "b": (1.3, RNG.normal(size=2))})
+    test_util.check_grads(np.gradient)(RNG.normal(size=(6, 5, 4)))  # 120 elements: one pass, not one per element
+
+
+def test_order_2_reverse_check_catches_a_wrong_second_derivative(monkeypatch):
+    test_util.check_grads(_f_real, modes=["rev"])(RNG.normal(size=3))
+    right = T._VjpMap.a
+    monkeypatch.setattr(T._VjpMap, "a", lambda self, x, t, c: T._vs_scale(right(self, x, t, c), 1.001))
+    with pytest.raises(AssertionError, match="check of vjp_"):
+        test_util.check_grads(_f_real, modes=["rev"])(RNG.normal(size=3))
+
+
+def test_order_2_forward_check_catches_a_map_inconsistent_with_its_derivative(monkeypatch):
+    right = T._jvp_map
+
+    def off(f, x, name, tk=None):   # values whose derivative funcgrad is told to drop a 0.1% term of
+        g = right(f, x, name, tk)
+        env = {"_g": g, "_stop": funcgrad.stop_gradient}
+        return T._lines_function("jvp_off", ["x", "v"], ["return _g(x, v) * (1.0 + 1e-3 * _stop(np.sum(x * x)))"],
+                                 env)
+
+    monkeypatch.setattr(T, "_jvp_map", off)
+    with pytest.raises(AssertionError, match="check of jvp_off"):
+        test_util.check_grads(_f_real, modes=["fwd"])(RNG.normal(size=3))
+
+
+# ----------------------------------------------------------------------------- operators, keywords
+@pytest.mark.parametrize("op", [operator.add, operator.sub, operator.mul, operator.truediv, operator.pow,
+                                operator.mod])
+@pytest.mark.parametrize("jit", [True, False])
+def test_operator_functions_are_the_operators(op, jit):
+    x, y = RNG.uniform(1.0, 2.0, size=3), RNG.uniform(0.5, 0.9, size=3)
+
+    def f(a, b):
+        return np.sum(op(a, b) ** 2)
+
+    gx, gy = funcgrad.grad(f, argnums=(0, 1), jit=jit)(x, y)
+    np.testing.assert_allclose(gx, [_fd(lambda a: f(a, y), x, e) for e in np.eye(3)], rtol=1e-6)
+    np.testing.assert_allclose(gy, [_fd(lambda b: f(x, b), y, e) for e in np.eye(3)], rtol=1e-6)
+    _, t = funcgrad.jvp(lambda a: op(a, y), (x,), (np.ones(3),), jit=jit)
+    np.testing.assert_allclose(t, _fd(lambda a: op(a, y), x, np.ones(3)), rtol=1e-6)
+
+
+def test_operator_neg_and_add_of_lists():
+    def f(a):
+        return operator.neg(a) * operator.add([2.0], [3.0])[1]
+
+    assert funcgrad.grad(f)(0.4) == -3.0
+
+
+def test_clip_takes_numpys_keyword_names():
+    x = np.array([-0.5, 0.3, 0.7, 1.5])
+
+    def f(x):
+        return np.sum(np.clip(x, a_min=0.1, a_max=1.1) ** 2)
+
+    np.testing.assert_allclose(funcgrad.grad(f)(x), [_fd(f, x, e) for e in np.eye(4)], atol=1e-8)
+
+
+# ----------------------------------------------------------------------------- rows of one array
+@pytest.mark.parametrize("fn", [np.vstack, np.hstack, np.column_stack])
+@pytest.mark.parametrize("shape", [(2,), (2, 3), (2, 3, 4), (2, 3, 4, 2)])
+@pytest.mark.parametrize("jit", [True, False])
+def test_stacking_the_rows_of_one_array_is_numpys(fn, shape, jit):
+    a = RNG.normal(size=shape)
+
+    def f(x):
+        return fn(x) * 1.0
+
+    y, pull = funcgrad.vjp(f, a, jit=jit)
+    np.testing.assert_array_equal(y, fn(a))
+    c = RNG.normal(size=y.shape)
+    (g,) = pull(c)
+    want = np.array([np.sum(c * _fd(fn, a, e.reshape(shape))) for e in np.eye(a.size)]).reshape(shape)
+    np.testing.assert_allclose(g, want, rtol=1e-6)
+    y[...] = 0.0
+    assert np.all(a != 0.0)  # a copy, as NumPy's
