@@ -180,3 +180,55 @@ def test_stacking_the_rows_of_one_array_is_numpys(fn, shape, jit):
     np.testing.assert_allclose(g, want, rtol=1e-6)
     y[...] = 0.0
     assert np.all(a != 0.0)  # a copy, as NumPy's
+
+
+# ----------------------------------------------------------------------------- np.r_, np.c_
+_C = RNG.normal(size=(3, 2))
+
+
+def _r_mixed(x):
+    return np.r_[x, _C, 2.0 * x]
+
+
+def _r_scalars_and_range(x):
+    return np.r_[x[0, 0], x[1], 1:4] * np.r_[x[2], x[0], 0.5, 1.0]
+
+
+def _c_mixed(x):
+    return np.c_[x, _C, x]
+
+
+@pytest.mark.parametrize("f, shape", [(_r_mixed, (3, 2)), (_r_scalars_and_range, (3, 2)), (_c_mixed, (3, 2))])
+@pytest.mark.parametrize("jit", [True, False])
+def test_r_and_c_index_concatenation_is_numpys(f, shape, jit):
+    x = RNG.normal(size=shape)
+    y, pull = funcgrad.vjp(f, x, jit=jit)
+    np.testing.assert_array_equal(y, f(x))
+    c = RNG.normal(size=y.shape)
+    (g,) = pull(c)
+    want = np.array([np.sum(c * _fd(f, x, e.reshape(shape))) for e in np.eye(x.size)]).reshape(shape)
+    np.testing.assert_allclose(g, want, rtol=1e-6)
+    _, t = funcgrad.jvp(f, (x,), (np.ones(shape),), jit=jit)
+    np.testing.assert_allclose(t, _fd(f, x, np.ones(shape)), rtol=1e-6)
+
+
+def test_c_of_an_item_of_unknown_ndim_is_refused_at_the_users_line():
+    def f(x):
+        return np.c_[x[0] * 2.0, x[1]]
+
+    with pytest.raises(funcgrad.errors.UnsupportedSyntaxError, match=r"np\.c_: the ndim") as info:
+        funcgrad.grad(lambda x: np.sum(f(x)))(np.ones((2, 3)))
+    assert "return np.c_[x[0] * 2.0, x[1]]" in str(info.value)
+
+
+def test_grad_takes_autograds_argnum_keyword():
+    def f(x, y):
+        return np.sum(np.sin(x) * y ** 2)
+
+    x, y = RNG.normal(size=3), RNG.normal(size=3)
+    np.testing.assert_allclose(funcgrad.grad(f, argnum=1)(x, y), [_fd(lambda b: f(x, b), y, e) for e in np.eye(3)],
+                               rtol=1e-6)
+    v, g = funcgrad.value_and_grad(f, argnum=0)(x, y)
+    np.testing.assert_allclose(g, [_fd(lambda a: f(a, y), x, e) for e in np.eye(3)], rtol=1e-6)
+    with pytest.raises(TypeError, match="not both"):
+        funcgrad.grad(f, 1, argnum=1)

@@ -15,6 +15,7 @@ from ..values import Dyn, Static, Struct
 from .common import (CustomVJP, LocalFunction, Scope, _BoundMethod, _DictView, _Iter, _OPS, _Range, _attr_getter,
                      _is_metadata, _is_static_tree, _np_attr, lookup_getitem)
 from .constants import (_const_binop, _const_compare, _const_unary)
+from .lowerings import index_concat
 
 
 class Expressions:
@@ -298,6 +299,8 @@ class Expressions:
                 return Struct(base.kind if base.kind != "namedtuple" else "tuple", r) if isinstance(key.obj, slice) else r
             except (KeyError, IndexError, TypeError):
                 raise error(P, node, f"key {key.obj!r} is not in this {base.kind}", None) from None
+        if isinstance(base, Static) and (base.obj is np.r_ or base.obj is np.c_):
+            return index_concat(self, base.obj, node, scope, out)
         if isinstance(base, Static):
             key = self.expr(node.slice, scope, out)
             if isinstance(key, Static):

@@ -237,6 +237,46 @@ def _join_rows(L, key, a):
     return copy(L.prim(np.reshape, moved, Struct("tuple", [_dim(a, 1), Static(-1)] + rest[1:])))
 
 
+def index_concat(norm, obj, node, scope, out):
+    """``np.r_[a, b, 0:3]`` and ``np.c_[a, b]``: NumPy's index-expression concatenation, as the primitives it
+    is (``r_``: items made at least 1-d, joined along axis 0; ``c_``: items made at least 2-d with a 1-d item
+    as a column, joined along the last axis). A slice item is the constant range NumPy makes of it."""
+    name = "np.r_" if obj is np.r_ else "np.c_"
+    L = Lowering(norm, scope, out, node, name)
+    elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    vals = []
+    for e in elts:
+        if isinstance(e, ast.Slice):
+            parts = [None if p is None else norm.expr(p, scope, out) for p in (e.lower, e.upper, e.step)]
+            if not all(p is None or isinstance(p, Static) for p in parts):
+                L.refuse("a slice item's bounds must be constants")
+            vals.append(Static(np.r_[slice(*[None if p is None else p.obj for p in parts])]))
+            continue
+        v = norm.expr(e, scope, out)
+        if isinstance(v, Static) and isinstance(v.obj, str):
+            L.refuse("string directives ('r', '0,2', ...) are not supported", "call np.concatenate instead")
+        if isinstance(v, Struct):
+            v = norm.call_object(np.array, [v], {}, scope, out, node)
+        vals.append(v)
+    if all(isinstance(v, Static) for v in vals):
+        return Static(obj[tuple(v.obj for v in vals)] if len(vals) != 1 else obj[vals[0].obj])
+    pieces = []
+    for v in vals:
+        r = L.rank(v)
+        if obj is np.r_:
+            pieces.append(L.prim(np.atleast_1d, v) if r != 1 else v)
+            continue
+        if r is None:
+            L.refuse("the ndim of each item must be known now (an argument of the function or a constant)",
+                     "use np.concatenate with explicit reshapes")
+        if r == 0:
+            v = L.prim(np.reshape, v, Static((1, 1)))
+        elif r == 1:
+            v = L.prim(np.reshape, v, Struct("tuple", [Static(-1), Static(1)]))
+        pieces.append(v)
+    return L.prim(np.concatenate, Struct("tuple", pieces), axis=Static(0 if obj is np.r_ else -1))
+
+
 def _split(kind):
     def low(L, ary, indices_or_sections, axis=Static(0)):
         sec = L.const(indices_or_sections, "the number of sections or the split indices",
