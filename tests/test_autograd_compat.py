@@ -232,3 +232,16 @@ def test_grad_takes_autograds_argnum_keyword():
     np.testing.assert_allclose(g, [_fd(lambda a: f(a, y), x, e) for e in np.eye(3)], rtol=1e-6)
     with pytest.raises(TypeError, match="not both"):
         funcgrad.grad(f, 1, argnum=1)
+
+
+def test_nested_lists_of_computed_values_passed_to_numpy_are_arrays():
+    def f(a, b):   # autograd's test_simple_append_list_2D: lists of lists of floats as the arguments
+        return np.sum(np.append(a, b, axis=0) ** 3)
+
+    A = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+    B = [[7.0, 8.0, 9.0]]
+    ga, gb = funcgrad.grad(f, argnums=(0, 1))(A, B)
+    assert isinstance(ga, list) and isinstance(ga[0], list)
+    np.testing.assert_allclose(np.array(ga), 3 * np.array(A) ** 2)
+    np.testing.assert_allclose(np.array(gb), 3 * np.array(B) ** 2)
+    test_util.check_grads(np.append, argnum=(0, 1))(A, B, axis=0)

@@ -399,6 +399,9 @@ class Calls:
                 v = ba.arguments[p.name]
                 if p.default is not p.empty and p.name not in diff:
                     self.need_static(v)
+                if isinstance(v, Struct) and v.kind in ("tuple", "list"):  # nested lists of computed values
+                    v = Struct(v.kind, [self.array_of(x, scope, out, node) if isinstance(x, Struct) and not all(
+                        isinstance(leaf, Static) for leaf in _leaves(x)) else x for x in v.values()])  # are arrays
                 e = self.as_expr(v, scope, node) if not isinstance(v, Struct) else ast.Tuple(
                     elts=[self.as_expr(x, scope, node) for x in v.values()], ctx=ast.Load())
                 if p.default is p.empty:
