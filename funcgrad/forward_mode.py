@@ -171,12 +171,12 @@ class _SecondOrder:
         self.n_tan = len(self.diff_pos)
         self.n_out = len(self.built.out_atoms)
         xs = [f"x{i}" for i in range(self.n)]
-        ts = [f"t{i}" for i in range(self.n_tan)]
+        ts = [f"tan{i}" for i in range(self.n_tan)]   # not t<n>: its adjoint d_t<n> is a temporary's adjoint's name
         caps = [f"_cap{i}" for i in range(len(cap))]
         self.scope = {"_jvpfn": self.built.py_fn}
         self.scope.update({c: v for c, v in zip(caps, cap)})
         self.call = f"_jvpfn({', '.join(xs + caps + ts)})"
-        self.xs, self.ts = xs, ts
+        self.xs, self.ts, self.caps = xs, ts, caps
         self._rof = {}
         self._fof = None
 
@@ -318,9 +318,7 @@ def _scalar_jvp_function(f, argnum, args, mode, jit, backend):
             else:
                 tans.append("0.0" if not isinstance(v, np.ndarray) else f"np.zeros(x{p}.shape)")
             pos += 1
-    call = so.call
-    for tname_, lit in zip(so.ts, tans):
-        call = call.replace(f", {tname_}", f", {lit}").replace(f"({tname_}", f"({lit}")
+    call = f"_jvpfn({', '.join(so.xs + so.caps + tans)})"
     out = "_r[1][0]"
     w = _wrapper(f"grad_{getattr(f, '__name__', 'f')}", so.xs, [f"_r = {call}", f"return {out}"], so.scope)
     store[argnum] = w

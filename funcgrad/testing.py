@@ -267,10 +267,9 @@ class _Generated:
         if len(y_leaves) != self.so.n_out:  # an output funcgrad keeps as a constant: a flat tuple of the leaves
             self.y_td = tree_flatten(tuple(range(self.so.n_out)))[1]
         self.y_leaves = y_leaves
-        self.cap_names = [f"_cap{i}" for i in range(len(self.so.scope) - 1)]
 
     def call(self, xs, ts):
-        return f"_jvpfn({', '.join(list(xs) + self.cap_names + list(ts))})"
+        return f"_jvpfn({', '.join(list(xs) + self.so.caps + list(ts))})"
 
 
 def _jvp_map(f, x, name, tk=None):
@@ -405,7 +404,7 @@ class _VjpMap:
             raise _NoClosedForm
         self.x_td = tree_flatten(x)[1]
         self.n = n
-        xs, ts, cs = [f"x{i}" for i in range(n)], [f"t{i}" for i in range(n)], [f"c{k}" for k in range(m)]
+        xs, ts, cs = [f"x{i}" for i in range(n)], [f"tan{i}" for i in range(n)], [f"c{k}" for k in range(m)]
         terms = " + ".join(f"np.real(np.sum(_r[1][{k}] * c{k}))" for k in range(m)) or "0.0"
         w = _lines_function(f"pairing_{name}", xs + ts + cs, [f"_r = {gen.call(xs, ts)}", f"return {terms}"],
                             gen.env)

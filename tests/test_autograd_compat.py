@@ -245,3 +245,21 @@ def test_nested_lists_of_computed_values_passed_to_numpy_are_arrays():
     np.testing.assert_allclose(np.array(ga), 3 * np.array(A) ** 2)
     np.testing.assert_allclose(np.array(gb), 3 * np.array(B) ** 2)
     test_util.check_grads(np.append, argnum=(0, 1))(A, B, axis=0)
+
+
+@pytest.mark.parametrize("subs, shapes", [("ij,jk->ik", [(2, 3), (3, 4)]), ("...ij,...jk->...ik", [(2, 2, 3), (2, 3, 4)]),
+                                          ("ij,jk,kl->il", [(2, 3), (3, 2), (2, 2)]), ("ii->i", [(3, 3)])])
+def test_einsum_is_twice_differentiable(subs, shapes):
+    ops = [RNG.normal(size=s) for s in shapes]
+
+    def f(*xs):
+        return np.einsum(subs, *xs)
+
+    test_util.check_grads(f, argnum=tuple(range(len(ops))))(*ops)   # forward and reverse, to second order
+    if len(ops) == 2:   # the Hessian of <c, einsum(a, b)> in a and b, against central differences of the gradient
+        c = RNG.normal(size=f(*ops).shape)
+        loss = lambda a, b: np.sum(c * np.einsum(subs, a, b))  # noqa: E731
+        da, db = RNG.normal(size=shapes[0]), RNG.normal(size=shapes[1])
+        hx = funcgrad.hvp(loss, (ops[0], ops[1]), (da, db))
+        ga = lambda ab: funcgrad.grad(loss, argnums=(0, 1))(*ab)  # noqa: E731
+        _close(hx, _fd(ga, (ops[0], ops[1]), (da, db)))
