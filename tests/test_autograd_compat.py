@@ -263,3 +263,27 @@ def test_einsum_is_twice_differentiable(subs, shapes):
         hx = funcgrad.hvp(loss, (ops[0], ops[1]), (da, db))
         ga = lambda ab: funcgrad.grad(loss, argnums=(0, 1))(*ab)  # noqa: E731
         _close(hx, _fd(ga, (ops[0], ops[1]), (da, db)))
+
+
+# ----------------------------------------------------------------------------- captured ints as indices
+_K = 1
+
+
+def _pick(a, b):
+    args = [a, b]
+    args[_K] = args[_K] * 3.0   # a captured int indexing a list: autograd's symmetrize_matrix_arg(fun, argnum)
+    return args[0] * args[1] ** 2
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_a_captured_int_indexes_a_list_and_a_new_value_rebuilds(jit):
+    global _K
+    g = funcgrad.grad(_pick, argnums=(0, 1), jit=jit)
+    try:
+        for k in (1, 0):
+            _K = k
+            got = g(1.5, 2.0)
+            want = [_fd(lambda a: _pick(a, 2.0), 1.5, 1.0), _fd(lambda b: _pick(1.5, b), 2.0, 1.0)]
+            np.testing.assert_allclose(got, want, rtol=1e-7)
+    finally:
+        _K = 1

@@ -288,7 +288,7 @@ class Expressions:
                 return _Range([ast.Constant(r.start), ast.Constant(r.stop), ast.Constant(r.step)]) \
                     if isinstance(r, range) else Static(r)
         if isinstance(base, Struct):
-            key = self.expr(node.slice, scope, out)
+            key = self.as_static_capture(self.expr(node.slice, scope, out))
             if not isinstance(key, Static):
                 raise error(P, node, "a tuple/list/dict argument can only be indexed by a constant",
                             "index with a literal key or number")

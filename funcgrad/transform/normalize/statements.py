@@ -473,7 +473,7 @@ class Statements:
         """``d[key] = v`` / ``lst[i] = v`` on a container known now (the container is updated in place, so
         every name bound to it sees the change, as in Python)."""
         P = scope.parsed
-        key = self.expr(target.slice, scope, out)
+        key = self.as_static_capture(self.expr(target.slice, scope, out))
         if not isinstance(key, Static):
             raise error(P, target, "a list or dict can only be indexed by a value known before the function runs "
                                    "(a constant, a Python loop variable over a list or range)",
