@@ -115,12 +115,14 @@ def _vs_leaves(tree, what):
 
 
 def _like(x, v):
-    """The number or array ``v`` as the same kind of value as the leaf ``x``."""
+    """The number or array ``v`` as the same kind of value as the leaf ``x``; a NumPy scalar for a Python
+    number (as autograd's vector spaces make it: ``x + eps * v`` with ``v`` a 0-d array), so a function that
+    reads ``x.shape`` or ``x.dtype`` of a scalar argument can be evaluated at the perturbed points."""
     if isinstance(x, np.ndarray):
         return np.asarray(v, dtype=x.dtype).reshape(x.shape)
     if isinstance(x, np.generic):
         return x.dtype.type(v)
-    return complex(v) if isinstance(x, complex) else float(v)
+    return np.complex128(v) if isinstance(x, complex) else np.float64(v)
 
 
 def _vs_randn(tree, rng):

@@ -287,3 +287,25 @@ def test_a_captured_int_indexes_a_list_and_a_new_value_rebuilds(jit):
             np.testing.assert_allclose(got, want, rtol=1e-7)
     finally:
         _K = 1
+
+
+# ----------------------------------------------------------------------------- metadata of arguments
+@pytest.mark.parametrize("jit", [True, False, "whole"])
+def test_a_scalar_argument_has_the_metadata_of_a_0d_array(jit):
+    def f(x):
+        assert x.shape == () and x.ndim == 0 and x.size == 1 and x.dtype == np.float64
+        return x ** 3
+
+    assert funcgrad.grad(f, jit=jit)(1.5) == pytest.approx(_fd(f, 1.5, 1.0), rel=1e-8)
+
+
+def test_ndim_of_an_argument_selects_code_when_transforming():
+    def f(x):
+        if x.ndim == 2:
+            return np.sum(x @ x)
+        return np.sum(x * x)
+
+    a, v = RNG.normal(size=(2, 2)), RNG.normal(size=3)
+    np.testing.assert_allclose(funcgrad.grad(f)(a), [[_fd(f, a, e.reshape(2, 2)) for e in np.eye(4)[k:k + 2]]
+                                                     for k in (0, 2)], rtol=1e-6)
+    np.testing.assert_allclose(funcgrad.grad(f)(v), 2 * v)

@@ -258,9 +258,32 @@ class Expressions:
             if attr in ("real", "imag"):
                 return self.call_prim(lookup(getattr(np, attr)), [base], {}, scope, out, node)
             if attr in ("shape", "ndim", "dtype", "size"):
+                known = self.known_metadata(base, attr)
+                if known is not None:
+                    return known
                 return Dyn(ast.Attribute(value=base.expr, attr=attr, ctx=ast.Load()))
             return _BoundMethod(base, attr, node)
         raise error(P, node, f"cannot take attribute '{attr}' of this value", None)
+
+    def known_metadata(self, base, attr):
+        """``x.ndim`` of an argument (its rank is part of the signature), and ``.shape``, ``.size`` and
+        ``.dtype`` of a scalar argument (a float is a 0-d value, as autograd boxes it), as constants; None
+        otherwise."""
+        if not isinstance(base.expr, ast.Name):
+            return None
+        rank = self.param_ranks.get(base.expr.id)
+        if rank is None:
+            return None
+        if attr == "ndim":
+            return Static(rank)
+        if rank != 0:
+            return None
+        if attr == "shape":
+            return Static(())
+        if attr == "size":
+            return Static(1)
+        dt = {"f8": np.dtype(np.float64), "f4": np.dtype(np.float32)}.get(self.param_kinds.get(base.expr.id))
+        return Static(dt) if attr == "dtype" and dt is not None else None
 
     def binop(self, op, left, right, scope, out, node):
         """``left <op> right`` of values already evaluated (a BinOp, or ``operator.add(a, b)`` called)."""
