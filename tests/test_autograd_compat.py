@@ -309,3 +309,108 @@ def test_ndim_of_an_argument_selects_code_when_transforming():
     np.testing.assert_allclose(funcgrad.grad(f)(a), [[_fd(f, a, e.reshape(2, 2)) for e in np.eye(4)[k:k + 2]]
                                                      for k in (0, 2)], rtol=1e-6)
     np.testing.assert_allclose(funcgrad.grad(f)(v), 2 * v)
+
+
+# ----------------------------------------------------------------------------- JVP helper kernels, second order
+import funcgrad.kernels.cpu as K  # noqa: E402
+from funcgrad.ops import second_order as SO  # noqa: E402
+
+
+def _sym(a):
+    return 0.5 * (a + np.swapaxes(a, -1, -2))
+
+
+def _spd(a):
+    s = _sym(a)
+    return s @ np.swapaxes(s, -1, -2) + 3 * np.eye(a.shape[-1])
+
+
+def _helper_cases():
+    a3, t3 = RNG.normal(size=(2, 3, 3)), RNG.normal(size=(2, 3, 3))
+    w = RNG.normal(size=(3, 5))
+    yield "slogdet_jvp", (t3, _spd(a3)), {}
+    yield "solve_like", (_spd(a3), RNG.normal(size=(2, 3)), np.ones(3)), {}
+    yield "solve_like", (_spd(a3), RNG.normal(size=(2, 3, 2)), np.ones((3, 2))), {}
+    yield "matmul_like", (a3, RNG.normal(size=(2, 3)), np.ones(3)), {}
+    yield "solve_outer", (RNG.normal(size=(2, 3)), RNG.normal(size=(2, 3)), np.ones(3)), {}
+    yield "pinv_jvp", (RNG.normal(size=(3, 5)), np.linalg.pinv(w), w), {}
+    yield "cholesky_jvp", (t3, np.linalg.cholesky(_spd(a3))), {}
+    yield "cholesky_jvp", (t3, np.linalg.cholesky(_spd(a3), upper=True)), {"upper": True}
+    yield "eigh_jvp", (t3, K.eigh_packed(_sym(a3))), {}
+    yield "eigh_jvp", (t3, K.eigh_packed(_sym(a3), "U")), {"UPLO": "U"}
+    for shape in [(3, 5), (5, 3), (2, 4, 4)]:
+        a = RNG.normal(size=shape)
+        yield "svd_jvp", (RNG.normal(size=shape), K.svd_packed(a, False), a), {"full_matrices": False}
+    x = RNG.normal(size=(4, 3, 2))
+    for ord, axis in [(None, None), (3, 0), (np.inf, 1), ("fro", (0, 1)), ("nuc", (0, 2)), (2, (1, 2)), (-1, (0, 1))]:
+        y = np.linalg.norm(x, ord, axis)
+        yield "norm_jvp", (RNG.normal(size=x.shape), y, x, ord, axis), {}
+
+
+@pytest.mark.parametrize("name, args, kwargs", list(_helper_cases()))
+def test_each_second_order_definition_computes_its_kernels_value(name, args, kwargs):
+    np.testing.assert_allclose(getattr(SO, name)(*args, **kwargs), getattr(K, name)(*args, **kwargs),
+                               rtol=1e-9, atol=1e-11)
+
+
+def _hvp_against_gradient_differences(loss, x):
+    """funcgrad's Hessian-vector product (reverse over its generated forward code) against central
+    differences of its first-order gradient (which the registry tests check against central differences)."""
+    v = RNG.normal(size=x.shape)
+    got = funcgrad.hvp(loss, (x,), (v,))
+    want = _fd(funcgrad.grad(loss), x, v, eps=1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+    _, second = funcgrad.forward_mode.jvp_of_jvp(loss, (x,), (v,), (v,), (0.0 * v,))   # forward over forward
+    np.testing.assert_allclose(second[0], np.sum(got * v), rtol=1e-5, atol=1e-7)
+
+
+_C3 = RNG.normal(size=(3, 3))
+
+
+def _loss_solve(a):
+    return np.sum(np.sin(np.linalg.solve(_spd_f(a), _C3[0])))
+
+
+def _spd_f(a):
+    s = 0.5 * (a + a.T)
+    return s @ s.T + 3.0 * np.eye(3)
+
+
+def _loss_slogdet(a):
+    return np.linalg.slogdet(_spd_f(a))[1] ** 2
+
+
+def _loss_cholesky(a):
+    return np.sum(np.linalg.cholesky(_spd_f(a)) * _C3)
+
+
+def _loss_eigh(a):
+    w, v = np.linalg.eigh(0.5 * (a + a.T))
+    return np.sum(w ** 3) + np.sum(v[:, 0] * _C3[0]) ** 2
+
+
+def _loss_svd(a):
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    return np.sum(s ** 3) + np.sum((u[:, 0] * vh[0, 0]) * _C3[:, 0]) ** 2
+
+
+def _loss_pinv(a):
+    return np.sum(np.linalg.pinv(a) * _C3)
+
+
+def _loss_norms(a):
+    return np.linalg.norm(a) ** 3 + np.linalg.norm(a, 3, axis=0)[1] + np.linalg.norm(a, "nuc") ** 2
+
+
+@pytest.mark.parametrize("loss", [_loss_solve, _loss_slogdet, _loss_cholesky, _loss_eigh, _loss_svd, _loss_pinv,
+                                  _loss_norms])
+def test_linalg_second_derivatives_match_differences_of_the_gradient(loss):
+    _hvp_against_gradient_differences(loss, RNG.normal(size=(3, 3)))
+
+
+def test_svd_second_order_refuses_the_extra_singular_vectors_clearly():
+    def f(a):
+        return np.sum(np.linalg.svd(a)[0])   # full_matrices=True of a non-square matrix
+
+    with pytest.raises((AssertionError, ValueError), match="extra singular vectors"):
+        funcgrad.hvp(f, (np.ones((3, 2)) + np.eye(3, 2),), (np.ones((3, 2)),))

@@ -245,6 +245,9 @@ class Calls:
                 return _static_value(v)
             return v.obj if isinstance(v, Static) else RUNTIME
 
+        # a captured int (an axis in a closure) is a definition's static configuration: its value now
+        args = [self.as_static_capture(a) for a in args]
+        kwargs = {k: self.as_static_capture(v) for k, v in kwargs.items()}
         try:
             inspect.signature(defn.fn).bind(*args, **kwargs)
         except TypeError as e:

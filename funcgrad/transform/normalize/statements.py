@@ -86,7 +86,9 @@ class Statements:
                     out.append(ast.copy_location(ast.Assert(test=ast.Constant(False), msg=s.msg and ast.Constant(
                         ast.unparse(s.msg))), s))
                 return None
-            out.append(ast.copy_location(ast.Assert(test=self.as_expr(test, scope, s), msg=None), s))
+            msg = self.expr(s.msg, scope, out) if s.msg is not None else None
+            msg = ast.Constant(msg.obj) if isinstance(msg, Static) and isinstance(msg.obj, str) else None
+            out.append(ast.copy_location(ast.Assert(test=self.as_expr(test, scope, s), msg=msg), s))
             return None
         if isinstance(s, ast.Pass):
             return None

@@ -1,0 +1,208 @@
+"""Second derivatives through the kernels that JVP lines call.
+
+Several primitives' JVP lines call a helper kernel (``t[y] = cholesky_jvp(t[a], y, upper)``): one fast
+NumPy (and Numba) function for the tangent. Forward mode calls it as it is. To differentiate the generated
+forward-mode code again (``jvp`` of ``jvp``, reverse over forward: Hessian-vector products, autograd's
+second-order ``check_grads``), funcgrad reads that code back like the user's, and a call of the helper
+kernel there needs derivatives of its own. Each helper is therefore also *defined* here
+(:func:`.registry.define`, keyed by the kernel objects of both kernel namespaces) as Python over
+primitives that have rules: the same value, written so that normalize inlines it where generated code calls
+the kernel. The user's own calls never reach these: they call NumPy's functions, whose rules call the
+kernels.
+
+Each definition computes what its kernel computes (``tests/test_autograd_compat.py`` compares them on
+random inputs and checks second derivatives against central differences).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import funcgrad.kernels.cpu as K
+from . import linalg as L
+from .registry import define
+
+mT = np.linalg.matrix_transpose
+
+
+def _keys(name):
+    """The kernel ``name`` as generated code sees it: the compiled namespace's object and its Python function
+    (the Python namespace's)."""
+    k = getattr(K, name)
+    return [k] + ([k.py_func] if getattr(k, "py_func", None) is not None else [])
+
+
+def kernel_definition(name):
+    """Define kernel ``name`` (as generated code calls it) by the decorated function."""
+    def deco(fn):
+        define(*_keys(name))(fn)
+        fn.kernel_name = name
+        return fn
+    return deco
+
+
+def _gap_inverse(w):
+    """``F[..., i, j] = 1 / (w_j - w_i)`` off the diagonal, 0 on it and where two values coincide."""
+    d = w[..., None, :] - w[..., :, None]
+    same = d == 0
+    return np.where(same, 0.0, 1.0 / np.where(same, 1.0, d))
+
+
+# ----------------------------------------------------------------------------- determinants, solves
+@kernel_definition("slogdet_jvp")
+def slogdet_jvp(t, a):
+    tr = np.sum(np.linalg.inv(a) * mT(t), axis=(-2, -1))
+    return np.stack([0.0 * tr, tr], axis=-1)
+
+
+@kernel_definition("solve_like")
+def solve_like(a, z, b):
+    if b.ndim == 1 and z.ndim > 1:
+        return np.linalg.solve(a, z[..., None])[..., 0]
+    return np.linalg.solve(a, z)
+
+
+@kernel_definition("matmul_like")
+def matmul_like(m, y, b):
+    if b.ndim == 1:
+        return (m @ y[..., None])[..., 0]
+    return m @ y
+
+
+@kernel_definition("solve_outer")
+def solve_outer(u, y, b):
+    if b.ndim == 1:
+        return u[..., :, None] * y[..., None, :]
+    return u @ mT(y)
+
+
+# ----------------------------------------------------------------------------- pinv, cholesky, eigh, svd
+@kernel_definition("pinv_jvp")
+def pinv_jvp(t, y, a, hermitian=False):
+    if hermitian:
+        a = L.symmetric_from_triangle(a, True)
+        t = L.symmetric_from_triangle(t, True)
+    n = y.shape[-2]
+    m = y.shape[-1]
+    out = -(y @ t @ y)
+    out = out + (y @ mT(y)) @ mT(t) @ (np.eye(m, dtype=y.dtype) - a @ y)
+    return out + (np.eye(n, dtype=y.dtype) - y @ a) @ mT(t) @ mT(y) @ y
+
+
+@kernel_definition("cholesky_jvp")
+def cholesky_jvp(t, c, upper=False):
+    lo = mT(c) if upper else c
+    ds = L.symmetric_from_triangle(t, not upper)
+    x = np.linalg.solve(lo, mT(np.linalg.solve(lo, ds)))          # L^-1 ds L^-T (ds is symmetric)
+    phi = np.tril(x) - 0.5 * x * np.eye(x.shape[-1], dtype=x.dtype)        # the lower triangle, diagonal halved
+    dl = lo @ phi
+    return mT(dl) if upper else dl
+
+
+@kernel_definition("eigh_jvp")
+def eigh_jvp(t, p, UPLO="L"):
+    w = p[..., 0, :]
+    v = p[..., 1:, :]
+    m = mT(v) @ L.symmetric_from_triangle(t, UPLO == "L") @ v
+    dw = np.diagonal(m, axis1=-2, axis2=-1)
+    dv = v @ (_gap_inverse(w) * m)
+    return np.concatenate([dw[..., None, :], dv], axis=-2)
+
+
+@kernel_definition("svd_jvp")
+def svd_jvp(t, p, a, full_matrices=True, hermitian=False):
+    m = a.shape[-2]
+    n = a.shape[-1]
+    k = min(m, n)
+    assert not (full_matrices and m != n), (
+        "np.linalg.svd(..., full_matrices=True): the extra singular vectors of a non-square matrix are not unique, "
+        "so they have no derivative; use full_matrices=False")
+    if hermitian:
+        t = L.symmetric_from_triangle(t, True)
+    u = p[..., :m, :k]
+    s = p[..., m, :k]
+    v = p[..., m + 1:, :k]
+    dp = mT(u) @ t @ v
+    ds = np.diagonal(dp, axis1=-2, axis2=-1)
+    f = _gap_inverse(s * s)
+    sr = s[..., None, :]
+    sc = s[..., :, None]
+    du = u @ (f * (dp * sr + sc * mT(dp)))
+    dv = v @ (f * (sc * dp + mT(dp) * sr))
+    if m > n:
+        du = du + (t @ v - u @ dp) / sr
+    if m < n:
+        dv = dv + (mT(t) @ u - v @ mT(dp)) / sr
+    return np.concatenate([du, ds[..., None, :], dv], axis=-2)
+
+
+# ----------------------------------------------------------------------------- norm
+def _tie_share(v, target, axis):
+    """1 where ``v`` equals ``target`` along ``axis``, shared out equally among ties (piecewise constant)."""
+    m = (v == target).astype(v.dtype)
+    return m / np.sum(m, axis=axis, keepdims=True)
+
+
+def _unit_2(x, axes):
+    y = np.sqrt(np.sum(x * x, axis=axes, keepdims=True))
+    zero = y == 0
+    return np.where(zero, 0.0, x / np.where(zero, 1.0, y))
+
+
+def _norm_unit(x, ord, axes, matrix):  # noqa: A002
+    """d norm / d x for every element, as kernels/cpu_linalg.py's ``_norm_unit`` computes it."""
+    ax = np.abs(x)
+    sg = np.sign(x)
+    if not matrix:
+        if ord is None or ord == 2:
+            return _unit_2(x, axes)
+        if ord == np.inf or ord == -np.inf:
+            tgt = np.max(ax, axis=axes, keepdims=True) if ord == np.inf else np.min(ax, axis=axes, keepdims=True)
+            return sg * _tie_share(ax, tgt, axes)
+        if ord == 0:
+            return 0.0 * x
+        if ord == 1:
+            return sg
+        p = float(ord)
+        y = np.sum(ax ** p, axis=axes, keepdims=True) ** (1.0 / p)
+        return sg * ax ** (p - 1) * y ** (1 - p)
+    r, c = axes
+    if ord is None or ord == "fro":
+        return _unit_2(x, axes)
+    if ord == "nuc" or ord == 2 or ord == -2:
+        xm = np.moveaxis(x, (r, c), (-2, -1))
+        u, s, vh = np.linalg.svd(xm, full_matrices=False)
+        if ord == "nuc":
+            gm = u @ vh
+        elif ord == 2:
+            gm = u[..., :, 0, None] * vh[..., 0, None, :]
+        else:
+            gm = u[..., :, -1, None] * vh[..., -1, None, :]
+        return np.moveaxis(gm, (-2, -1), (r, c))
+    if ord == 1 or ord == -1:
+        sums = np.sum(ax, axis=r, keepdims=True)
+        other = c
+    else:
+        sums = np.sum(ax, axis=c, keepdims=True)
+        other = r
+    big = ord == 1 or ord == np.inf
+    tgt = np.max(sums, axis=other, keepdims=True) if big else np.min(sums, axis=other, keepdims=True)
+    return sg * _tie_share(sums, tgt, other)
+
+
+@kernel_definition("norm_jvp")
+def norm_jvp(t, y, x, ord=None, axis=None, keepdims=False):  # noqa: A002
+    if axis is None:
+        if ord is None:
+            axes = None   # every element
+            matrix = False
+        elif x.ndim == 1:
+            axes = (0,)
+            matrix = False
+        else:
+            axes = (0, 1)
+            matrix = True
+    else:
+        axes = (axis,) if isinstance(axis, int) else tuple(axis)
+        axes = tuple(a % x.ndim for a in axes)
+        matrix = len(axes) == 2
+    return np.sum(t * _norm_unit(x, ord, axes, matrix), axis=axes, keepdims=keepdims)
