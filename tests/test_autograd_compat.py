@@ -313,6 +313,7 @@ def test_ndim_of_an_argument_selects_code_when_transforming():
 
 # ----------------------------------------------------------------------------- JVP helper kernels, second order
 import funcgrad.kernels.cpu as K  # noqa: E402
+from scipy.stats import dirichlet, multivariate_normal as mvn  # noqa: E402
 from funcgrad.ops import second_order as SO  # noqa: E402
 
 
@@ -414,3 +415,55 @@ def test_svd_second_order_refuses_the_extra_singular_vectors_clearly():
 
     with pytest.raises((AssertionError, ValueError), match="extra singular vectors"):
         funcgrad.hvp(f, (np.ones((3, 2)) + np.eye(3, 2),), (np.ones((3, 2)),))
+
+
+def _stats_cases():
+    a = RNG.normal(size=(3, 3))
+    cov = a @ a.T + np.eye(3)
+    mean = RNG.normal(size=3)
+    for x in (RNG.normal(size=3), RNG.normal(size=(4, 3))):
+        yield "mvn_logpdf_tangent", (RNG.normal(size=x.shape), x, mean, cov, False, "x")
+        yield "mvn_logpdf_tangent", (RNG.normal(size=3), x, mean, cov, False, "mean")
+        yield "mvn_logpdf_tangent", (RNG.normal(size=(3, 3)), x, mean, cov, False, "cov")
+        yield "mvn_logpdf_tangent", (RNG.normal(size=3), x, mean, np.diag(cov), False, "cov")
+    yield "mvn_entropy_tangent", (RNG.normal(size=(3, 3)), mean, cov)
+    alpha = RNG.uniform(1.2, 3.0, size=4)
+    w = RNG.uniform(0.5, 2.0, size=(4, 2))
+    for x in ((w / w.sum(0)), (w / w.sum(0))[:-1], (w[:, 0] / w[:, 0].sum())):
+        yield "dirichlet_logpdf_tangent", (RNG.normal(size=x.shape), x, alpha, "x")
+        yield "dirichlet_logpdf_tangent", (RNG.normal(size=4), x, alpha, "alpha")
+
+
+@pytest.mark.parametrize("name, args", list(_stats_cases()))
+def test_each_stats_second_order_definition_computes_its_kernels_value(name, args):
+    np.testing.assert_allclose(getattr(SO, name)(*args), getattr(K, name)(*args), rtol=1e-9, atol=1e-11)
+
+
+def _mvn_loss(p):
+    cov = p[3:].reshape(3, 3)
+    cov = cov @ cov.T + np.eye(3)
+    return np.sum(mvn.logpdf(_X43 * p[0], p[:3], cov)) + mvn.entropy(p[:3], cov)
+
+
+def _dirichlet_loss(p):
+    x = p[:3] ** 2
+    return dirichlet.logpdf(x / sum(x), p[3:] ** 2 + 1.2)   # builtin sum of an array: its rows added
+
+
+_X43 = RNG.normal(size=(4, 3))
+
+
+@pytest.mark.parametrize("loss", [_mvn_loss, _dirichlet_loss])
+def test_stats_second_derivatives_match_differences_of_the_gradient(loss):
+    p = RNG.uniform(0.5, 1.5, size=12 if loss is _mvn_loss else 6)
+    _hvp_against_gradient_differences(loss, p)
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_builtin_sum_of_an_array_adds_its_rows(jit):
+    def f(x):
+        return np.sum(np.sin(sum(x, 1.5)) * sum(x[0]))
+
+    x = RNG.normal(size=(3, 2))
+    np.testing.assert_allclose(funcgrad.grad(f, jit=jit)(x),
+                               np.array([_fd(f, x, e.reshape(3, 2)) for e in np.eye(6)]).reshape(3, 2), rtol=1e-6)

@@ -19,6 +19,7 @@ import numpy as np
 
 import funcgrad.kernels.cpu as K
 from . import linalg as L
+from .special import digamma
 from .registry import define
 
 mT = np.linalg.matrix_transpose
@@ -206,3 +207,87 @@ def norm_jvp(t, y, x, ord=None, axis=None, keepdims=False):  # noqa: A002
         axes = tuple(a % x.ndim for a in axes)
         matrix = len(axes) == 2
     return np.sum(t * _norm_unit(x, ord, axes, matrix), axis=axes, keepdims=keepdims)
+
+
+# ----------------------------------------------------------------------------- scipy.stats (multivariate)
+def _squeeze(out):
+    """scipy.stats' multivariate output convention: size-1 axes dropped."""
+    return np.squeeze(out)
+
+
+def _dirichlet_full(x, alpha):
+    """x completed to all K components along axis 0 (scipy accepts K - 1)."""
+    if x.shape[0] == alpha.shape[0]:
+        return x
+    return np.concatenate([x, (1 - np.sum(x, 0))[None]], axis=0)
+
+
+@kernel_definition("dirichlet_logpdf_tangent")
+def dirichlet_logpdf_tangent(tv, x, alpha, wrt):
+    xf = np.moveaxis(_dirichlet_full(x, alpha), 0, -1)   # the components last: (..., K)
+    if tv is None:
+        return _squeeze(0.0 * xf[..., 0])
+    if wrt == "alpha":
+        score = np.log(xf) - (digamma(alpha) - digamma(np.sum(alpha)))
+        return _squeeze(np.sum(score * tv, axis=-1))
+    gx = (alpha - 1.0) / xf
+    if x.shape[0] != alpha.shape[0]:   # x_K = 1 - sum(x): the chain rule through it
+        gx = gx[..., :-1] - gx[..., -1:]
+    return _squeeze(np.sum(gx * np.moveaxis(tv, 0, -1), axis=-1))
+
+
+def _mvn_full_cov(cov, dim):
+    """scipy's reading of cov: a scalar a multiple of the identity, a vector a diagonal, of a matrix the lower
+    triangle."""
+    if cov.ndim == 0:
+        return cov * np.eye(dim)
+    if cov.ndim == 1:
+        return np.diag(cov)
+    return np.tril(cov) + np.linalg.matrix_transpose(np.tril(cov, -1))
+
+
+def _mvn_dim(mean, cov):
+    if mean is not None:
+        return np.size(mean)
+    if cov.ndim == 0:
+        return 1
+    return cov.shape[0]
+
+
+def _mvn_quantiles(x, dim):
+    if x.ndim == 0:
+        return x[None]
+    if x.ndim == 1:
+        if dim == 1:
+            return x[:, None]
+        return x[None, :]
+    return x
+
+
+@kernel_definition("mvn_logpdf_tangent")
+def mvn_logpdf_tangent(tv, x, mean, cov, allow_singular, wrt):
+    dim = _mvn_dim(mean, cov)
+    xq = _mvn_quantiles(x, dim)
+    if tv is None:
+        return _squeeze(0.0 * xq[..., 0])
+    m = 0.0 * xq[..., 0, None] if mean is None else np.reshape(mean, (dim,))
+    C = _mvn_full_cov(cov, dim)
+    P = np.linalg.pinv(C, hermitian=True) if allow_singular else np.linalg.inv(C)
+    s = (xq - m) @ P
+    if wrt == "x":
+        return _squeeze(-np.sum(s * np.reshape(tv, xq.shape), axis=-1))
+    if wrt == "mean":
+        return _squeeze(np.sum(s * np.reshape(tv, (dim,)), axis=-1))
+    T = _mvn_full_cov(tv, dim)
+    assert not (allow_singular and np.any(T != 0)), (
+        "scipy.stats.multivariate_normal with allow_singular=True is not differentiable with respect to a singular "
+        "covariance matrix: keep cov out of the differentiated inputs")
+    return _squeeze(0.5 * np.einsum("...i,ij,...j->...", s, T, s) - 0.5 * np.sum(P * T))
+
+
+@kernel_definition("mvn_entropy_tangent")
+def mvn_entropy_tangent(tv, mean, cov):
+    if tv is None:
+        return 0.0
+    dim = _mvn_dim(mean, cov)
+    return 0.5 * np.sum(np.linalg.inv(_mvn_full_cov(cov, dim)) * _mvn_full_cov(tv, dim))

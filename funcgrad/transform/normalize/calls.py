@@ -317,6 +317,11 @@ class Calls:
             for v in items:
                 acc = self.binop_value(np.add, acc, v, scope, out, node)
             return acc
+        if fn is sum and args and isinstance(args[0], Dyn) and set(kwargs) <= {"start"}:
+            # sum(array): Python adds the array's rows, NumPy's sum along axis 0
+            acc = self.call_prim(lookup(np.sum), [args[0]], {"axis": Static(0)}, scope, out, node)
+            start = args[1] if len(args) > 1 else kwargs.get("start", Static(0))
+            return self.binop_value(np.add, start, acc, scope, out, node)
         if fn in (max, min) and len(args) == 1 and isinstance(args[0], Struct):
             items = self.static_items(args[0], node, scope)
             acc = items[0]
