@@ -467,3 +467,18 @@ def test_builtin_sum_of_an_array_adds_its_rows(jit):
     x = RNG.normal(size=(3, 2))
     np.testing.assert_allclose(funcgrad.grad(f, jit=jit)(x),
                                np.array([_fd(f, x, e.reshape(3, 2)) for e in np.eye(6)]).reshape(3, 2), rtol=1e-6)
+
+
+# ----------------------------------------------------------------------------- complex statistics
+@pytest.mark.parametrize("fn", [np.var, np.std])
+@pytest.mark.parametrize("axis, ddof", [(None, 0), (0, 1), (1, 0)])
+def test_var_and_std_of_complex_values(fn, axis, ddof):
+    z = RNG.normal(size=(3, 4)) + 1j * RNG.normal(size=(3, 4))
+    f = lambda x: fn(x, axis=axis, ddof=ddof)  # noqa: E731
+    c = RNG.normal(size=np.shape(f(z)))
+    (g,) = funcgrad.vjp(f, z)[1](c)
+    np.testing.assert_allclose(g, _numeric_vjp(f, z, c), rtol=1e-6, atol=1e-8)
+    dz = RNG.normal(size=z.shape) + 1j * RNG.normal(size=z.shape)
+    _, t = funcgrad.jvp(f, (z,), (dz,))
+    assert not np.iscomplexobj(t)
+    np.testing.assert_allclose(t, _fd(f, z, dz), rtol=1e-6, atol=1e-8)
