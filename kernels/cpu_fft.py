@@ -23,7 +23,7 @@ from numba.extending import overload
 __all__ = ["conj", "real", "imag", "angle", "angle_unit", "csign", "inv_abs", "match_complex",
            "fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "irfft", "rfft2", "irfft2", "rfftn", "irfftn",
            "fftshift", "ifftshift", "truncate_pad", "fft_full_n", "fft_full_s", "fft_axes", "fft_swap_norm",
-           "irfft_weights", "convolve", "center_pad", "center_crop", "conv_full_shape", "flip_index"]
+           "irfft_weights", "convolve", "center_pad", "center_crop", "conv_full_shape", "flip_index", "real_if_close"]
 
 _ndarray = np.ndarray
 
@@ -154,6 +154,14 @@ def _python_only(fn, what):
     def _ov(*args, **kwargs):
         raise errors.TypingError(f"{what} has no nopython implementation (Numba does not support it)")
     return fn
+
+
+def real_if_close(a, tol=100):
+    """``np.real_if_close``: the real part when every imaginary part is within ``tol`` machine epsilons."""
+    return np.real_if_close(a, tol)
+
+
+_python_only(real_if_close, "numpy.real_if_close")
 
 
 def fft(a, n=None, axis=-1, norm=None):

@@ -1341,7 +1341,8 @@ def _einsum_operand_d(g, spec, operands, i, optimize):
     for lab_list, arr in [(spec.inputs[j], np.asarray(operands[j])) for j in range(len(operands))] + \
             [(spec.output, np.asarray(g))]:
         for l, n in zip(lab_list, np.shape(arr)):
-            size[l] = max(size.get(l, 1), n)
+            cur = size.get(l, 1)
+            size[l] = n if cur == 1 else cur   # broadcasting: a 1 takes the other size (0 included)
     fmt = lambda ls: "".join(names[v] for v in ls)  # noqa: E731
     ins = [fmt(spec.output)] + [fmt(spec.inputs[j]) for j in others]
     # broadcast every operand of this einsum to the full label sizes (NumPy's einsum does not broadcast

@@ -482,3 +482,65 @@ def test_var_and_std_of_complex_values(fn, axis, ddof):
     _, t = funcgrad.jvp(f, (z,), (dz,))
     assert not np.iscomplexobj(t)
     np.testing.assert_allclose(t, _fd(f, z, dz), rtol=1e-6, atol=1e-8)
+
+
+# ----------------------------------------------------------------------------- small NumPy/SciPy additions
+_NUM = 5
+
+
+@pytest.mark.parametrize("num", [0, 1, 2, 5])
+@pytest.mark.parametrize("endpoint", [True, False])
+@pytest.mark.parametrize("jit", [True, False])
+def test_linspace_of_differentiated_ends_is_numpys(num, endpoint, jit):
+    global _NUM
+    _NUM = num   # a captured int: read as a constant, as a literal would be
+
+    def f(a, b):
+        return np.linspace(a, b, _NUM, endpoint=endpoint)
+
+    try:
+        for a, b in [(1.2, 3.4), (np.array([1.0, 2.0]), np.array([3.0, -1.0]))]:
+            y, pull = funcgrad.vjp(f, a, b, jit=jit)
+            np.testing.assert_array_equal(y, np.linspace(a, b, num, endpoint=endpoint))
+            c = RNG.normal(size=y.shape)
+            ga, gb = pull(c)
+            np.testing.assert_allclose(ga, [np.sum(c * _fd(lambda s: f(s, b), a, e)) for e in np.eye(np.size(a))]
+                                       if np.ndim(a) else np.sum(c * _fd(lambda s: f(s, b), a, 1.0)), atol=1e-8)
+            np.testing.assert_allclose(gb, [np.sum(c * _fd(lambda s: f(a, s), b, e)) for e in np.eye(np.size(b))]
+                                       if np.ndim(b) else np.sum(c * _fd(lambda s: f(a, s), b, 1.0)), atol=1e-8)
+    finally:
+        _NUM = 5
+
+
+def test_real_if_close_and_integer_casts():
+    z = RNG.normal(size=3) + 1j * RNG.normal(size=3)
+    test_util.check_grads(lambda x: np.real_if_close(x) * 2.0)(z)          # stays complex
+    test_util.check_grads(lambda x: np.real_if_close(x) * 2.0)(RNG.normal(size=3))
+    w = RNG.normal(size=(5, 4))
+    w[:, -1] = [0.3, 2.4, 1.2, 1.5, 3.1]   # away from integers: the indices stay put under perturbation
+
+    def f(w):
+        idx = np.int64(w[:, -1])   # indices read from the data: no derivative through them
+        return np.sum(w[:, :-1][idx] ** 2)
+
+    g = funcgrad.grad(f)(w)
+    np.testing.assert_allclose(g, np.array([_fd(f, w, e.reshape(5, 4)) for e in np.eye(20)]).reshape(5, 4),
+                               atol=1e-6)
+
+
+def test_einsum_with_a_zero_size_broadcast_axis():
+    a, b = RNG.normal(size=(0, 2, 3)), RNG.normal(size=(1, 3, 4))
+    y, pull = funcgrad.vjp(lambda p, q: np.einsum("...ij,...jk->...ik", p, q), a, b)
+    assert y.shape == (0, 2, 4)
+    ga, gb = pull(np.zeros((0, 2, 4)))
+    assert ga.shape == a.shape and gb.shape == b.shape and not np.any(gb)
+
+
+def test_betainc_is_differentiated_in_x():
+    import scipy.special as sp
+    a, b, x = np.array([1.5, 2.5]), np.array([2.0, 0.7]), np.array([0.3, 0.6])
+    g = funcgrad.grad(lambda s: np.sum(sp.betainc(a, b, s) ** 2))(x)
+    np.testing.assert_allclose(g, [_fd(lambda s: np.sum(sp.betainc(a, b, s) ** 2), x, e) for e in np.eye(2)],
+                               rtol=1e-6)
+    with pytest.raises(funcgrad.NoDerivativeError, match="differentiated in x only"):
+        funcgrad.grad(lambda s: np.sum(sp.betainc(s, b, x)))(a)

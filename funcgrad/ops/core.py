@@ -678,7 +678,9 @@ nondiff(np.argmax, np.argmin, np.argsort, np.floor, np.ceil, np.round, np.around
         np.less, np.less_equal, np.greater, np.greater_equal, np.logical_and, np.logical_or, np.logical_not,
         np.logical_xor, np.heaviside, np.isclose, np.allclose, np.array_equal, np.floor_divide, np.signbit,
         np.argwhere, np.flatnonzero, math.floor, math.ceil, math.trunc, math.isnan, math.isinf, math.isfinite,
-        round, len)
+        round, len,
+        # casts to integers and bools (np.int64(x) of an array: indices from data)
+        np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_)
 
 
 from .complex import csign, match_complex  # noqa: E402  (np.abs of complex values; autograd's convention)

@@ -50,7 +50,9 @@ class Lowering:
         raise error(self.scope.parsed, self.node, f"{self.name}: {msg}", hint)
 
     def const(self, v, what, hint=None):
-        """The Python object of a value known now (a constant or a container of constants), else refuse."""
+        """The Python object of a value known now (a constant or a container of constants, a captured int), else
+        refuse."""
+        v = self.norm.as_static_capture(v)
         if isinstance(v, Static):
             return v.obj
         if isinstance(v, Struct) and v.kind in ("tuple", "list") and all(isinstance(x, (Static, Struct))
@@ -327,6 +329,31 @@ def _full_like(L, a, fill_value, dtype=Static(None), order=Static("K"), subok=St
     return L.prim(np.add, L.prim(np.zeros_like, a), fill_value)
 
 
+def _linspace(L, start, stop, num=Static(50), endpoint=Static(True), retstep=Static(False), dtype=Static(None),
+              axis=Static(0), **kw):
+    if isinstance(start, Static) and isinstance(stop, Static):
+        return NotImplemented   # constants: NumPy makes them
+    n = L.const(num, "num")
+    ep = L.const(endpoint, "endpoint")
+    if L.const(retstep, "retstep") or L.const(axis, "axis") != 0 or kw:
+        L.refuse("retstep=, axis= and device= are not supported with a differentiated start or stop",
+                 "leave them out")
+    _no_extra(L, dtype=dtype)
+    if not isinstance(n, (int, np.integer)) or n < 0:
+        L.refuse(f"Number of samples, {n}, must be non-negative.")
+    div = n - 1 if ep else n
+    # as NumPy computes it: arange(num) * step + start, the last sample stop itself with endpoint
+    step = L.prim(np.divide, L.prim(np.subtract, stop, start), Static(float(div))) if div > 0 else \
+        L.prim(np.multiply, L.prim(np.subtract, stop, start), Static(0.0))
+    ramp = L.prim(_shape.einsum, Static("i,...->i..."), Struct("tuple", [Static(np.arange(n, dtype=np.float64)), step]))
+    y = L.prim(np.add, ramp, start)
+    if ep and n > 1:
+        head = L.getitem(y, ast.Slice(lower=None, upper=ast.Constant(-1), step=None))
+        last = L.prim(np.expand_dims, L.prim(np.add, stop, L.prim(np.multiply, start, Static(0.0))), Static(0))
+        y = L.prim(np.concatenate, Struct("tuple", [head, last]), axis=Static(0))
+    return y
+
+
 def _select(L, condlist, choicelist, default=Static(0)):
     conds = L.items(condlist, "condlist")
     choices = L.items(choicelist, "choicelist")
@@ -462,7 +489,7 @@ LOWERINGS = {
     np.split: _split("split"), np.array_split: _split("array_split"), np.hsplit: _split_fixed("hsplit"),
     np.vsplit: _split_fixed("vsplit"), np.dsplit: _split_fixed("dsplit"),
     np.append: _append, np.full: _full, np.full_like: _full_like, np.select: _select, np.gradient: _gradient,
-    np.diff: _diff, np.pad: _pad,
+    np.diff: _diff, np.pad: _pad, np.linspace: _linspace,
     np.put_along_axis: lambda L, *a, **k: L.refuse(
         "returns None and writes into its first argument: call it as a statement", None),
 }
