@@ -17,7 +17,7 @@ from .api import _jit_disabled, _match, _Transformed, _user_facing
 from .errors import TreeStructureError
 from .kernels.base import get_backend
 from .transform.pipeline import build
-from .transform.specs import is_float_leaf
+from .transform.specs import is_float_leaf, is_static_leaf
 from .tree import tree_flatten, tree_unflatten
 
 __all__ = ["jvp", "jacfwd", "hvp", "hessian", "vjp_of_jvp", "jvp_of_jvp"]
@@ -44,7 +44,7 @@ class _JVP(_Transformed):
         self.argnums = tuple(i for i, p in enumerate(primals)
                              if all(is_float_leaf(x) for x in tree_flatten(p)[0]) and tree_flatten(p)[0])
         built, single, nums, flat, trees, cap, key = self._lookup(primals)
-        leaves = [x for ls in flat for x in ls if not isinstance(x, (str, type(None)))]
+        leaves = [x for ls in flat for x in ls if not is_static_leaf(x)]
         tleaves = []
         for i in nums:
             tl, ttd = tree_flatten(tangents[i])
@@ -157,13 +157,13 @@ class _SecondOrder:
 
     def __init__(self, fun, primals, mode, jit, backend):
         self.t, self.built, self.nums, self.flat, self.trees, cap, key = _jvp_built(fun, primals, mode, jit, backend)
-        leaves = [x for ls in self.flat for x in ls if not isinstance(x, (str, type(None)))]
+        leaves = [x for ls in self.flat for x in ls if not is_static_leaf(x)]
         self.n = len(leaves)
         self.diff_pos = []
         pos = 0
         for i, ls in enumerate(self.flat):
             for x in ls:
-                if isinstance(x, (str, type(None))):
+                if is_static_leaf(x):
                     continue
                 if i in self.nums:
                     self.diff_pos.append(pos)
@@ -181,7 +181,7 @@ class _SecondOrder:
         self._fof = None
 
     def leaves(self, primals):
-        return [x for a in primals for x in tree_flatten(a)[0] if not isinstance(x, (str, type(None)))]
+        return [x for a in primals for x in tree_flatten(a)[0] if not is_static_leaf(x)]
 
     def rev_over_fwd(self, outs_used, mode, jit):
         """grad of ``sum_k <c_k, tangent_k>`` w.r.t. the primal leaves and the tangents."""

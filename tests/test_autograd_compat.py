@@ -544,3 +544,34 @@ def test_betainc_is_differentiated_in_x():
                                rtol=1e-6)
     with pytest.raises(funcgrad.NoDerivativeError, match="differentiated in x only"):
         funcgrad.grad(lambda s: np.sum(sp.betainc(s, b, x)))(a)
+
+
+# ----------------------------------------------------------------------------- non-numeric arguments
+@pytest.mark.parametrize("reduction", [np.sum, np.prod, np.max, np.min])
+def test_a_function_passed_as_an_argument_is_a_constant(reduction):
+    base = np.abs(RNG.normal(size=5)) + 0.5
+
+    def f(a, _r=reduction):   # the default is bound as an argument: a function leaf
+        return _r(np.exp(a) * base)
+
+    assert funcgrad.grad(f)(0.7) == pytest.approx(_fd(f, 0.7, 1.0), rel=1e-7)
+    _, t = funcgrad.jvp(f, (0.7, reduction), (1.0, reduction))
+    assert t == pytest.approx(_fd(f, 0.7, 1.0), rel=1e-7)
+
+
+def test_types_as_arguments_and_isinstance_of_an_array_argument():
+    def checker(ex, type_, truthval):
+        assert isinstance(ex, type_) == truthval
+        return 1.0 + 0.0 * np.sum(ex) if isinstance(ex, np.ndarray) else 1.0
+
+    for type_, ex, truth in [(list, [[]], True), (np.ndarray, np.zeros(2), True), ((tuple, list), np.zeros(1), False),
+                             ((tuple, list), (), True)]:
+        g = funcgrad.grad(checker)(ex, type_, truth)
+        if isinstance(ex, np.ndarray):
+            np.testing.assert_array_equal(g, np.zeros_like(ex))
+
+    def scale(x, kind):
+        return np.sum(x * 2.0) if kind is np.ndarray else np.sum(x)
+
+    np.testing.assert_allclose(funcgrad.grad(scale)(np.ones(3), np.ndarray), 2.0 * np.ones(3))
+    np.testing.assert_allclose(funcgrad.grad(scale)(np.ones(3), list), np.ones(3))   # another object: rebuilt

@@ -13,7 +13,7 @@ __all__ = ["leaf_spec", "scalar_kind", "is_float_leaf", "is_static_leaf"]
 
 def leaf_spec(x):
     """``("a", dtype, ndim)`` for arrays, ``("f",)``/``("i",)``/``("b",)``/``("c",)`` for Python numbers,
-    ``("s", dtype)`` for NumPy scalars, ``("static", repr)`` for strings and None."""
+    ``("s", dtype)`` for NumPy scalars, ``("static", repr)`` for strings, None and any other object."""
     t = type(x)
     if t is np.ndarray:
         return ("a", x.dtype.str, x.ndim)
@@ -35,13 +35,19 @@ def leaf_spec(x):
         return ("s", x.dtype.str)
     if isinstance(x, (str, type(None))):
         return ("static", repr(x))
-    raise TypeError(f"funcgrad functions take arrays, numbers and pytrees of them; received a leaf of type "
-                    f"{type(x).__name__} ({x!r:.60})")
+    # any other object (a function, a type, a module: ``f(x, _r=np.sum)``) is a constant of the generated code,
+    # as autograd takes it; the specialization is keyed by the object itself (kept alive by the signature)
+    return ("static", f"<{type(x).__module__}.{type(x).__qualname__} object at {id(x):#x}>")
+
+
+def _is_data(x):
+    return isinstance(x, (np.ndarray, np.generic, bool, int, float, complex))
 
 
 def is_static_leaf(x):
-    """Leaves that are part of the signature itself (strings, None), not runtime values."""
-    return isinstance(x, (str, type(None)))
+    """Leaves that are part of the signature itself (strings, None, other non-numeric objects), not runtime
+    values."""
+    return not _is_data(x)
 
 
 def scalar_kind(x):

@@ -290,8 +290,20 @@ class Calls:
                 if fn is type:
                     return Static(rep)
                 cls = args[1]
+                if isinstance(cls, Struct) and all(isinstance(v, Static) for v in _leaves(cls)):
+                    cls = Static(_static_value(cls))   # a tuple of classes passed as an argument
                 if isinstance(cls, Static):
                     return Static(isinstance(rep(), cls.obj) if rep in (dict, list, tuple) else issubclass(rep, cls.obj))
+            rank = self.param_ranks.get(subject.expr.id) if isinstance(subject, Dyn) and isinstance(
+                subject.expr, ast.Name) else None
+            if rank:   # an array argument (its ndim is in the signature): an ndarray
+                if fn is type:
+                    return Static(np.ndarray)
+                cls = args[1] if len(args) > 1 else None
+                if isinstance(cls, Struct) and all(isinstance(v, Static) for v in _leaves(cls)):
+                    cls = Static(_static_value(cls))   # a tuple of classes passed as an argument
+                if isinstance(cls, Static):
+                    return Static(isinstance(np.empty((0,) * rank), cls.obj))
             if isinstance(subject, Dyn):
                 raise error(P, node, f"{fn.__name__}() of a value computed when the function runs is not "
                                      "supported (arrays and numbers are only known then)",
