@@ -334,8 +334,14 @@ def _svd_reduced(p, g, m, n, full, hermitian):
     return u, s, v, gu, gs, gv
 
 
+_COMPLEX_SVD = ("np.linalg.svd: derivatives of the SVD of complex matrices are not supported (the formulas here "
+                "are for real matrices)")
+
+
 def svd_vjp(g, p, a, full_matrices=True, hermitian=False):
     """Cotangent of ``a`` for the packed SVD (Townsend's formulas for real matrices)."""
+    if np.iscomplexobj(a) or np.iscomplexobj(p):
+        raise ValueError(_COMPLEX_SVD)
     m, n = a.shape[-2], a.shape[-1]
     k = min(m, n)
     u, s, v, gu, gs, gv = _svd_reduced(p, g, m, n, full_matrices, hermitian)
@@ -356,6 +362,8 @@ def svd_vjp(g, p, a, full_matrices=True, hermitian=False):
 
 
 def svd_jvp(t, p, a, full_matrices=True, hermitian=False):
+    if np.iscomplexobj(a) or np.iscomplexobj(p):
+        raise ValueError(_COMPLEX_SVD)
     m, n = a.shape[-2], a.shape[-1]
     k = min(m, n)
     if full_matrices and m != n:
@@ -483,15 +491,22 @@ def _tie_mask(v, target, axis):
 
 
 def _norm_unit(x, ord, axis):
-    """d norm / d x for every element (the VJP with a unit cotangent), shaped like ``x``."""
+    """d norm / d x for every element (the VJP with a unit cotangent), shaped like ``x``. Of complex ``x``, in
+    autograd's convention (``dy = Re(sum(unit * dx))``): ``conj(x) / |x|`` in place of ``sign(x)``."""
     x = np.asarray(x)
     kind, axes, ord = _norm_case(x, ord, axis)
     ft = np.result_type(x.dtype, np.float32)
     ax = np.abs(x)
-    sg = np.sign(x).astype(ft)
+    if np.iscomplexobj(x):
+        sg = np.conj(np.where(ax == 0, 0.0, x / np.where(ax == 0, 1.0, ax)))
+        x = np.conj(x)          # x / y below: conj(x) / y
+        xx = ax * ax
+    else:
+        sg = np.sign(x).astype(ft)
+        xx = x * x
     if kind == "vector":
         if ord is None or ord == 2:
-            y = np.sqrt(np.sum(x * x, axis=axes, keepdims=True))
+            y = np.sqrt(np.sum(xx, axis=axes, keepdims=True))
             with np.errstate(invalid="ignore", divide="ignore"):
                 return np.where(y == 0, 0.0, x / np.where(y == 0, 1.0, y)).astype(ft)
         if ord == np.inf or ord == -np.inf:
@@ -507,11 +522,11 @@ def _norm_unit(x, ord, axis):
             return (sg * ax ** (p - 1) * y ** (1 - p)).astype(ft)
     r, c = axes
     if ord is None or ord == "fro":
-        y = np.sqrt(np.sum(x * x, axis=axes, keepdims=True))
+        y = np.sqrt(np.sum(xx, axis=axes, keepdims=True))
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(y == 0, 0.0, x / np.where(y == 0, 1.0, y)).astype(ft)
     if ord in ("nuc", 2, -2):
-        xm = np.moveaxis(x, (r, c), (-2, -1))
+        xm = np.moveaxis(x, (r, c), (-2, -1))   # conj(x) for complex x: its SVD is the conjugate one
         u, s, vh = np.linalg.svd(xm, full_matrices=False)
         if ord == "nuc":
             gm = u @ vh
@@ -544,7 +559,8 @@ def norm_vjp(g, y, x, ord=None, axis=None, keepdims=False):
 
 def norm_jvp(t, y, x, ord=None, axis=None, keepdims=False):
     _, axes, _ = _norm_case(x, ord, axis)
-    return np.sum(t * _norm_unit(x, ord, axis), axis=axes, keepdims=keepdims)
+    out = np.sum(t * _norm_unit(x, ord, axis), axis=axes, keepdims=keepdims)
+    return np.real(out) if np.iscomplexobj(out) else out
 
 
 # ----------------------------------------------------------------------------- matrix_power
@@ -1481,8 +1497,13 @@ _ov(eig_packed, _c_eig, ("m",))
 _ov(eig_vjp, _c_eig_vjp, ("m", "m"))
 _ov(eig_jvp, _c_eig_jvp, ("m", "m"))
 _ov(svd_packed, _c_svd, ("m", "s", "s"))
-_ov(svd_vjp, _c_svd_vjp, ("m", "m", "m", "s", "s"))
-_ov(svd_jvp, _c_svd_jvp, ("m", "m", "m", "s", "s"))
+def _real_svd(d, p, a, full_matrices=None, hermitian=None):
+    if isinstance(getattr(a, "dtype", None), types.Complex) or isinstance(getattr(p, "dtype", None), types.Complex):
+        _refuse("derivatives of np.linalg.svd of complex matrices")
+
+
+_ov(svd_vjp, _c_svd_vjp, ("m", "m", "m", "s", "s"), check=_real_svd)
+_ov(svd_jvp, _c_svd_jvp, ("m", "m", "m", "s", "s"), check=_real_svd)
 _ov(qr_packed, _c_qr, ("m", "s"), check=_no_complete_qr)
 _ov(qr_vjp, _c_qr_vjp, ("m", "m", "m", "s"))
 _ov(qr_jvp, _c_qr_jvp, ("m", "m", "m", "s"))
@@ -1601,6 +1622,8 @@ def _norm_plan(x, ord_t, axis_t, keep_t, fn):
     """Typing-time plan of a nopython norm: (source lines reading ``x`` into X (nb, ...) and P, helpers)."""
     if not isinstance(x, types.Array):
         return None
+    if isinstance(x.dtype, types.Complex):
+        _refuse(f"np.linalg.{fn} of complex values (nopython mode computes real norms only)")
     nd = x.ndim
     o, axis, keep = _lit(ord_t), _lit(axis_t), _lit(keep_t, False)
     if axis is _RUNTIME or keep is _RUNTIME:

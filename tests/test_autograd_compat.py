@@ -575,3 +575,35 @@ def test_types_as_arguments_and_isinstance_of_an_array_argument():
 
     np.testing.assert_allclose(funcgrad.grad(scale)(np.ones(3), np.ndarray), 2.0 * np.ones(3))
     np.testing.assert_allclose(funcgrad.grad(scale)(np.ones(3), list), np.ones(3))   # another object: rebuilt
+
+
+# ----------------------------------------------------------------------------- complex norms
+@pytest.mark.parametrize("ord, axis, shape", [(None, None, (5,)), (None, None, (3, 4)), (3, None, (5,)),
+                                              (1, None, (5,)), (np.inf, None, (5,)), (None, 1, (3, 4)),
+                                              ("fro", (0, 1), (3, 4)), ("nuc", None, (3, 4)), (2, None, (3, 4)),
+                                              (1, None, (3, 4))])
+@pytest.mark.parametrize("jit", [True, False])
+def test_norm_of_complex_values_in_autograds_convention(ord, axis, shape, jit):
+    z = RNG.normal(size=shape) + 1j * RNG.normal(size=shape)
+    f = lambda x: np.linalg.norm(x, ord, axis)  # noqa: E731
+    c = RNG.normal(size=np.shape(f(z)))
+    (g,) = funcgrad.vjp(f, z, jit=jit)[1](c)
+    np.testing.assert_allclose(g, _numeric_vjp(f, z, c), rtol=1e-6, atol=1e-8)
+    dz = RNG.normal(size=shape) + 1j * RNG.normal(size=shape)
+    _, t = funcgrad.jvp(f, (z,), (dz,), jit=jit)
+    assert not np.iscomplexobj(t)
+    np.testing.assert_allclose(t, _fd(f, z, dz), rtol=1e-6, atol=1e-8)
+
+
+def test_norm_of_complex_values_to_second_order():
+    z = RNG.normal(size=(3, 4)) + 1j * RNG.normal(size=(3, 4))
+    for ord, axis in [(None, None), (3, 1), (np.inf, 0), ("fro", None)]:
+        test_util.check_grads(lambda x: np.linalg.norm(x, ord, axis))(z)
+
+
+def test_derivatives_of_a_complex_svd_are_refused_clearly():
+    z = RNG.normal(size=(3, 3)) + 1j * RNG.normal(size=(3, 3))
+    with pytest.raises(ValueError, match="SVD of complex matrices"):
+        funcgrad.vjp(lambda x: np.linalg.svd(x)[1], z)[1](np.ones(3))
+    with pytest.raises((ValueError, AssertionError), match="SVD of complex matrices"):
+        test_util.check_grads(lambda x: np.linalg.norm(x, "nuc"))(z)   # its second order goes through the SVD

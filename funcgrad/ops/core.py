@@ -680,7 +680,8 @@ nondiff(np.argmax, np.argmin, np.argsort, np.floor, np.ceil, np.round, np.around
         np.argwhere, np.flatnonzero, math.floor, math.ceil, math.trunc, math.isnan, math.isinf, math.isfinite,
         round, len,
         # casts to integers and bools (np.int64(x) of an array: indices from data)
-        np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_)
+        np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_,
+        np.iscomplexobj, np.isrealobj, np.iscomplex, np.isreal)
 
 
 from .complex import csign, match_complex  # noqa: E402  (np.abs of complex values; autograd's convention)

@@ -114,6 +114,8 @@ def svd_jvp(t, p, a, full_matrices=True, hermitian=False):
     m = a.shape[-2]
     n = a.shape[-1]
     k = min(m, n)
+    assert not np.iscomplexobj(p), ("np.linalg.svd: derivatives of the SVD of complex matrices are not supported "
+                                    "(the formulas here are for real matrices)")
     assert not (full_matrices and m != n), (
         "np.linalg.svd(..., full_matrices=True): the extra singular vectors of a non-square matrix are not unique, "
         "so they have no derivative; use full_matrices=False")
@@ -144,15 +146,16 @@ def _tie_share(v, target, axis):
 
 
 def _unit_2(x, axes):
-    y = np.sqrt(np.sum(x * x, axis=axes, keepdims=True))
+    y = np.sqrt(np.sum(np.real(x * np.conj(x)), axis=axes, keepdims=True))
     zero = y == 0
-    return np.where(zero, 0.0, x / np.where(zero, 1.0, y))
+    return np.where(zero, 0.0, np.conj(x) / np.where(zero, 1.0, y))
 
 
 def _norm_unit(x, ord, axes, matrix):  # noqa: A002
-    """d norm / d x for every element, as kernels/cpu_linalg.py's ``_norm_unit`` computes it."""
+    """d norm / d x for every element, as kernels/cpu_linalg.py's ``_norm_unit`` computes it (of complex x,
+    ``conj(x) / |x|`` in place of ``sign(x)``: constant at real x, so its derivative is 0 there as sign's)."""
     ax = np.abs(x)
-    sg = np.sign(x)
+    sg = np.where(ax == 0, 0.0, np.conj(x) / np.where(ax == 0, 1.0, ax))
     if not matrix:
         if ord is None or ord == 2:
             return _unit_2(x, axes)
@@ -170,7 +173,7 @@ def _norm_unit(x, ord, axes, matrix):  # noqa: A002
     if ord is None or ord == "fro":
         return _unit_2(x, axes)
     if ord == "nuc" or ord == 2 or ord == -2:
-        xm = np.moveaxis(x, (r, c), (-2, -1))
+        xm = np.moveaxis(np.conj(x), (r, c), (-2, -1))
         u, s, vh = np.linalg.svd(xm, full_matrices=False)
         if ord == "nuc":
             gm = u @ vh
@@ -206,7 +209,7 @@ def norm_jvp(t, y, x, ord=None, axis=None, keepdims=False):  # noqa: A002
         axes = (axis,) if isinstance(axis, int) else tuple(axis)
         axes = tuple(a % x.ndim for a in axes)
         matrix = len(axes) == 2
-    return np.sum(t * _norm_unit(x, ord, axes, matrix), axis=axes, keepdims=keepdims)
+    return np.real(np.sum(t * _norm_unit(x, ord, axes, matrix), axis=axes, keepdims=keepdims))
 
 
 # ----------------------------------------------------------------------------- scipy.stats (multivariate)
