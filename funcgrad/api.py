@@ -704,6 +704,10 @@ def value_and_grad(fun, argnums=0, has_aux=False, *, jit=True, backend=None, mod
     return _ValueAndGrad(fun, argnums, has_aux, mode, jit, backend, return_value=True)
 
 
+# written inside a transformed function, grad(f) is made while transforming (normalize inlines the derivative)
+grad._funcgrad_static_call = True
+value_and_grad._funcgrad_static_call = True
+
 # (class, factory) of nested derivatives, filled in by funcgrad.forward_mode (the layer above) on import
 _NESTED: list = [(None, None)]
 

@@ -607,3 +607,59 @@ def test_derivatives_of_a_complex_svd_are_refused_clearly():
         funcgrad.vjp(lambda x: np.linalg.svd(x)[1], z)[1](np.ones(3))
     with pytest.raises((ValueError, AssertionError), match="SVD of complex matrices"):
         test_util.check_grads(lambda x: np.linalg.norm(x, "nuc"))(z)   # its second order goes through the SVD
+
+
+# ----------------------------------------------------------------------------- grad inside a transformed function
+def _inner(p):
+    return np.sum(np.sin(p["a"]) * p["b"][0]) + p["b"][1] ** 3
+
+
+def _uses_grad(p):
+    g = funcgrad.grad(_inner)(p)          # made and called inside: the inner gradient is generated code, inlined
+    return np.sum(g["a"] ** 2) + np.sum(np.sin(g["b"][0])) + g["b"][1] * p["b"][1]
+
+
+def _exp_dot(y):
+    return np.sum(np.exp(y) * y)
+
+
+def _tanh_sq(y):
+    return np.sum(np.tanh(y) ** 2)
+
+
+def _uses_value_and_grad(x):
+    v, g = funcgrad.value_and_grad(_exp_dot)(x)
+    return v * np.sum(g * x)
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_grad_called_inside_a_differentiated_function(jit):
+    p = {"a": RNG.normal(size=3), "b": (RNG.normal(size=3), 0.7)}
+    flat, td = funcgrad.tree.tree_flatten(p)
+    g = funcgrad.grad(_uses_grad, jit=jit)(p)
+    for leaf_i, leaf in enumerate(flat):
+        for k in range(np.size(leaf)):
+            def along(eps, leaf_i=leaf_i, k=k):
+                ls = [np.array(v, dtype=float, copy=True) for v in flat]
+                ls[leaf_i].reshape(-1)[k] += eps
+                return _uses_grad(funcgrad.tree.tree_unflatten(td, [v if np.ndim(v) else float(v) for v in ls]))
+            want = (along(1e-6) - along(-1e-6)) / 2e-6
+            got = np.ravel(funcgrad.tree.tree_flatten(g)[0][leaf_i])[k]
+            assert got == pytest.approx(want, rel=1e-5, abs=1e-7)
+    x = RNG.normal(size=3)
+    np.testing.assert_allclose(funcgrad.grad(_uses_value_and_grad, jit=jit)(x),
+                               [_fd(_uses_value_and_grad, x, e) for e in np.eye(3)], rtol=1e-6)
+
+
+def test_grad_inside_to_second_order_and_of_complex_values():
+    test_util.check_grads(lambda x: funcgrad.grad(np.abs)(x))(1.1 + 1.3j)
+    test_util.check_grads(lambda x: funcgrad.grad(_tanh_sq)(x))(RNG.normal(size=(2, 3)))
+
+
+def test_grad_inside_of_a_computed_value_is_refused_at_the_users_line():
+    def f(x):
+        return funcgrad.grad(_tanh_sq)(x * 2.0)
+
+    with pytest.raises(funcgrad.errors.UnsupportedSyntaxError, match="known while transforming") as info:
+        funcgrad.grad(lambda x: np.sum(f(x)))(np.ones(3))
+    assert "return funcgrad.grad(_tanh_sq)(x * 2.0)" in str(info.value)

@@ -20,6 +20,7 @@ from ..fence import check as fence_check, error
 from ..naming import public_name
 from ..parse import MISSING, parse
 from ..values import Dyn, Static, Struct, leaves as _leaves, map_struct as _map_struct
+from ...tree import tree_flatten, tree_map, tree_unflatten
 from .lowerings import lower_call, lowering_for
 from .common import (_DictView, _is_metadata, _Partial, _NJIT_BUILTINS, _STATIC_BUILTINS, _is_static_tree, _is_user_code, LocalFunction, Scope, _BUILTIN_MAP, _BoundMethod, _Iter, _METHODS, _Range,
                      _default_value, _np_attr, _static_value, tag_file)
@@ -29,6 +30,19 @@ _OPERATOR_BINOPS = {operator.add: ast.Add, operator.sub: ast.Sub, operator.mul: 
                     operator.floordiv: ast.FloorDiv, operator.mod: ast.Mod, operator.pow: ast.Pow,
                     operator.matmul: ast.MatMult}
 
+
+
+def _value_tree(v):
+    """A :class:`Struct` as the Python container of its leaf values (tree_flatten then orders them as the
+    arguments' own leaves are ordered)."""
+    if isinstance(v, Struct):
+        vals = [_value_tree(x) for x in v.values()]
+        if v.kind == "dict":
+            return dict(zip(v.items.keys(), vals))
+        if v.kind == "namedtuple":
+            return v.cls(*vals)
+        return tuple(vals) if v.kind == "tuple" else list(vals)
+    return v
 
 class StaticArgumentNeeded(Exception):
     """Not an error: an int or bool argument leaf (the ``position``-th runtime leaf of the arguments, in
@@ -97,13 +111,22 @@ class Calls:
     def call_object(self, fn, args, kwargs, scope, out, node):
         P = scope.parsed
         fn = _AUTOGRAD_BUILTINS.get(fn, fn) if isinstance(fn, type) else fn  # funcgrad.builtins.tuple: tuple
+        if getattr(fn, "_funcgrad_static_call", False) and all(
+                isinstance(a, Static) for a in list(args) + list(kwargs.values())):
+            # grad(f) written inside the function: the transform object, made now
+            return Static(fn(*[a.obj for a in args], **{k: v.obj for k, v in kwargs.items()}))
         if getattr(type(fn), "_funcgrad_transform", False):  # funcgrad.jit(f)(x) inside: f(x)
             if fn.kind == "primal":
                 return self.call_value(Static(fn.fn), args, kwargs, scope, out, node)
+            nested = self.nested_gradient(fn, args, kwargs, scope, out, node)
+            if nested is not None:
+                return nested
             raise error(P, node, f"'{getattr(fn, '__qualname__', 'f')}' is a function returned by a funcgrad "
-                                 "transform (grad, value_and_grad, vjp): it cannot be called inside a function "
-                                 "funcgrad transforms", "call the original function, or compute the derivative "
-                                 "outside", cls=UnsupportedSyntaxError)
+                                 "transform: inside a function funcgrad transforms, grad(f)(x) and "
+                                 "value_and_grad(f)(x) are supported where x's kinds and ndims are known while "
+                                 "transforming (arguments of the function, constants, containers of them), "
+                                 "not vjp or a value computed inside", "pass the value as an argument, or compute "
+                                 "the derivative outside", cls=UnsupportedSyntaxError)
         if isinstance(fn, types.BuiltinFunctionType) and fn in _OPERATOR_BINOPS and len(args) == 2 and not kwargs:
             return self.binop(_OPERATOR_BINOPS[fn](), args[0], args[1], scope, out, node)
         if fn is operator.neg and len(args) == 1 and not kwargs:
@@ -270,6 +293,57 @@ class Calls:
             if A.has(n, A.SRC):
                 A.put(n, A.SRC, where)
         return res
+
+    def nested_gradient(self, fn, args, kwargs, scope, out, node):
+        """``grad(f)(x)`` (or ``value_and_grad``) inside a transformed function, where the signature of ``x`` is
+        known (arguments of the function and constants): the reverse-mode code funcgrad generates for ``f`` at
+        that signature, inlined as a call of its Python function. That code is primitives with rules, so the
+        outer transform differentiates it again (forward or reverse over reverse). None when ``x``'s signature
+        is not known here (the caller refuses)."""
+        if not hasattr(fn, "return_value") or fn.has_aux:
+            return None
+        try:
+            bound = fn._bind(tuple(args), dict(kwargs))
+        except TypeError:
+            return None
+        bound = [a if isinstance(a, (Dyn, Static, Struct)) else self.constant_value(a, scope, node) for a in bound]
+        trees = [_value_tree(a) for a in bound]
+        try:
+            examples = tuple(tree_map(self._example_leaf, t) for t in trees)
+        except LookupError:
+            return None
+        built, single, nums, flat, tdefs, cap, key = fn._lookup(examples)
+        call = []
+        for t, (_, specs, _) in zip(trees, key):
+            for v, sp in zip(tree_flatten(t)[0], specs):
+                if sp[0] != "static":
+                    call.append(v)
+        call += [Static(c) for c in cap]
+        call += [Static(1.0)] + [Static(0.0)] * (len(built.out_atoms) - 1)
+        res = self.inline_function(built.py_fn, call, {}, out, node, scope)
+        outs, grads = res.values()
+        grads = grads.values()
+        result, k = [], 0
+        for i in nums:
+            n = len(flat[i])
+            result.append(_map_struct(tree_unflatten(tdefs[i], grads[k:k + n]), lambda path, leaf: leaf))
+            k += n
+        g = result[0] if single else Struct("tuple", result)
+        return Struct("tuple", [outs.values()[0], g]) if fn.return_value else g
+
+    def _example_leaf(self, v):
+        """A value with the spec of the value ``v`` (for building a nested transform's signature)."""
+        if isinstance(v, Static):
+            return v.obj
+        spec = self.param_specs.get(v.expr.id) if isinstance(v, Dyn) and isinstance(v.expr, ast.Name) else None
+        if spec is None:
+            raise LookupError(v)
+        tag = spec[0]
+        if tag == "a":
+            return np.zeros((1,) * spec[2], dtype=spec[1])
+        if tag == "s":
+            return np.dtype(spec[1]).type(0)
+        return {"f": 0.0, "i": 0, "b": False, "c": 0j}[tag]
 
     def constant_value(self, v, scope, node):
         """A Python object fixed in a partial or a default, as a value."""
