@@ -663,3 +663,31 @@ def test_grad_inside_of_a_computed_value_is_refused_at_the_users_line():
     with pytest.raises(funcgrad.errors.UnsupportedSyntaxError, match="known while transforming") as info:
         funcgrad.grad(lambda x: np.sum(f(x)))(np.ones(3))
     assert "return funcgrad.grad(_tanh_sq)(x * 2.0)" in str(info.value)
+
+
+# ----------------------------------------------------------------------------- methods of other objects
+def test_a_method_of_an_object_made_in_the_function_runs_as_it_is():
+    def f(a):
+        rng = np.random.RandomState(0)   # made at every call: the same draws every time
+        z = np.dot(np.linalg.cholesky(a), rng.randn(a.shape[0]))
+        return np.linalg.norm(z)
+
+    b = RNG.normal(size=(3, 3))
+    a = b @ b.T + np.eye(3)
+    g = funcgrad.grad(f)(a)
+    sym = lambda d: d + d.T - np.diag(np.diag(d))  # noqa: E731  cholesky reads the lower triangle
+    for i, j in [(0, 0), (1, 0), (2, 1), (2, 2)]:
+        e = np.zeros((3, 3))
+        e[i, j] = 1.0
+        want = _fd(f, a, sym(e))
+        got = g[i, j] if i == j else g[i, j] + g[j, i]
+        assert got == pytest.approx(want, rel=1e-6)
+    test_util.check_grads(lambda x: f(x @ x.T + np.eye(3)))(b)
+
+
+def test_a_method_with_no_rule_on_a_differentiated_value_is_refused():
+    def f(x):
+        return np.sum(np.asarray(x.tolist()))
+
+    with pytest.raises(funcgrad.NoDerivativeError, match=r"\.tolist\(\) has no derivative rule"):
+        funcgrad.grad(f)(np.ones(3))

@@ -44,6 +44,26 @@ def _value_tree(v):
         return tuple(vals) if v.kind == "tuple" else list(vals)
     return v
 
+
+def _call_method(obj, name, *args, **kwargs):
+    """``obj.name(*args, **kwargs)``: a method with no rule, called as it is in the generated code."""
+    return getattr(obj, name)(*args, **kwargs)
+
+
+_METHOD_MARKERS: dict = {}
+
+
+def _method_marker(name):
+    """What a refusal names for ``.name()`` (the method has no derivative rule)."""
+    m = _METHOD_MARKERS.get(name)
+    if m is None:
+        def m():  # pragma: no cover - never called
+            pass
+        m.__name__ = m.__qualname__ = f"the method .{name}()"
+        m.__module__ = "builtins"
+        _METHOD_MARKERS[name] = m
+    return m
+
 class StaticArgumentNeeded(Exception):
     """Not an error: an int or bool argument leaf (the ``position``-th runtime leaf of the arguments, in
     flatten order) is used where generated code needs a constant. The transform rebuilds with that leaf
@@ -111,6 +131,8 @@ class Calls:
     def call_object(self, fn, args, kwargs, scope, out, node):
         P = scope.parsed
         fn = _AUTOGRAD_BUILTINS.get(fn, fn) if isinstance(fn, type) else fn  # funcgrad.builtins.tuple: tuple
+        if fn is _call_method and len(args) >= 2 and isinstance(args[1], Static):   # generated code read again
+            return self.method(_BoundMethod(args[0], args[1].obj, node), list(args[2:]), kwargs, scope, out, node)
         if getattr(fn, "_funcgrad_static_call", False) and all(
                 isinstance(a, Static) for a in list(args) + list(kwargs.values())):
             # grad(f) written inside the function: the transform object, made now
@@ -474,8 +496,17 @@ class Calls:
                                 args=[self.as_expr(dt, scope, node)], keywords=[]))
         fn = _METHODS.get(name)
         if fn is None:
-            raise error(P, node, f"array method '.{name}()' is not supported",
-                        "call the NumPy function instead (np.<name>(x, ...))")
+            # any other method (rng.randn(n) of a RandomState made in the function) runs as it is; the reverse
+            # pass refuses it at this line if a differentiated value reaches it (the object or an argument)
+            self.opaque_calls = True
+            call = ast.Call(func=self.external(_call_method),
+                            args=[self.as_expr(m.base, scope, node), ast.Constant(name)] +
+                            [self.as_expr(a, scope, node) for a in args],
+                            keywords=[ast.keyword(arg=k, value=self.as_expr(v, scope, node)) for k, v in kwargs.items()])
+            ast.copy_location(call, node)
+            A.put(call, A.NONDIFF, _method_marker(name))
+            A.put(call, A.SRC, (P.filename, getattr(node, "lineno", None)))
+            return Dyn(call)
         return self.call_object(fn, [m.base] + list(args), kwargs, scope, out, node)
 
     def call_prim(self, prim: Primitive, args, kwargs, scope, out, node):
