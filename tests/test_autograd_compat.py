@@ -691,3 +691,27 @@ def test_a_method_with_no_rule_on_a_differentiated_value_is_refused():
 
     with pytest.raises(funcgrad.NoDerivativeError, match=r"\.tolist\(\) has no derivative rule"):
         funcgrad.grad(f)(np.ones(3))
+
+
+# ----------------------------------------------------------------------------- iterating dicts
+def _dict_walk(d):
+    acc = 0.0
+    for i, (k, v) in enumerate(sorted(d.items(), key=operator.itemgetter(0), reverse=True)):
+        acc = acc + np.sum(np.sin(v)) * (i + 1.0)
+    for k in d:                    # a dict iterates its keys
+        acc = acc + np.sum(d[k] ** 2) * len(k)
+    for i, k in enumerate(sorted(d)):
+        acc = acc + np.sum(np.cos(d[k])) * (i + 2.0)
+    for v in d.values():
+        acc = acc + np.sum(v)
+    return acc + len(list(d)) * 0.5
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_iterating_a_dict_is_pythons(jit):
+    d = {"bb": RNG.normal(size=2), "a": RNG.normal(size=3), "ccc": RNG.normal(size=(2, 2))}
+    assert funcgrad.jit(_dict_walk, strategy="kernels")(d) == pytest.approx(_dict_walk(d))
+    g = funcgrad.grad(_dict_walk, jit=jit)(d)
+    for k in d:
+        want = [_fd(lambda x: _dict_walk({**d, k: x}), d[k], e.reshape(d[k].shape)) for e in np.eye(d[k].size)]
+        np.testing.assert_allclose(np.ravel(g[k]), want, rtol=1e-6)

@@ -64,6 +64,26 @@ def _method_marker(name):
         _METHOD_MARKERS[name] = m
     return m
 
+
+class _Unknown:
+    """A value only known when the function runs, inside a probe (comparing it raises TypeError)."""
+
+    def __lt__(self, other):
+        raise TypeError("a runtime value")
+
+    __gt__ = __le__ = __ge__ = __lt__
+
+
+def _probe(v):
+    """A value as a Python object for a sort key: constants themselves, runtime values unknowns."""
+    if isinstance(v, Static):
+        return v.obj
+    if isinstance(v, Struct):
+        vals = [_probe(x) for x in v.values()]
+        return dict(zip(v.items.keys(), vals)) if v.kind == "dict" else (
+            v.cls(*vals) if v.kind == "namedtuple" else tuple(vals) if v.kind == "tuple" else list(vals))
+    return _Unknown()
+
 class StaticArgumentNeeded(Exception):
     """Not an error: an int or bool argument leaf (the ``position``-th runtime leaf of the arguments, in
     flatten order) is used where generated code needs a constant. The transform rebuilds with that leaf
@@ -133,6 +153,8 @@ class Calls:
         fn = _AUTOGRAD_BUILTINS.get(fn, fn) if isinstance(fn, type) else fn  # funcgrad.builtins.tuple: tuple
         if fn is _call_method and len(args) >= 2 and isinstance(args[1], Static):   # generated code read again
             return self.method(_BoundMethod(args[0], args[1].obj, node), list(args[2:]), kwargs, scope, out, node)
+        if fn in (operator.itemgetter, operator.attrgetter) and all(isinstance(a, Static) for a in args) and not kwargs:
+            return Static(fn(*[a.obj for a in args]))   # a key function made in the function
         if getattr(fn, "_funcgrad_static_call", False) and all(
                 isinstance(a, Static) for a in list(args) + list(kwargs.values())):
             # grad(f) written inside the function: the transform object, made now
@@ -367,6 +389,20 @@ class Calls:
             return np.dtype(spec[1]).type(0)
         return {"f": 0.0, "i": 0, "b": False, "c": 0j}[tag]
 
+    def sorted_items(self, items, kwargs, node, scope):
+        """``sorted(items, key=..., reverse=...)`` of items known now; the key may read only what is known now
+        (``sorted(d.items(), key=operator.itemgetter(0))``: the keys)."""
+        key = kwargs.get("key", Static(None)).obj
+        rev = bool(kwargs.get("reverse", Static(False)).obj)
+        probes = [_probe(v) for v in items]
+        try:
+            order = sorted(range(len(items)), key=(lambda i: probes[i]) if key is None else (lambda i: key(probes[i])),
+                           reverse=rev)
+        except TypeError:
+            raise error(scope.parsed, node, "sorted() by values computed when the function runs is not supported",
+                        "sort by keys or constants") from None
+        return Struct("list", [items[i] for i in order])
+
     def constant_value(self, v, scope, node):
         """A Python object fixed in a partial or a default, as a value."""
         if isinstance(v, np.ndarray) or isinstance(v, (float, int)) and not isinstance(v, bool):
@@ -404,17 +440,18 @@ class Calls:
                 raise error(P, node, f"{fn.__name__}() of a value computed when the function runs is not "
                                      "supported (arrays and numbers are only known then)",
                             "decide on types outside the differentiated function, or pass a flag")
-        if fn in (sorted, reversed, len, list, tuple, any, all) and len(args) == 1 and isinstance(
-                args[0], (_DictView, _Iter)):
-            items = self.static_items(args[0], node, scope)
+        if fn in (sorted, reversed, len, list, tuple, any, all) and len(args) == 1 and (isinstance(
+                args[0], (_DictView, _Iter)) or isinstance(args[0], Struct) and args[0].kind == "dict"):
+            items = self.static_items(args[0], node, scope)   # of a dict: its keys
             if fn is len:
                 return Static(len(items))
+            if fn is sorted and set(kwargs) <= {"key", "reverse"} and all(
+                    isinstance(v, Static) for v in kwargs.values()):
+                return self.sorted_items(items, kwargs, node, scope)
             if fn in (sorted, any, all):
                 if not all(isinstance(v, Static) for v in items):
                     raise error(P, node, f"{fn.__name__}() of values computed when the function runs is not "
                                          "supported", None)
-                if fn is sorted:
-                    return Struct("list", [Static(v) for v in sorted(v.obj for v in items)])
                 return Static(fn(v.obj for v in items))
             return Struct("tuple" if fn is tuple else "list", list(reversed(items)) if fn is reversed else items)
         if fn in _STATIC_BUILTINS and all(isinstance(a, Static) for a in allv):

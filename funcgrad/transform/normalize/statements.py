@@ -12,7 +12,7 @@ from ..fence import error
 from ..structure import RET, StructureError, lift_returns, single_exit, structure_loops
 from ..values import Dyn, Static, Struct
 from .lowerings import inplace_call, is_inplace
-from .common import (_item_assigned, LocalFunction, _Iter, _Range, _assigned, _contains, _describe, _is_array_producing,
+from .common import (_DictView, _item_assigned, LocalFunction, _Iter, _Range, _assigned, _contains, _describe, _is_array_producing,
                      _load, _safe, _target_names, _user_name, lookup_getitem)
 
 
@@ -320,8 +320,8 @@ class Statements:
         P = scope.parsed
         it = self.expr(s.iter, scope, out)
         # a loop over a container known now (a list of layers, a tuple of params): unrolled
-        if isinstance(it, (Struct, Static)) and not isinstance(it, _Range):
-            items = it.values() if isinstance(it, Struct) else [Static(v) for v in it.obj]
+        if isinstance(it, (Struct, Static, _DictView)) and not isinstance(it, _Range):
+            items = self.static_items(it, s, scope)   # of a dict: its keys; of d.items(): (key, value) pairs
             if _contains(s.body, (ast.Break,)) or any(isinstance(n, ast.Name) and n.id.startswith("__brk")
                                                         for n in ast.walk(ast.Module(body=s.body, type_ignores=[]))):
                 raise error(P, s, "'break' in a loop over a Python list/tuple is not supported",
@@ -330,13 +330,12 @@ class Statements:
                 self.assign(s.target, v, scope, out, s)
                 self.block(s.body, scope, out)
             return None
-        if isinstance(it, _Iter) and all(isinstance(a, (Struct, Static)) for a in it.args):
+        if isinstance(it, _Iter) and all(isinstance(a, (Struct, Static, _DictView)) for a in it.args):
             if it.fn is enumerate:
-                seq = it.args[0]
-                items = seq.values() if isinstance(seq, Struct) else [Static(v) for v in seq.obj]
+                items = self.static_items(it.args[0], s, scope)
                 pairs = [Struct("tuple", [Static(i), v]) for i, v in enumerate(items)]
             else:
-                cols = [a.values() if isinstance(a, Struct) else [Static(v) for v in a.obj] for a in it.args]
+                cols = [self.static_items(a, s, scope) for a in it.args]
                 pairs = [Struct("tuple", list(t)) for t in zip(*cols)]
             for v in pairs:
                 self.assign(s.target, v, scope, out, s)
