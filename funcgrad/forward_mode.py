@@ -352,14 +352,19 @@ class _GradOfGrad:
         f, a = self._base(args)
         return _scalar_jvp_function(f, a, args, self.mode, self.jit, self.backend)
 
-    @_user_facing
-    def __call__(self, *args):
+    def transform_at(self, args):
+        """The ``grad`` transform this is at the signature of ``args`` (what a transformed function that calls
+        this inlines: normalize builds its code for the signature it knows)."""
         w = self._as_function(args)
         g = self._outer.get(id(w))
         if g is None:
             g = self._outer[id(w)] = (w, _api._ValueAndGrad(w, self.argnums, False, self.mode, self.jit, self.backend,
                                                        return_value=self.return_value))
-        return g[1](*args)
+        return g[1]
+
+    @_user_facing
+    def __call__(self, *args):
+        return self.transform_at(args)(*args)
 
 
 def _nested(fun, argnums, has_aux, jit, backend, mode, return_value):

@@ -715,3 +715,36 @@ def test_iterating_a_dict_is_pythons(jit):
     for k in d:
         want = [_fd(lambda x: _dict_walk({**d, k: x}), d[k], e.reshape(d[k].shape)) for e in np.eye(d[k].size)]
         np.testing.assert_allclose(np.ravel(g[k]), want, rtol=1e-6)
+
+
+def _outer_with_local(x):
+    def inner(y):                      # a nested def: converted to a real function, then differentiated
+        return y[0] * y[1] * x          # reads x of the enclosing function (a leading parameter after conversion)
+
+    return np.sum(np.sin(np.array(funcgrad.grad(inner)((x, x)))))
+
+
+def test_grad_of_a_nested_def_and_grad_of_grad_of_it():
+    x = 0.7
+    assert funcgrad.grad(_outer_with_local)(x) == pytest.approx(_fd(_outer_with_local, x, 1.0), rel=1e-6)
+    g1 = funcgrad.grad(_outer_with_local)
+    assert funcgrad.grad(g1)(x) == pytest.approx(_fd(g1, x, 1.0, eps=1e-5), rel=1e-5)
+    test_util.check_grads(_outer_with_local)(x)
+    test_util.check_grads(g1)(x)
+    test_util.check_grads(funcgrad.grad(g1))(x)
+
+
+def test_unstack_and_unconcatenate_read_back_are_differentiable():
+    def f(a, b):   # reverse mode through stack and concatenate, then differentiated again
+        return np.sum(np.sin(np.stack([a, 2.0 * b], axis=1))) + np.sum(np.concatenate([a, b * b], axis=0) ** 3)
+
+    a, b = RNG.normal(size=(2, 3)), RNG.normal(size=(2, 3))
+    g = funcgrad.grad(f, argnums=(0, 1))
+
+    def h(a, b):
+        ga, gb = g(a, b)
+        return np.sum(ga * gb)
+
+    gh = funcgrad.grad(lambda a, b: h(a, b), argnums=0)
+    want = np.array([_fd(lambda s: h(s, b), a, e.reshape(2, 3)) for e in np.eye(6)]).reshape(2, 3)
+    np.testing.assert_allclose(gh(a, b), want, rtol=1e-5, atol=1e-7)

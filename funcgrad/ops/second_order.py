@@ -294,3 +294,22 @@ def mvn_entropy_tangent(tv, mean, cov):
         return 0.0
     dim = _mvn_dim(mean, cov)
     return 0.5 * np.sum(np.linalg.inv(_mvn_full_cov(cov, dim)) * _mvn_full_cov(tv, dim))
+
+
+# ----------------------------------------------------------------------------- list-valued VJP helpers
+# Reverse-mode code read back (grad of grad, vjp of a function calling grad) calls these on cotangents.
+@kernel_definition("unstack")
+def unstack(g, arrays, axis=0):
+    return [np.take(g, i, axis=axis) for i in range(len(arrays))]
+
+
+@kernel_definition("unconcatenate")
+def unconcatenate(g, arrays, axis=0):
+    gm = np.moveaxis(g, axis, 0)
+    out = []
+    start = 0
+    for a in arrays:
+        n = np.moveaxis(a, axis, 0).shape[0]
+        out.append(np.moveaxis(gm[start:start + n], 0, axis))
+        start = start + n
+    return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import linecache
 import operator
 import types
 
@@ -84,6 +85,61 @@ def _probe(v):
             v.cls(*vals) if v.kind == "namedtuple" else tuple(vals) if v.kind == "tuple" else list(vals))
     return _Unknown()
 
+
+_LOCAL_FUNCTIONS: dict = {}
+
+
+def _local_as_function(lf, scope):
+    """``(F, extras)``: the nested def or lambda ``lf`` as a real Python function (its source in linecache),
+    with the enclosing function's values it reads (runtime values) as leading parameters, and those values;
+    None for signatures other than plain positional parameters, or when it reads an enclosing local function."""
+    fdef = lf.node
+    a = fdef.args
+    if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or a.posonlyargs:
+        return None
+    params = [x.arg for x in a.args]
+    loaded = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    stored = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    stored |= {n.name for n in ast.walk(fdef) if isinstance(n, (ast.FunctionDef, ast.Lambda)) and n is not fdef
+               and hasattr(n, "name")}
+    env, extras, key = {}, [], [id(fdef)]
+    for name in sorted(loaded - set(params) - stored):
+        s, v = lf.scope, MISSING
+        while s is not None:
+            if name in s.vars:
+                v = s.vars[name]
+                break
+            s = s.parent
+        if v is MISSING:
+            obj = lf.parsed.lookup(name)
+            if obj is not MISSING:
+                env[name] = obj
+                key.append((name, id(obj)))
+        elif isinstance(v, Static):
+            env[name] = v.obj
+            key.append((name, id(v.obj)))
+        elif isinstance(v, (Dyn, Struct)):
+            extras.append((name, v))
+            key.append(name)
+        else:
+            return None
+    key = tuple(key)
+    F = _LOCAL_FUNCTIONS.get(key)
+    if F is None:
+        name = fdef.name if fdef.name.isidentifier() else "_lambda"
+        new = ast.FunctionDef(name=name, args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=n) for n, _ in extras]
+                                                            + list(a.args), kwonlyargs=[], kw_defaults=[],
+                                                            defaults=[]),
+                              body=fdef.body, decorator_list=[], returns=None, type_params=[])
+        src = ast.unparse(ast.fix_missing_locations(ast.Module(body=[new], type_ignores=[]))) + "\n"
+        filename = f"<funcgrad local function {name} #{len(_LOCAL_FUNCTIONS) + 1}>"
+        linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+        ns = dict(lf.parsed.globals)
+        ns.update(env)
+        exec(compile(src, filename, "exec"), ns)
+        F = _LOCAL_FUNCTIONS[key] = ns[name]
+    return F, [v for _, v in extras]
+
 class StaticArgumentNeeded(Exception):
     """Not an error: an int or bool argument leaf (the ``position``-th runtime leaf of the arguments, in
     flatten order) is used where generated code needs a constant. The transform rebuilds with that leaf
@@ -159,6 +215,20 @@ class Calls:
                 isinstance(a, Static) for a in list(args) + list(kwargs.values())):
             # grad(f) written inside the function: the transform object, made now
             return Static(fn(*[a.obj for a in args], **{k: v.obj for k, v in kwargs.items()}))
+        if getattr(fn, "_funcgrad_static_call", False) and args and isinstance(args[0], LocalFunction) and all(
+                isinstance(a, Static) for a in list(args[1:]) + list(kwargs.values())):
+            made = self.grad_of_local(fn, args, kwargs, scope, node)
+            if made is not None:
+                return made
+        if hasattr(fn, "transform_at") and not isinstance(fn, type):   # grad of grad (forward_mode's object)
+            try:
+                t = fn.transform_at(self.example_args(fn, args, kwargs, scope, node))
+            except (LookupError, TypeError):
+                t = None
+            if t is not None:
+                nested = self.nested_gradient(t, args, kwargs, scope, out, node)
+                if nested is not None:
+                    return nested
         if getattr(type(fn), "_funcgrad_transform", False):  # funcgrad.jit(f)(x) inside: f(x)
             if fn.kind == "primal":
                 return self.call_value(Static(fn.fn), args, kwargs, scope, out, node)
@@ -337,6 +407,33 @@ class Calls:
             if A.has(n, A.SRC):
                 A.put(n, A.SRC, where)
         return res
+
+    def example_args(self, fn, args, kwargs, scope, node):
+        """Values with the specs of the call's arguments (bound to ``fn``'s parameters), for building a nested
+        transform's signature; LookupError where a spec is not known here."""
+        bound = fn._bind(tuple(args), dict(kwargs)) if hasattr(fn, "_bind") else tuple(args)
+        bound = [a if isinstance(a, (Dyn, Static, Struct)) else self.constant_value(a, scope, node) for a in bound]
+        return tuple(tree_map(self._example_leaf, _value_tree(a)) for a in bound)
+
+    def grad_of_local(self, fn, args, kwargs, scope, node):
+        """``grad(g)`` of a function ``g`` defined inside the function being transformed: ``g`` as a real
+        function (closure conversion: the enclosing function's values it reads become leading parameters),
+        and the transform of it, called with those values first. None where ``g`` cannot be converted."""
+        conv = _local_as_function(args[0], scope)
+        if conv is None:
+            return None
+        F, extras = conv
+        k = len(extras)
+        kw = {kk: v.obj for kk, v in kwargs.items()}
+        pos = [a.obj for a in args[1:]]
+        key = "argnum" if "argnum" in kw else "argnums"
+        nums = pos[0] if pos else kw.get(key, 0)
+        nums = nums + k if isinstance(nums, int) else tuple(i + k for i in nums)
+        if pos:
+            pos[0] = nums
+        else:
+            kw[key] = nums
+        return _Partial(Static(fn(F, *pos, **kw)), list(extras), {})
 
     def nested_gradient(self, fn, args, kwargs, scope, out, node):
         """``grad(f)(x)`` (or ``value_and_grad``) inside a transformed function, where the signature of ``x`` is
