@@ -43,7 +43,7 @@ __all__ = [
     "matrix_power", "matrix_power_vjp", "matrix_power_jvp",
     "solve_triangular", "solve_triangular_like", "solve_triangular_vjp_a", "triangular_matmul",
     "cho_solve", "cho_solve_like", "cho_solve_vjp_c", "cho_solve_jvp_c",
-    "sqrtm", "sqrtm_vjp", "sqrtm_jvp",
+    "sqrtm", "sqrtm_vjp", "sqrtm_jvp", "solve_sylvester",
     "expm", "expm_vjp", "expm_jvp",
     "solve_banded", "solve_banded_vjp_ab", "solve_banded_vjp_b", "banded_matmul",
 ]
@@ -681,6 +681,12 @@ def _real(x, what):
         raise ValueError(f"{what}: the result is complex (the matrix has negative or complex eigenvalues); "
                          "funcgrad differentiates real arrays only")
     return x
+
+
+@_python_only
+def solve_sylvester(a, b, q):
+    """``scipy.linalg.solve_sylvester(a, b, q)``: X with a X + X b = q."""
+    return _sla.solve_sylvester(a, b, q)
 
 
 @_python_only

@@ -748,3 +748,21 @@ def test_unstack_and_unconcatenate_read_back_are_differentiable():
     gh = funcgrad.grad(lambda a, b: h(a, b), argnums=0)
     want = np.array([_fd(lambda s: h(s, b), a, e.reshape(2, 3)) for e in np.eye(6)]).reshape(2, 3)
     np.testing.assert_allclose(gh(a, b), want, rtol=1e-5, atol=1e-7)
+
+
+def test_solve_sylvester_to_second_order():
+    import scipy.linalg as sla
+    a = RNG.normal(size=(3, 3)) + 3 * np.eye(3)
+    b = RNG.normal(size=(2, 2)) + 3 * np.eye(2)
+    q = RNG.normal(size=(3, 2))
+    y, pull = funcgrad.vjp(sla.solve_sylvester, a, b, q)
+    np.testing.assert_allclose(a @ y + y @ b, q, atol=1e-12)
+    c = RNG.normal(size=(3, 2))
+    for k, (arg, shape) in enumerate([(a, (3, 3)), (b, (2, 2)), (q, (3, 2))]):
+        def f(v, k=k):
+            args = [a, b, q]
+            args[k] = v
+            return np.sum(c * sla.solve_sylvester(*args))
+        want = np.array([_fd(f, arg, e.reshape(shape)) for e in np.eye(arg.size)]).reshape(shape)
+        np.testing.assert_allclose(pull(c)[k], want, rtol=1e-6, atol=1e-9)
+    test_util.combo_check(sla.solve_sylvester, [0, 1, 2])([a], [b], [q])

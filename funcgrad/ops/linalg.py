@@ -535,6 +535,24 @@ def _sp_solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_fin
             else symmetric_from_triangle(a, bool(lower)), b)
 
 
+# ----------------------------------------------------------------------------- solve_sylvester
+def _sample_sylvester(draw, dt, st, array, shapes):
+    rng = SL._rng(draw, st)
+    m, n = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    return (SL._cast(SL.dominant(rng, (m, m)), dt), SL._cast(SL.dominant(rng, (n, n)), dt),
+            SL._cast(rng.uniform(-1.0, 1.0, (m, n)), dt)), {}
+
+
+@defvjp(sla.solve_sylvester, sample=SL.S.custom(_sample_sylvester), python_only=True)
+def solve_sylvester(y, a, b, q):
+    """``scipy.linalg.solve_sylvester``: X with A X + X B = Q (square A and B without opposite eigenvalues)."""
+    u = sla.solve_sylvester(np.linalg.matrix_transpose(a), np.linalg.matrix_transpose(b), d[y])
+    d[a] = -(u @ np.linalg.matrix_transpose(y))
+    d[b] = -(np.linalg.matrix_transpose(y) @ u)
+    d[q] = u
+    t[y] = sla.solve_sylvester(a, b, t[q] - t[a] @ y - y @ t[b])
+
+
 # ----------------------------------------------------------------------------- sqrtm, expm
 @defvjp(None, sample=SL.square("spd", lambda draw, st: {}))
 def sqrtm(y, a):
