@@ -60,21 +60,22 @@ def _mT(x):
 
 
 def _fold(g, lower):
-    """The adjoint of building a symmetric matrix from one triangle of ``a`` (what LAPACK reads):
-    the cotangent of the strict triangle collects both mirrored entries, the diagonal its own."""
-    gs = g + _mT(g)
+    """The adjoint of building a symmetric (complex: Hermitian) matrix from one triangle of ``a`` (what LAPACK
+    reads): the cotangent of the strict triangle collects both mirrored entries (the mirror conjugated), the
+    diagonal its own (its real part for a complex matrix, whose diagonal's imaginary part is not read)."""
+    gs = g + (np.conj(_mT(g)) if np.iscomplexobj(g) else _mT(g))
     out = np.tril(gs, -1) if lower else np.triu(gs, 1)
     i = np.arange(g.shape[-1])
-    out[..., i, i] = g[..., i, i]
+    out[..., i, i] = np.real(g[..., i, i]) if np.iscomplexobj(g) else g[..., i, i]
     return out
 
 
 def _from_triangle(a, lower):
-    """The symmetric matrix whose lower (upper) triangle is ``a``'s."""
+    """The symmetric (complex: Hermitian) matrix whose lower (upper) triangle is ``a``'s."""
     t = np.tril(a, -1) if lower else np.triu(a, 1)
     i = np.arange(a.shape[-1])
-    out = t + _mT(t)
-    out[..., i, i] = a[..., i, i]
+    out = t + (np.conj(_mT(t)) if np.iscomplexobj(t) else _mT(t))
+    out[..., i, i] = np.real(a[..., i, i]) if np.iscomplexobj(a) else a[..., i, i]
     return out
 
 
@@ -248,19 +249,26 @@ def eigh_packed(a, UPLO="L"):
 
 
 def eigh_vjp(g, p, UPLO="L"):
-    w, v = p[..., 0, :], p[..., 1:, :]
+    """Of a complex (Hermitian) matrix, in autograd's convention: conj(V) (diag(gw) + F * (V^T gV)) V^T,
+    folded onto the triangle read."""
+    w, v = np.real(p[..., 0, :]), p[..., 1:, :]
     gw, gv = g[..., 0, :], g[..., 1:, :]
     vt = _mT(v)
-    gr = (v * gw[..., None, :]) @ vt
+    vc = np.conj(v)
+    gr = (vc * gw[..., None, :]) @ vt
     if np.any(gv):  # the eigenvector part only when it is asked for (degenerate spectra stay finite)
-        gr = gr + v @ (_gap_inverse(w) * (vt @ gv)) @ vt
+        gr = gr + vc @ (_gap_inverse(w) * (vt @ gv)) @ vt
     return _fold(gr, UPLO == "L")
 
 
 def eigh_jvp(t, p, UPLO="L"):
-    w, v = p[..., 0, :], p[..., 1:, :]
-    m = _mT(v) @ _from_triangle(t, UPLO == "L") @ v
+    """dw = Re diag(V^H dA V), dV = V (F * (V^H dA V)) (each eigenvector's phase kept: no component along
+    itself)."""
+    w, v = np.real(p[..., 0, :]), p[..., 1:, :]
+    m = np.conj(_mT(v)) @ _from_triangle(t, UPLO == "L") @ v
     dw = np.diagonal(m, axis1=-2, axis2=-1)
+    if np.iscomplexobj(dw):
+        dw = np.real(dw) + 0j   # the eigenvalues are real: so is their tangent (stored in the complex array)
     dv = v @ (_gap_inverse(w) * m)
     return np.concatenate([dw[..., None, :], dv], axis=-2)
 
@@ -1477,8 +1485,15 @@ def _no_complete_qr(a, mode=None):
         _refuse("np.linalg.qr(mode='complete')")
 
 
-_ov(symmetric_from_triangle, _c_from_tri, ("m", "s"))
-_ov(fold_triangle, _c_fold, ("m", "s"))
+def _real_only(name):
+    def check(x, *rest):
+        if isinstance(getattr(x, "dtype", None), types.Complex):
+            _refuse(f"{name} of complex values")
+    return check
+
+
+_ov(symmetric_from_triangle, _c_from_tri, ("m", "s"), check=_real_only("a Hermitian matrix from one triangle"))
+_ov(fold_triangle, _c_fold, ("m", "s"), check=_real_only("the adjoint of a Hermitian matrix from one triangle"))
 _ov(inv, _c_inv, ("m",))
 _ov(det, _c_det, ("m",), scalar_out=True)
 _ov(slogdet_packed, _c_slogdet, ("m",))
@@ -1497,8 +1512,8 @@ _ov(cho_factor, _c_cho_factor, ("m", "s"))
 _ov(cho_factor_vjp, _c_cho_factor_vjp, ("m", "m", "s"))
 _ov(cho_factor_jvp, _c_cho_factor_jvp, ("m", "m", "s"))
 _ov(eigh_packed, _c_eigh, ("m", "x"), check=_no_upper_eigh)
-_ov(eigh_vjp, _c_eigh_vjp, ("m", "m", "s"))
-_ov(eigh_jvp, _c_eigh_jvp, ("m", "m", "s"))
+_ov(eigh_vjp, _c_eigh_vjp, ("m", "m", "s"), check=lambda g, p, uplo=None: _real_only("eigh derivatives")(p))
+_ov(eigh_jvp, _c_eigh_jvp, ("m", "m", "s"), check=lambda t, p, uplo=None: _real_only("eigh derivatives")(p))
 _ov(eig_packed, _c_eig, ("m",))
 _ov(eig_vjp, _c_eig_vjp, ("m", "m"))
 _ov(eig_jvp, _c_eig_jvp, ("m", "m"))

@@ -766,3 +766,24 @@ def test_solve_sylvester_to_second_order():
         want = np.array([_fd(f, arg, e.reshape(shape)) for e in np.eye(arg.size)]).reshape(shape)
         np.testing.assert_allclose(pull(c)[k], want, rtol=1e-6, atol=1e-9)
     test_util.combo_check(sla.solve_sylvester, [0, 1, 2])([a], [b], [q])
+
+
+# ----------------------------------------------------------------------------- complex eigh
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh_of_complex_hermitian_matrices(uplo):
+    x = RNG.normal(size=(3, 3)) + 1j * RNG.normal(size=(3, 3))   # eigh reads one triangle (Hermitian)
+    c1, c2 = RNG.normal(size=3), RNG.normal(size=(3, 3))
+
+    def f(a):
+        w, v = np.linalg.eigh(a, uplo)
+        return np.sum(w * c1) + np.sum(np.abs(v) * c2)   # |v|: independent of each eigenvector's phase
+
+    w = np.linalg.eigh(x, uplo)[0]
+    assert not np.iscomplexobj(funcgrad.jit(lambda a: np.linalg.eigh(a, uplo)[0], strategy="kernels")(x))
+    np.testing.assert_allclose(funcgrad.jit(lambda a: np.linalg.eigh(a, uplo)[0], strategy="kernels")(x), w)
+    (g,) = funcgrad.vjp(f, x)[1](1.0)
+    np.testing.assert_allclose(g, _numeric_vjp(f, x, 1.0), rtol=1e-6, atol=1e-8)
+    dx = RNG.normal(size=(3, 3)) + 1j * RNG.normal(size=(3, 3))
+    _, t = funcgrad.jvp(f, (x,), (dx,))
+    assert t == pytest.approx(_fd(f, x, dx), rel=1e-6)
+    test_util.check_grads(f)(x)   # to second order

@@ -217,12 +217,12 @@ def _uplo_check(a, UPLO="L"):
 @define(np.linalg.eigh, check=_uplo_check)
 def _eigh(a, UPLO="L"):
     p = eigh_packed(a, UPLO)
-    return EighResult(p[..., 0, :], p[..., 1:, :])
+    return EighResult(np.real(p[..., 0, :]), p[..., 1:, :])   # real eigenvalues (packed with complex vectors)
 
 
 @define(np.linalg.eigvalsh, check=_uplo_check)
 def _eigvalsh(a, UPLO="L"):
-    return eigh_packed(a, UPLO)[..., 0, :]
+    return np.real(eigh_packed(a, UPLO)[..., 0, :])
 
 
 @defvjp(None, sample=SL.square("real_spectrum"))

@@ -101,12 +101,12 @@ def cholesky_jvp(t, c, upper=False):
 
 @kernel_definition("eigh_jvp")
 def eigh_jvp(t, p, UPLO="L"):
-    w = p[..., 0, :]
+    w = np.real(p[..., 0, :])
     v = p[..., 1:, :]
-    m = mT(v) @ L.symmetric_from_triangle(t, UPLO == "L") @ v
-    dw = np.diagonal(m, axis1=-2, axis2=-1)
+    m = np.conj(mT(v)) @ L.symmetric_from_triangle(t, UPLO == "L") @ v
+    dw = np.real(np.diagonal(m, axis1=-2, axis2=-1))
     dv = v @ (_gap_inverse(w) * m)
-    return np.concatenate([dw[..., None, :], dv], axis=-2)
+    return np.concatenate([dw[..., None, :] + 0.0 * dv[..., :1, :], dv], axis=-2)   # dw in dv's kind
 
 
 @kernel_definition("svd_jvp")
