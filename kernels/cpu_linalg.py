@@ -342,17 +342,41 @@ def _svd_reduced(p, g, m, n, full, hermitian):
     return u, s, v, gu, gs, gv
 
 
-_COMPLEX_SVD = ("np.linalg.svd: derivatives of the SVD of complex matrices are not supported (the formulas here "
-                "are for real matrices)")
+_COMPLEX_HERMITIAN_SVD = ("np.linalg.svd(..., hermitian=True) of complex matrices: derivatives are not supported; "
+                          "use hermitian=False")
+
+
+def _svd_vjp_complex(u, s, v, gu, gs, gv, m, n):
+    """autograd's complex SVD VJP, with the packed storage: ``v`` holds Vh^T (so V = conj(v)), ``gv`` the
+    cotangent of Vh^T."""
+    k = min(m, n)
+    V = np.conj(v)
+    gV = np.conj(gv)                                         # autograd's gv = conj(T(g_vh))
+    eye = np.eye(k)
+    f = _gap_inverse(s * s)
+    utgu = _mT(u) @ gu
+    vtgv = _mT(V) @ gV
+    t1 = (f * (utgu - np.conj(_mT(utgu)))) * s[..., None, :]
+    t1 = t1 + eye * gs[..., :, None]
+    t1 = t1 + s[..., :, None] * (f * (vtgv - np.conj(_mT(vtgv))))
+    t1 = t1 + 1j * (np.imag(np.diagonal(utgu, axis1=-2, axis2=-1)) / s)[..., None, :] * eye
+    t1 = np.conj(u) @ t1 @ _mT(V)
+    if m < n:
+        t1 = t1 + np.conj((u / s[..., None, :]) @ _mT(gV) @ (np.eye(n) - V @ np.conj(_mT(V))))
+    elif m > n:
+        t1 = t1 + _mT((V / s[..., None, :]) @ _mT(gu) @ (np.eye(m) - u @ np.conj(_mT(u))))
+    return t1
 
 
 def svd_vjp(g, p, a, full_matrices=True, hermitian=False):
-    """Cotangent of ``a`` for the packed SVD (Townsend's formulas for real matrices)."""
-    if np.iscomplexobj(a) or np.iscomplexobj(p):
-        raise ValueError(_COMPLEX_SVD)
+    """Cotangent of ``a`` for the packed SVD (Townsend's formulas for real matrices; autograd's for complex)."""
     m, n = a.shape[-2], a.shape[-1]
     k = min(m, n)
     u, s, v, gu, gs, gv = _svd_reduced(p, g, m, n, full_matrices, hermitian)
+    if np.iscomplexobj(p):
+        if hermitian:
+            raise ValueError(_COMPLEX_HERMITIAN_SVD)
+        return _svd_vjp_complex(u, np.real(s), v, gu, np.real(gs), gv, m, n)
     ut, vt = _mT(u), _mT(v)
     eye = np.eye(k, dtype=u.dtype)
     inner = gs[..., :, None] * eye
@@ -370,30 +394,38 @@ def svd_vjp(g, p, a, full_matrices=True, hermitian=False):
 
 
 def svd_jvp(t, p, a, full_matrices=True, hermitian=False):
-    if np.iscomplexobj(a) or np.iscomplexobj(p):
-        raise ValueError(_COMPLEX_SVD)
+    """Of complex matrices: dP = U^H dA V, ds = Re diag(dP); each pair's phase is carried by U (V's columns
+    get no component along themselves)."""
     m, n = a.shape[-2], a.shape[-1]
     k = min(m, n)
     if full_matrices and m != n:
         raise ValueError("np.linalg.svd(..., full_matrices=True): the extra singular vectors of a non-square "
                          "matrix are not unique, so they have no derivative; use full_matrices=False")
+    cplx = np.iscomplexobj(p)
+    if cplx and hermitian:
+        raise ValueError(_COMPLEX_HERMITIAN_SVD)
     if hermitian:
         t = _from_triangle(t, True)
     u, s, v = _svd_unpack(p, m, n, False)
-    dp = _mT(u) @ t @ v
-    ds = np.diagonal(dp, axis1=-2, axis2=-1)
+    s = np.real(s)
+    V = np.conj(v)                                      # the stored v is Vh^T
+    dp = np.conj(_mT(u)) @ t @ V
+    dph = np.conj(_mT(dp))
+    ds = np.real(np.diagonal(dp, axis1=-2, axis2=-1))
     f = _gap_inverse(s * s)
     sr, sc = s[..., None, :], s[..., :, None]
-    du = u @ (f * (dp * sr + sc * _mT(dp)))
-    dv = v @ (f * (sc * dp + _mT(dp) * sr))
+    du = u @ (f * (dp * sr + sc * dph))
+    dv = V @ (f * (sc * dp + dph * sr))
+    if cplx:
+        du = du + u * (1j * np.imag(np.diagonal(dp, axis1=-2, axis2=-1)) / s)[..., None, :]
     if m > n:
-        du = du + (t @ v - u @ dp) / sr
+        du = du + (t @ V - u @ dp) / sr
     if m < n:
-        dv = dv + (_mT(t) @ u - v @ _mT(dp)) / sr
+        dv = dv + (np.conj(_mT(t)) @ u - V @ dph) / sr
     out = np.zeros_like(p)
     out[..., :m, :k] = du
     out[..., m, :k] = ds
-    out[..., m + 1:, :k] = dv
+    out[..., m + 1:, :k] = np.conj(dv)
     return out
 
 

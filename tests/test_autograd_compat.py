@@ -601,12 +601,32 @@ def test_norm_of_complex_values_to_second_order():
         test_util.check_grads(lambda x: np.linalg.norm(x, ord, axis))(z)
 
 
-def test_derivatives_of_a_complex_svd_are_refused_clearly():
+@pytest.mark.parametrize("shape", [(3, 5), (5, 3), (3, 3), (2, 2, 3)])
+def test_svd_of_complex_matrices(shape):
+    x = RNG.normal(size=shape) + 1j * RNG.normal(size=shape)
+    k = min(shape[-2:])
+    cu, cs, cv = RNG.normal(size=shape[:-1] + (k,)), RNG.normal(size=shape[:-2] + (k,)), RNG.normal(size=shape[:-2]
+                                                                                                     + (k, shape[-1]))
+
+    def f(a):   # |u| and |v| do not depend on the phase of each pair of singular vectors
+        u, s, vh = np.linalg.svd(a, full_matrices=False)
+        return np.sum(np.abs(u) * cu) + np.sum(s * cs) + np.sum(np.abs(vh) * cv)
+
+    assert not np.iscomplexobj(funcgrad.jit(lambda a: np.linalg.svd(a)[1], strategy="kernels")(x))
+    (g,) = funcgrad.vjp(f, x)[1](1.0)
+    np.testing.assert_allclose(g, _numeric_vjp(f, x, 1.0), rtol=1e-6, atol=1e-8)
+    dx = RNG.normal(size=shape) + 1j * RNG.normal(size=shape)
+    _, t = funcgrad.jvp(f, (x,), (dx,))
+    assert t == pytest.approx(_fd(f, x, dx), rel=1e-6)
+    test_util.check_grads(f)(x)
+    if len(shape) == 2:
+        test_util.check_grads(lambda a: np.linalg.norm(a, "nuc"))(x)
+
+
+def test_svd_hermitian_of_complex_matrices_is_refused_clearly():
     z = RNG.normal(size=(3, 3)) + 1j * RNG.normal(size=(3, 3))
-    with pytest.raises(ValueError, match="SVD of complex matrices"):
-        funcgrad.vjp(lambda x: np.linalg.svd(x)[1], z)[1](np.ones(3))
-    with pytest.raises((ValueError, AssertionError), match="SVD of complex matrices"):
-        test_util.check_grads(lambda x: np.linalg.norm(x, "nuc"))(z)   # its second order goes through the SVD
+    with pytest.raises(ValueError, match="hermitian=True"):
+        funcgrad.vjp(lambda x: np.linalg.svd(x, hermitian=True)[1], z)[1](np.ones(3))
 
 
 # ----------------------------------------------------------------------------- grad inside a transformed function

@@ -287,7 +287,7 @@ def _svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     m = a.shape[-2]
     n = a.shape[-1]
     k = min(m, n)
-    s = p[..., m, :k]
+    s = np.real(p[..., m, :k])   # real singular values (packed with complex vectors for a complex matrix)
     return SVDResult(p[..., :m, :m] if full else p[..., :m, :k], s,
                      np.linalg.matrix_transpose(p[..., m + 1:, :n] if full else p[..., m + 1:, :k])) \
         if compute_uv else s
@@ -296,7 +296,7 @@ def _svd(a, full_matrices=True, compute_uv=True, hermitian=False):
 @define(np.linalg.svdvals)
 def _svdvals(x):
     p = svd_packed(x, False, False)
-    return p[..., x.shape[-2], :]
+    return np.real(p[..., x.shape[-2], :])
 
 
 # ----------------------------------------------------------------------------- qr

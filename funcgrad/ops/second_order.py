@@ -114,28 +114,31 @@ def svd_jvp(t, p, a, full_matrices=True, hermitian=False):
     m = a.shape[-2]
     n = a.shape[-1]
     k = min(m, n)
-    assert not np.iscomplexobj(p), ("np.linalg.svd: derivatives of the SVD of complex matrices are not supported "
-                                    "(the formulas here are for real matrices)")
     assert not (full_matrices and m != n), (
         "np.linalg.svd(..., full_matrices=True): the extra singular vectors of a non-square matrix are not unique, "
         "so they have no derivative; use full_matrices=False")
+    assert not (hermitian and np.iscomplexobj(p)), (
+        "np.linalg.svd(..., hermitian=True) of complex matrices: derivatives are not supported; use hermitian=False")
     if hermitian:
         t = L.symmetric_from_triangle(t, True)
     u = p[..., :m, :k]
-    s = p[..., m, :k]
-    v = p[..., m + 1:, :k]
-    dp = mT(u) @ t @ v
-    ds = np.diagonal(dp, axis1=-2, axis2=-1)
+    s = np.real(p[..., m, :k])
+    v = np.conj(p[..., m + 1:, :k])                   # the stored rows are Vh^T
+    dp = np.conj(mT(u)) @ t @ v
+    dph = np.conj(mT(dp))
+    ds = np.real(np.diagonal(dp, axis1=-2, axis2=-1))
     f = _gap_inverse(s * s)
     sr = s[..., None, :]
     sc = s[..., :, None]
-    du = u @ (f * (dp * sr + sc * mT(dp)))
-    dv = v @ (f * (sc * dp + mT(dp) * sr))
+    du = u @ (f * (dp * sr + sc * dph))
+    dv = v @ (f * (sc * dp + dph * sr))
+    if np.iscomplexobj(p):   # the phase of each pair, carried by u
+        du = du + u * (1j * np.imag(np.diagonal(dp, axis1=-2, axis2=-1)) / s)[..., None, :]
     if m > n:
         du = du + (t @ v - u @ dp) / sr
     if m < n:
-        dv = dv + (mT(t) @ u - v @ mT(dp)) / sr
-    return np.concatenate([du, ds[..., None, :], dv], axis=-2)
+        dv = dv + (np.conj(mT(t)) @ u - v @ dph) / sr
+    return np.concatenate([du, ds[..., None, :] + 0.0 * du[..., :1, :], np.conj(dv)], axis=-2)
 
 
 # ----------------------------------------------------------------------------- norm
