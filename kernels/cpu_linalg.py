@@ -273,17 +273,17 @@ def eigh_jvp(t, p, UPLO="L"):
     return np.concatenate([dw[..., None, :], dv], axis=-2)
 
 
-# ----------------------------------------------------------------------------- eig (real spectra)
+# ----------------------------------------------------------------------------- eig
 def eig_packed(a):
-    """``np.linalg.eig`` packed like eigh_packed; only real spectra (funcgrad computes on real arrays)."""
+    """``np.linalg.eig`` packed like eigh_packed: complex where NumPy's results are (a complex matrix, or a real
+    one with complex eigenvalues), real otherwise."""
     w, v = np.linalg.eig(a)
-    if np.iscomplexobj(w):
-        raise ValueError("np.linalg.eig: this matrix has complex eigenvalues; funcgrad differentiates real "
-                         "arrays only (use eigh for symmetric matrices)")
     return np.concatenate([w[..., None, :], v], axis=-2)
 
 
 def eig_vjp(g, p):
+    """autograd's VJP (arXiv:1701.00392, eq. 4.77): unit eigenvectors, their phase free (the reverse pass takes the
+    real part for a real matrix)."""
     w, v = p[..., 0, :], p[..., 1:, :]
     gw, gv = g[..., 0, :], g[..., 1:, :]
     n = w.shape[-1]
@@ -292,8 +292,8 @@ def eig_vjp(g, p):
     vtgv = vt @ gv
     r = gw[..., :, None] * np.eye(n, dtype=v.dtype)
     if np.any(gv):
-        r = r + f * vtgv - f * ((vt @ v) @ (np.diagonal(vtgv, axis1=-2, axis2=-1)[..., :, None]
-                                           * np.eye(n, dtype=v.dtype)))
+        r = r + f * vtgv - f * ((vt @ np.conj(v)) @ (np.real(np.diagonal(vtgv, axis1=-2, axis2=-1))[..., :, None]
+                                                     * np.eye(n, dtype=v.dtype)))
     return np.linalg.solve(vt, r @ vt)
 
 
@@ -302,7 +302,7 @@ def eig_jvp(t, p):
     m = np.linalg.solve(v, t @ v)                                         # v^-1 t v
     dw = np.diagonal(m, axis1=-2, axis2=-1)
     dv = v @ (_gap_inverse(w) * m)
-    dv = dv - v * np.sum(v * dv, axis=-2, keepdims=True)                 # columns stay unit vectors
+    dv = dv - v * np.real(np.sum(np.conj(v) * dv, axis=-2, keepdims=True))   # columns stay unit vectors
     return np.concatenate([dw[..., None, :], dv], axis=-2)
 
 

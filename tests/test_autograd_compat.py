@@ -807,3 +807,27 @@ def test_eigh_of_complex_hermitian_matrices(uplo):
     _, t = funcgrad.jvp(f, (x,), (dx,))
     assert t == pytest.approx(_fd(f, x, dx), rel=1e-6)
     test_util.check_grads(f)(x)   # to second order
+
+
+# ----------------------------------------------------------------------------- eig with complex spectra
+@pytest.mark.parametrize("kind", ["real matrix, complex spectrum", "complex matrix"])
+def test_eig_with_complex_eigenvalues(kind):
+    x = RNG.normal(size=(3, 3))
+    while not np.iscomplexobj(np.linalg.eigvals(x)):   # a real matrix with a complex pair of eigenvalues
+        x = RNG.normal(size=(3, 3))
+    if kind == "complex matrix":
+        x = x + 1j * RNG.normal(size=(3, 3))
+    c1 = RNG.normal(size=3) + 1j * RNG.normal(size=3)
+    c2 = RNG.normal(size=(3, 3))
+
+    def f(a):
+        w, v = np.linalg.eig(a)
+        return np.real(np.sum(w * c1)) + np.sum(np.abs(v) * c2)   # |v|: unit eigenvectors, phase free
+
+    (g,) = funcgrad.vjp(f, x)[1](1.0)
+    assert np.iscomplexobj(g) == np.iscomplexobj(x)
+    np.testing.assert_allclose(g, _numeric_vjp(f, x, 1.0), rtol=1e-6, atol=1e-8)
+    dx = RNG.normal(size=(3, 3)).astype(x.dtype)
+    _, t = funcgrad.jvp(f, (x,), (dx,))
+    assert t == pytest.approx(_fd(f, x, dx), rel=1e-6)
+    test_util.check_grads(f)(x)

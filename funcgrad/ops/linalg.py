@@ -46,7 +46,7 @@ import scipy.linalg as sla
 import funcgrad.kernels.cpu as K
 from . import samples_linalg as SL
 from .core import unbroadcast
-from .registry import RUNTIME, d, define, defvjp, primitive, t
+from .registry import RUNTIME, by_name, d, define, defvjp, primitive, t
 
 EighResult = type(np.linalg.eigh(np.eye(1)))
 EigResult = type(np.linalg.eig(np.eye(1)))
@@ -227,7 +227,7 @@ def _eigvalsh(a, UPLO="L"):
 
 @defvjp(None, sample=SL.square("real_spectrum"))
 def eig_packed(y, a):
-    """``np.linalg.eig`` packed like eigh_packed (real spectra only)."""
+    """``np.linalg.eig`` packed like eigh_packed (complex when the spectrum or the matrix is)."""
     d[a] = eig_vjp(d[y], y)
     t[y] = eig_jvp(t[a], y)
 
@@ -240,6 +240,9 @@ def eig_vjp(g, p):
 @primitive(tested_via=eig_packed)
 def eig_jvp(t, p):
     return K.eig_jvp(t, p)
+
+
+by_name("eig_packed").result_kind = "complex"   # data-dependent: complex eigenvalues of a real matrix (transform.realness)
 
 
 @define(np.linalg.eig)

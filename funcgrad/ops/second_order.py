@@ -109,6 +109,17 @@ def eigh_jvp(t, p, UPLO="L"):
     return np.concatenate([dw[..., None, :] + 0.0 * dv[..., :1, :], dv], axis=-2)   # dw in dv's kind
 
 
+@kernel_definition("eig_jvp")
+def eig_jvp(t, p):
+    w = p[..., 0, :]
+    v = p[..., 1:, :]
+    m = np.linalg.solve(v, t @ v)                                 # v^-1 t v
+    dw = np.diagonal(m, axis1=-2, axis2=-1)
+    dv = v @ (_gap_inverse(w) * m)
+    dv = dv - v * np.real(np.sum(np.conj(v) * dv, axis=-2, keepdims=True))   # columns stay unit vectors
+    return np.concatenate([dw[..., None, :], dv], axis=-2)
+
+
 @kernel_definition("svd_jvp")
 def svd_jvp(t, p, a, full_matrices=True, hermitian=False):
     m = a.shape[-2]
