@@ -831,3 +831,22 @@ def test_eig_with_complex_eigenvalues(kind):
     _, t = funcgrad.jvp(f, (x,), (dx,))
     assert t == pytest.approx(_fd(f, x, dx), rel=1e-6)
     test_util.check_grads(f)(x)
+
+
+def _grad_of_an_element(x):
+    # the inner gradient is taken at x[1], an element of an argument: its signature is known (a scalar)
+    return funcgrad.grad(lambda y: np.exp(y) * np.tanh(x[0]))(x[1]) + funcgrad.grad(_tanh_sq)(x[1:][0])
+
+
+def test_grad_inside_at_an_integer_index_of_an_argument():
+    x = RNG.normal(size=4)
+    y0 = np.exp(x[1]) * (1 - np.tanh(x[0]) ** 2)
+    np.testing.assert_allclose(funcgrad.grad(lambda v: funcgrad.grad(lambda y: np.exp(y) * np.tanh(v[0]))(v[1]))(x),
+                               [y0, np.exp(x[1]) * np.tanh(x[0]), 0.0, 0.0], rtol=1e-7, atol=1e-12)
+    with pytest.raises(funcgrad.errors.UnsupportedSyntaxError, match="known while transforming"):
+        funcgrad.grad(_grad_of_an_element)(x)    # x[1:][0]: a slice first, not known now
+    jac = funcgrad.jacobian(lambda v: np.array([np.sum(v ** 3), funcgrad.grad(lambda y: np.exp(y) * np.tanh(v[0]))(
+        v[1])]))(x)
+    want = np.stack([_fd(lambda v: np.array([np.sum(v ** 3), np.exp(v[1]) * np.tanh(v[0])]), x, e)
+                     for e in np.eye(4)], axis=-1)
+    np.testing.assert_allclose(jac, want, rtol=1e-6, atol=1e-9)

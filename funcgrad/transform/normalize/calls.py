@@ -23,7 +23,7 @@ from ..parse import MISSING, parse
 from ..values import Dyn, Static, Struct, leaves as _leaves, map_struct as _map_struct
 from ...tree import tree_flatten, tree_map, tree_unflatten
 from .lowerings import lower_call, lowering_for
-from .common import (_DictView, _is_metadata, _Partial, _NJIT_BUILTINS, _STATIC_BUILTINS, _is_static_tree, _is_user_code, LocalFunction, Scope, _BUILTIN_MAP, _BoundMethod, _Iter, _METHODS, _Range,
+from .common import (_DictView, _is_metadata, lookup_getitem, _Partial, _NJIT_BUILTINS, _STATIC_BUILTINS, _is_static_tree, _is_user_code, LocalFunction, Scope, _BUILTIN_MAP, _BoundMethod, _Iter, _METHODS, _Range,
                      _default_value, _np_attr, _static_value, tag_file)
 
 # operator.add(a, b) is a + b (autograd's tests pass operator functions as the function to check)
@@ -435,6 +435,22 @@ class Calls:
             kw[key] = nums
         return _Partial(Static(fn(F, *pos, **kw)), list(extras), {})
 
+    def _spec_of(self, e):
+        """The leaf spec of expression ``e`` where it is known now: an argument's, or ``("a", dtype, ndim)`` /
+        ``("e", dtype)`` of an array argument indexed by integer constants; else None."""
+        if isinstance(e, ast.Name):
+            return self.param_specs.get(e.id)
+        prim = A.get(e, A.PRIM, None) if isinstance(e, ast.Call) else None
+        if prim is None or prim is not lookup_getitem() or len(e.args) != 2:
+            return None
+        base = self._spec_of(e.args[0])
+        idx = e.args[1].elts if isinstance(e.args[1], ast.Tuple) else [e.args[1]]
+        if base is None or base[0] != "a" or not all(isinstance(i, ast.Constant) and type(i.value) is int
+                                                     for i in idx) or len(idx) > base[2]:
+            return None
+        rank = base[2] - len(idx)
+        return ("a", base[1], rank) if rank else ("e", base[1])
+
     def nested_gradient(self, fn, args, kwargs, scope, out, node):
         """``grad(f)(x)`` (or ``value_and_grad``) inside a transformed function, where the signature of ``x`` is
         known (arguments of the function and constants): the reverse-mode code funcgrad generates for ``f`` at
@@ -473,15 +489,18 @@ class Calls:
         return Struct("tuple", [outs.values()[0], g]) if fn.return_value else g
 
     def _example_leaf(self, v):
-        """A value with the spec of the value ``v`` (for building a nested transform's signature)."""
+        """A value with the spec of the value ``v`` (for building a nested transform's signature): an argument
+        or a constant, or an argument indexed by integers (``x[1]``: its ndim less one per index)."""
         if isinstance(v, Static):
             return v.obj
-        spec = self.param_specs.get(v.expr.id) if isinstance(v, Dyn) and isinstance(v.expr, ast.Name) else None
+        spec = self._spec_of(v.expr) if isinstance(v, Dyn) else None
         if spec is None:
             raise LookupError(v)
         tag = spec[0]
         if tag == "a":
             return np.zeros((1,) * spec[2], dtype=spec[1])
+        if tag == "e":   # an element of an array argument: a NumPy scalar
+            return np.dtype(spec[1]).type(0)
         if tag == "s":
             return np.dtype(spec[1]).type(0)
         return {"f": 0.0, "i": 0, "b": False, "c": 0j}[tag]
