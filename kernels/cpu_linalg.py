@@ -731,18 +731,22 @@ def solve_sylvester(a, b, q):
 
 @_python_only
 def sqrtm(a):
-    return _real(_sla.sqrtm(a), "scipy.linalg.sqrtm")
+    """``scipy.linalg.sqrtm``: complex where SciPy's is (a matrix with negative or complex eigenvalues)."""
+    return _sla.sqrtm(a)
 
 
 @_python_only
 def sqrtm_vjp(g, y):
+    """The cotangent of ``a`` for ``y = sqrtm(a)``: y^T X + X y^T = g (the reverse pass takes the real part for a
+    real ``a``)."""
     yt = _mT(y)
-    return _real(_sla.solve_sylvester(yt, yt, g), "scipy.linalg.sqrtm")
+    return _sla.solve_sylvester(yt, yt, g)
 
 
 @_python_only
 def sqrtm_jvp(t, y):
-    return _real(_sla.solve_sylvester(y, y, t), "scipy.linalg.sqrtm")
+    """dy with y dy + dy y = t."""
+    return _sla.solve_sylvester(y, y, t)
 
 
 @_python_only

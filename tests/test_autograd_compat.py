@@ -850,3 +850,16 @@ def test_grad_inside_at_an_integer_index_of_an_argument():
     want = np.stack([_fd(lambda v: np.array([np.sum(v ** 3), np.exp(v[1]) * np.tanh(v[0])]), x, e)
                      for e in np.eye(4)], axis=-1)
     np.testing.assert_allclose(jac, want, rtol=1e-6, atol=1e-9)
+
+
+def test_sqrtm_with_a_complex_result():
+    import scipy.linalg as sla
+    b = RNG.normal(size=(3, 3))
+    a = 0.5 * (b + b.T) - 1.5 * np.eye(3)            # a negative eigenvalue: a complex square root
+    assert np.iscomplexobj(sla.sqrtm(a))
+    c = RNG.normal(size=(3, 3)) + 1j * RNG.normal(size=(3, 3))
+    f = lambda x: np.real(np.sum(c * sla.sqrtm(0.5 * (x + x.T))))  # noqa: E731
+    (g,) = funcgrad.vjp(f, a)[1](1.0)
+    assert not np.iscomplexobj(g)
+    np.testing.assert_allclose(g, _numeric_vjp(f, a, 1.0), rtol=1e-5, atol=1e-8)
+    test_util.check_grads(lambda x: sla.sqrtm(0.5 * (x + x.T)))(a)

@@ -559,7 +559,7 @@ def solve_sylvester(y, a, b, q):
 # ----------------------------------------------------------------------------- sqrtm, expm
 @defvjp(None, sample=SL.square("spd", lambda draw, st: {}))
 def sqrtm(y, a):
-    """``scipy.linalg.sqrtm`` of a matrix with a real square root."""
+    """``scipy.linalg.sqrtm`` (complex where SciPy's result is)."""
     d[a] = sqrtm_vjp(d[y], y)
     t[y] = sqrtm_jvp(t[a], y)
 
@@ -572,6 +572,9 @@ def sqrtm_vjp(g, y):
 @primitive(tested_via=sqrtm)
 def sqrtm_jvp(t, y):
     return K.sqrtm_jvp(t, y)
+
+
+by_name("sqrtm").result_kind = "complex"   # data-dependent: a real matrix with negative eigenvalues
 
 
 @define(sla.sqrtm)

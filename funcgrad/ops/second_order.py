@@ -16,6 +16,7 @@ random inputs and checks second derivatives against central differences).
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg as sla
 
 import funcgrad.kernels.cpu as K
 from . import linalg as L
@@ -327,3 +328,9 @@ def unconcatenate(g, arrays, axis=0):
         out.append(np.moveaxis(gm[start:start + n], 0, axis))
         start = start + n
     return out
+
+
+# ----------------------------------------------------------------------------- scipy.linalg
+@kernel_definition("sqrtm_jvp")
+def sqrtm_jvp(t, y):
+    return sla.solve_sylvester(y, y, t)
