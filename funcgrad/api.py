@@ -696,7 +696,16 @@ def _match(g, x):
     return g
 
 
-def grad(fun, argnums=0, has_aux=False, *, jit=True, backend=None, mode=None):
+def _argnum_alias(argnums, argnum):
+    """autograd's keyword ``argnum=`` for ``argnums``."""
+    if argnum is None:
+        return argnums
+    if argnums != 0:
+        raise TypeError("give argnums or autograd's argnum, not both")
+    return argnum
+
+
+def grad(fun, argnums=0, has_aux=False, *, jit=True, backend=None, mode=None, argnum=None):
     """The gradient of a scalar-valued function with respect to argument(s) ``argnums``.
 
     ``grad(f)(x, ...)`` returns a value with the structure of ``x`` (a pytree of
@@ -710,18 +719,25 @@ def grad(fun, argnums=0, has_aux=False, *, jit=True, backend=None, mode=None):
     ``"kernels"`` force either; ``False`` runs everything as plain Python (the
     oracle for tests). ``mode="auto"/"njit"/"python"`` is the older spelling of
     ``jit="auto"/"whole"/"kernels"``. ``backend`` names the kernels it runs on.
+    ``argnum=`` is autograd's name for ``argnums``.
     """
+    argnums = _argnum_alias(argnums, argnum)
     if _is_derivative(fun):   # grad of grad: forward mode builds the inner derivative as code
         return _NESTED[0][1](fun, argnums, has_aux, jit, backend, mode, False)
     return _ValueAndGrad(fun, argnums, has_aux, mode, jit, backend, return_value=False)
 
 
-def value_and_grad(fun, argnums=0, has_aux=False, *, jit=True, backend=None, mode=None):
+def value_and_grad(fun, argnums=0, has_aux=False, *, jit=True, backend=None, mode=None, argnum=None):
     """Like :func:`grad` but returns ``(value, gradient)`` (``((value, aux), gradient)`` with has_aux)."""
+    argnums = _argnum_alias(argnums, argnum)
     if _is_derivative(fun):
         return _NESTED[0][1](fun, argnums, has_aux, jit, backend, mode, True)
     return _ValueAndGrad(fun, argnums, has_aux, mode, jit, backend, return_value=True)
 
+
+# written inside a transformed function, grad(f) is made while transforming (normalize inlines the derivative)
+grad._funcgrad_static_call = True
+value_and_grad._funcgrad_static_call = True
 
 # (class, factory) of nested derivatives, filled in by funcgrad.forward_mode (the layer above) on import
 _NESTED: list = [(None, None)]

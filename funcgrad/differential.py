@@ -8,11 +8,12 @@ tuple of ints) and returns a function with ``fun``'s arguments:
   reverse-mode VJP per output element (funcgrad has no vmap to batch them);
 * ``elementwise_grad(fun)(x)``: the VJP of a ones cotangent, the sum of each
   column of the Jacobian (the diagonal when the Jacobian is diagonal);
-* ``deriv(fun)(x)``: the Jacobian times a ones tangent, by ``funcgrad.jvp``
-  when this funcgrad has it, otherwise by one VJP per output element;
-* ``holomorphic_grad(fun)(z)``: refused for complex inputs until funcgrad
-  differentiates complex values; for real inputs the gradient of
-  ``real(fun(x))``, with autograd's warning.
+* ``deriv(fun)(x)``: the Jacobian times a tangent of ones (``1 + 1j`` for a
+  complex input, autograd's ``vspace(x).ones()``), in one forward pass
+  (:func:`funcgrad.forward_mode.jvp`);
+* ``holomorphic_grad(fun)(z)``: the gradient of ``real(fun(z))`` (for a
+  holomorphic ``fun``, its complex derivative ``fun'(z)``), with autograd's
+  warning when ``z`` is not complex.
 
 Also owns :func:`bind_argnum`, a one-argument function of ``fun``'s argument
 ``argnum`` written as real source (so funcgrad can read it), shared with
@@ -23,34 +24,27 @@ from __future__ import annotations
 import inspect
 import itertools
 import linecache
-import sys
 import warnings
 
 import numpy as np
 
 from . import api as _api
 from .errors import FuncgradError
+from .forward_mode import jvp as _jvp
 from .tree import tree_flatten, tree_unflatten
 
 __all__ = ["jacobian", "elementwise_grad", "deriv", "holomorphic_grad", "bind_argnum", "source_function",
-           "find_jvp", "value_expr", "check_argnum", "normalize_argnum", "ComplexNotSupportedError"]
+           "value_expr", "check_argnum", "normalize_argnum", "ComplexNotSupportedError"]
 
 _COUNTER = itertools.count(1)
 
 
-class ComplexNotSupportedError(FuncgradError, NotImplementedError):
-    """An operator was asked to differentiate complex values, which funcgrad does not do yet."""
+class ComplexNotSupportedError(FuncgradError, TypeError):
+    """An operator was asked for something that has no meaning for complex values (the Jacobian of a complex
+    output: autograd's standard basis of a complex space has two vectors per element)."""
 
 
 # ----------------------------------------------------------------------------- helpers
-def find_jvp():
-    """``funcgrad.jvp`` (forward mode) if this funcgrad has it, else None."""
-    jvp = getattr(_api, "jvp", None)
-    if jvp is None:
-        jvp = getattr(sys.modules.get("funcgrad"), "jvp", None)
-    return jvp
-
-
 def _ident(name):
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in str(name))
     return name if name and not name[0].isdigit() else "f_" + name
@@ -194,8 +188,8 @@ def _basis_rows(y, pull, what):
     """``[pull(e_k) for every standard basis cotangent e_k of the array or scalar y]``."""
     y_arr = np.asarray(y)
     if np.iscomplexobj(y_arr):
-        raise ComplexNotSupportedError(f"{what}: the function returns complex values, which funcgrad does "
-                                       "not differentiate yet")
+        raise ComplexNotSupportedError(f"{what}: the function returns complex values; a Jacobian needs a real "
+                                       "output (take np.real and np.imag of it in turn, or use funcgrad.vjp)")
     rows = []
     for k in range(y_arr.size):
         e = np.zeros(y_arr.shape, dtype=y_arr.dtype)
@@ -266,58 +260,42 @@ def elementwise_grad(fun, argnum=0, *, jit=True, backend=None, mode=None):
 
 
 def deriv(fun, argnum=0, *, jit=True, backend=None, mode=None):
-    """The Jacobian of ``fun`` times a tangent of ones in argument ``argnum``.
+    """The Jacobian of ``fun`` times a tangent of ones in argument ``argnum``, by forward mode.
 
     For a scalar input this is the ordinary derivative, with the output's
-    structure. Forward mode (``funcgrad.jvp``) when this funcgrad has it;
-    otherwise one reverse-mode VJP per output element.
+    structure. As in autograd the tangent is ``vspace(x).ones()``: ``1`` for
+    real values, ``1 + 1j`` for complex ones.
     """
     check_argnum(argnum)
     tk = _transform_kwargs(jit, backend, mode)
 
     def deriv_fn(*args, **kwargs):
         fname = getattr(fun, "__name__", "fun")
-        single, nums = normalize_argnum(argnum, len(args))
-        x = args[nums[0]] if single else tuple(args[i] for i in nums)
-        if _is_complex(x):
-            raise ComplexNotSupportedError(f"deriv of {fname}: complex inputs are not supported yet")
-        jvp = find_jvp()
-        if jvp is not None:
-            f, x = bind_argnum(fun, args, kwargs, argnum, name=fname)
-            leaves, td = tree_flatten(x)
-            ones = tree_unflatten(td, [np.ones(np.shape(v), np.result_type(v)) if np.ndim(v) else
-                                       type(v)(1) if isinstance(v, float) else np.result_type(v).type(1)
-                                       for v in leaves])
-            return jvp(f, (x,), (ones,), **tk)[1]
-        _, _, y, pull = _vjp_at(fun, args, kwargs, argnum, tk)
-        if _is_complex(y):
-            raise ComplexNotSupportedError(f"deriv of {fname}: the function returns complex values, which "
-                                           "funcgrad does not differentiate yet")
-        out_leaves, out_td = tree_flatten(y)
-        zeros = [np.zeros(np.shape(o), np.result_type(o)) for o in out_leaves]
-        res = []
-        for li, o in enumerate(out_leaves):
-            vals = np.zeros(np.shape(o), dtype=np.result_type(o))
-            for k in range(vals.size):
-                ct = [z if j != li else z.copy() for j, z in enumerate(zeros)]
-                ct[li].reshape(-1)[k] = 1
-                g = pull(tree_unflatten(out_td, [c if c.shape else c[()] for c in ct]))
-                vals.reshape(-1)[k] = sum(float(np.sum(leaf)) for leaf in tree_flatten(g)[0])
-            res.append(vals if isinstance(o, np.ndarray) else type(o)(vals[()]) if isinstance(o, float)
-                       else vals[()])
-        return tree_unflatten(out_td, res)
+        f, x = bind_argnum(fun, args, kwargs, argnum, name=fname)
+        leaves, td = tree_flatten(x)
+        ones = tree_unflatten(td, [_ones_like(v) for v in leaves])
+        return _jvp(f, (x,), (ones,), **tk)[1]
 
     return _named(deriv_fn, "deriv", fun, argnum)
+
+
+def _ones_like(v):
+    """autograd's ``vspace(v).ones()``: ones of ``v``'s kind, shape and dtype; ``1 + 1j`` for complex ``v``."""
+    one = (1 + 1j) if np.iscomplexobj(v) else 1
+    if isinstance(v, np.ndarray):
+        return np.full(v.shape, one, dtype=v.dtype)
+    if isinstance(v, np.generic):
+        return v.dtype.type(one)
+    return complex(one) if isinstance(v, complex) else float(one)
 
 
 def holomorphic_grad(fun, argnum=0, *, jit=True, backend=None, mode=None):
     """The complex derivative of a holomorphic ``fun`` (autograd's ``holomorphic_grad``).
 
-    funcgrad does not differentiate complex values yet, so a complex input or
-    output is refused with :class:`ComplexNotSupportedError` (a
-    :class:`FuncgradError` and a ``NotImplementedError``). For a real input it
-    warns, as autograd does, and returns the gradient of ``real(fun(x))``, which
-    for a real output is the gradient of ``fun``.
+    The gradient of ``real(fun(z))`` with respect to ``z`` in autograd's
+    convention, which for a holomorphic ``fun`` is ``fun'(z)``. The function
+    must return a scalar. A real input gets autograd's warning ("Input to
+    holomorphic_grad is not complex") and the gradient of the real part.
     """
     check_argnum(argnum)
     tk = _transform_kwargs(jit, backend, mode)
@@ -326,14 +304,10 @@ def holomorphic_grad(fun, argnum=0, *, jit=True, backend=None, mode=None):
         fname = getattr(fun, "__name__", "fun")
         single, nums = normalize_argnum(argnum, len(args))
         x = args[nums[0]] if single else tuple(args[i] for i in nums)
-        if _is_complex(x):
-            raise ComplexNotSupportedError(
-                f"holomorphic_grad of {fname}: funcgrad does not differentiate complex values yet")
-        warnings.warn("Input to holomorphic_grad is not complex", stacklevel=2)
+        if not _is_complex(x):
+            warnings.warn("Input to holomorphic_grad is not complex", stacklevel=2)
         f, x = bind_argnum(fun, args, kwargs, argnum, name=fname)
-        if _is_complex(f(x)):
-            raise ComplexNotSupportedError(f"holomorphic_grad of {fname}: the function returns complex values, "
-                                           "which funcgrad does not differentiate yet")
-        return _api.grad(f, **tk)(x)  # a real output: real(fun(x)) is fun(x)
+        real_part = source_function(f"real_{fname}", ["x"], "_np.real(_f(x))", {"_f": f, "_np": np})
+        return _api.grad(real_part, **tk)(x)
 
     return _named(holomorphic_grad_fn, "holomorphic_grad", fun, argnum)

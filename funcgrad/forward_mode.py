@@ -171,12 +171,12 @@ class _SecondOrder:
         self.n_tan = len(self.diff_pos)
         self.n_out = len(self.built.out_atoms)
         xs = [f"x{i}" for i in range(self.n)]
-        ts = [f"t{i}" for i in range(self.n_tan)]
+        ts = [f"tan{i}" for i in range(self.n_tan)]   # not t<n>: its adjoint d_t<n> is a temporary's adjoint's name
         caps = [f"_cap{i}" for i in range(len(cap))]
         self.scope = {"_jvpfn": self.built.py_fn}
         self.scope.update({c: v for c, v in zip(caps, cap)})
         self.call = f"_jvpfn({', '.join(xs + caps + ts)})"
-        self.xs, self.ts = xs, ts
+        self.xs, self.ts, self.caps = xs, ts, caps
         self._rof = {}
         self._fof = None
 
@@ -205,12 +205,14 @@ class _SecondOrder:
         return self._fof
 
 
-def _so(fun, primals, mode, jit, backend):
-    """The cached :class:`_SecondOrder` of ``fun`` at the signature of ``primals``."""
+def _so(fun, primals, mode, jit, backend, complex_ok=False):
+    """The cached :class:`_SecondOrder` of ``fun`` at the signature of ``primals``. ``complex_ok``: the caller
+    passes its own tangents of the primals' dtypes to the generated code (the second-order helpers here seed
+    real tangents, so they refuse complex arguments)."""
     t = _cached(fun, mode, jit, get_backend(backend))
     t.argnums = tuple(i for i, p in enumerate(primals)
                       if all(is_float_leaf(x) for x in tree_flatten(p)[0]) and tree_flatten(p)[0])
-    if any(np.iscomplexobj(x) for i in t.argnums for x in tree_flatten(primals[i])[0]):
+    if not complex_ok and any(np.iscomplexobj(x) for i in t.argnums for x in tree_flatten(primals[i])[0]):
         raise TypeError("second-order derivatives (hessian, hvp, grad of grad, jvp of jvp) of functions of complex "
                         "arguments are not supported; pass the real and imaginary parts as real arguments "
                         "(complex values inside the function are fine)")
@@ -331,9 +333,7 @@ def _scalar_jvp_function(f, argnum, args, mode, jit, backend):
             else:
                 tans.append("0.0" if not isinstance(v, np.ndarray) else f"np.zeros(x{p}.shape)")
             pos += 1
-    call = so.call
-    for tname_, lit in zip(so.ts, tans):
-        call = call.replace(f", {tname_}", f", {lit}").replace(f"({tname_}", f"({lit}")
+    call = f"_jvpfn({', '.join(so.xs + so.caps + tans)})"
     out = "_r[1][0]"
     w = _wrapper(f"grad_{getattr(f, '__name__', 'f')}", so.xs, [f"_r = {call}", f"return {out}"], so.scope)
     store[argnum] = w
@@ -367,14 +367,19 @@ class _GradOfGrad:
         f, a = self._base(args)
         return _scalar_jvp_function(f, a, args, self.mode, self.jit, self.backend)
 
-    @_user_facing
-    def __call__(self, *args):
+    def transform_at(self, args):
+        """The ``grad`` transform this is at the signature of ``args`` (what a transformed function that calls
+        this inlines: normalize builds its code for the signature it knows)."""
         w = self._as_function(args)
         g = self._outer.get(id(w))
         if g is None:
             g = self._outer[id(w)] = (w, _api._ValueAndGrad(w, self.argnums, False, self.mode, self.jit, self.backend,
                                                        return_value=self.return_value))
-        return g[1](*args)
+        return g[1]
+
+    @_user_facing
+    def __call__(self, *args):
+        return self.transform_at(args)(*args)
 
 
 def _nested(fun, argnums, has_aux, jit, backend, mode, return_value):

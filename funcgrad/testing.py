@@ -16,9 +16,12 @@ import linecache
 
 import numpy as np
 
+from . import api as _api
 from .api import vjp
-from .differential import bind_argnum, check_argnum, find_jvp, normalize_argnum, source_function, value_expr
-from .tree import tree_flatten, tree_map, tree_unflatten
+from . import forward_mode as _fm
+from .differential import bind_argnum, check_argnum, normalize_argnum, source_function, value_expr
+from .forward_mode import jvp
+from .tree import tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 
 __all__ = ["check_grads", "combo_check", "numerical_vjp", "scalar_close", "TOL", "RTOL", "EPS", "arrays",
            "broadcastable_shapes", "pytrees", "primitive_function"]
@@ -112,12 +115,14 @@ def _vs_leaves(tree, what):
 
 
 def _like(x, v):
-    """The number or array ``v`` as the same kind of value as the leaf ``x``."""
+    """The number or array ``v`` as the same kind of value as the leaf ``x``; a NumPy scalar for a Python
+    number (as autograd's vector spaces make it: ``x + eps * v`` with ``v`` a 0-d array), so a function that
+    reads ``x.shape`` or ``x.dtype`` of a scalar argument can be evaluated at the perturbed points."""
     if isinstance(x, np.ndarray):
         return np.asarray(v, dtype=x.dtype).reshape(x.shape)
     if isinstance(x, np.generic):
         return x.dtype.type(v)
-    return complex(v) if isinstance(x, complex) else float(v)
+    return np.complex128(v) if isinstance(x, complex) else np.float64(v)
 
 
 def _vs_randn(tree, rng):
@@ -185,10 +190,8 @@ def _check_value(got, f, x, name, how, atol=1e-6, rtol=1e-6):
 
 
 def _jvp_transform(name):
-    jvp = find_jvp()
-    if jvp is None:
-        raise AssertionError(f"forward-mode check of {name} ('fwd' in modes) needs funcgrad.jvp, which this "
-                             "funcgrad does not provide; pass modes=['rev'] to check reverse mode only")
+    """The forward-mode transform the "fwd" checks use (``funcgrad.forward_mode.jvp``; a module attribute so a
+    test can put a reference implementation in its place)."""
     return jvp
 
 
@@ -196,16 +199,143 @@ def _extra(tk, env):
     return "".join(f", {k}={value_expr(v, f'_t_{k}', env)}" for k, v in tk.items())
 
 
-def _vjp_map(f, name, tk):
-    """``(x, v) -> vjp(f, x)[1](v)``: the map autograd checks for second-order reverse mode."""
-    env = {"_f": f, "_vjp": vjp}
-    return source_function(f"vjp_{name}", ["x", "v"], f"_vjp(_f, x{_extra(tk, env)})[1](v)[0]", env)
+def _lines_function(label, params, lines, env):
+    """A real Python function ``def label(*params): <lines>`` over the globals ``env``, its source in linecache
+    (so that funcgrad's transforms read it as they read the user's code)."""
+    fname = "".join(c if c.isalnum() or c == "_" else "_" for c in label)
+    fname = fname if fname and not fname[0].isdigit() else "f_" + fname
+    _COUNTER[0] += 1
+    src = f"def {fname}({', '.join(params)}):\n" + "".join(f"    {ln}\n" for ln in lines)
+    filename = f"<funcgrad check_grads {fname} #{_COUNTER[0]}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    ns = dict(env)
+    ns["np"] = np
+    exec(compile(src, filename, "exec"), ns)
+    return ns[fname]
 
 
-def _jvp_map(f, name, tk):
-    """``(x, v) -> jvp(f, (x,), (v,))[1]``: the map autograd checks for second-order forward mode."""
-    env = {"_f": f, "_jvp": _jvp_transform(name)}
-    return source_function(f"jvp_{name}", ["x", "v"], f"_jvp(_f, (x,), (v,){_extra(tk, env)})[1]", env)
+def _leaf_exprs(root, tree, what):
+    """Source expressions reading each leaf of ``tree`` (in tree_flatten's order) from the variable ``root``."""
+    pairs, _ = tree_flatten_with_path(tree)
+    for path, _ in pairs:
+        if ".<" in path:
+            raise TypeError(f"check_grads with order > 1: {what} holds a registered pytree node; only tuples, "
+                            "lists, dicts and NamedTuples of arrays and floats can be checked at higher order")
+    return [root + path for path, _ in pairs]
+
+
+def _tree_expr(td, exprs, env):
+    """A source expression building a tree of structure ``td`` from the leaf expressions ``exprs``."""
+    it = iter(exprs)
+
+    def build(t):
+        if t.kind == "leaf":
+            return next(it)
+        ch = [build(c) for c in t.children]
+        if t.kind == "none":
+            return "None"
+        if t.kind == "tuple":
+            return "(" + ", ".join(ch) + ("," if len(ch) == 1 else "") + ")"
+        if t.kind == "list":
+            return "[" + ", ".join(ch) + "]"
+        if t.kind == "dict":
+            return "{" + ", ".join(f"{k!r}: {c}" for k, c in zip(t.aux, ch)) + "}"
+        if t.kind == "namedtuple":
+            name = f"_nt{len(env)}"
+            env[name] = t.aux
+            return f"{name}({', '.join(ch)})"
+        raise TypeError("check_grads with order > 1: the function returns a registered pytree node; only tuples, "
+                        "lists, dicts and NamedTuples of arrays and floats can be checked at higher order")
+
+    return build(td)
+
+
+class _Generated:
+    """The forward-mode code funcgrad generated for ``f`` at the signature of ``x`` (a pytree of floats), as a
+    call written in source: ``call(xs, ts)`` is the text of a call of the generated jvp with primal leaf
+    expressions ``xs`` and tangent leaf expressions ``ts``; it returns ``(outputs, output tangents)``, one
+    entry per output leaf. The maps below are real Python functions around that call, which funcgrad reads and
+    differentiates again (forward over forward, reverse over forward), to any order."""
+
+    def __init__(self, f, x, name, tk):
+        self.so = _fm._so(f, (x,), tk.get("mode"), tk.get("jit", True), tk.get("backend"), complex_ok=True)
+        n = len(tree_flatten(x)[0])
+        if self.so.n != n or self.so.n_tan != n:
+            raise TypeError(f"check_grads with order > 1: every leaf of the argument of {name} must be a float "
+                            "array or a float")
+        self.env = dict(self.so.scope)
+        y = f(x)
+        y_leaves, self.y_td = tree_flatten(y)
+        if len(y_leaves) != self.so.n_out:  # an output funcgrad keeps as a constant: a flat tuple of the leaves
+            self.y_td = tree_flatten(tuple(range(self.so.n_out)))[1]
+        self.y_leaves = y_leaves
+
+    def call(self, xs, ts):
+        return f"_jvpfn({', '.join(list(xs) + self.so.caps + list(ts))})"
+
+
+def _jvp_map(f, x, name, tk=None):
+    """``(x, v) -> jvp(f, (x,), (v,))[1]`` (the map autograd checks for second order in forward mode), as a
+    Python function around the forward-mode code funcgrad generated for ``f``."""
+    gen = _Generated(f, x, name, tk or {})
+    xs, vs = _leaf_exprs("x", x, f"the argument of {name}"), _leaf_exprs("v", x, f"the argument of {name}")
+    outs = _tree_expr(gen.y_td, [f"_r[1][{k}]" for k in range(gen.so.n_out)], gen.env)
+    return _lines_function(f"jvp_{name}", ["x", "v"], [f"_r = {gen.call(xs, vs)}", f"return {outs}"], gen.env)
+
+
+def _vjp_map(f, x, name, tk=None):
+    """``(x, v) -> vjp(f, x)[1](v)`` (the map autograd checks for second order in reverse mode), as a Python
+    function around the forward-mode code funcgrad generated for ``f``: ``J(x)^T v`` is assembled from one
+    JVP per element of ``x`` (two for a complex element: along ``e_k`` and ``1j e_k``), each paired with ``v``
+    as ``Re(sum(v * J e))``; with autograd's convention for complex inputs, the cotangent of element ``k`` is
+    ``<v, J e_k> - 1j <v, J (1j e_k)>``. Reverse mode over this code is the second-order VJP."""
+    gen = _Generated(f, x, name, tk or {})
+    env = gen.env
+    x_leaves = tree_flatten(x)[0]
+    xs = _leaf_exprs("x", x, f"the argument of {name}")
+    vs = [f"v{p}" for p in _leaf_exprs("", tree_unflatten(gen.y_td, [0] * gen.so.n_out), "the output")]
+    y_cplx = [np.iscomplexobj(o) for o in gen.y_leaves] if len(gen.y_leaves) == gen.so.n_out else \
+        [True] * gen.so.n_out
+    lines, results = [], []
+    zeros = []
+    for j, leaf in enumerate(x_leaves):
+        if isinstance(leaf, np.ndarray):
+            env[f"_Z{j}"] = np.zeros(leaf.shape, dtype=leaf.dtype)
+            zeros.append(f"_Z{j}")
+        else:
+            zeros.append("0.0" if not np.iscomplexobj(leaf) else "0j")
+    k_call = 0
+    for j, leaf in enumerate(x_leaves):
+        size = int(np.size(leaf))
+        cplx = np.iscomplexobj(leaf)
+        if isinstance(leaf, np.ndarray):
+            basis = np.eye(size, dtype=leaf.dtype).reshape((size,) + leaf.shape)
+            env[f"_E{j}"] = basis
+            if cplx:
+                env[f"_iE{j}"] = 1j * basis
+        parts = []
+        for k in range(size):
+            units = [("1.0" if not cplx else "(1+0j)", f"_E{j}[{k}]")]
+            if cplx:
+                units.append(("1j", f"_iE{j}[{k}]"))
+            terms = []
+            for scalar_unit, array_unit in units:
+                ts = list(zeros)
+                ts[j] = array_unit if isinstance(leaf, np.ndarray) else scalar_unit
+                lines.append(f"_r{k_call} = {gen.call(xs, ts)}")
+                pair = " + ".join((f"np.real(np.sum(_r{k_call}[1][{o}] * {ve}))" if yc else
+                                   f"np.sum(_r{k_call}[1][{o}] * {ve})")
+                                  for o, (ve, yc) in enumerate(zip(vs, y_cplx))) or "0.0"
+                terms.append(pair)
+                k_call += 1
+            parts.append(terms[0] if len(terms) == 1 else f"({terms[0]}) - 1j * ({terms[1]})")
+        if isinstance(leaf, np.ndarray):
+            lines.append(f"_g{j} = np.reshape(np.array([{', '.join(parts)}]), {leaf.shape!r})")
+        else:
+            lines.append(f"_g{j} = {parts[0]}")
+        results.append(f"_g{j}")
+    out = _tree_expr(tree_flatten(x)[1], results, env)
+    return _lines_function(f"vjp_{name}", ["x", "v"], lines + [f"return {out}"], env)
 
 
 def _modes(modes):
@@ -217,26 +347,35 @@ def _modes(modes):
 
 
 # ----------------------------------------------------------------------------- autograd's form
-def _ag_check_vjp(f, x, name):
-    y, pull = vjp(f, x)
+def _ag_check_vjp(f, x, name, vjp_at=None):
+    """autograd's ``check_vjp``: ``<x_v, VJP(y_v)>`` against ``<y_v, JVP_numeric(x_v)>``. ``vjp_at(x)`` gives
+    ``(f(x), pull)`` (funcgrad.vjp's by default)."""
+    if vjp_at is None:
+        y, pull_all = vjp(f, x)
+        pull = lambda c: pull_all(c)[0]  # noqa: E731
+    else:
+        y, pull = vjp_at(x)
     _vs_leaves(y, f"the output of {name}")
     _check_value(y, f, x, name, "funcgrad.vjp")
-    jvp = _numerical_jvp(f, x, EPS)
+    jvp_num = _numerical_jvp(f, x, EPS)
     x_v, y_v = _vs_randn(x, np.random), _vs_randn(y, np.random)
-    (g,) = pull(_vs_conj(y_v))
-    g = _vs_conj(g)
+    g = _vs_conj(pull(_vs_conj(y_v)))
     mm = _vs_mismatch(g, x)
     assert mm is None, f"VJP of {name} returned a cotangent with {mm}: it must match the input"
     exact = _vs_inner(x_v, g)
-    numeric = _vs_inner(y_v, jvp(x_v))
+    numeric = _vs_inner(y_v, jvp_num(x_v))
     assert scalar_close(numeric, exact), (
         f"Derivative (VJP) check of {name} failed with arg {x}:\nanalytic: {exact}\nnumeric:  {numeric}")
 
 
-def _ag_check_jvp(f, x, name):
-    jvp_t = _jvp_transform(name)
+def _ag_check_jvp(f, x, name, jvp_at=None):
+    """autograd's ``check_jvp``: the JVP against central differences. ``jvp_at(x, t)`` gives
+    ``(f(x), J t)`` (funcgrad.jvp's by default)."""
+    if jvp_at is None:
+        jvp_t = _jvp_transform(name)
+        jvp_at = lambda x, t: jvp_t(f, (x,), (t,))  # noqa: E731
     x_v = _vs_randn(x, np.random)
-    y, y_dot = jvp_t(f, (x,), (x_v,))
+    y, y_dot = jvp_at(x, x_v)
     _check_value(y, f, x, name, "funcgrad.jvp")
     numeric = _numerical_jvp(f, x, EPS)(x_v)
     mm = _vs_mismatch(y_dot, numeric)
@@ -245,6 +384,68 @@ def _ag_check_jvp(f, x, name):
     a, b = _vs_inner(y_dot, v), _vs_inner(numeric, v)
     assert scalar_close(a, b), (
         f"Derivative (JVP) check of {name} failed with arg {x}:\nanalytic: {a}\nnumeric:  {b}")
+
+
+class _VjpMap:
+    """``h(x, v) = vjp(f, x)(v)`` (autograd's second-order reverse-mode map) with its first derivatives in
+    closed form, from reverse mode over funcgrad's generated forward-mode code of ``f``. With the pairing
+    ``P(a, b) = Re(sum(a * b))`` (funcgrad's and autograd's: ``P(J^T v, t) = P(v, J t)``) and
+    ``A(x, t, c) = grad_x P(c, J(x) t)``, the symmetry of the second derivative gives
+
+    * ``jvp(h)((x, v), (dx, dv)) = A(x, dx, v) + J(x)^T dv``;
+    * ``vjp(h)((x, v))(w) = (A(x, w, v), J(x) w)``.
+
+    One reverse pass over one forward pass, whatever the size of ``x`` (``_vjp_map``, which higher orders
+    differentiate again, takes one JVP per element of ``x``)."""
+
+    def __init__(self, f, x, name):
+        self.f, self.name = f, name
+        gen = _Generated(f, x, name, {})
+        n, m = gen.so.n, gen.so.n_out
+        if len(gen.y_leaves) != m:
+            raise _NoClosedForm
+        self.x_td = tree_flatten(x)[1]
+        self.n = n
+        xs, ts, cs = [f"x{i}" for i in range(n)], [f"tan{i}" for i in range(n)], [f"c{k}" for k in range(m)]
+        terms = " + ".join(f"np.real(np.sum(_r[1][{k}] * c{k}))" for k in range(m)) or "0.0"
+        w = _lines_function(f"pairing_{name}", xs + ts + cs, [f"_r = {gen.call(xs, ts)}", f"return {terms}"],
+                            gen.env)
+        self.grad_a = _api.grad(w, argnums=tuple(range(n)))
+
+    def a(self, x, t, c):
+        g = self.grad_a(*tree_flatten(x)[0], *tree_flatten(t)[0], *tree_flatten(c)[0])
+        return tree_unflatten(self.x_td, list(g) if isinstance(g, tuple) else [g])
+
+    def value(self, xv):
+        x, v = xv
+        return vjp(self.f, x)[1](v)[0]
+
+    def jvp_at(self, xv, dxv):
+        (x, v), (dx, dv) = xv, dxv
+        return self.value(xv), _vs_add(self.a(x, dx, v), vjp(self.f, x)[1](dv)[0])
+
+    def vjp_at(self, xv):
+        x, v = xv
+        jvp_t = _jvp_transform(self.name)
+        return self.value(xv), lambda w: (self.a(x, w, v), jvp_t(self.f, (x,), (w,))[1])
+
+
+class _NoClosedForm(Exception):
+    pass
+
+
+def _ag_check_vjp_map(f, x, v, modes, name):
+    """autograd's order-1 check of ``(x, v) -> vjp(f, x)(v)`` (the last level of an order-2 check)."""
+    try:
+        h = _VjpMap(f, x, name)
+    except _NoClosedForm:
+        _ag_check_grads(_vjp_map(f, x, name), (0, 1), modes, order=1)(x, v)
+        return
+    hname = f"vjp_{name}"
+    if "fwd" in modes:
+        _ag_check_jvp(h.value, (x, v), hname, h.jvp_at)
+    if "rev" in modes:
+        _ag_check_vjp(h.value, (x, v), hname, h.vjp_at)
 
 
 def _ag_check_grads(fun, argnum=0, modes=("fwd", "rev"), order=2):
@@ -258,15 +459,17 @@ def _ag_check_grads(fun, argnum=0, modes=("fwd", "rev"), order=2):
         if "fwd" in modes:
             _ag_check_jvp(f, x, name)
             if order > 1:
-                g = _jvp_map(f, name, {})
+                g = _jvp_map(f, x, name)
                 v = _vs_randn(x, np.random)
                 _ag_check_grads(g, (0, 1), modes, order=order - 1)(x, v)
         if "rev" in modes:
             _ag_check_vjp(f, x, name)
             if order > 1:
-                g = _vjp_map(f, name, {})
                 v = _vs_randn(f(x), np.random)
-                _ag_check_grads(g, (0, 1), modes, order=order - 1)(x, v)
+                if order == 2:
+                    _ag_check_vjp_map(f, x, v, modes, name)
+                else:
+                    _ag_check_grads(_vjp_map(f, x, name), (0, 1), modes, order=order - 1)(x, v)
 
     check.__name__ = f"check_grads_of_{name}_wrt_argnum_{argnum}"
     return check
@@ -318,10 +521,10 @@ def _check_grads_args(f, args, order=1, modes=("rev",), atol=None, rtol=None, ep
         common = dict(atol=atol, rtol=rtol, eps=eps, argnums=(0, 1), seed=seed + 1, max_full=max_full,
                       projections=projections, **transform_kwargs)
         if "fwd" in modes:
-            _check_grads_args(_jvp_map(f1, name, transform_kwargs), (x, _vs_randn(x, rng)), order - 1, modes,
+            _check_grads_args(_jvp_map(f1, x, name, transform_kwargs), (x, _vs_randn(x, rng)), order - 1, modes,
                               **common)
         if "rev" in modes:
-            _check_grads_args(_vjp_map(f1, name, transform_kwargs), (x, _vs_randn(f1(x), rng)), order - 1,
+            _check_grads_args(_vjp_map(f1, x, name, transform_kwargs), (x, _vs_randn(f1(x), rng)), order - 1,
                               modes, **common)
 
 

@@ -23,7 +23,7 @@ from numba.extending import overload
 __all__ = ["conj", "real", "imag", "angle", "angle_unit", "csign", "inv_abs", "match_complex",
            "fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "irfft", "rfft2", "irfft2", "rfftn", "irfftn",
            "fftshift", "ifftshift", "truncate_pad", "fft_full_n", "fft_full_s", "fft_axes", "fft_swap_norm",
-           "irfft_weights", "convolve", "center_pad", "center_crop", "conv_full_shape", "flip_index"]
+           "irfft_weights", "convolve", "center_pad", "center_crop", "conv_full_shape", "flip_index", "real_if_close"]
 
 _ndarray = np.ndarray
 
@@ -118,7 +118,9 @@ def match_complex(g, x):
         return g
     if gc:
         r = np.real(g)
-        return np.ascontiguousarray(r) if isinstance(r, np.ndarray) else r
+        if isinstance(r, np.ndarray):  # ascontiguousarray would make a 0-d cotangent 1-d
+            return np.ascontiguousarray(r) if r.ndim else r.copy()
+        return r
     c = np.asarray(g, dtype=np.result_type(np.asarray(x).dtype, np.asarray(g).dtype))
     return c if isinstance(g, np.ndarray) else c[()]
 
@@ -134,6 +136,8 @@ def _match_complex_ov(g, x):
     if gc == xc:
         return lambda g, x: g
     if gc:
+        if isinstance(g, types.Array) and g.ndim == 0:
+            return lambda g, x: np.real(g).copy()
         if isinstance(g, types.Array):
             return lambda g, x: np.ascontiguousarray(np.real(g))
         return lambda g, x: g.real
@@ -150,6 +154,14 @@ def _python_only(fn, what):
     def _ov(*args, **kwargs):
         raise errors.TypingError(f"{what} has no nopython implementation (Numba does not support it)")
     return fn
+
+
+def real_if_close(a, tol=100):
+    """``np.real_if_close``: the real part when every imaginary part is within ``tol`` machine epsilons."""
+    return np.real_if_close(a, tol)
+
+
+_python_only(real_if_close, "numpy.real_if_close")
 
 
 def fft(a, n=None, axis=-1, norm=None):

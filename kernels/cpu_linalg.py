@@ -43,7 +43,7 @@ __all__ = [
     "matrix_power", "matrix_power_vjp", "matrix_power_jvp",
     "solve_triangular", "solve_triangular_like", "solve_triangular_vjp_a", "triangular_matmul",
     "cho_solve", "cho_solve_like", "cho_solve_vjp_c", "cho_solve_jvp_c",
-    "sqrtm", "sqrtm_vjp", "sqrtm_jvp",
+    "sqrtm", "sqrtm_vjp", "sqrtm_jvp", "solve_sylvester",
     "expm", "expm_vjp", "expm_jvp",
     "solve_banded", "solve_banded_vjp_ab", "solve_banded_vjp_b", "banded_matmul",
 ]
@@ -60,21 +60,22 @@ def _mT(x):
 
 
 def _fold(g, lower):
-    """The adjoint of building a symmetric matrix from one triangle of ``a`` (what LAPACK reads):
-    the cotangent of the strict triangle collects both mirrored entries, the diagonal its own."""
-    gs = g + _mT(g)
+    """The adjoint of building a symmetric (complex: Hermitian) matrix from one triangle of ``a`` (what LAPACK
+    reads): the cotangent of the strict triangle collects both mirrored entries (the mirror conjugated), the
+    diagonal its own (its real part for a complex matrix, whose diagonal's imaginary part is not read)."""
+    gs = g + (np.conj(_mT(g)) if np.iscomplexobj(g) else _mT(g))
     out = np.tril(gs, -1) if lower else np.triu(gs, 1)
     i = np.arange(g.shape[-1])
-    out[..., i, i] = g[..., i, i]
+    out[..., i, i] = np.real(g[..., i, i]) if np.iscomplexobj(g) else g[..., i, i]
     return out
 
 
 def _from_triangle(a, lower):
-    """The symmetric matrix whose lower (upper) triangle is ``a``'s."""
+    """The symmetric (complex: Hermitian) matrix whose lower (upper) triangle is ``a``'s."""
     t = np.tril(a, -1) if lower else np.triu(a, 1)
     i = np.arange(a.shape[-1])
-    out = t + _mT(t)
-    out[..., i, i] = a[..., i, i]
+    out = t + (np.conj(_mT(t)) if np.iscomplexobj(t) else _mT(t))
+    out[..., i, i] = np.real(a[..., i, i]) if np.iscomplexobj(a) else a[..., i, i]
     return out
 
 
@@ -248,34 +249,41 @@ def eigh_packed(a, UPLO="L"):
 
 
 def eigh_vjp(g, p, UPLO="L"):
-    w, v = p[..., 0, :], p[..., 1:, :]
+    """Of a complex (Hermitian) matrix, in autograd's convention: conj(V) (diag(gw) + F * (V^T gV)) V^T,
+    folded onto the triangle read."""
+    w, v = np.real(p[..., 0, :]), p[..., 1:, :]
     gw, gv = g[..., 0, :], g[..., 1:, :]
     vt = _mT(v)
-    gr = (v * gw[..., None, :]) @ vt
+    vc = np.conj(v)
+    gr = (vc * gw[..., None, :]) @ vt
     if np.any(gv):  # the eigenvector part only when it is asked for (degenerate spectra stay finite)
-        gr = gr + v @ (_gap_inverse(w) * (vt @ gv)) @ vt
+        gr = gr + vc @ (_gap_inverse(w) * (vt @ gv)) @ vt
     return _fold(gr, UPLO == "L")
 
 
 def eigh_jvp(t, p, UPLO="L"):
-    w, v = p[..., 0, :], p[..., 1:, :]
-    m = _mT(v) @ _from_triangle(t, UPLO == "L") @ v
+    """dw = Re diag(V^H dA V), dV = V (F * (V^H dA V)) (each eigenvector's phase kept: no component along
+    itself)."""
+    w, v = np.real(p[..., 0, :]), p[..., 1:, :]
+    m = np.conj(_mT(v)) @ _from_triangle(t, UPLO == "L") @ v
     dw = np.diagonal(m, axis1=-2, axis2=-1)
+    if np.iscomplexobj(dw):
+        dw = np.real(dw) + 0j   # the eigenvalues are real: so is their tangent (stored in the complex array)
     dv = v @ (_gap_inverse(w) * m)
     return np.concatenate([dw[..., None, :], dv], axis=-2)
 
 
-# ----------------------------------------------------------------------------- eig (real spectra)
+# ----------------------------------------------------------------------------- eig
 def eig_packed(a):
-    """``np.linalg.eig`` packed like eigh_packed; only real spectra (funcgrad computes on real arrays)."""
+    """``np.linalg.eig`` packed like eigh_packed: complex where NumPy's results are (a complex matrix, or a real
+    one with complex eigenvalues), real otherwise."""
     w, v = np.linalg.eig(a)
-    if np.iscomplexobj(w):
-        raise ValueError("np.linalg.eig: this matrix has complex eigenvalues; funcgrad differentiates real "
-                         "arrays only (use eigh for symmetric matrices)")
     return np.concatenate([w[..., None, :], v], axis=-2)
 
 
 def eig_vjp(g, p):
+    """autograd's VJP (arXiv:1701.00392, eq. 4.77): unit eigenvectors, their phase free (the reverse pass takes the
+    real part for a real matrix)."""
     w, v = p[..., 0, :], p[..., 1:, :]
     gw, gv = g[..., 0, :], g[..., 1:, :]
     n = w.shape[-1]
@@ -284,8 +292,8 @@ def eig_vjp(g, p):
     vtgv = vt @ gv
     r = gw[..., :, None] * np.eye(n, dtype=v.dtype)
     if np.any(gv):
-        r = r + f * vtgv - f * ((vt @ v) @ (np.diagonal(vtgv, axis1=-2, axis2=-1)[..., :, None]
-                                           * np.eye(n, dtype=v.dtype)))
+        r = r + f * vtgv - f * ((vt @ np.conj(v)) @ (np.real(np.diagonal(vtgv, axis1=-2, axis2=-1))[..., :, None]
+                                                     * np.eye(n, dtype=v.dtype)))
     return np.linalg.solve(vt, r @ vt)
 
 
@@ -294,7 +302,7 @@ def eig_jvp(t, p):
     m = np.linalg.solve(v, t @ v)                                         # v^-1 t v
     dw = np.diagonal(m, axis1=-2, axis2=-1)
     dv = v @ (_gap_inverse(w) * m)
-    dv = dv - v * np.sum(v * dv, axis=-2, keepdims=True)                 # columns stay unit vectors
+    dv = dv - v * np.real(np.sum(np.conj(v) * dv, axis=-2, keepdims=True))   # columns stay unit vectors
     return np.concatenate([dw[..., None, :], dv], axis=-2)
 
 
@@ -334,11 +342,41 @@ def _svd_reduced(p, g, m, n, full, hermitian):
     return u, s, v, gu, gs, gv
 
 
+_COMPLEX_HERMITIAN_SVD = ("np.linalg.svd(..., hermitian=True) of complex matrices: derivatives are not supported; "
+                          "use hermitian=False")
+
+
+def _svd_vjp_complex(u, s, v, gu, gs, gv, m, n):
+    """autograd's complex SVD VJP, with the packed storage: ``v`` holds Vh^T (so V = conj(v)), ``gv`` the
+    cotangent of Vh^T."""
+    k = min(m, n)
+    V = np.conj(v)
+    gV = np.conj(gv)                                         # autograd's gv = conj(T(g_vh))
+    eye = np.eye(k)
+    f = _gap_inverse(s * s)
+    utgu = _mT(u) @ gu
+    vtgv = _mT(V) @ gV
+    t1 = (f * (utgu - np.conj(_mT(utgu)))) * s[..., None, :]
+    t1 = t1 + eye * gs[..., :, None]
+    t1 = t1 + s[..., :, None] * (f * (vtgv - np.conj(_mT(vtgv))))
+    t1 = t1 + 1j * (np.imag(np.diagonal(utgu, axis1=-2, axis2=-1)) / s)[..., None, :] * eye
+    t1 = np.conj(u) @ t1 @ _mT(V)
+    if m < n:
+        t1 = t1 + np.conj((u / s[..., None, :]) @ _mT(gV) @ (np.eye(n) - V @ np.conj(_mT(V))))
+    elif m > n:
+        t1 = t1 + _mT((V / s[..., None, :]) @ _mT(gu) @ (np.eye(m) - u @ np.conj(_mT(u))))
+    return t1
+
+
 def svd_vjp(g, p, a, full_matrices=True, hermitian=False):
-    """Cotangent of ``a`` for the packed SVD (Townsend's formulas for real matrices)."""
+    """Cotangent of ``a`` for the packed SVD (Townsend's formulas for real matrices; autograd's for complex)."""
     m, n = a.shape[-2], a.shape[-1]
     k = min(m, n)
     u, s, v, gu, gs, gv = _svd_reduced(p, g, m, n, full_matrices, hermitian)
+    if np.iscomplexobj(p):
+        if hermitian:
+            raise ValueError(_COMPLEX_HERMITIAN_SVD)
+        return _svd_vjp_complex(u, np.real(s), v, gu, np.real(gs), gv, m, n)
     ut, vt = _mT(u), _mT(v)
     eye = np.eye(k, dtype=u.dtype)
     inner = gs[..., :, None] * eye
@@ -356,28 +394,38 @@ def svd_vjp(g, p, a, full_matrices=True, hermitian=False):
 
 
 def svd_jvp(t, p, a, full_matrices=True, hermitian=False):
+    """Of complex matrices: dP = U^H dA V, ds = Re diag(dP); each pair's phase is carried by U (V's columns
+    get no component along themselves)."""
     m, n = a.shape[-2], a.shape[-1]
     k = min(m, n)
     if full_matrices and m != n:
         raise ValueError("np.linalg.svd(..., full_matrices=True): the extra singular vectors of a non-square "
                          "matrix are not unique, so they have no derivative; use full_matrices=False")
+    cplx = np.iscomplexobj(p)
+    if cplx and hermitian:
+        raise ValueError(_COMPLEX_HERMITIAN_SVD)
     if hermitian:
         t = _from_triangle(t, True)
     u, s, v = _svd_unpack(p, m, n, False)
-    dp = _mT(u) @ t @ v
-    ds = np.diagonal(dp, axis1=-2, axis2=-1)
+    s = np.real(s)
+    V = np.conj(v)                                      # the stored v is Vh^T
+    dp = np.conj(_mT(u)) @ t @ V
+    dph = np.conj(_mT(dp))
+    ds = np.real(np.diagonal(dp, axis1=-2, axis2=-1))
     f = _gap_inverse(s * s)
     sr, sc = s[..., None, :], s[..., :, None]
-    du = u @ (f * (dp * sr + sc * _mT(dp)))
-    dv = v @ (f * (sc * dp + _mT(dp) * sr))
+    du = u @ (f * (dp * sr + sc * dph))
+    dv = V @ (f * (sc * dp + dph * sr))
+    if cplx:
+        du = du + u * (1j * np.imag(np.diagonal(dp, axis1=-2, axis2=-1)) / s)[..., None, :]
     if m > n:
-        du = du + (t @ v - u @ dp) / sr
+        du = du + (t @ V - u @ dp) / sr
     if m < n:
-        dv = dv + (_mT(t) @ u - v @ _mT(dp)) / sr
+        dv = dv + (np.conj(_mT(t)) @ u - V @ dph) / sr
     out = np.zeros_like(p)
     out[..., :m, :k] = du
     out[..., m, :k] = ds
-    out[..., m + 1:, :k] = dv
+    out[..., m + 1:, :k] = np.conj(dv)
     return out
 
 
@@ -483,15 +531,22 @@ def _tie_mask(v, target, axis):
 
 
 def _norm_unit(x, ord, axis):
-    """d norm / d x for every element (the VJP with a unit cotangent), shaped like ``x``."""
+    """d norm / d x for every element (the VJP with a unit cotangent), shaped like ``x``. Of complex ``x``, in
+    autograd's convention (``dy = Re(sum(unit * dx))``): ``conj(x) / |x|`` in place of ``sign(x)``."""
     x = np.asarray(x)
     kind, axes, ord = _norm_case(x, ord, axis)
     ft = np.result_type(x.dtype, np.float32)
     ax = np.abs(x)
-    sg = np.sign(x).astype(ft)
+    if np.iscomplexobj(x):
+        sg = np.conj(np.where(ax == 0, 0.0, x / np.where(ax == 0, 1.0, ax)))
+        x = np.conj(x)          # x / y below: conj(x) / y
+        xx = ax * ax
+    else:
+        sg = np.sign(x).astype(ft)
+        xx = x * x
     if kind == "vector":
         if ord is None or ord == 2:
-            y = np.sqrt(np.sum(x * x, axis=axes, keepdims=True))
+            y = np.sqrt(np.sum(xx, axis=axes, keepdims=True))
             with np.errstate(invalid="ignore", divide="ignore"):
                 return np.where(y == 0, 0.0, x / np.where(y == 0, 1.0, y)).astype(ft)
         if ord == np.inf or ord == -np.inf:
@@ -507,11 +562,11 @@ def _norm_unit(x, ord, axis):
             return (sg * ax ** (p - 1) * y ** (1 - p)).astype(ft)
     r, c = axes
     if ord is None or ord == "fro":
-        y = np.sqrt(np.sum(x * x, axis=axes, keepdims=True))
+        y = np.sqrt(np.sum(xx, axis=axes, keepdims=True))
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(y == 0, 0.0, x / np.where(y == 0, 1.0, y)).astype(ft)
     if ord in ("nuc", 2, -2):
-        xm = np.moveaxis(x, (r, c), (-2, -1))
+        xm = np.moveaxis(x, (r, c), (-2, -1))   # conj(x) for complex x: its SVD is the conjugate one
         u, s, vh = np.linalg.svd(xm, full_matrices=False)
         if ord == "nuc":
             gm = u @ vh
@@ -544,7 +599,8 @@ def norm_vjp(g, y, x, ord=None, axis=None, keepdims=False):
 
 def norm_jvp(t, y, x, ord=None, axis=None, keepdims=False):
     _, axes, _ = _norm_case(x, ord, axis)
-    return np.sum(t * _norm_unit(x, ord, axis), axis=axes, keepdims=keepdims)
+    out = np.sum(t * _norm_unit(x, ord, axis), axis=axes, keepdims=keepdims)
+    return np.real(out) if np.iscomplexobj(out) else out
 
 
 # ----------------------------------------------------------------------------- matrix_power
@@ -668,19 +724,29 @@ def _real(x, what):
 
 
 @_python_only
+def solve_sylvester(a, b, q):
+    """``scipy.linalg.solve_sylvester(a, b, q)``: X with a X + X b = q."""
+    return _sla.solve_sylvester(a, b, q)
+
+
+@_python_only
 def sqrtm(a):
-    return _real(_sla.sqrtm(a), "scipy.linalg.sqrtm")
+    """``scipy.linalg.sqrtm``: complex where SciPy's is (a matrix with negative or complex eigenvalues)."""
+    return _sla.sqrtm(a)
 
 
 @_python_only
 def sqrtm_vjp(g, y):
+    """The cotangent of ``a`` for ``y = sqrtm(a)``: y^T X + X y^T = g (the reverse pass takes the real part for a
+    real ``a``)."""
     yt = _mT(y)
-    return _real(_sla.solve_sylvester(yt, yt, g), "scipy.linalg.sqrtm")
+    return _sla.solve_sylvester(yt, yt, g)
 
 
 @_python_only
 def sqrtm_jvp(t, y):
-    return _real(_sla.solve_sylvester(y, y, t), "scipy.linalg.sqrtm")
+    """dy with y dy + dy y = t."""
+    return _sla.solve_sylvester(y, y, t)
 
 
 @_python_only
@@ -1455,8 +1521,15 @@ def _no_complete_qr(a, mode=None):
         _refuse("np.linalg.qr(mode='complete')")
 
 
-_ov(symmetric_from_triangle, _c_from_tri, ("m", "s"))
-_ov(fold_triangle, _c_fold, ("m", "s"))
+def _real_only(name):
+    def check(x, *rest):
+        if isinstance(getattr(x, "dtype", None), types.Complex):
+            _refuse(f"{name} of complex values")
+    return check
+
+
+_ov(symmetric_from_triangle, _c_from_tri, ("m", "s"), check=_real_only("a Hermitian matrix from one triangle"))
+_ov(fold_triangle, _c_fold, ("m", "s"), check=_real_only("the adjoint of a Hermitian matrix from one triangle"))
 _ov(inv, _c_inv, ("m",))
 _ov(det, _c_det, ("m",), scalar_out=True)
 _ov(slogdet_packed, _c_slogdet, ("m",))
@@ -1475,14 +1548,19 @@ _ov(cho_factor, _c_cho_factor, ("m", "s"))
 _ov(cho_factor_vjp, _c_cho_factor_vjp, ("m", "m", "s"))
 _ov(cho_factor_jvp, _c_cho_factor_jvp, ("m", "m", "s"))
 _ov(eigh_packed, _c_eigh, ("m", "x"), check=_no_upper_eigh)
-_ov(eigh_vjp, _c_eigh_vjp, ("m", "m", "s"))
-_ov(eigh_jvp, _c_eigh_jvp, ("m", "m", "s"))
+_ov(eigh_vjp, _c_eigh_vjp, ("m", "m", "s"), check=lambda g, p, uplo=None: _real_only("eigh derivatives")(p))
+_ov(eigh_jvp, _c_eigh_jvp, ("m", "m", "s"), check=lambda t, p, uplo=None: _real_only("eigh derivatives")(p))
 _ov(eig_packed, _c_eig, ("m",))
 _ov(eig_vjp, _c_eig_vjp, ("m", "m"))
 _ov(eig_jvp, _c_eig_jvp, ("m", "m"))
 _ov(svd_packed, _c_svd, ("m", "s", "s"))
-_ov(svd_vjp, _c_svd_vjp, ("m", "m", "m", "s", "s"))
-_ov(svd_jvp, _c_svd_jvp, ("m", "m", "m", "s", "s"))
+def _real_svd(d, p, a, full_matrices=None, hermitian=None):
+    if isinstance(getattr(a, "dtype", None), types.Complex) or isinstance(getattr(p, "dtype", None), types.Complex):
+        _refuse("derivatives of np.linalg.svd of complex matrices")
+
+
+_ov(svd_vjp, _c_svd_vjp, ("m", "m", "m", "s", "s"), check=_real_svd)
+_ov(svd_jvp, _c_svd_jvp, ("m", "m", "m", "s", "s"), check=_real_svd)
 _ov(qr_packed, _c_qr, ("m", "s"), check=_no_complete_qr)
 _ov(qr_vjp, _c_qr_vjp, ("m", "m", "m", "s"))
 _ov(qr_jvp, _c_qr_jvp, ("m", "m", "m", "s"))
@@ -1601,6 +1679,8 @@ def _norm_plan(x, ord_t, axis_t, keep_t, fn):
     """Typing-time plan of a nopython norm: (source lines reading ``x`` into X (nb, ...) and P, helpers)."""
     if not isinstance(x, types.Array):
         return None
+    if isinstance(x.dtype, types.Complex):
+        _refuse(f"np.linalg.{fn} of complex values (nopython mode computes real norms only)")
     nd = x.ndim
     o, axis, keep = _lit(ord_t), _lit(axis_t), _lit(keep_t, False)
     if axis is _RUNTIME or keep is _RUNTIME:

@@ -36,7 +36,7 @@ __all__ = [
     "tile", "untile", "repeat", "unrepeat", "roll", "roll_back", "rot90", "flip", "pad", "unpad", "pad_mask",
     "hstack", "vstack", "dstack", "column_stack", "unjoin", "split_piece", "unsplit_piece",
     "diag", "undiag", "diagonal", "undiagonal", "tril", "triu", "kron", "kron_dx", "kron_dy",
-    "inner", "inner_dx", "inner_dy", "einsum", "einsum_vjp", "einsum_tangent", "take_along_axis", "untake_along_axis", "put_along_axis", "written_along_axis",
+    "inner", "inner_dx", "inner_dy", "einsum", "einsum_vjp", "einsum_tangent", "einsum_tangent_vjp", "einsum_tangent2", "take_along_axis", "untake_along_axis", "put_along_axis", "written_along_axis",
     "gradient_along", "ungradient_along", "cross", "cross_dx", "cross_dy",
 ]
 
@@ -1341,7 +1341,8 @@ def _einsum_operand_d(g, spec, operands, i, optimize):
     for lab_list, arr in [(spec.inputs[j], np.asarray(operands[j])) for j in range(len(operands))] + \
             [(spec.output, np.asarray(g))]:
         for l, n in zip(lab_list, np.shape(arr)):
-            size[l] = max(size.get(l, 1), n)
+            cur = size.get(l, 1)
+            size[l] = n if cur == 1 else cur   # broadcasting: a 1 takes the other size (0 included)
     fmt = lambda ls: "".join(names[v] for v in ls)  # noqa: E731
     ins = [fmt(spec.output)] + [fmt(spec.inputs[j]) for j in others]
     # broadcast every operand of this einsum to the full label sizes (NumPy's einsum does not broadcast
@@ -1492,6 +1493,70 @@ def _einsum_tangent_ov(subscripts, operands, tangents, optimize=False):
         ops = "".join((f"tangents[{j}], " if j == i else f"operands[{j}], ") for j in range(n))
         terms.append(f"einsum(subscripts, ({ops}), optimize)")
     return _compile("def impl(subscripts, operands, tangents, optimize=False):\n    return " + " + ".join(terms) + "\n",
+                    env={"einsum": einsum})
+
+
+def einsum_tangent_vjp(g, subscripts, operands, tangents, optimize=False):
+    """The cotangents of the operands of ``einsum_tangent(subscripts, operands, tangents)`` for ``g``."""
+    n = len(operands)
+    out = [None] * n
+    for k in range(n):
+        ops = list(operands)
+        ops[k] = tangents[k]
+        cts = einsum_vjp(g, subscripts, tuple(ops), optimize)
+        for j in range(n):
+            if j != k:
+                out[j] = cts[j] if out[j] is None else out[j] + cts[j]
+    if any(o is None for o in out):   # one operand: einsum is linear in it, its second derivative is zero
+        zero = einsum_vjp(g, subscripts, operands, optimize)
+        out = [zero[j] * 0.0 if o is None else o for j, o in enumerate(out)]
+    return out
+
+
+@overload(einsum_tangent_vjp, prefer_literal=True)
+def _einsum_tangent_vjp_ov(g, subscripts, operands, tangents, optimize=False):
+    n = len(operands)
+    lines = ["def impl(g, subscripts, operands, tangents, optimize=False):"]
+    for k in range(n):
+        ops = "".join((f"tangents[{j}], " if j == k else f"operands[{j}], ") for j in range(n))
+        lines.append(f"    c{k} = einsum_vjp(g, subscripts, ({ops}), optimize)")
+    outs = []
+    for j in range(n):
+        terms = [f"c{k}[{j}]" for k in range(n) if k != j]
+        outs.append(" + ".join(terms) if terms else f"einsum_vjp(g, subscripts, operands, optimize)[{j}] * 0.0")
+    lines.append("    return (" + "".join(f"{o}, " for o in outs) + ")")
+    return _compile("\n".join(lines) + "\n", env={"einsum_vjp": einsum_vjp})
+
+
+def einsum_tangent2(subscripts, operands, tangents, dots, optimize=False):
+    """``sum over k != j`` of ``np.einsum`` with ``tangents[k]`` at ``k`` and ``dots[j]`` at ``j``."""
+    n = len(operands)
+    out = None
+    for k in range(n):
+        for j in range(n):
+            if j == k:
+                continue
+            ops = list(operands)
+            ops[k], ops[j] = tangents[k], dots[j]
+            r = np.einsum(subscripts, *ops, optimize=optimize)
+            out = r if out is None else out + r
+    if out is None:   # one operand: einsum is linear in it, the second derivative is zero
+        return np.einsum(subscripts, *operands, optimize=optimize) * 0.0
+    return out
+
+
+@overload(einsum_tangent2, prefer_literal=True)
+def _einsum_tangent2_ov(subscripts, operands, tangents, dots, optimize=False):
+    n = len(operands)
+    terms = []
+    for k in range(n):
+        for j in range(n):
+            if j != k:
+                ops = "".join((f"tangents[{i}], " if i == k else f"dots[{i}], " if i == j else f"operands[{i}], ")
+                              for i in range(n))
+                terms.append(f"einsum(subscripts, ({ops}), optimize)")
+    body = " + ".join(terms) if terms else "einsum(subscripts, operands, optimize) * 0.0"
+    return _compile("def impl(subscripts, operands, tangents, dots, optimize=False):\n    return " + body + "\n",
                     env={"einsum": einsum})
 
 

@@ -21,7 +21,7 @@ __all__ = [
     # scipy.special
     "gammaln", "gamma", "digamma", "polygamma", "rgamma", "multigammaln", "multipolygamma", "betaln", "beta",
     "erf", "erfc", "erfinv", "erfcinv", "expit", "logit", "xlogy", "xlog1py", "entr", "rel_entr",
-    "i0", "i1", "iv", "ive", "j0", "j1", "jv", "y0", "y1", "yn", "gammainc", "gammaincc",
+    "i0", "i1", "iv", "ive", "j0", "j1", "jv", "y0", "y1", "yn", "gammainc", "gammaincc", "betainc",
     "scipy_logsumexp", "scipy_logsumexp_b", "logsumexp_sign", "no_derivative",
     # scipy.stats
     "norm_pdf", "norm_logpdf", "norm_cdf", "norm_logcdf", "norm_sf", "norm_logsf",
@@ -177,6 +177,10 @@ def gammainc(a, x):
 
 def gammaincc(a, x):
     return _sp().gammaincc(a, x)
+
+
+def betainc(a, b, x):
+    return _sp().betainc(a, b, x)
 
 
 def scipy_logsumexp(a, axis=None, keepdims=False):

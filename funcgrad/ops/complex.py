@@ -87,6 +87,21 @@ def match_complex(y, g, x):
     t[y] = match_complex(t[g], x)
 
 
+def _sample_real_if_close(draw, dt, st, array, shapes):
+    sh = shapes(draw, 0)
+    x = array(draw, sh, dt)
+    if np.iscomplexobj(x) and draw(st.booleans()):
+        x = np.real(x) + 1e-18j   # imaginary parts within tol: the result is real
+    return (x,), {}
+
+
+@defvjp(np.real_if_close, sample=S.custom(_sample_real_if_close), python_only=True)
+def real_if_close(y, a, tol=100):
+    """The real part of ``a`` where NumPy drops the (tiny) imaginary parts, else ``a`` itself."""
+    d[a] = match_complex(d[y], a)
+    t[y] = match_complex(t[a], y)
+
+
 # how each primitive's result kind follows from its operands' (read by funcgrad.transform.realness)
 for _name in ("real", "imag", "angle", "inv_abs", "absolute"):
     by_name(_name).result_kind = "real"

@@ -369,14 +369,14 @@ def _sample_clip(draw, dt, st, array, shapes):
 
 
 @defvjp(np.clip, sample=S.custom(_sample_clip))
-def clip(y, x, lo, hi):
-    # clip(x, lo, hi) is np.minimum(np.maximum(x, lo), hi), with their conventions at ties: x keeps the
-    # cotangent where lo <= x <= hi, lo takes it where x < lo (when lo <= hi), hi where max(x, lo) > hi
-    d[x] = unbroadcast(d[y] * in_range(x, lo, hi), x)
-    d[lo] = unbroadcast(d[y] * mask(x < lo, d[y]) * mask(lo <= hi, d[y]), lo)
-    d[hi] = unbroadcast(d[y] * mask(np.maximum(x, lo) > hi, d[y]), hi)
-    t[y] = (t[x] * in_range(x, lo, hi) + t[lo] * mask(x < lo, y) * mask(lo <= hi, y)
-            + t[hi] * mask(np.maximum(x, lo) > hi, y))
+def clip(y, a, a_min, a_max):  # NumPy's parameter names: np.clip(x, a_min=0.1, a_max=1.1)
+    # np.minimum(np.maximum(a, a_min), a_max), with their conventions at ties: a keeps the cotangent where
+    # a_min <= a <= a_max, a_min takes it where a < a_min (when a_min <= a_max), a_max where max(a, a_min) > a_max
+    d[a] = unbroadcast(d[y] * in_range(a, a_min, a_max), a)
+    d[a_min] = unbroadcast(d[y] * mask(a < a_min, d[y]) * mask(a_min <= a_max, d[y]), a_min)
+    d[a_max] = unbroadcast(d[y] * mask(np.maximum(a, a_min) > a_max, d[y]), a_max)
+    t[y] = (t[a] * in_range(a, a_min, a_max) + t[a_min] * mask(a < a_min, y) * mask(a_min <= a_max, y)
+            + t[a_max] * mask(np.maximum(a, a_min) > a_max, y))
 
 
 @defvjp(None, sample=S.custom(lambda draw, dt, st, array, shapes: ((array(draw, shapes(draw), dt), -0.5, 0.5), {})))
@@ -701,7 +701,10 @@ nondiff(np.argmax, np.argmin, np.argsort, np.floor, np.ceil, np.round, np.around
         np.less, np.less_equal, np.greater, np.greater_equal, np.logical_and, np.logical_or, np.logical_not,
         np.logical_xor, np.heaviside, np.isclose, np.allclose, np.array_equal, np.floor_divide, np.signbit,
         np.argwhere, np.flatnonzero, math.floor, math.ceil, math.trunc, math.isnan, math.isinf, math.isfinite,
-        round, len)
+        round, len,
+        # casts to integers and bools (np.int64(x) of an array: indices from data)
+        np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_,
+        np.iscomplexobj, np.isrealobj, np.iscomplex, np.isreal)
 
 
 from .complex import csign, match_complex  # noqa: E402  (np.abs of complex values; autograd's convention)

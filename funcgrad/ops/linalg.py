@@ -46,7 +46,7 @@ import scipy.linalg as sla
 import funcgrad.kernels.cpu as K
 from . import samples_linalg as SL
 from .core import unbroadcast
-from .registry import RUNTIME, d, define, defvjp, primitive, t
+from .registry import RUNTIME, by_name, d, define, defvjp, primitive, t
 
 EighResult = type(np.linalg.eigh(np.eye(1)))
 EigResult = type(np.linalg.eig(np.eye(1)))
@@ -217,17 +217,17 @@ def _uplo_check(a, UPLO="L"):
 @define(np.linalg.eigh, check=_uplo_check)
 def _eigh(a, UPLO="L"):
     p = eigh_packed(a, UPLO)
-    return EighResult(p[..., 0, :], p[..., 1:, :])
+    return EighResult(np.real(p[..., 0, :]), p[..., 1:, :])   # real eigenvalues (packed with complex vectors)
 
 
 @define(np.linalg.eigvalsh, check=_uplo_check)
 def _eigvalsh(a, UPLO="L"):
-    return eigh_packed(a, UPLO)[..., 0, :]
+    return np.real(eigh_packed(a, UPLO)[..., 0, :])
 
 
 @defvjp(None, sample=SL.square("real_spectrum"))
 def eig_packed(y, a):
-    """``np.linalg.eig`` packed like eigh_packed (real spectra only)."""
+    """``np.linalg.eig`` packed like eigh_packed (complex when the spectrum or the matrix is)."""
     d[a] = eig_vjp(d[y], y)
     t[y] = eig_jvp(t[a], y)
 
@@ -240,6 +240,9 @@ def eig_vjp(g, p):
 @primitive(tested_via=eig_packed)
 def eig_jvp(t, p):
     return K.eig_jvp(t, p)
+
+
+by_name("eig_packed").result_kind = "complex"   # data-dependent: complex eigenvalues of a real matrix (transform.realness)
 
 
 @define(np.linalg.eig)
@@ -287,7 +290,7 @@ def _svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     m = a.shape[-2]
     n = a.shape[-1]
     k = min(m, n)
-    s = p[..., m, :k]
+    s = np.real(p[..., m, :k])   # real singular values (packed with complex vectors for a complex matrix)
     return SVDResult(p[..., :m, :m] if full else p[..., :m, :k], s,
                      np.linalg.matrix_transpose(p[..., m + 1:, :n] if full else p[..., m + 1:, :k])) \
         if compute_uv else s
@@ -296,7 +299,7 @@ def _svd(a, full_matrices=True, compute_uv=True, hermitian=False):
 @define(np.linalg.svdvals)
 def _svdvals(x):
     p = svd_packed(x, False, False)
-    return p[..., x.shape[-2], :]
+    return np.real(p[..., x.shape[-2], :])
 
 
 # ----------------------------------------------------------------------------- qr
@@ -535,10 +538,28 @@ def _sp_solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_fin
             else symmetric_from_triangle(a, bool(lower)), b)
 
 
+# ----------------------------------------------------------------------------- solve_sylvester
+def _sample_sylvester(draw, dt, st, array, shapes):
+    rng = SL._rng(draw, st)
+    m, n = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    return (SL._cast(SL.dominant(rng, (m, m)), dt), SL._cast(SL.dominant(rng, (n, n)), dt),
+            SL._cast(rng.uniform(-1.0, 1.0, (m, n)), dt)), {}
+
+
+@defvjp(sla.solve_sylvester, sample=SL.S.custom(_sample_sylvester), python_only=True)
+def solve_sylvester(y, a, b, q):
+    """``scipy.linalg.solve_sylvester``: X with A X + X B = Q (square A and B without opposite eigenvalues)."""
+    u = sla.solve_sylvester(np.linalg.matrix_transpose(a), np.linalg.matrix_transpose(b), d[y])
+    d[a] = -(u @ np.linalg.matrix_transpose(y))
+    d[b] = -(np.linalg.matrix_transpose(y) @ u)
+    d[q] = u
+    t[y] = sla.solve_sylvester(a, b, t[q] - t[a] @ y - y @ t[b])
+
+
 # ----------------------------------------------------------------------------- sqrtm, expm
 @defvjp(None, sample=SL.square("spd", lambda draw, st: {}))
 def sqrtm(y, a):
-    """``scipy.linalg.sqrtm`` of a matrix with a real square root."""
+    """``scipy.linalg.sqrtm`` (complex where SciPy's result is)."""
     d[a] = sqrtm_vjp(d[y], y)
     t[y] = sqrtm_jvp(t[a], y)
 
@@ -551,6 +572,9 @@ def sqrtm_vjp(g, y):
 @primitive(tested_via=sqrtm)
 def sqrtm_jvp(t, y):
     return K.sqrtm_jvp(t, y)
+
+
+by_name("sqrtm").result_kind = "complex"   # data-dependent: a real matrix with negative eigenvalues
 
 
 @define(sla.sqrtm)

@@ -238,10 +238,11 @@ def dof_scale(y, x, axis=None, ddof=0, keepdims=False):
 
 @defvjp(np.var, sample=S.custom(_sample_var))
 def var(y, x, axis=None, ddof=0, keepdims=False):
+    """Of complex x, the mean of ``|x - mean|**2`` (real): its cotangent pairs with ``conj(x - mean)``."""
     dev = x - np.mean(x, axis=axis, keepdims=True)
     s = dof_scale(x, axis, ddof)
-    d[x] = unreduce(d[y], x, axis, keepdims) * dev * (2 * s)
-    t[y] = np.sum(t[x] * dev, axis=axis, keepdims=keepdims) * (2 * s)
+    d[x] = unreduce(d[y], x, axis, keepdims) * np.conj(dev) * (2 * s)
+    t[y] = np.real(np.sum(t[x] * np.conj(dev), axis=axis, keepdims=keepdims)) * (2 * s)
 
 
 @defvjp(np.std, sample=S.custom(_sample_var))
@@ -249,8 +250,8 @@ def std(y, x, axis=None, ddof=0, keepdims=False):
     """Where the spread is zero (a constant group) the derivative is zero (the subgradient)."""
     dev = x - np.mean(x, axis=axis, keepdims=True)
     s = dof_scale(x, axis, ddof)
-    d[x] = unreduce(d[y] / (y + (y == 0)), x, axis, keepdims) * dev * s
-    t[y] = np.sum(t[x] * dev, axis=axis, keepdims=keepdims) * s / (y + (y == 0))
+    d[x] = unreduce(d[y] / (y + (y == 0)), x, axis, keepdims) * np.conj(dev) * s
+    t[y] = np.real(np.sum(t[x] * np.conj(dev), axis=axis, keepdims=keepdims)) * s / (y + (y == 0))
 
 
 @defvjp(np.ptp, sample=S.reduction(distinct=True))

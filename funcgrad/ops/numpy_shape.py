@@ -636,10 +636,33 @@ def einsum_vjp(g, subscripts, operands, optimize=False):
     return K.einsum_vjp(g, subscripts, operands, optimize)
 
 
-@primitive(tested_via=einsum)
-def einsum_tangent(subscripts, operands, tangents, optimize=False):
-    """The tangent of ``np.einsum(subscripts, *operands)``: one einsum per operand with its tangent in its place."""
-    return K.einsum_tangent(subscripts, operands, tangents, optimize)
+def _sample_einsum_tangent(draw, dt, st, array, shapes):
+    (subs, ops), kw = _sample_einsum(draw, dt, st, array, shapes)
+    return (subs, ops, tuple(array(draw, np.shape(o), dt) for o in ops)), kw
+
+
+@defvjp(None, sample=S.custom(_sample_einsum_tangent))
+def einsum_tangent(y, subscripts, operands, tangents, optimize=False):
+    """The tangent of ``np.einsum(subscripts, *operands)``: one einsum per operand with its tangent in its place.
+    Its own rules make einsum twice differentiable (forward over forward, reverse over forward)."""
+    d[operands] = einsum_tangent_vjp(d[y], subscripts, operands, tangents, optimize)
+    d[tangents] = einsum_vjp(d[y], subscripts, operands, optimize)
+    t[y] = einsum_tangent(subscripts, operands, t[tangents], optimize) + \
+        einsum_tangent2(subscripts, operands, tangents, t[operands], optimize)
+
+
+@primitive(tested_via=einsum_tangent)
+def einsum_tangent_vjp(g, subscripts, operands, tangents, optimize=False):
+    """The cotangent of every operand of ``einsum_tangent`` (a list; linear in ``g``): for operand ``j``, the
+    sum over ``k != j`` of its cotangent in the einsum with tangent ``k`` in place of operand ``k``."""
+    return K.einsum_tangent_vjp(g, subscripts, operands, tangents, optimize)
+
+
+@primitive(tested_via=einsum_tangent)
+def einsum_tangent2(subscripts, operands, tangents, dots, optimize=False):
+    """The tangent of ``einsum_tangent`` along ``dots`` (the operands' tangents): the sum over ordered pairs
+    ``k != j`` of the einsum with ``tangents[k]`` in place of operand ``k`` and ``dots[j]`` of operand ``j``."""
+    return K.einsum_tangent2(subscripts, operands, tangents, dots, optimize)
 
 
 # --------------------------------------------------------------------- gathers and finite differences

@@ -2,7 +2,7 @@
 
 Owns the rules of ``gammaln gamma digamma (psi) polygamma rgamma multigammaln betaln beta erf
 erfc erfinv erfcinv expit logit xlogy xlog1py entr rel_entr i0 i1 iv ive j0 j1 jv (jn) y0 y1
-yn gammainc gammaincc`` and of ``logsumexp`` (with ``axis`` None, an int or a tuple, ``b=``,
+yn gammainc gammaincc betainc`` and of ``logsumexp`` (with ``axis`` None, an int or a tuple, ``b=``,
 ``keepdims`` and ``return_sign``: read as :func:`_logsumexp`, a lowering onto the primitives
 ``scipy_logsumexp``, ``scipy_logsumexp_b`` and ``logsumexp_sign``), and of ``softmax`` and
 ``log_softmax`` (lowered to ``exp(x - logsumexp(x, axis, keepdims=True))`` and
@@ -152,6 +152,28 @@ def gammaincc(y, a, x):
     t[y] = -t[x] * dens + no_derivative(t[a], y, "scipy.special.gammaincc(a, x) is differentiated in x only (as "
                                                  "autograd does); it has no derivative rule in a: keep a out of the "
                                                  "differentiated inputs")
+
+
+def _sample_betainc(draw, dt, st, array, shapes):
+    sa, sb, sx = S.broadcastable_shapes(draw, 3)
+    ab = lambda sh: (np.asarray(array(draw, sh, np.float64, (1.0, 4.0))) // 1).astype(np.int64)  # noqa: E731
+    return (ab(sa), ab(sb), array(draw, sx, dt, (0.05, 0.95))), {}
+
+
+@defvjp(None, sample=S.custom(_sample_betainc), elementwise=True, python_only=True)
+def betainc(y, a, b, x):
+    """The regularized incomplete beta function I_x(a, b); differentiated in x (as autograd does)."""
+    dens = np.exp(xlogy(a - 1, x) + xlog1py(b - 1, -x) - betaln(a, b))
+    d[x] = unbroadcast(d[y] * dens, x)
+    d[a] = no_derivative(d[y], a, "scipy.special.betainc(a, b, x) is differentiated in x only (as autograd "
+                                  "does); it has no derivative rule in a: keep a out of the differentiated inputs")
+    d[b] = no_derivative(d[y], b, "scipy.special.betainc(a, b, x) is differentiated in x only (as autograd "
+                                  "does); it has no derivative rule in b: keep b out of the differentiated inputs")
+    t[y] = t[x] * dens + no_derivative(t[a], y, "scipy.special.betainc(a, b, x) is differentiated in x only (as "
+                                                "autograd does); it has no derivative rule in a: keep a out of the "
+                                                "differentiated inputs") + \
+        no_derivative(t[b], y, "scipy.special.betainc(a, b, x) is differentiated in x only (as autograd does); it "
+                               "has no derivative rule in b: keep b out of the differentiated inputs")
 
 
 # --------------------------------------------------------------------------- error functions
@@ -370,6 +392,7 @@ def _register_keys():
     for name, fn in [("gammaln", gammaln), ("gamma", gamma), ("digamma", digamma), ("psi", digamma),
                      ("polygamma", polygamma), ("rgamma", rgamma), ("multigammaln", multigammaln),
                      ("betaln", betaln), ("beta", beta), ("gammainc", gammainc), ("gammaincc", gammaincc),
+                     ("betainc", betainc),
                      ("erf", erf), ("erfc", erfc), ("erfinv", erfinv), ("erfcinv", erfcinv), ("expit", expit),
                      ("logit", logit), ("xlogy", xlogy), ("xlog1py", xlog1py), ("entr", entr),
                      ("rel_entr", rel_entr), ("i0", i0), ("i1", i1), ("iv", iv), ("ive", ive), ("j0", j0),

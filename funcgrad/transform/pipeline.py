@@ -109,6 +109,7 @@ def _argument_values(sig: Signature, leaf_names: list, diff: list):
                 n = normalizer.names.fresh(base)
                 normalizer.param_ranks[n] = spec[2] if spec[0] == "a" else 0
                 normalizer.param_kinds[n] = spec_kind(spec)
+                normalizer.param_specs[n] = spec
                 leaf_names.append(n)
                 if i in sig.diff:
                     diff.append(n)

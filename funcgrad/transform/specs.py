@@ -6,7 +6,6 @@ abstract values of the arguments from them.
 """
 from __future__ import annotations
 
-import types
 
 import numpy as np
 
@@ -15,7 +14,7 @@ __all__ = ["leaf_spec", "scalar_kind", "is_float_leaf", "is_static_leaf"]
 
 def leaf_spec(x):
     """``("a", dtype, ndim)`` for arrays, ``("f",)``/``("i",)``/``("b",)``/``("c",)`` for Python numbers,
-    ``("s", dtype)`` for NumPy scalars, ``("static", repr)`` for strings and None."""
+    ``("s", dtype)`` for NumPy scalars, ``("static", repr)`` for strings, None and any other object."""
     t = type(x)
     if t is np.ndarray:
         return ("a", x.dtype.str, x.ndim)
@@ -37,25 +36,23 @@ def leaf_spec(x):
         return ("s", x.dtype.str)
     if isinstance(x, (str, type(None))):
         return ("static", repr(x))
-    if is_static_leaf(x):
-        return ("static", _static_key(x))
-    raise TypeError(f"funcgrad functions take arrays, numbers, strings, None, slices, functions and pytrees of "
-                    f"them; received a leaf of type {type(x).__name__} ({x!r:.60})")
+    return ("static", _static_key(x))
 
 
-_STATIC_TYPES = (str, type(None), slice, type(Ellipsis), type, np.dtype)
-_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, np.ufunc)   # not bound methods: their object may change
+def _is_data(x):
+    return isinstance(x, (np.ndarray, np.generic, bool, int, float, complex))
 
 
 def is_static_leaf(x):
     """Leaves that are part of the signature itself, not runtime values: strings, None, slices, ``...``,
-    dtypes and types, and functions (``np.tanh``, a helper: called or inlined as if captured)."""
-    return isinstance(x, _STATIC_TYPES + _FUNCTIONS)
+    dtypes, types, functions (``np.tanh``, a helper: called or inlined as if captured) and any other
+    non-numeric object (a module, ``f(x, _r=np.sum)``), a constant of the generated code as autograd takes it."""
+    return not _is_data(x)
 
 
 def _static_key(x):
     """What a specialization keys a static leaf by: its value where equality means the same code (slices,
-    dtypes), the object itself otherwise (a function: held by the cache, so its id is never reused)."""
+    dtypes), the object itself otherwise (held by the cache, so its id is never reused)."""
     if isinstance(x, slice):
         return ("slice", x.start, x.stop, x.step)
     try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import linecache
+import operator
 import types
 
 import numpy as np
@@ -19,10 +21,124 @@ from ..fence import check as fence_check, error
 from ..public_names import public_name
 from ..parse import MISSING, parse
 from ..values import Dyn, Static, Struct, leaves as _leaves, map_struct as _map_struct
+from ...tree import tree_flatten, tree_map, tree_unflatten
 from .lowerings import lower_call, lowering_for
-from .common import (_DictView, _is_metadata, _Partial, _NJIT_BUILTINS, _STATIC_BUILTINS, _is_static_tree, _is_user_code, LocalFunction, Scope, _BUILTIN_MAP, _BoundMethod, _Iter, _METHODS, _Range,
+from .common import (_DictView, _is_metadata, lookup_getitem, _Partial, _NJIT_BUILTINS, _STATIC_BUILTINS, _is_static_tree, _is_user_code, LocalFunction, Scope, _BUILTIN_MAP, _BoundMethod, _Iter, _METHODS, _Range,
                      _default_value, _np_attr, _static_value, tag_file)
 
+# operator.add(a, b) is a + b (autograd's tests pass operator functions as the function to check)
+_OPERATOR_BINOPS = {operator.add: ast.Add, operator.sub: ast.Sub, operator.mul: ast.Mult, operator.truediv: ast.Div,
+                    operator.floordiv: ast.FloorDiv, operator.mod: ast.Mod, operator.pow: ast.Pow,
+                    operator.matmul: ast.MatMult}
+
+
+
+def _value_tree(v):
+    """A :class:`Struct` as the Python container of its leaf values (tree_flatten then orders them as the
+    arguments' own leaves are ordered)."""
+    if isinstance(v, Struct):
+        vals = [_value_tree(x) for x in v.values()]
+        if v.kind == "dict":
+            return dict(zip(v.items.keys(), vals))
+        if v.kind == "namedtuple":
+            return v.cls(*vals)
+        return tuple(vals) if v.kind == "tuple" else list(vals)
+    return v
+
+
+def _call_method(obj, name, *args, **kwargs):
+    """``obj.name(*args, **kwargs)``: a method with no rule, called as it is in the generated code."""
+    return getattr(obj, name)(*args, **kwargs)
+
+
+_METHOD_MARKERS: dict = {}
+
+
+def _method_marker(name):
+    """What a refusal names for ``.name()`` (the method has no derivative rule)."""
+    m = _METHOD_MARKERS.get(name)
+    if m is None:
+        def m():  # pragma: no cover - never called
+            pass
+        m.__name__ = m.__qualname__ = f"the method .{name}()"
+        m.__module__ = "builtins"
+        _METHOD_MARKERS[name] = m
+    return m
+
+
+class _Unknown:
+    """A value only known when the function runs, inside a probe (comparing it raises TypeError)."""
+
+    def __lt__(self, other):
+        raise TypeError("a runtime value")
+
+    __gt__ = __le__ = __ge__ = __lt__
+
+
+def _probe(v):
+    """A value as a Python object for a sort key: constants themselves, runtime values unknowns."""
+    if isinstance(v, Static):
+        return v.obj
+    if isinstance(v, Struct):
+        vals = [_probe(x) for x in v.values()]
+        return dict(zip(v.items.keys(), vals)) if v.kind == "dict" else (
+            v.cls(*vals) if v.kind == "namedtuple" else tuple(vals) if v.kind == "tuple" else list(vals))
+    return _Unknown()
+
+
+_LOCAL_FUNCTIONS: dict = {}
+
+
+def _local_as_function(lf, scope):
+    """``(F, extras)``: the nested def or lambda ``lf`` as a real Python function (its source in linecache),
+    with the enclosing function's values it reads (runtime values) as leading parameters, and those values;
+    None for signatures other than plain positional parameters, or when it reads an enclosing local function."""
+    fdef = lf.node
+    a = fdef.args
+    if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or a.posonlyargs:
+        return None
+    params = [x.arg for x in a.args]
+    loaded = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    stored = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    stored |= {n.name for n in ast.walk(fdef) if isinstance(n, (ast.FunctionDef, ast.Lambda)) and n is not fdef
+               and hasattr(n, "name")}
+    env, extras, key = {}, [], [id(fdef)]
+    for name in sorted(loaded - set(params) - stored):
+        s, v = lf.scope, MISSING
+        while s is not None:
+            if name in s.vars:
+                v = s.vars[name]
+                break
+            s = s.parent
+        if v is MISSING:
+            obj = lf.parsed.lookup(name)
+            if obj is not MISSING:
+                env[name] = obj
+                key.append((name, id(obj)))
+        elif isinstance(v, Static):
+            env[name] = v.obj
+            key.append((name, id(v.obj)))
+        elif isinstance(v, (Dyn, Struct)):
+            extras.append((name, v))
+            key.append(name)
+        else:
+            return None
+    key = tuple(key)
+    F = _LOCAL_FUNCTIONS.get(key)
+    if F is None:
+        name = fdef.name if fdef.name.isidentifier() else "_lambda"
+        new = ast.FunctionDef(name=name, args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=n) for n, _ in extras]
+                                                            + list(a.args), kwonlyargs=[], kw_defaults=[],
+                                                            defaults=[]),
+                              body=fdef.body, decorator_list=[], returns=None, type_params=[])
+        src = ast.unparse(ast.fix_missing_locations(ast.Module(body=[new], type_ignores=[]))) + "\n"
+        filename = f"<funcgrad local function {name} #{len(_LOCAL_FUNCTIONS) + 1}>"
+        linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+        ns = dict(lf.parsed.globals)
+        ns.update(env)
+        exec(compile(src, filename, "exec"), ns)
+        F = _LOCAL_FUNCTIONS[key] = ns[name]
+    return F, [v for _, v in extras]
 
 class StaticArgumentNeeded(Exception):
     """Not an error: an int or bool argument leaf (the ``position``-th runtime leaf of the arguments, in
@@ -91,13 +207,46 @@ class Calls:
     def call_object(self, fn, args, kwargs, scope, out, node):
         P = scope.parsed
         fn = _AUTOGRAD_BUILTINS.get(fn, fn) if isinstance(fn, type) else fn  # funcgrad.builtins.tuple: tuple
+        if fn is _call_method and len(args) >= 2 and isinstance(args[1], Static):   # generated code read again
+            return self.method(_BoundMethod(args[0], args[1].obj, node), list(args[2:]), kwargs, scope, out, node)
+        if fn in (operator.itemgetter, operator.attrgetter) and all(isinstance(a, Static) for a in args) and not kwargs:
+            return Static(fn(*[a.obj for a in args]))   # a key function made in the function
+        if getattr(fn, "_funcgrad_static_call", False) and all(
+                isinstance(a, Static) for a in list(args) + list(kwargs.values())):
+            # grad(f) written inside the function: the transform object, made now
+            return Static(fn(*[a.obj for a in args], **{k: v.obj for k, v in kwargs.items()}))
+        if getattr(fn, "_funcgrad_static_call", False) and args and isinstance(args[0], LocalFunction) and all(
+                isinstance(a, Static) for a in list(args[1:]) + list(kwargs.values())):
+            made = self.grad_of_local(fn, args, kwargs, scope, node)
+            if made is not None:
+                return made
+        if hasattr(fn, "transform_at") and not isinstance(fn, type):   # grad of grad (forward_mode's object)
+            try:
+                t = fn.transform_at(self.example_args(fn, args, kwargs, scope, node))
+            except (LookupError, TypeError):
+                t = None
+            if t is not None:
+                nested = self.nested_gradient(t, args, kwargs, scope, out, node)
+                if nested is not None:
+                    return nested
         if getattr(type(fn), "_funcgrad_transform", False):  # funcgrad.jit(f)(x) inside: f(x)
             if fn.kind == "primal":
                 return self.call_value(Static(fn.fn), args, kwargs, scope, out, node)
+            nested = self.nested_gradient(fn, args, kwargs, scope, out, node)
+            if nested is not None:
+                return nested
             raise error(P, node, f"'{getattr(fn, '__qualname__', 'f')}' is a function returned by a funcgrad "
-                                 "transform (grad, value_and_grad, vjp): it cannot be called inside a function "
-                                 "funcgrad transforms", "call the original function, or compute the derivative "
-                                 "outside", cls=UnsupportedSyntaxError)
+                                 "transform: inside a function funcgrad transforms, grad(f)(x) and "
+                                 "value_and_grad(f)(x) are supported where x's kinds and ndims are known while "
+                                 "transforming (arguments of the function, constants, containers of them), "
+                                 "not vjp or a value computed inside", "pass the value as an argument, or compute "
+                                 "the derivative outside", cls=UnsupportedSyntaxError)
+        if isinstance(fn, types.BuiltinFunctionType) and fn in _OPERATOR_BINOPS and len(args) == 2 and not kwargs:
+            return self.binop(_OPERATOR_BINOPS[fn](), args[0], args[1], scope, out, node)
+        if fn is operator.neg and len(args) == 1 and not kwargs:
+            if isinstance(args[0], Static):
+                return Static(-args[0].obj)
+            return self.call_prim(lookup(np.negative), args, {}, scope, out, node)
         if isinstance(fn, functools.partial):  # partial(f, a, k=v)(b): f(a, b, k=v)
             fixed = [self.constant_value(v, scope, node) for v in fn.args]
             fixed_kw = {k: self.constant_value(v, scope, node) for k, v in fn.keywords.items()}
@@ -235,6 +384,9 @@ class Calls:
                 return _static_value(v)
             return v.obj if isinstance(v, Static) else RUNTIME
 
+        # a captured int (an axis in a closure) is a definition's static configuration: its value now
+        args = [self.as_static_capture(a) for a in args]
+        kwargs = {k: self.as_static_capture(v) for k, v in kwargs.items()}
         try:
             inspect.signature(defn.fn).bind(*args, **kwargs)
         except TypeError as e:
@@ -258,6 +410,117 @@ class Calls:
                 A.put(n, A.SRC, where)
         return res
 
+    def example_args(self, fn, args, kwargs, scope, node):
+        """Values with the specs of the call's arguments (bound to ``fn``'s parameters), for building a nested
+        transform's signature; LookupError where a spec is not known here."""
+        bound = fn._bind(tuple(args), dict(kwargs)) if hasattr(fn, "_bind") else tuple(args)
+        bound = [a if isinstance(a, (Dyn, Static, Struct)) else self.constant_value(a, scope, node) for a in bound]
+        return tuple(tree_map(self._example_leaf, _value_tree(a)) for a in bound)
+
+    def grad_of_local(self, fn, args, kwargs, scope, node):
+        """``grad(g)`` of a function ``g`` defined inside the function being transformed: ``g`` as a real
+        function (closure conversion: the enclosing function's values it reads become leading parameters),
+        and the transform of it, called with those values first. None where ``g`` cannot be converted."""
+        conv = _local_as_function(args[0], scope)
+        if conv is None:
+            return None
+        F, extras = conv
+        k = len(extras)
+        kw = {kk: v.obj for kk, v in kwargs.items()}
+        pos = [a.obj for a in args[1:]]
+        key = "argnum" if "argnum" in kw else "argnums"
+        nums = pos[0] if pos else kw.get(key, 0)
+        nums = nums + k if isinstance(nums, int) else tuple(i + k for i in nums)
+        if pos:
+            pos[0] = nums
+        else:
+            kw[key] = nums
+        return _Partial(Static(fn(F, *pos, **kw)), list(extras), {})
+
+    def _spec_of(self, e):
+        """The leaf spec of expression ``e`` where it is known now: an argument's, or ``("a", dtype, ndim)`` /
+        ``("e", dtype)`` of an array argument indexed by integer constants; else None."""
+        if isinstance(e, ast.Name):
+            return self.param_specs.get(e.id)
+        prim = A.get(e, A.PRIM, None) if isinstance(e, ast.Call) else None
+        if prim is None or prim is not lookup_getitem() or len(e.args) != 2:
+            return None
+        base = self._spec_of(e.args[0])
+        idx = e.args[1].elts if isinstance(e.args[1], ast.Tuple) else [e.args[1]]
+        if base is None or base[0] != "a" or not all(isinstance(i, ast.Constant) and type(i.value) is int
+                                                     for i in idx) or len(idx) > base[2]:
+            return None
+        rank = base[2] - len(idx)
+        return ("a", base[1], rank) if rank else ("e", base[1])
+
+    def nested_gradient(self, fn, args, kwargs, scope, out, node):
+        """``grad(f)(x)`` (or ``value_and_grad``) inside a transformed function, where the signature of ``x`` is
+        known (arguments of the function and constants): the reverse-mode code funcgrad generates for ``f`` at
+        that signature, inlined as a call of its Python function. That code is primitives with rules, so the
+        outer transform differentiates it again (forward or reverse over reverse). None when ``x``'s signature
+        is not known here (the caller refuses)."""
+        if not hasattr(fn, "return_value") or fn.has_aux:
+            return None
+        try:
+            bound = fn._bind(tuple(args), dict(kwargs))
+        except TypeError:
+            return None
+        bound = [a if isinstance(a, (Dyn, Static, Struct)) else self.constant_value(a, scope, node) for a in bound]
+        trees = [_value_tree(a) for a in bound]
+        try:
+            examples = tuple(tree_map(self._example_leaf, t) for t in trees)
+        except LookupError:
+            return None
+        built, single, nums, flat, tdefs, cap, key = fn._lookup(examples)
+        call = []
+        for t, (_, specs, _) in zip(trees, key):
+            for v, sp in zip(tree_flatten(t)[0], specs):
+                if sp[0] != "static":
+                    call.append(v)
+        call += [Static(c) for c in cap]
+        call += [Static(1.0)] + [Static(0.0)] * (len(built.out_atoms) - 1)
+        res = self.inline_function(built.py_fn, call, {}, out, node, scope)
+        outs, grads = res.values()
+        grads = grads.values()
+        result, k = [], 0
+        for i in nums:
+            n = len(flat[i])
+            result.append(_map_struct(tree_unflatten(tdefs[i], grads[k:k + n]), lambda path, leaf: leaf))
+            k += n
+        g = result[0] if single else Struct("tuple", result)
+        return Struct("tuple", [outs.values()[0], g]) if fn.return_value else g
+
+    def _example_leaf(self, v):
+        """A value with the spec of the value ``v`` (for building a nested transform's signature): an argument
+        or a constant, or an argument indexed by integers (``x[1]``: its ndim less one per index)."""
+        if isinstance(v, Static):
+            return v.obj
+        spec = self._spec_of(v.expr) if isinstance(v, Dyn) else None
+        if spec is None:
+            raise LookupError(v)
+        tag = spec[0]
+        if tag == "a":
+            return np.zeros((1,) * spec[2], dtype=spec[1])
+        if tag == "e":   # an element of an array argument: a NumPy scalar
+            return np.dtype(spec[1]).type(0)
+        if tag == "s":
+            return np.dtype(spec[1]).type(0)
+        return {"f": 0.0, "i": 0, "b": False, "c": 0j}[tag]
+
+    def sorted_items(self, items, kwargs, node, scope):
+        """``sorted(items, key=..., reverse=...)`` of items known now; the key may read only what is known now
+        (``sorted(d.items(), key=operator.itemgetter(0))``: the keys)."""
+        key = kwargs.get("key", Static(None)).obj
+        rev = bool(kwargs.get("reverse", Static(False)).obj)
+        probes = [_probe(v) for v in items]
+        try:
+            order = sorted(range(len(items)), key=(lambda i: probes[i]) if key is None else (lambda i: key(probes[i])),
+                           reverse=rev)
+        except TypeError:
+            raise error(scope.parsed, node, "sorted() by values computed when the function runs is not supported",
+                        "sort by keys or constants") from None
+        return Struct("list", [items[i] for i in order])
+
     def constant_value(self, v, scope, node):
         """A Python object fixed in a partial or a default, as a value."""
         if isinstance(v, np.ndarray) or isinstance(v, (float, int)) and not isinstance(v, bool):
@@ -277,23 +540,36 @@ class Calls:
                 if fn is type:
                     return Static(rep)
                 cls = args[1]
+                if isinstance(cls, Struct) and all(isinstance(v, Static) for v in _leaves(cls)):
+                    cls = Static(_static_value(cls))   # a tuple of classes passed as an argument
                 if isinstance(cls, Static):
                     return Static(isinstance(rep(), cls.obj) if rep in (dict, list, tuple) else issubclass(rep, cls.obj))
+            rank = self.param_ranks.get(subject.expr.id) if isinstance(subject, Dyn) and isinstance(
+                subject.expr, ast.Name) else None
+            if rank:   # an array argument (its ndim is in the signature): an ndarray
+                if fn is type:
+                    return Static(np.ndarray)
+                cls = args[1] if len(args) > 1 else None
+                if isinstance(cls, Struct) and all(isinstance(v, Static) for v in _leaves(cls)):
+                    cls = Static(_static_value(cls))   # a tuple of classes passed as an argument
+                if isinstance(cls, Static):
+                    return Static(isinstance(np.empty((0,) * rank), cls.obj))
             if isinstance(subject, Dyn):
                 raise error(P, node, f"{fn.__name__}() of a value computed when the function runs is not "
                                      "supported (arrays and numbers are only known then)",
                             "decide on types outside the differentiated function, or pass a flag")
-        if fn in (sorted, reversed, len, list, tuple, any, all) and len(args) == 1 and isinstance(
-                args[0], (_DictView, _Iter)):
-            items = self.static_items(args[0], node, scope)
+        if fn in (sorted, reversed, len, list, tuple, any, all) and len(args) == 1 and (isinstance(
+                args[0], (_DictView, _Iter)) or isinstance(args[0], Struct) and args[0].kind == "dict"):
+            items = self.static_items(args[0], node, scope)   # of a dict: its keys
             if fn is len:
                 return Static(len(items))
+            if fn is sorted and set(kwargs) <= {"key", "reverse"} and all(
+                    isinstance(v, Static) for v in kwargs.values()):
+                return self.sorted_items(items, kwargs, node, scope)
             if fn in (sorted, any, all):
                 if not all(isinstance(v, Static) for v in items):
                     raise error(P, node, f"{fn.__name__}() of values computed when the function runs is not "
                                          "supported", None)
-                if fn is sorted:
-                    return Struct("list", [Static(v) for v in sorted(v.obj for v in items)])
                 return Static(fn(v.obj for v in items))
             return Struct("tuple" if fn is tuple else "list", list(reversed(items)) if fn is reversed else items)
         if fn in _STATIC_BUILTINS and all(isinstance(a, Static) for a in allv):
@@ -304,6 +580,11 @@ class Calls:
             for v in items:
                 acc = self.binop_value(np.add, acc, v, scope, out, node)
             return acc
+        if fn is sum and args and isinstance(args[0], Dyn) and set(kwargs) <= {"start"}:
+            # sum(array): Python adds the array's rows, NumPy's sum along axis 0
+            acc = self.call_prim(lookup(np.sum), [args[0]], {"axis": Static(0)}, scope, out, node)
+            start = args[1] if len(args) > 1 else kwargs.get("start", Static(0))
+            return self.binop_value(np.add, start, acc, scope, out, node)
         if fn in (max, min) and len(args) == 1 and isinstance(args[0], Struct):
             items = self.static_items(args[0], node, scope)
             acc = items[0]
@@ -370,8 +651,17 @@ class Calls:
                                 args=[self.as_expr(dt, scope, node)], keywords=[]))
         fn = _METHODS.get(name)
         if fn is None:
-            raise error(P, node, f"array method '.{name}()' is not supported",
-                        "call the NumPy function instead (np.<name>(x, ...))")
+            # any other method (rng.randn(n) of a RandomState made in the function) runs as it is; the reverse
+            # pass refuses it at this line if a differentiated value reaches it (the object or an argument)
+            self.opaque_calls = True
+            call = ast.Call(func=self.external(_call_method),
+                            args=[self.as_expr(m.base, scope, node), ast.Constant(name)] +
+                            [self.as_expr(a, scope, node) for a in args],
+                            keywords=[ast.keyword(arg=k, value=self.as_expr(v, scope, node)) for k, v in kwargs.items()])
+            ast.copy_location(call, node)
+            A.put(call, A.NONDIFF, _method_marker(name))
+            A.put(call, A.SRC, (P.filename, getattr(node, "lineno", None)))
+            return Dyn(call)
         return self.call_object(fn, [m.base] + list(args), kwargs, scope, out, node)
 
     def array_like(self, v, scope, out, node):
@@ -412,6 +702,9 @@ class Calls:
                 v = ba.arguments[p.name]
                 if p.default is not p.empty and p.name not in diff:
                     self.need_static(v)
+                if isinstance(v, Struct) and v.kind in ("tuple", "list"):  # nested lists of computed values
+                    v = Struct(v.kind, [self.array_of(x, scope, out, node) if isinstance(x, Struct) and not all(
+                        isinstance(leaf, Static) for leaf in _leaves(x)) else x for x in v.values()])  # are arrays
                 e = self.as_expr(v, scope, node) if not isinstance(v, Struct) else ast.Tuple(
                     elts=[self.as_expr(self.array_like(x, scope, out, node), scope, node) for x in v.values()],
                     ctx=ast.Load())

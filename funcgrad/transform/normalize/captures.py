@@ -59,3 +59,19 @@ class Captures:
         # compiled code is rebuilt when the name is rebound (identity) or a static tree changes (equality)
         self.static_key.append((getter, obj))
         return Static(obj)
+
+    def as_static_capture(self, v):
+        """``v`` as a constant when it is a captured int (a closure's ``argnum``) used where the generated code
+        needs one (indexing a tuple or list): its value now, the code rebuilt when it changes; else ``v``."""
+        if not (isinstance(v, Dyn) and isinstance(v.expr, ast.Name)):
+            return v
+        for outname, getter in self.captured_list:
+            if outname == v.expr.id:
+                try:
+                    val = getter()
+                except Exception:
+                    return v
+                if isinstance(val, (int, np.integer)) and not isinstance(val, (bool, np.bool_)):
+                    self.static_key.append((getter, val))
+                    return Static(val)
+        return v

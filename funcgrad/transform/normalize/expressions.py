@@ -15,6 +15,7 @@ from ..values import Dyn, Static, Struct
 from .common import (CustomVJP, LocalFunction, Scope, _BoundMethod, _DictView, _Iter, _OPS, _Range, _attr_getter,
                      _is_metadata, _is_static_tree, _np_attr, lookup_getitem)
 from .constants import (_const_binop, _const_compare, _const_unary)
+from .lowerings import index_concat
 
 
 class Expressions:
@@ -80,18 +81,7 @@ class Expressions:
         if isinstance(node, ast.BinOp):
             left = self.expr(node.left, scope, out)
             right = self.expr(node.right, scope, out)
-            if isinstance(left, Static) and isinstance(right, Static):
-                return Static(_const_binop(node.op, left.obj, right.obj, P, node))
-            if isinstance(left, Struct) or isinstance(right, Struct):
-                if isinstance(node.op, ast.Add) and isinstance(left, Struct) and isinstance(right, Struct):
-                    return Struct("tuple", left.values() + right.values())
-                raise error(P, node, "arithmetic on a tuple/list/dict is not supported",
-                            "use arrays (np.stack the values first)")
-            fn = _OPS.get(type(node.op))
-            if fn is None or isinstance(left, Static) and isinstance(left.obj, (str, bytes)):  # "%d" % n: formatting
-                return Dyn(ast.BinOp(left=self.as_expr(left, scope, node), op=node.op,
-                                     right=self.as_expr(right, scope, node)))
-            return self.call_prim(lookup(fn), [left, right], {}, scope, out, node)
+            return self.binop(node.op, left, right, scope, out, node)
         if isinstance(node, ast.UnaryOp):
             v = self.expr(node.operand, scope, out)
             if isinstance(v, Static):
@@ -268,9 +258,47 @@ class Expressions:
             if attr in ("real", "imag"):
                 return self.call_prim(lookup(getattr(np, attr)), [base], {}, scope, out, node)
             if attr in ("shape", "ndim", "dtype", "size"):
+                known = self.known_metadata(base, attr)
+                if known is not None:
+                    return known
                 return Dyn(ast.Attribute(value=base.expr, attr=attr, ctx=ast.Load()))
             return _BoundMethod(base, attr, node)
         raise error(P, node, f"cannot take attribute '{attr}' of this value", None)
+
+    def known_metadata(self, base, attr):
+        """``x.ndim`` of an argument (its rank is part of the signature), and ``.shape``, ``.size`` and
+        ``.dtype`` of a scalar argument (a float is a 0-d value, as autograd boxes it), as constants; None
+        otherwise."""
+        if not isinstance(base.expr, ast.Name):
+            return None
+        rank = self.param_ranks.get(base.expr.id)
+        if rank is None:
+            return None
+        if attr == "ndim":
+            return Static(rank)
+        if rank != 0:
+            return None
+        if attr == "shape":
+            return Static(())
+        if attr == "size":
+            return Static(1)
+        dt = {"f8": np.dtype(np.float64), "f4": np.dtype(np.float32)}.get(self.param_kinds.get(base.expr.id))
+        return Static(dt) if attr == "dtype" and dt is not None else None
+
+    def binop(self, op, left, right, scope, out, node):
+        """``left <op> right`` of values already evaluated (a BinOp, or ``operator.add(a, b)`` called)."""
+        P = scope.parsed
+        if isinstance(left, Static) and isinstance(right, Static):
+            return Static(_const_binop(op, left.obj, right.obj, P, node))
+        if isinstance(left, Struct) or isinstance(right, Struct):
+            if isinstance(op, ast.Add) and isinstance(left, Struct) and isinstance(right, Struct):
+                return Struct("tuple", left.values() + right.values())
+            raise error(P, node, "arithmetic on a tuple/list/dict is not supported",
+                        "use arrays (np.stack the values first)")
+        fn = _OPS.get(type(op))
+        if fn is None or isinstance(left, Static) and isinstance(left.obj, (str, bytes)):  # "%d" % n: formatting
+            return Dyn(ast.BinOp(left=self.as_expr(left, scope, node), op=op, right=self.as_expr(right, scope, node)))
+        return self.call_prim(lookup(fn), [left, right], {}, scope, out, node)
 
     def subscript(self, base, node, scope, out):
         P = scope.parsed
@@ -283,7 +311,7 @@ class Expressions:
                 return _Range([ast.Constant(r.start), ast.Constant(r.stop), ast.Constant(r.step)]) \
                     if isinstance(r, range) else Static(r)
         if isinstance(base, Struct):
-            key = self.expr(node.slice, scope, out)
+            key = self.as_static_capture(self.expr(node.slice, scope, out))
             if not isinstance(key, Static):
                 raise error(P, node, "a tuple/list/dict argument can only be indexed by a constant",
                             "index with a literal key or number")
@@ -294,6 +322,8 @@ class Expressions:
                 return Struct(base.kind if base.kind != "namedtuple" else "tuple", r) if isinstance(key.obj, slice) else r
             except (KeyError, IndexError, TypeError):
                 raise error(P, node, f"key {key.obj!r} is not in this {base.kind}", None) from None
+        if isinstance(base, Static) and (base.obj is np.r_ or base.obj is np.c_):
+            return index_concat(self, base.obj, node, scope, out)
         if isinstance(base, Static):
             key = self.expr(node.slice, scope, out)
             if isinstance(key, Static):

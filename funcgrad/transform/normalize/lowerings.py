@@ -50,7 +50,9 @@ class Lowering:
         raise error(self.scope.parsed, self.node, f"{self.name}: {msg}", hint)
 
     def const(self, v, what, hint=None):
-        """The Python object of a value known now (a constant or a container of constants), else refuse."""
+        """The Python object of a value known now (a constant or a container of constants, a captured int), else
+        refuse."""
+        v = self.norm.as_static_capture(v)
         if isinstance(v, Static):
             return v.obj
         if isinstance(v, Struct) and v.kind in ("tuple", "list") and all(isinstance(x, (Static, Struct))
@@ -194,10 +196,87 @@ def _join(key):
     def low(L, tup, dtype=Static(None), casting=Static("same_kind")):
         _no_extra(L, dtype=dtype)
         if isinstance(tup, Dyn):
-            L.refuse("the arrays to join must be a tuple or list written in the code (rows of one array "
-                     "are not supported)", "pass (a, b, ...) or list(...) of the arrays")
+            joined = _join_rows(L, key, tup)
+            if joined is None:
+                L.refuse("the arrays to join must be a tuple or list written in the code (rows of one array "
+                         "are supported for a function argument of known ndim only)",
+                         "pass (a, b, ...) or list(...) of the arrays")
+            return joined
         return L.prim(key, Struct("tuple", L.items(tup, "the arrays to join")))
     return low
+
+
+def _dim(a, k):
+    """``a.shape[k]`` as a value of the generated code."""
+    return Dyn(ast.Subscript(value=ast.Attribute(value=a.expr, attr="shape", ctx=ast.Load()), slice=ast.Constant(k),
+                             ctx=ast.Load()))
+
+
+def _join_rows(L, key, a):
+    """``np.vstack(a)`` (hstack, column_stack) of one array ``a``: NumPy joins its rows ``a[0], a[1], ...``,
+    which is ``a`` reshaped or transposed; None where ``a``'s ndim is not known now."""
+    r = L.rank(a)
+    if r is None or r == 0 or key is np.dstack:
+        return None
+    copy = lambda v: L.prim(np.copy, v)  # noqa: E731  (the result never aliases a, as NumPy's does not)
+    rest = [_dim(a, k) for k in range(2, r)]
+    if key is np.vstack:   # rows made at least 2-d, joined along axis 0
+        if r == 1:
+            return copy(L.prim(np.reshape, a, Struct("tuple", [Static(-1), Static(1)])))
+        if r == 2:
+            return copy(a)
+        return copy(L.prim(np.reshape, a, Struct("tuple", [Static(-1)] + rest)))
+    if key is np.column_stack and r <= 2:   # rows as columns: (1, n) for scalars, a.T for 1-d rows
+        if r == 1:
+            return copy(L.prim(np.reshape, a, Struct("tuple", [Static(1), Static(-1)])))
+        return copy(L.prim(np.transpose, a))
+    # hstack (and column_stack of rows with ndim >= 2): rows made at least 1-d, joined along axis 1 (axis 0 for 1-d)
+    if r == 1:
+        return copy(a)
+    if r == 2:
+        return copy(L.prim(np.reshape, a, Struct("tuple", [Static(-1)])))
+    moved = L.prim(np.transpose, a, Static((1, 0) + tuple(range(2, r))))
+    return copy(L.prim(np.reshape, moved, Struct("tuple", [_dim(a, 1), Static(-1)] + rest[1:])))
+
+
+def index_concat(norm, obj, node, scope, out):
+    """``np.r_[a, b, 0:3]`` and ``np.c_[a, b]``: NumPy's index-expression concatenation, as the primitives it
+    is (``r_``: items made at least 1-d, joined along axis 0; ``c_``: items made at least 2-d with a 1-d item
+    as a column, joined along the last axis). A slice item is the constant range NumPy makes of it."""
+    name = "np.r_" if obj is np.r_ else "np.c_"
+    L = Lowering(norm, scope, out, node, name)
+    elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    vals = []
+    for e in elts:
+        if isinstance(e, ast.Slice):
+            parts = [None if p is None else norm.expr(p, scope, out) for p in (e.lower, e.upper, e.step)]
+            if not all(p is None or isinstance(p, Static) for p in parts):
+                L.refuse("a slice item's bounds must be constants")
+            vals.append(Static(np.r_[slice(*[None if p is None else p.obj for p in parts])]))
+            continue
+        v = norm.expr(e, scope, out)
+        if isinstance(v, Static) and isinstance(v.obj, str):
+            L.refuse("string directives ('r', '0,2', ...) are not supported", "call np.concatenate instead")
+        if isinstance(v, Struct):
+            v = norm.call_object(np.array, [v], {}, scope, out, node)
+        vals.append(v)
+    if all(isinstance(v, Static) for v in vals):
+        return Static(obj[tuple(v.obj for v in vals)] if len(vals) != 1 else obj[vals[0].obj])
+    pieces = []
+    for v in vals:
+        r = L.rank(v)
+        if obj is np.r_:
+            pieces.append(L.prim(np.atleast_1d, v) if r != 1 else v)
+            continue
+        if r is None:
+            L.refuse("the ndim of each item must be known now (an argument of the function or a constant)",
+                     "use np.concatenate with explicit reshapes")
+        if r == 0:
+            v = L.prim(np.reshape, v, Static((1, 1)))
+        elif r == 1:
+            v = L.prim(np.reshape, v, Struct("tuple", [Static(-1), Static(1)]))
+        pieces.append(v)
+    return L.prim(np.concatenate, Struct("tuple", pieces), axis=Static(0 if obj is np.r_ else -1))
 
 
 def _split(kind):
@@ -248,6 +327,31 @@ def _full_like(L, a, fill_value, dtype=Static(None), order=Static("K"), subok=St
         return NotImplemented
     _no_extra(L, dtype=dtype, shape=shape)
     return L.prim(np.add, L.prim(np.zeros_like, a), fill_value)
+
+
+def _linspace(L, start, stop, num=Static(50), endpoint=Static(True), retstep=Static(False), dtype=Static(None),
+              axis=Static(0), **kw):
+    if isinstance(start, Static) and isinstance(stop, Static):
+        return NotImplemented   # constants: NumPy makes them
+    n = L.const(num, "num")
+    ep = L.const(endpoint, "endpoint")
+    if L.const(retstep, "retstep") or L.const(axis, "axis") != 0 or kw:
+        L.refuse("retstep=, axis= and device= are not supported with a differentiated start or stop",
+                 "leave them out")
+    _no_extra(L, dtype=dtype)
+    if not isinstance(n, (int, np.integer)) or n < 0:
+        L.refuse(f"Number of samples, {n}, must be non-negative.")
+    div = n - 1 if ep else n
+    # as NumPy computes it: arange(num) * step + start, the last sample stop itself with endpoint
+    step = L.prim(np.divide, L.prim(np.subtract, stop, start), Static(float(div))) if div > 0 else \
+        L.prim(np.multiply, L.prim(np.subtract, stop, start), Static(0.0))
+    ramp = L.prim(_shape.einsum, Static("i,...->i..."), Struct("tuple", [Static(np.arange(n, dtype=np.float64)), step]))
+    y = L.prim(np.add, ramp, start)
+    if ep and n > 1:
+        head = L.getitem(y, ast.Slice(lower=None, upper=ast.Constant(-1), step=None))
+        last = L.prim(np.expand_dims, L.prim(np.add, stop, L.prim(np.multiply, start, Static(0.0))), Static(0))
+        y = L.prim(np.concatenate, Struct("tuple", [head, last]), axis=Static(0))
+    return y
 
 
 def _select(L, condlist, choicelist, default=Static(0)):
@@ -385,7 +489,7 @@ LOWERINGS = {
     np.split: _split("split"), np.array_split: _split("array_split"), np.hsplit: _split_fixed("hsplit"),
     np.vsplit: _split_fixed("vsplit"), np.dsplit: _split_fixed("dsplit"),
     np.append: _append, np.full: _full, np.full_like: _full_like, np.select: _select, np.gradient: _gradient,
-    np.diff: _diff, np.pad: _pad,
+    np.diff: _diff, np.pad: _pad, np.linspace: _linspace,
     np.put_along_axis: lambda L, *a, **k: L.refuse(
         "returns None and writes into its first argument: call it as a statement", None),
 }

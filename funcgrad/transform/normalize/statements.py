@@ -13,7 +13,7 @@ from ..fence import error
 from ..structure import RET, StructureError, lift_returns, single_exit, structure_loops
 from ..values import Dyn, Static, Struct
 from .lowerings import inplace_call, is_inplace
-from .common import (_item_assigned, LocalFunction, _Iter, _Range, _assigned, _contains, _describe, _is_array_producing,
+from .common import (_DictView, _item_assigned, LocalFunction, _Iter, _Range, _assigned, _contains, _describe, _is_array_producing,
                      _load, _safe, _target_names, _user_name, lookup_getitem)
 
 
@@ -21,7 +21,7 @@ def _known_now(it):
     """A zip/enumerate whose sequences are all containers known now (nested zip/enumerate too)."""
     if isinstance(it, _Iter):
         return all(_known_now(a) for a in it.args)
-    return isinstance(it, (Struct, Static)) and not isinstance(it, _Range)
+    return isinstance(it, (Struct, Static, _DictView)) and not isinstance(it, _Range)
 
 
 class Statements:
@@ -94,7 +94,9 @@ class Statements:
                     out.append(ast.copy_location(ast.Assert(test=ast.Constant(False), msg=s.msg and ast.Constant(
                         ast.unparse(s.msg))), s))
                 return None
-            out.append(ast.copy_location(ast.Assert(test=self.as_expr(test, scope, s), msg=None), s))
+            msg = self.expr(s.msg, scope, out) if s.msg is not None else None
+            msg = ast.Constant(msg.obj) if isinstance(msg, Static) and isinstance(msg.obj, str) else None
+            out.append(ast.copy_location(ast.Assert(test=self.as_expr(test, scope, s), msg=msg), s))
             return None
         if isinstance(s, ast.Pass):
             return None
@@ -329,8 +331,8 @@ class Statements:
         P = scope.parsed
         it = self.expr(s.iter, scope, out)
         # a loop over a container known now (a list of layers, a tuple of params): unrolled
-        if isinstance(it, (Struct, Static)) and not isinstance(it, _Range):
-            items = it.values() if isinstance(it, Struct) else [Static(v) for v in it.obj]
+        if isinstance(it, (Struct, Static, _DictView)) and not isinstance(it, _Range):
+            items = self.static_items(it, s, scope)   # of a dict: its keys; of d.items(): (key, value) pairs
             if _contains(s.body, (ast.Break,)) or any(isinstance(n, ast.Name) and n.id.startswith("__brk")
                                                         for n in ast.walk(ast.Module(body=s.body, type_ignores=[]))):
                 raise error(P, s, "'break' in a loop over a Python list/tuple is not supported",
@@ -479,7 +481,7 @@ class Statements:
         """``d[key] = v`` / ``lst[i] = v`` on a container known now (the container is updated in place, so
         every name bound to it sees the change, as in Python)."""
         P = scope.parsed
-        key = self.expr(target.slice, scope, out)
+        key = self.as_static_capture(self.expr(target.slice, scope, out))
         if not isinstance(key, Static):
             raise error(P, target, "a list or dict can only be indexed by a value known before the function runs "
                                    "(a constant, a Python loop variable over a list or range)",

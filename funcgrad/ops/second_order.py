@@ -1,0 +1,336 @@
+"""Second derivatives through the kernels that JVP lines call.
+
+Several primitives' JVP lines call a helper kernel (``t[y] = cholesky_jvp(t[a], y, upper)``): one fast
+NumPy (and Numba) function for the tangent. Forward mode calls it as it is. To differentiate the generated
+forward-mode code again (``jvp`` of ``jvp``, reverse over forward: Hessian-vector products, autograd's
+second-order ``check_grads``), funcgrad reads that code back like the user's, and a call of the helper
+kernel there needs derivatives of its own. Each helper is therefore also *defined* here
+(:func:`.registry.define`, keyed by the kernel objects of both kernel namespaces) as Python over
+primitives that have rules: the same value, written so that normalize inlines it where generated code calls
+the kernel. The user's own calls never reach these: they call NumPy's functions, whose rules call the
+kernels.
+
+Each definition computes what its kernel computes (``tests/test_autograd_compat.py`` compares them on
+random inputs and checks second derivatives against central differences).
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg as sla
+
+import funcgrad.kernels.cpu as K
+from . import linalg as L
+from .special import digamma
+from .registry import define
+
+mT = np.linalg.matrix_transpose
+
+
+def _keys(name):
+    """The kernel ``name`` as generated code sees it: the compiled namespace's object and its Python function
+    (the Python namespace's)."""
+    k = getattr(K, name)
+    return [k] + ([k.py_func] if getattr(k, "py_func", None) is not None else [])
+
+
+def kernel_definition(name):
+    """Define kernel ``name`` (as generated code calls it) by the decorated function."""
+    def deco(fn):
+        define(*_keys(name))(fn)
+        fn.kernel_name = name
+        return fn
+    return deco
+
+
+def _gap_inverse(w):
+    """``F[..., i, j] = 1 / (w_j - w_i)`` off the diagonal, 0 on it and where two values coincide."""
+    d = w[..., None, :] - w[..., :, None]
+    same = d == 0
+    return np.where(same, 0.0, 1.0 / np.where(same, 1.0, d))
+
+
+# ----------------------------------------------------------------------------- determinants, solves
+@kernel_definition("slogdet_jvp")
+def slogdet_jvp(t, a):
+    tr = np.sum(np.linalg.inv(a) * mT(t), axis=(-2, -1))
+    return np.stack([0.0 * tr, tr], axis=-1)
+
+
+@kernel_definition("solve_like")
+def solve_like(a, z, b):
+    if b.ndim == 1 and z.ndim > 1:
+        return np.linalg.solve(a, z[..., None])[..., 0]
+    return np.linalg.solve(a, z)
+
+
+@kernel_definition("matmul_like")
+def matmul_like(m, y, b):
+    if b.ndim == 1:
+        return (m @ y[..., None])[..., 0]
+    return m @ y
+
+
+@kernel_definition("solve_outer")
+def solve_outer(u, y, b):
+    if b.ndim == 1:
+        return u[..., :, None] * y[..., None, :]
+    return u @ mT(y)
+
+
+# ----------------------------------------------------------------------------- pinv, cholesky, eigh, svd
+@kernel_definition("pinv_jvp")
+def pinv_jvp(t, y, a, hermitian=False):
+    if hermitian:
+        a = L.symmetric_from_triangle(a, True)
+        t = L.symmetric_from_triangle(t, True)
+    n = y.shape[-2]
+    m = y.shape[-1]
+    out = -(y @ t @ y)
+    out = out + (y @ mT(y)) @ mT(t) @ (np.eye(m, dtype=y.dtype) - a @ y)
+    return out + (np.eye(n, dtype=y.dtype) - y @ a) @ mT(t) @ mT(y) @ y
+
+
+@kernel_definition("cholesky_jvp")
+def cholesky_jvp(t, c, upper=False):
+    lo = mT(c) if upper else c
+    ds = L.symmetric_from_triangle(t, not upper)
+    x = np.linalg.solve(lo, mT(np.linalg.solve(lo, ds)))          # L^-1 ds L^-T (ds is symmetric)
+    phi = np.tril(x) - 0.5 * x * np.eye(x.shape[-1], dtype=x.dtype)        # the lower triangle, diagonal halved
+    dl = lo @ phi
+    return mT(dl) if upper else dl
+
+
+@kernel_definition("eigh_jvp")
+def eigh_jvp(t, p, UPLO="L"):
+    w = np.real(p[..., 0, :])
+    v = p[..., 1:, :]
+    m = np.conj(mT(v)) @ L.symmetric_from_triangle(t, UPLO == "L") @ v
+    dw = np.real(np.diagonal(m, axis1=-2, axis2=-1))
+    dv = v @ (_gap_inverse(w) * m)
+    return np.concatenate([dw[..., None, :] + 0.0 * dv[..., :1, :], dv], axis=-2)   # dw in dv's kind
+
+
+@kernel_definition("eig_jvp")
+def eig_jvp(t, p):
+    w = p[..., 0, :]
+    v = p[..., 1:, :]
+    m = np.linalg.solve(v, t @ v)                                 # v^-1 t v
+    dw = np.diagonal(m, axis1=-2, axis2=-1)
+    dv = v @ (_gap_inverse(w) * m)
+    dv = dv - v * np.real(np.sum(np.conj(v) * dv, axis=-2, keepdims=True))   # columns stay unit vectors
+    return np.concatenate([dw[..., None, :], dv], axis=-2)
+
+
+@kernel_definition("svd_jvp")
+def svd_jvp(t, p, a, full_matrices=True, hermitian=False):
+    m = a.shape[-2]
+    n = a.shape[-1]
+    k = min(m, n)
+    assert not (full_matrices and m != n), (
+        "np.linalg.svd(..., full_matrices=True): the extra singular vectors of a non-square matrix are not unique, "
+        "so they have no derivative; use full_matrices=False")
+    assert not (hermitian and np.iscomplexobj(p)), (
+        "np.linalg.svd(..., hermitian=True) of complex matrices: derivatives are not supported; use hermitian=False")
+    if hermitian:
+        t = L.symmetric_from_triangle(t, True)
+    u = p[..., :m, :k]
+    s = np.real(p[..., m, :k])
+    v = np.conj(p[..., m + 1:, :k])                   # the stored rows are Vh^T
+    dp = np.conj(mT(u)) @ t @ v
+    dph = np.conj(mT(dp))
+    ds = np.real(np.diagonal(dp, axis1=-2, axis2=-1))
+    f = _gap_inverse(s * s)
+    sr = s[..., None, :]
+    sc = s[..., :, None]
+    du = u @ (f * (dp * sr + sc * dph))
+    dv = v @ (f * (sc * dp + dph * sr))
+    if np.iscomplexobj(p):   # the phase of each pair, carried by u
+        du = du + u * (1j * np.imag(np.diagonal(dp, axis1=-2, axis2=-1)) / s)[..., None, :]
+    if m > n:
+        du = du + (t @ v - u @ dp) / sr
+    if m < n:
+        dv = dv + (np.conj(mT(t)) @ u - v @ dph) / sr
+    return np.concatenate([du, ds[..., None, :] + 0.0 * du[..., :1, :], np.conj(dv)], axis=-2)
+
+
+# ----------------------------------------------------------------------------- norm
+def _tie_share(v, target, axis):
+    """1 where ``v`` equals ``target`` along ``axis``, shared out equally among ties (piecewise constant)."""
+    m = (v == target).astype(v.dtype)
+    return m / np.sum(m, axis=axis, keepdims=True)
+
+
+def _unit_2(x, axes):
+    y = np.sqrt(np.sum(np.real(x * np.conj(x)), axis=axes, keepdims=True))
+    zero = y == 0
+    return np.where(zero, 0.0, np.conj(x) / np.where(zero, 1.0, y))
+
+
+def _norm_unit(x, ord, axes, matrix):  # noqa: A002
+    """d norm / d x for every element, as kernels/cpu_linalg.py's ``_norm_unit`` computes it (of complex x,
+    ``conj(x) / |x|`` in place of ``sign(x)``: constant at real x, so its derivative is 0 there as sign's)."""
+    ax = np.abs(x)
+    sg = np.where(ax == 0, 0.0, np.conj(x) / np.where(ax == 0, 1.0, ax))
+    if not matrix:
+        if ord is None or ord == 2:
+            return _unit_2(x, axes)
+        if ord == np.inf or ord == -np.inf:
+            tgt = np.max(ax, axis=axes, keepdims=True) if ord == np.inf else np.min(ax, axis=axes, keepdims=True)
+            return sg * _tie_share(ax, tgt, axes)
+        if ord == 0:
+            return 0.0 * x
+        if ord == 1:
+            return sg
+        p = float(ord)
+        y = np.sum(ax ** p, axis=axes, keepdims=True) ** (1.0 / p)
+        return sg * ax ** (p - 1) * y ** (1 - p)
+    r, c = axes
+    if ord is None or ord == "fro":
+        return _unit_2(x, axes)
+    if ord == "nuc" or ord == 2 or ord == -2:
+        xm = np.moveaxis(np.conj(x), (r, c), (-2, -1))
+        u, s, vh = np.linalg.svd(xm, full_matrices=False)
+        if ord == "nuc":
+            gm = u @ vh
+        elif ord == 2:
+            gm = u[..., :, 0, None] * vh[..., 0, None, :]
+        else:
+            gm = u[..., :, -1, None] * vh[..., -1, None, :]
+        return np.moveaxis(gm, (-2, -1), (r, c))
+    if ord == 1 or ord == -1:
+        sums = np.sum(ax, axis=r, keepdims=True)
+        other = c
+    else:
+        sums = np.sum(ax, axis=c, keepdims=True)
+        other = r
+    big = ord == 1 or ord == np.inf
+    tgt = np.max(sums, axis=other, keepdims=True) if big else np.min(sums, axis=other, keepdims=True)
+    return sg * _tie_share(sums, tgt, other)
+
+
+@kernel_definition("norm_jvp")
+def norm_jvp(t, y, x, ord=None, axis=None, keepdims=False):  # noqa: A002
+    if axis is None:
+        if ord is None:
+            axes = None   # every element
+            matrix = False
+        elif x.ndim == 1:
+            axes = (0,)
+            matrix = False
+        else:
+            axes = (0, 1)
+            matrix = True
+    else:
+        axes = (axis,) if isinstance(axis, int) else tuple(axis)
+        axes = tuple(a % x.ndim for a in axes)
+        matrix = len(axes) == 2
+    return np.real(np.sum(t * _norm_unit(x, ord, axes, matrix), axis=axes, keepdims=keepdims))
+
+
+# ----------------------------------------------------------------------------- scipy.stats (multivariate)
+def _squeeze(out):
+    """scipy.stats' multivariate output convention: size-1 axes dropped."""
+    return np.squeeze(out)
+
+
+def _dirichlet_full(x, alpha):
+    """x completed to all K components along axis 0 (scipy accepts K - 1)."""
+    if x.shape[0] == alpha.shape[0]:
+        return x
+    return np.concatenate([x, (1 - np.sum(x, 0))[None]], axis=0)
+
+
+@kernel_definition("dirichlet_logpdf_tangent")
+def dirichlet_logpdf_tangent(tv, x, alpha, wrt):
+    xf = np.moveaxis(_dirichlet_full(x, alpha), 0, -1)   # the components last: (..., K)
+    if tv is None:
+        return _squeeze(0.0 * xf[..., 0])
+    if wrt == "alpha":
+        score = np.log(xf) - (digamma(alpha) - digamma(np.sum(alpha)))
+        return _squeeze(np.sum(score * tv, axis=-1))
+    gx = (alpha - 1.0) / xf
+    if x.shape[0] != alpha.shape[0]:   # x_K = 1 - sum(x): the chain rule through it
+        gx = gx[..., :-1] - gx[..., -1:]
+    return _squeeze(np.sum(gx * np.moveaxis(tv, 0, -1), axis=-1))
+
+
+def _mvn_full_cov(cov, dim):
+    """scipy's reading of cov: a scalar a multiple of the identity, a vector a diagonal, of a matrix the lower
+    triangle."""
+    if cov.ndim == 0:
+        return cov * np.eye(dim)
+    if cov.ndim == 1:
+        return np.diag(cov)
+    return np.tril(cov) + np.linalg.matrix_transpose(np.tril(cov, -1))
+
+
+def _mvn_dim(mean, cov):
+    if mean is not None:
+        return np.size(mean)
+    if cov.ndim == 0:
+        return 1
+    return cov.shape[0]
+
+
+def _mvn_quantiles(x, dim):
+    if x.ndim == 0:
+        return x[None]
+    if x.ndim == 1:
+        if dim == 1:
+            return x[:, None]
+        return x[None, :]
+    return x
+
+
+@kernel_definition("mvn_logpdf_tangent")
+def mvn_logpdf_tangent(tv, x, mean, cov, allow_singular, wrt):
+    dim = _mvn_dim(mean, cov)
+    xq = _mvn_quantiles(x, dim)
+    if tv is None:
+        return _squeeze(0.0 * xq[..., 0])
+    m = 0.0 * xq[..., 0, None] if mean is None else np.reshape(mean, (dim,))
+    C = _mvn_full_cov(cov, dim)
+    P = np.linalg.pinv(C, hermitian=True) if allow_singular else np.linalg.inv(C)
+    s = (xq - m) @ P
+    if wrt == "x":
+        return _squeeze(-np.sum(s * np.reshape(tv, xq.shape), axis=-1))
+    if wrt == "mean":
+        return _squeeze(np.sum(s * np.reshape(tv, (dim,)), axis=-1))
+    T = _mvn_full_cov(tv, dim)
+    assert not (allow_singular and np.any(T != 0)), (
+        "scipy.stats.multivariate_normal with allow_singular=True is not differentiable with respect to a singular "
+        "covariance matrix: keep cov out of the differentiated inputs")
+    return _squeeze(0.5 * np.einsum("...i,ij,...j->...", s, T, s) - 0.5 * np.sum(P * T))
+
+
+@kernel_definition("mvn_entropy_tangent")
+def mvn_entropy_tangent(tv, mean, cov):
+    if tv is None:
+        return 0.0
+    dim = _mvn_dim(mean, cov)
+    return 0.5 * np.sum(np.linalg.inv(_mvn_full_cov(cov, dim)) * _mvn_full_cov(tv, dim))
+
+
+# ----------------------------------------------------------------------------- list-valued VJP helpers
+# Reverse-mode code read back (grad of grad, vjp of a function calling grad) calls these on cotangents.
+@kernel_definition("unstack")
+def unstack(g, arrays, axis=0):
+    return [np.take(g, i, axis=axis) for i in range(len(arrays))]
+
+
+@kernel_definition("unconcatenate")
+def unconcatenate(g, arrays, axis=0):
+    gm = np.moveaxis(g, axis, 0)
+    out = []
+    start = 0
+    for a in arrays:
+        n = np.moveaxis(a, axis, 0).shape[0]
+        out.append(np.moveaxis(gm[start:start + n], 0, axis))
+        start = start + n
+    return out
+
+
+# ----------------------------------------------------------------------------- scipy.linalg
+@kernel_definition("sqrtm_jvp")
+def sqrtm_jvp(t, y):
+    return sla.solve_sylvester(y, y, t)
