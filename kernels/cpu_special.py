@@ -27,7 +27,7 @@ __all__ = [
     "norm_pdf", "norm_logpdf", "norm_cdf", "norm_logcdf", "norm_sf", "norm_logsf",
     "t_pdf", "t_logpdf", "t_cdf", "t_logcdf", "t_sf", "t_logsf",
     "gamma_pdf", "gamma_logpdf", "gamma_cdf", "beta_pdf", "beta_logpdf", "beta_cdf",
-    "chi2_pdf", "chi2_logpdf", "chi2_cdf", "poisson_pmf", "poisson_logpmf", "poisson_cdf",
+    "chi2_cdf", "poisson_pmf", "poisson_logpmf", "poisson_cdf",
     "dirichlet_pdf", "dirichlet_logpdf", "dirichlet_logpdf_grad", "dirichlet_logpdf_tangent",
     "mvn_pdf", "mvn_logpdf", "mvn_entropy", "mvn_logpdf_grad", "mvn_logpdf_tangent",
     "mvn_entropy_grad", "mvn_entropy_tangent",
@@ -280,14 +280,6 @@ def beta_logpdf(x, a, b, loc=0.0, scale=1.0):
 
 def beta_cdf(x, a, b, loc=0.0, scale=1.0):
     return _st().beta.cdf(x, a, b, loc, scale)
-
-
-def chi2_pdf(x, df, loc=0.0, scale=1.0):
-    return _st().chi2.pdf(x, df, loc, scale)
-
-
-def chi2_logpdf(x, df, loc=0.0, scale=1.0):
-    return _st().chi2.logpdf(x, df, loc, scale)
 
 
 def chi2_cdf(x, df, loc=0.0, scale=1.0):
