@@ -380,18 +380,6 @@ def _rows_nanmean(x2):
 
 
 @njit(cache=True)
-def _rows_mean(x2):
-    m, n = x2.shape
-    out = np.empty(m, x2.dtype)
-    for i in range(m):
-        s = 0.0
-        for j in range(n):
-            s += x2[i, j]
-        out[i] = s / n
-    return out
-
-
-@njit(cache=True)
 def _rows_sum(x2):
     m, n = x2.shape
     out = np.empty(m, x2.dtype)
@@ -400,6 +388,15 @@ def _rows_sum(x2):
         for j in range(n):
             s += x2[i, j]
         out[i] = s
+    return out
+
+
+@njit(cache=True)
+def _rows_mean(x2):
+    out = _rows_sum(x2)
+    n = x2.shape[1]
+    for i in range(out.shape[0]):
+        out[i] = out[i] / n
     return out
 
 

@@ -49,8 +49,8 @@ class CountingBackend(Backend):
             self._ns[compiled] = _counting(CPU.namespace(compiled))
         return self._ns[compiled]
 
-    def compile(self, base_fn, strategy, externals):
-        return super().compile(base_fn, "python" if strategy == "njit" else strategy, externals)
+    def compile(self, base_fn, strategy, externals, cache=True):
+        return super().compile(base_fn, "python" if strategy == "njit" else strategy, externals, cache=cache)
 
 
 COUNTING = register_backend(CountingBackend())

@@ -316,8 +316,8 @@ def test_templates_declare_every_parameter_a_differentiated_value_can_reach():
     from funcgrad.ops.registry import registry
     reg = registry()
     assert "x" in reg["unbroadcast"].template.nondiff and "condition" in reg["where"].template.nondiff
-    assert {"lo", "hi"} <= set(reg["clip"].template.diff_params)
-    assert {"lo", "hi"} <= reg["clip"].template.jvp_params
+    assert {"a_min", "a_max"} <= set(reg["clip"].template.diff_params)
+    assert {"a_min", "a_max"} <= reg["clip"].template.jvp_params
 
 
 # ---------------------------------------------------------------- 3. the lambda meant, among lambdas on one line

@@ -338,6 +338,8 @@ def poisson_logpmf(y, k, mu, loc=0):
     """log P(k; mu) for integer k (0 where k is not an integer >= loc: zero derivative there)."""
     kk = k - loc
     g = (kk / mu - 1) * mask(np.logical_and(kk >= 0, kk == np.floor(kk)), y)
+    d[k] = None      # piecewise constant in the integer count and its shift
+    d[loc] = None
     d[mu] = unbroadcast(d[y] * g, mu)
     t[y] = t[mu] * g
 
@@ -345,6 +347,8 @@ def poisson_logpmf(y, k, mu, loc=0):
 @defvjp(None, sample=S.custom(_sample_poisson), python_only=True)
 def poisson_pmf(y, k, mu, loc=0):
     g = ((k - loc) / mu - 1) * y
+    d[k] = None      # piecewise constant in the integer count and its shift
+    d[loc] = None
     d[mu] = unbroadcast(d[y] * g, mu)
     t[y] = t[mu] * g
 
@@ -353,6 +357,8 @@ def poisson_pmf(y, k, mu, loc=0):
 def poisson_cdf(y, k, mu, loc=0):
     """P(K <= k): its derivative in mu is minus the pmf at floor(k)."""
     p = poisson_pmf(np.floor(k), mu, loc)
+    d[k] = None      # piecewise constant in the integer count and its shift
+    d[loc] = None
     d[mu] = unbroadcast(-d[y] * p, mu)
     t[y] = -t[mu] * p
 
@@ -446,6 +452,7 @@ def _sample_mvn_entropy(draw, dt, st, array, shapes):
 @defvjp(None, sample=S.custom(_sample_mvn_entropy), python_only=True)
 def mvn_entropy(y, mean=None, cov=1):
     """The differential entropy: it depends on cov only (mean sets the dimension of a scalar cov)."""
+    d[mean] = None   # sets the dimension only
     d[cov] = mvn_entropy_grad(d[y], mean, cov)
     t[y] = mvn_entropy_tangent(t[cov], mean, cov)
 

@@ -107,14 +107,13 @@ class Activity:
 
 
 def _display_name(prim):
-    """A primitive as the user calls it: ``np.clip``, ``funcgrad.nn.relu``, else its name."""
-    key = prim.key
-    mod = getattr(key, "__module__", None) or ""
-    name = getattr(key, "__name__", None) or prim.name
-    if mod.startswith("numpy") or getattr(__import__("numpy"), name, None) is key:
-        return f"np.{name}"
-    if mod.startswith("funcgrad."):
-        return f"{mod.rsplit('.', 1)[0] if mod.endswith(('.rules', '.losses')) else mod}.{name}"
+    """A primitive as the user calls it: ``np.clip``, ``scipy.stats.poisson.logpmf``, ``funcgrad.nn.relu``;
+    a rule declared without a key of its own (``defvjp(None)``) is named by the keys aliased to it."""
+    for key in (prim.key, *prim.extra_keys):
+        if key is None or (getattr(key, "__module__", None) or "").startswith("funcgrad.ops"):
+            continue
+        name = public_name(key)
+        return "np." + name[len("numpy."):] if name.startswith("numpy.") else name
     return prim.name
 
 
