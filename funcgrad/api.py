@@ -75,6 +75,16 @@ def _arg_names(fn, nargs):
     except (TypeError, ValueError):
         params = []
     names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    var = [p.name for p in params if p.kind == p.VAR_POSITIONAL]
+    varkw = [p.name for p in params if p.kind == p.VAR_KEYWORD]
+    if var or varkw:
+        # the order _Transformed._bind passes them in: positional, *args one by one, keyword-only, the
+        # **kwargs dict; "*name" and "**name" tell normalize to pack them back into a tuple and a dict
+        pos = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        kwonly = [p.name for p in params if p.kind == p.KEYWORD_ONLY]
+        extra = nargs - len(pos) - len(kwonly) - len(varkw)
+        if extra >= 0 and (extra == 0 or var):
+            return pos + ["*" + v for v in var[:1] for _ in range(extra)] + kwonly + ["**" + n for n in varkw], params
     if len(names) < nargs:
         raise TypeError(f"{getattr(fn, '__qualname__', fn)}() takes {len(names)} positional arguments but "
                         f"{nargs} were given")
@@ -192,6 +202,9 @@ class _Transformed:
         self._n_params = -1 if self._signature is None else sum(
             1 for p in self._signature.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD,
                                                                          p.KEYWORD_ONLY))
+        if self._signature is not None and any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                                               for p in self._signature.parameters.values()):
+            self._n_params = -1   # *args and **kwargs: every call is bound (the **kwargs dict is one argument)
         functools.update_wrapper(self, fn, updated=())
 
     def _bind(self, args, kwargs):
@@ -210,7 +223,9 @@ class _Transformed:
         for p in self._signature.parameters.values():
             if p.kind == p.VAR_POSITIONAL:
                 out.extend(ba.arguments.get(p.name, ()))
-            elif p.kind != p.VAR_KEYWORD:
+            elif p.kind == p.VAR_KEYWORD:
+                out.append(dict(ba.arguments.get(p.name, {})))
+            else:
                 out.append(ba.arguments[p.name])
         return tuple(out)
 
@@ -229,7 +244,7 @@ class _Transformed:
             if self.kind == "primal":
                 single, nums = True, ()
             else:
-                single, nums = _check_argnums(self.argnums, nargs, fname)
+                single, nums = _check_argnums(self.argnums, nargs - sum(n.startswith("**") for n in names), fname)
             memo = (self.argnums, names, single, nums)
             self._memo[nargs] = memo
         _, names, single, nums = memo

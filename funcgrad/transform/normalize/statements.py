@@ -454,6 +454,24 @@ class Statements:
                 scope.vars[target.id] = val
             return
         if isinstance(target, (ast.Tuple, ast.List)):
+            stars = [i for i, t in enumerate(target.elts) if isinstance(t, ast.Starred)]
+            if stars:   # first, *rest = seq: the starred name gets a list of what the others leave
+                if len(stars) > 1:
+                    raise error(P, target, "multiple starred expressions in assignment", None)
+                k = stars[0]
+                n_after = len(target.elts) - k - 1
+                items = self.static_items(val, stmt, scope) if not isinstance(val, Dyn) else None
+                if items is None:
+                    raise error(P, target, "starred assignment from an array is not supported",
+                                "index the array instead (x[0], x[1:])")
+                if len(items) < len(target.elts) - 1:
+                    raise error(P, stmt, f"not enough values to unpack (expected at least {len(target.elts) - 1}, "
+                                         f"got {len(items)})", None)
+                rest = Struct("list", list(items[k:len(items) - n_after]))
+                vals = list(items[:k]) + [rest] + list(items[len(items) - n_after:])
+                for t, v in zip(target.elts, vals):
+                    self.assign(t.value if isinstance(t, ast.Starred) else t, v, scope, out, stmt)
+                return
             items = self.unpack(val, len(target.elts), scope, out, stmt)
             for t, v in zip(target.elts, items):
                 self.assign(t, v, scope, out, stmt)
