@@ -37,12 +37,13 @@ from ..values import Dyn, Static, Struct, leaves as _leaves
 from .calls import Calls
 from .captures import Captures
 from .expressions import Expressions
+from .lists import RuntimeLists
 from .statements import Statements
 from ..naming import RESERVED
 from .common import (Lowered, Names, Scope, _arguments, _safe, tag_file)
 
 
-class Normalizer(Statements, Expressions, Calls, Captures):
+class Normalizer(Statements, Expressions, Calls, Captures, RuntimeLists):
     """The normalize pass; its methods are split by concern over the mixins it is made of."""
 
     def __init__(self, root: Parsed, allow_control_flow: bool):
