@@ -274,3 +274,97 @@ def test_runtime_list_refusals_name_the_line(case, jit):
     assert what in msg, msg
     assert hint in msg, msg
     assert "_rows" not in msg and "_len" not in msg and "__ret" not in msg, msg
+
+
+# --------------------------------------------------------------- calling, errors and mode choice
+def aux_from_a_branch(x):
+    if np.sum(x) > 0:
+        return np.sum(x ** 2), {"n": np.sum(x)}
+    return np.sum(np.sin(x)), {"n": -np.sum(x)}
+
+
+@pytest.mark.parametrize("jit", JITS, ids=JIT_IDS)
+def test_has_aux_pair_returned_from_inside_a_branch(jit):
+    for x in (x3 + 2.0, -np.abs(x3)):
+        (v, aux), g = funcgrad.value_and_grad(aux_from_a_branch, has_aux=True, jit=jit)(x)
+        want_v, want_aux = aux_from_a_branch(x)
+        np.testing.assert_allclose(v, want_v)
+        np.testing.assert_allclose(aux["n"], want_aux["n"])
+        np.testing.assert_allclose(g, 2 * x if np.sum(x) > 0 else np.cos(x))
+
+
+def _countdown(x, n):
+    return x if n == 0 else x * _countdown(x, n - 1)  # LINE: recursion
+
+
+def uses_recursion(x):
+    return np.sum(_countdown(x, 3))
+
+
+@pytest.mark.parametrize("jit", JITS, ids=JIT_IDS)
+def test_recursion_in_a_helper_is_refused_at_the_users_line(jit):
+    import traceback
+    with pytest.raises(FuncgradError) as ei:
+        funcgrad.grad(uses_recursion, jit=jit)(x3)
+    msg = str(ei.value)
+    assert f"{HERE}:{_line('recursion')}" in msg, msg
+    assert "recursive call of '_countdown' is not supported" in msg and "write the recursion as a loop" in msg
+    pkg = os.path.dirname(funcgrad.__file__)
+    inside = [f for f in traceback.extract_tb(ei.value.__traceback__) if f.filename.startswith(pkg)]
+    assert len(inside) <= 1, inside   # the API's own re-raise only: the transformer's frames are trimmed
+
+
+def shape_mismatch(x, W):
+    h = np.tanh(x)
+    return np.sum(h @ W)  # LINE: shape-mismatch
+
+
+@pytest.mark.parametrize("jit", JITS, ids=JIT_IDS)
+def test_error_while_generated_code_runs_names_the_users_line(jit):
+    with pytest.raises(ValueError) as ei:
+        funcgrad.grad(shape_mismatch, jit=jit)(x3, np.ones((4, 2)))
+    notes = "\n".join(getattr(ei.value, "__notes__", []))
+    assert f"funcgrad: raised at {HERE}:{_line('shape-mismatch')}: return np.sum(h @ W)" in notes, notes
+
+
+def _loop_in_helper(x, n):
+    s = 0.0
+    for i in range(n):
+        s = s + np.sin(x[i % 3]) * i
+    return s
+
+
+def loop_only_in_a_helper(x, n):
+    return _loop_in_helper(x, n) * 2.0
+
+
+def test_auto_compiles_whole_when_only_a_helper_has_the_loop():
+    g = funcgrad.value_and_grad(loop_only_in_a_helper)
+    v, gx = g(x3, 7)
+    assert [b.mode for b in g.cache.values()] == ["njit"]
+    np.testing.assert_allclose(v, loop_only_in_a_helper(x3, 7))
+    np.testing.assert_allclose(gx, numerical_vjp(loop_only_in_a_helper, (x3, 7), 0, 1.0, 1e-6), rtol=1e-6)
+
+
+def changes_type_in_a_loop(x, n):
+    acc = np.sum(x) * 0.0          # a number ...
+    for i in range(n):
+        acc = acc + x * i          # ... then an array: Python is fine, Numba is not  # LINE: type-change
+    return np.sum(acc)
+
+
+def test_auto_fallback_is_remembered_on_disk():
+    """A function Numba cannot compile falls back to Python once, with a warning at the user's line; the next
+    transform of the same code (another process reads the same disk cache) goes straight to Python, repeating
+    the warning, instead of failing to compile again."""
+    from funcgrad.errors import FuncgradWarning
+    with pytest.warns(FuncgradWarning, match="Numba cannot compile this function"):
+        g1 = funcgrad.value_and_grad(changes_type_in_a_loop)
+        v1, _ = g1(x3, 3)
+    with pytest.warns(FuncgradWarning, match="Numba cannot compile this function") as rec:
+        g2 = funcgrad.value_and_grad(changes_type_in_a_loop)
+        v2, gx = g2(x3, 3)
+    assert [b.mode for b in g2.cache.values()] == ["python"]
+    assert any(w.filename == HERE for w in rec), [(w.filename, w.lineno) for w in rec]
+    np.testing.assert_allclose(v2, changes_type_in_a_loop(x3, 3))
+    np.testing.assert_allclose(gx, np.full(3, 3.0))
