@@ -183,10 +183,19 @@ CASES = [
     (starred_targets, ([x3, x3 * 0.5, x3 + 1.0, (rng.normal(size=(3, 2)), rng.normal(size=2))],), {}, (0,)),
 ]
 IDS = [f"{i:02d}-{f.__name__}" for i, (f, _, _, _) in enumerate(CASES)]
+# whole-function Numba compiles cost seconds each: make test runs these cases' njit runs, make test-sweep all
+NJIT_IN_MAKE_TEST = {"append_in_runtime_loop", "append_with_items_before", "append_in_while_and_branch",
+                     "read_back_inside_the_loop", "comprehension_over_runtime_range", "var_args"}
 
 
-@pytest.mark.parametrize("jit", JITS, ids=JIT_IDS)
-@pytest.mark.parametrize("case", CASES, ids=IDS)
+def _construct_params():
+    for i, case in enumerate(CASES):
+        for jit, jid in zip(JITS, JIT_IDS):
+            sweep = jit == "whole" and case[0].__name__ not in NJIT_IN_MAKE_TEST
+            yield pytest.param(case, jit, id=f"{IDS[i]}-{jid}", marks=[pytest.mark.sweep] if sweep else [])
+
+
+@pytest.mark.parametrize("case,jit", list(_construct_params()))
 def test_construct_value_and_gradient(case, jit):
     f, args, kwargs, nums = case
     v, g = funcgrad.value_and_grad(f, argnums=nums, jit=jit)(*args, **kwargs)

@@ -10,14 +10,16 @@ plain Python):
 * the gradient agrees with central differences in float64, along a few random directions;
 * the gradient equals HIPS autograd's on the same source (imports rewritten to ``autograd.numpy`` and
   ``autograd.scipy``), when autograd is installed;
-* a program Numba cannot compile whole (SciPy functions with Python-only kernels) runs in "auto", and
-  ``jit="njit"`` refuses it with a ``CompileError`` at one of the program's lines.
+* a program Numba cannot compile whole (SciPy functions with Python-only kernels, a variable that changes
+  type) runs in "auto", and ``jit="njit"`` refuses it with a ``CompileError`` at one of the program's lines.
+
+The "auto" and "njit" runs of the programs marked ``heavy`` (a cold whole-function Numba compile of tens of
+seconds) are marked ``sweep``; ``benchmarks/bench_programs.py`` prints every program's cold and warm
+first-call times.
 """
 import functools
 import importlib
-import importlib.util
 import os
-import sys
 import types
 
 import numpy as np
@@ -91,8 +93,15 @@ def _plain(name):
     return v, g
 
 
-@pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
-@pytest.mark.parametrize("name", NAMES)
+def _cases():
+    for name in NAMES:
+        heavy = load(name).PROGRAM.get("heavy", False)
+        for mode, mid in zip(MODES, MODE_IDS):
+            marks = [pytest.mark.sweep] if heavy and mode in ("auto", "njit") else []
+            yield pytest.param(name, mode, id=f"{name}-{mid}", marks=marks)
+
+
+@pytest.mark.parametrize("name,mode", list(_cases()))
 def test_program_value_and_gradient(name, mode):
     m = load(name)
     f = entry(m)
@@ -147,10 +156,8 @@ def test_program_gradient_matches_autograd(name):
     want = autograd.grad(entry(am), argnum=nums if len(nums) > 1 else nums[0])(*args, **kwargs)
     if len(nums) == 1:
         want = (want,)
-    _, got = _plain(name)
-    _, got_auto = funcgrad.value_and_grad(entry(m), argnums=nums)(*args, **kwargs)
-    for g in (got, got_auto):
-        ga, wa = _leaves(g), _leaves(want)
-        assert len(ga) == len(wa)
-        for a, b in zip(ga, wa):
-            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
+    _, got = _plain(name)   # the other modes are compared with this one above
+    ga, wa = _leaves(got), _leaves(want)
+    assert len(ga) == len(wa)
+    for a, b in zip(ga, wa):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)

@@ -55,4 +55,4 @@ def make_inputs(seed=0, size="small"):
     return (cams, X, w, obs, feats), {}
 
 
-PROGRAM = {"f": "reprojection_error", "argnums": (0, 1, 2), "njit": True, "autograd": True}
+PROGRAM = {"f": "reprojection_error", "argnums": (0, 1, 2), "njit": True, "autograd": True, "heavy": True}

@@ -58,4 +58,4 @@ def make_inputs(seed=0, size="small"):
     return (params, sequences), {}
 
 
-PROGRAM = {"f": "negative_log_likelihood", "argnums": (0,), "njit": True, "autograd": True}
+PROGRAM = {"f": "negative_log_likelihood", "argnums": (0,), "njit": True, "autograd": True, "heavy": True}

@@ -40,4 +40,4 @@ def make_inputs(seed=0, size="small"):
     return (theta, y0, ts, observed), {}
 
 
-PROGRAM = {"f": "fit_loss", "argnums": (0, 1), "njit": True, "autograd": True}
+PROGRAM = {"f": "fit_loss", "argnums": (0, 1), "njit": True, "autograd": True, "heavy": True}

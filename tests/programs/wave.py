@@ -37,5 +37,5 @@ def make_inputs(seed=0, size="small"):
     return (c, u0, target), {"n_steps": steps, "dt": 0.2}
 
 
-PROGRAM = {"f": "misfit", "argnums": (0, 1), "njit": True,
+PROGRAM = {"f": "misfit", "argnums": (0, 1), "njit": True, "heavy": True,
            "autograd": "the program writes into arrays in place, which autograd does not support"}

@@ -27,8 +27,8 @@ import numpy as np
 
 from ...ops.registry import lookup
 from ..fence import error
-from ..values import Dyn, Static, Struct, leaves as _leaves
-from .common import LocalFunction, lookup_getitem
+from ..values import Dyn, Static, Struct
+from .common import _Iter, _Range, lookup_getitem
 
 
 @dataclass
@@ -286,13 +286,9 @@ class RuntimeLists:
                 if isinstance(n, (ast.stmt, ast.expr)) and not hasattr(n, "lineno"):
                     ast.copy_location(n, node)
         self.block(body, inner, out)
-        res = inner.vars[acc]
-        if isinstance(res, Struct):
-            return res
-        return res
+        return inner.vars[acc]   # a Struct when every loop was unrolled after all, else an RList
 
     def is_runtime_iterable(self, it):
-        from .common import _DictView, _Iter, _Range
         if isinstance(it, RList) or isinstance(it, Dyn):
             return True
         if isinstance(it, _Range):
@@ -305,5 +301,3 @@ class RuntimeLists:
 def has_runtime_list(vals):
     return any(isinstance(v, RList) for v in vals)
 
-
-__all__ = ["RList", "RuntimeLists", "grown_lists", "has_runtime_list", "LocalFunction", "_leaves"]
