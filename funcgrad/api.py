@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import json
 import linecache
 import os
 import re
@@ -75,10 +76,42 @@ def _arg_names(fn, nargs):
     except (TypeError, ValueError):
         params = []
     names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    var = [p.name for p in params if p.kind == p.VAR_POSITIONAL]
+    varkw = [p.name for p in params if p.kind == p.VAR_KEYWORD]
+    if var or varkw:
+        # the order _Transformed._bind passes them in: positional, *args one by one, keyword-only, the
+        # **kwargs dict; "*name" and "**name" tell normalize to pack them back into a tuple and a dict
+        pos = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        kwonly = [p.name for p in params if p.kind == p.KEYWORD_ONLY]
+        extra = nargs - len(pos) - len(kwonly) - len(varkw)
+        if extra >= 0 and (extra == 0 or var):
+            return pos + ["*" + v for v in var[:1] for _ in range(extra)] + kwonly + ["**" + n for n in varkw], params
     if len(names) < nargs:
         raise TypeError(f"{getattr(fn, '__qualname__', fn)}() takes {len(names)} positional arguments but "
                         f"{nargs} were given")
     return names, params
+
+
+def _python_call_error(fn, signature, args, kwargs):
+    """Python's own message for calling ``fn`` with these arguments (``f() missing 1 required positional
+    argument: 'x'``): a function with the same parameters (defaults replaced, no annotations) is called."""
+    params = [p.replace(annotation=p.empty, default=None if p.default is not p.empty else p.empty)
+              for p in signature.parameters.values()]
+    try:
+        src = f"def _f{signature.replace(parameters=params, return_annotation=signature.empty)}:\n    pass\n"
+        ns: dict = {}
+        exec(src, ns)
+        stub = ns["_f"]
+        name = getattr(fn, "__name__", "f")
+        stub.__code__ = stub.__code__.replace(co_name=name, **(
+            {"co_qualname": getattr(fn, "__qualname__", name)} if hasattr(stub.__code__, "co_qualname") else {}))
+        stub.__name__, stub.__qualname__ = name, getattr(fn, "__qualname__", name)
+        stub(*args, **kwargs)
+    except TypeError as e:
+        return str(e)
+    except Exception:
+        return None
+    return None
 
 
 def _check_argnums(argnums, nargs, fname):
@@ -192,6 +225,11 @@ class _Transformed:
         self._n_params = -1 if self._signature is None else sum(
             1 for p in self._signature.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD,
                                                                          p.KEYWORD_ONLY))
+        if self._signature is not None and any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY)
+                                               for p in self._signature.parameters.values()):
+            # *args, **kwargs (its dict is one argument) and keyword-only parameters (f(x, 1.0, 2.0) must not
+            # fill one positionally): every call is bound
+            self._n_params = -1
         functools.update_wrapper(self, fn, updated=())
 
     def _bind(self, args, kwargs):
@@ -204,13 +242,16 @@ class _Transformed:
         try:
             ba = self._signature.bind(*args, **kwargs)
         except TypeError as e:
-            raise TypeError(f"{getattr(self.fn, '__qualname__', 'f')}(): {e}") from None
+            raise TypeError(_python_call_error(self.fn, self._signature, args, kwargs) or
+                            f"{getattr(self.fn, '__qualname__', 'f')}(): {e}") from None
         ba.apply_defaults()
         out = []
         for p in self._signature.parameters.values():
             if p.kind == p.VAR_POSITIONAL:
                 out.extend(ba.arguments.get(p.name, ()))
-            elif p.kind != p.VAR_KEYWORD:
+            elif p.kind == p.VAR_KEYWORD:
+                out.append(dict(ba.arguments.get(p.name, {})))
+            else:
                 out.append(ba.arguments[p.name])
         return tuple(out)
 
@@ -229,7 +270,7 @@ class _Transformed:
             if self.kind == "primal":
                 single, nums = True, ()
             else:
-                single, nums = _check_argnums(self.argnums, nargs, fname)
+                single, nums = _check_argnums(self.argnums, nargs - sum(n.startswith("**") for n in names), fname)
             memo = (self.argnums, names, single, nums)
             self._memo[nargs] = memo
         _, names, single, nums = memo
@@ -329,6 +370,7 @@ class _Transformed:
                     warnings.warn_explicit(text, FuncgradWarning, where[0], where[1])
                 else:
                     warnings.warn(f"{loc}: {text}", FuncgradWarning, stacklevel=4)
+                _remember_fallback(built, text, where, loc)
                 built = self._build(self._pending[key], force_mode="python")
                 cap = [g() for _, g in built.captured]
                 built.cap_specs = tuple(leaf_spec(c) for c in cap)
@@ -341,7 +383,10 @@ class _Transformed:
                                "jit=\"kernels\"", where[0] if where else None, where[1] if where else None,
                                text) from None
         except Exception as e:
-            _note_user_line(e, built)
+            if not _note_user_line(e, built) and built.mode == "njit" and built.py_fn is not None:
+                if which != "fn":   # the primal alone: the generated Python vjp runs the same forward lines first
+                    call_args = (*call_args, *_seeds(built, len(built.out_atoms), np.float64))
+                _locate_in_python(e, built, call_args)   # Numba's frames name no line: find it by running as Python
             raise
 
     def _lookup(self, args):
@@ -357,6 +402,8 @@ class _Transformed:
             sig = self._signature_of(names, nums, flat, trees, key)
             try:
                 built = self._build(sig)
+                if built.mode == "njit" and self.mode == "auto" and _recall_fallback(built):
+                    built = self._build(sig, force_mode="python")   # failed to compile before: not tried again
             except StaticArgumentNeeded as need:  # an int argument used as an axis: specialize on its value
                 self._promote(need.position, flat, key)
                 continue
@@ -463,6 +510,30 @@ def _line_text(filename, lineno):
     return linecache.getline(filename, lineno) if filename and lineno else None
 
 
+def _remember_fallback(built, text, where, loc):
+    """Record beside the generated file that Numba could not compile it, so a later process running the same
+    code (read from the disk cache) goes straight to Python over the kernels instead of failing again."""
+    try:
+        with open(built.path + ".nopython-failed", "w") as fh:
+            json.dump({"text": text, "where": list(where) if where else None, "loc": loc}, fh)
+    except OSError:
+        pass
+
+
+def _recall_fallback(built):
+    """True (after repeating its warning) when an earlier process found Numba cannot compile this code."""
+    try:
+        with open(built.path + ".nopython-failed") as fh:
+            rec = json.load(fh)
+    except (OSError, ValueError):
+        return False
+    if rec.get("where"):
+        warnings.warn_explicit(rec["text"], FuncgradWarning, rec["where"][0], rec["where"][1])
+    else:
+        warnings.warn(f"{rec.get('loc')}: {rec['text']}", FuncgradWarning, stacklevel=5)
+    return True
+
+
 def _note_user_line(err, built):
     """Add a note naming the user's line that the failing generated line came from (PEP 678 notes)."""
     tb = err.__traceback__
@@ -479,6 +550,29 @@ def _note_user_line(err, built):
             err._funcgrad_noted = True
         except AttributeError:
             pass
+    return bool(where)
+
+
+def _locate_in_python(err, built, call_args):
+    """An error raised inside whole-function Numba code carries no line of the generated code: run the same
+    generated code as plain Python (the functions are pure) and, when it fails the same way, note the user's
+    line it failed at on the original error."""
+    try:
+        built.py_fn(*call_args)
+    except type(err) as again:
+        tb = again.__traceback__
+        line = None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == built.path:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        where = (built.line_map or {}).get(line) if line else None
+        if where and hasattr(err, "add_note"):
+            text = (_line_text(*where) or "").strip()
+            err.add_note(f"funcgrad: raised at {where[0]}:{where[1]}" + (f": {text}" if text else "") +
+                         f"\n  (NumPy says: {again})")
+    except Exception:   # fails differently (or not at all) as Python: nothing reliable to add
+        pass
 
 
 def _statics_unchanged(checks):

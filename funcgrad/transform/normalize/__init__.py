@@ -33,16 +33,17 @@ import types
 from ...errors import UnsupportedSyntaxError
 from ..fence import check as fence_check, error
 from ..parse import Parsed
-from ..values import Dyn, Static, leaves as _leaves
+from ..values import Dyn, Static, Struct, leaves as _leaves
 from .calls import Calls
 from .captures import Captures
 from .expressions import Expressions
+from .lists import RuntimeLists
 from .statements import Statements
 from ..naming import RESERVED
 from .common import (Lowered, Names, Scope, _arguments, _safe, tag_file)
 
 
-class Normalizer(Statements, Expressions, Calls, Captures):
+class Normalizer(Statements, Expressions, Calls, Captures, RuntimeLists):
     """The normalize pass; its methods are split by concern over the mixins it is made of."""
 
     def __init__(self, root: Parsed, allow_control_flow: bool):
@@ -72,11 +73,15 @@ class Normalizer(Statements, Expressions, Calls, Captures):
         params = []
         body: list = []
         bound = arg_values_for(self)  # list of (argname, value tree) with Dyn leaves named
+        params_of = bound
+        bound = _pack_var_arguments(bound)
         if isinstance(p.fn, types.MethodType) and p.node.args.args:  # grad(model.loss): self is the instance
             scope.vars[p.node.args.args[0].arg] = Static(p.fn.__self__)
         for name, val in bound:
             scope.vars[name] = val
-        for name, val in bound:
+        if p.node.args.vararg is not None and p.node.args.vararg.arg not in scope.vars:
+            scope.vars[p.node.args.vararg.arg] = Struct("tuple", [])   # f(*args) called with none
+        for name, val in params_of:
             for leaf in _leaves(val):
                 if isinstance(leaf, Dyn):
                     params.append(leaf.expr.id)
@@ -94,6 +99,23 @@ class Normalizer(Statements, Expressions, Calls, Captures):
         return Lowered(node=fdef, params=params, captured=list(self.captured_list), output=out, ranks=self.param_ranks, kinds=self.param_kinds,
                        externals=self.externals, static_key=tuple(self.static_key),
                        has_loops=self.has_loops, filename=p.filename, opaque_calls=self.opaque_calls)
+
+
+def _pack_var_arguments(bound):
+    """The arguments of ``*args`` (named ``"*args"`` one by one) as one tuple, and the ``**kwargs`` dict (named
+    ``"**kwargs"``) under the parameter's own name."""
+    out, var = [], None
+    for name, val in bound:
+        if name.startswith("**"):
+            out.append((name[2:], val))
+        elif name.startswith("*"):
+            if var is None:
+                var = Struct("tuple", [])
+                out.append((name[1:], var))
+            var.items.append(val)
+        else:
+            out.append((name, val))
+    return out
 
 
 def _function_name(name):

@@ -23,6 +23,7 @@ from ..parse import MISSING, parse
 from ..values import Dyn, Static, Struct, leaves as _leaves, map_struct as _map_struct
 from ...tree import tree_flatten, tree_map, tree_unflatten
 from .lowerings import lower_call, lowering_for
+from .lists import has_runtime_list
 from .common import (_DictView, _is_metadata, lookup_getitem, _Partial, _NJIT_BUILTINS, _STATIC_BUILTINS, _is_static_tree, _is_user_code, LocalFunction, Scope, _BUILTIN_MAP, _BoundMethod, _Iter, _METHODS, _Range,
                      _default_value, _np_attr, _static_value, tag_file)
 
@@ -261,6 +262,11 @@ class Calls:
                 and isinstance(getattr(type(fn), "__call__", None), types.FunctionType) and \
                 _is_user_code(type(fn).__call__) and not isinstance(fn, CustomVJPFunction):
             return self.inline_function(type(fn).__call__, [Static(fn)] + list(args), kwargs, out, node, scope)
+        if has_runtime_list(list(args) + list(kwargs.values())) and not (
+                isinstance(fn, types.FunctionType) and _is_user_code(fn)):
+            done, args, kwargs = self.runtime_list_call(fn, args, kwargs, scope, out, node)
+            if done is not None:
+                return done
         static = self.static_builtin(fn, args, kwargs, scope, out, node)
         if static is not None:
             return static

@@ -16,6 +16,7 @@ from .common import (CustomVJP, LocalFunction, Scope, _BoundMethod, _DictView, _
                      _is_metadata, _is_static_tree, _np_attr, lookup_getitem)
 from .constants import (_const_binop, _const_compare, _const_unary)
 from .lowerings import index_concat
+from .lists import RList
 
 
 class Expressions:
@@ -51,6 +52,8 @@ class Expressions:
                 return ast.Tuple(elts=[self.as_expr(v, scope, node) for v in val.items], ctx=ast.Load())
             raise error(scope.parsed, node, f"a {val.kind} cannot be used as an array value here",
                         "index the container to get an array")
+        if isinstance(val, RList):   # the list as NumPy reads it: the array of its elements
+            return self.runtime_list_array(val, scope, None, node).expr
         if isinstance(val, (LocalFunction, CustomVJP)):
             raise error(scope.parsed, node, "a function cannot be used as a value here", "call it")
         what = {"_DictView": "a dict's keys, values or items", "_Range": "a range", "_Iter": "a zip or enumerate",
@@ -137,6 +140,15 @@ class Expressions:
         P = scope.parsed
         if isinstance(node, ast.SetComp):
             raise error(P, node, "set comprehensions are not supported", "use a list or an array")
+        start = len(out)
+        try:
+            return self.static_comprehension(node, scope, out)
+        except _RuntimeIterable:
+            del out[start:]
+            return self.runtime_comprehension(node, scope, out)
+
+    def static_comprehension(self, node, scope, out):
+        P = scope.parsed
         results = []
 
         def run(gens, sc):
@@ -150,7 +162,10 @@ class Expressions:
                     results.append(self.expr(node.elt, sc, out))
                 return
             g = gens[0]
-            items = self.static_items(self.expr(g.iter, sc, out), g.iter, sc)
+            it = self.expr(g.iter, sc, out)
+            if self.is_runtime_iterable(it):
+                raise _RuntimeIterable()
+            items = self.static_items(it, g.iter, sc)
             for v in items:
                 inner = Scope(sc.parsed, sc, prefix=sc.prefix)
                 self.assign_static_target(g.target, v, inner, out, g)
@@ -172,6 +187,8 @@ class Expressions:
     def static_items(self, it, node, scope):
         """The elements of an iterable known now (a container, a constant range, zip/enumerate of those)."""
         P = scope.parsed
+        if isinstance(it, RList):
+            self.refuse_runtime_list(it, "unpacking or '*' of", scope, node, "index it, or loop over it")
         if isinstance(it, Struct):
             return it.values() if it.kind != "dict" else [Static(k) for k in it.items]  # a dict: its keys
         if isinstance(it, _Range):
@@ -214,14 +231,14 @@ class Expressions:
             return self.expr(node.body if test.obj else node.orelse, scope, out)
         tmp = self.names.fresh("_ifx")
         body, orelse = [], []
-        self.cf_depth = getattr(self, "cf_depth", 0) + 1
+        self.enter_cf(scope)
         try:
             for branch, lst in ((node.body, body), (node.orelse, orelse)):
                 v = self.expr(branch, scope, lst)
                 lst.append(ast.copy_location(ast.Assign(targets=[ast.Name(tmp, ast.Store())],
                                                         value=self.as_expr(v, scope, node)), node))
         finally:
-            self.cf_depth -= 1
+            self.leave_cf()
         out.append(ast.copy_location(ast.If(test=self.as_expr(test, scope, node), body=body, orelse=orelse), node))
         return Dyn(ast.Name(tmp, ast.Load()))
 
@@ -290,6 +307,10 @@ class Expressions:
         P = scope.parsed
         if isinstance(left, Static) and isinstance(right, Static):
             return Static(_const_binop(op, left.obj, right.obj, P, node))
+        for v in (left, right):
+            if isinstance(v, RList):
+                self.refuse_runtime_list(v, f"'{type(op).__name__}' (Python's list arithmetic) on", scope, node,
+                                         f"np.stack({v.name}) first for array arithmetic; extend or append to grow it")
         if isinstance(left, Struct) or isinstance(right, Struct):
             if isinstance(op, ast.Add) and isinstance(left, Struct) and isinstance(right, Struct):
                 return Struct("tuple", left.values() + right.values())
@@ -302,6 +323,9 @@ class Expressions:
 
     def subscript(self, base, node, scope, out):
         P = scope.parsed
+        if isinstance(base, RList):
+            key = self.as_static_capture(self.expr(node.slice, scope, out))
+            return self.runtime_list_item(base, key, scope, out, node)
         if isinstance(base, _Range) and all(isinstance(a, ast.Constant) for a in base.args):
             base = Static(range(*[a.value for a in base.args]))
         if isinstance(base, Static) and isinstance(base.obj, range):
@@ -364,6 +388,10 @@ class Expressions:
         if isinstance(v, Static) and isinstance(v.obj, list):
             return self.as_expr(Static(np.array(v.obj)), scope, sl)
         return self.as_expr(v, scope, sl)
+
+
+class _RuntimeIterable(Exception):
+    """A comprehension iterates over a value only known at run time: lowered as a runtime loop instead."""
 
 
 def _const_tuple(o):

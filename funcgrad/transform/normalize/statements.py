@@ -13,6 +13,7 @@ from ..fence import error
 from ..structure import RET, StructureError, lift_returns, single_exit, structure_loops
 from ..values import Dyn, Static, Struct
 from .lowerings import inplace_call, is_inplace
+from .lists import RList
 from .common import (_DictView, _item_assigned, LocalFunction, _Iter, _Range, _assigned, _contains, _describe, _is_array_producing,
                      _load, _safe, _target_names, _user_name, lookup_getitem)
 
@@ -39,6 +40,11 @@ class Statements:
 
     def materialize(self, val, body, node):
         """Bind every computed output leaf to a name (``out``), so outputs are names or constants."""
+        if isinstance(val, RList):
+            ret = getattr(self, "top_return", None)
+            raise error(self.root, ret if ret is not None and self.root.filename else node, f"returning '{val.name}', a list whose length is only known when the "
+                                         "function runs, is not supported", f"return np.stack({val.name})",
+                        cls=UnsupportedSyntaxError)
         if isinstance(val, Struct):
             if val.kind == "dict":
                 return Struct("dict", {k: self.materialize(v, body, node) for k, v in val.items.items()})
@@ -82,6 +88,8 @@ class Statements:
         if isinstance(s, ast.Return):
             if s.value is None:
                 raise error(P, s, "'return' without a value", "return the value to differentiate")
+            if not self.depth:
+                self.top_return = s   # where a result that cannot be returned is refused
             return self.expr(s.value, scope, out)
         if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
             return None  # a docstring
@@ -113,6 +121,14 @@ class Statements:
             if s.value is not None:
                 self.assign(s.target, self.expr(s.value, scope, out), scope, out, s)
             return None
+        if isinstance(s, ast.AugAssign) and isinstance(s.op, ast.Add) and isinstance(s.target, ast.Name) and \
+                self.is_bound(s.target.id, scope):
+            cur = self.lookup_name(s.target.id, scope, s.target)
+            if isinstance(cur, RList) or isinstance(cur, Struct) and cur.kind == "list":
+                call = ast.Call(func=ast.Attribute(value=ast.Name(s.target.id, ast.Load()), attr="extend",
+                                                   ctx=ast.Load()), args=[s.value], keywords=[])
+                ast.copy_location(call, s)
+                return self.mutate_container(s.target.id, cur, call, scope, out, s)   # lst += [...]: in place
         if isinstance(s, ast.AugAssign):
             op = ast.BinOp(left=_load(s.target), op=s.op, right=s.value)
             ast.copy_location(op, s)
@@ -137,7 +153,7 @@ class Statements:
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name):
             holder = e.func.value.id
             cur = self.lookup_name(holder, scope, e.func.value) if self.is_bound(holder, scope) else None
-            if isinstance(cur, Struct) and cur.kind in ("list", "dict"):
+            if isinstance(cur, Struct) and cur.kind in ("list", "dict") or isinstance(cur, RList):
                 return self.mutate_container(holder, cur, e, scope, out, s)
         if isinstance(e, ast.Call) and _is_reference(e.func):   # np.put_along_axis(a, ...): writes into a
             fval = self.expr(e.func, scope, out)
@@ -184,11 +200,20 @@ class Statements:
         meth = call.func.attr
         args = [self.expr(a, scope, out) for a in call.args]
         kwargs = {k.arg: self.expr(k.value, scope, out) for k in call.keywords if k.arg}
-        if getattr(self, "cf_depth", 0):
+        if isinstance(cur, RList):
+            if meth == "append" and len(args) == 1 and not kwargs:
+                return self.runtime_append(cur, args[0], scope, out, stmt)
+            if meth == "extend" and len(args) == 1 and not kwargs:
+                return self.runtime_extend(cur, args[0], scope, out, stmt)
+            raise error(P, stmt, f"'{name}.{meth}(...)' on a list whose length is only known when the function runs "
+                                 "is not supported", "use append or extend")
+        if getattr(self, "cf_depth", 0) and self.is_outer_list(cur):
             raise error(P, stmt, f"'{name}.{meth}(...)' inside a loop over a runtime range or inside a branch on "
-                                 "array values changes the container's length at run time, which is not supported",
-                        "loop over a Python range or list (unrolled), or build an array with np.stack after a "
-                        "comprehension")
+                                 "array values changes the container's length at run time, and funcgrad could not "
+                                 "see that before the loop or branch (the list is reached through another name, "
+                                 "or grown by a helper)",
+                        f"append to '{name}' directly in the loop body" if cur.kind == "list" else
+                        "give every key a value before the loop or branch")
         args = [self.snapshot(a, scope, out, stmt) for a in args]
         if cur.kind == "list" and meth == "append" and len(args) == 1:
             cur.items.append(args[0])
@@ -208,6 +233,7 @@ class Statements:
     # ------------------------------------------------------------ control flow
     def prepare_cf(self, stmts, scope, out, node):
         """Give every variable assigned in ``stmts`` one runtime name before a branch or loop."""
+        self.make_runtime_lists(stmts, scope, out, node)
         for name in _item_assigned(stmts):  # d["k"] = v inside: the container's leaves get runtime names
             cur = scope.vars.get(name)
             if isinstance(cur, Struct) and self._owned_structs.get((id(scope), name)) is not cur:
@@ -217,6 +243,8 @@ class Statements:
         for name in _assigned(stmts):
             cur = scope.vars.get(name)
             if isinstance(cur, Dyn) and isinstance(cur.expr, ast.Name) and self.owns(cur.expr.id, name, scope):
+                continue
+            if isinstance(cur, RList):   # its state is runtime names already
                 continue
             if isinstance(cur, Struct):  # a tuple/dict of arrays: each leaf gets a runtime name of its own
                 if self._owned_structs.get((id(scope), name)) is not cur:
@@ -319,17 +347,22 @@ class Statements:
         raise error(P, s, f"unsupported statement '{type(s).__name__}'", None)
 
     def block_cf(self, stmts, scope, out, dynamic=True):
-        self.cf_depth = getattr(self, "cf_depth", 0) + (1 if dynamic else 0)
-        try:
+        if not dynamic:
             ret = self.block(stmts, scope, out)
-        finally:
-            self.cf_depth -= (1 if dynamic else 0)
+        else:
+            self.enter_cf(scope)
+            try:
+                ret = self.block(stmts, scope, out)
+            finally:
+                self.leave_cf()
         if ret is not None:  # pragma: no cover - structure() removed returns from branches
             raise error(scope.parsed, stmts[-1], "'return' inside a branch or loop", None)
 
     def for_loop(self, s, scope, out):
         P = scope.parsed
         it = self.expr(s.iter, scope, out)
+        if isinstance(it, RList):   # the rows of its array
+            it = self.runtime_list_array(it, scope, out, s.iter)
         # a loop over a container known now (a list of layers, a tuple of params): unrolled
         if isinstance(it, (Struct, Static, _DictView)) and not isinstance(it, _Range):
             items = self.static_items(it, s, scope)   # of a dict: its keys; of d.items(): (key, value) pairs
@@ -404,7 +437,7 @@ class Statements:
             if t not in scope.vars or not isinstance(scope.vars[t], Dyn):
                 self.prepare_cf([ast.Assign(targets=[ast.Name(t, ast.Store())], value=ast.Constant(0))], scope, out, s)
         body = []
-        self.cf_depth = getattr(self, "cf_depth", 0) + 1
+        self.enter_cf(scope)
         try:
             ival = Dyn(ast.Name(idx, ast.Load()))
             elems = [self.subscript_dyn(q, ival, scope, body, s) for q in seqs]
@@ -419,7 +452,7 @@ class Statements:
             self.assign(s.target, val, scope, body, s)
             self.block(s.body, scope, body)
         finally:
-            self.cf_depth -= 1
+            self.leave_cf()
         rng = ast.Call(func=ast.Name("range", ast.Load()), args=[n], keywords=[])
         out.append(ast.copy_location(ast.For(target=ast.Name(idx, ast.Store()), iter=rng, body=body, orelse=[]), s))
         return None
@@ -454,6 +487,24 @@ class Statements:
                 scope.vars[target.id] = val
             return
         if isinstance(target, (ast.Tuple, ast.List)):
+            stars = [i for i, t in enumerate(target.elts) if isinstance(t, ast.Starred)]
+            if stars:   # first, *rest = seq: the starred name gets a list of what the others leave
+                if len(stars) > 1:
+                    raise error(P, target, "multiple starred expressions in assignment", None)
+                k = stars[0]
+                n_after = len(target.elts) - k - 1
+                items = self.static_items(val, stmt, scope) if not isinstance(val, Dyn) else None
+                if items is None:
+                    raise error(P, target, "starred assignment from an array is not supported",
+                                "index the array instead (x[0], x[1:])")
+                if len(items) < len(target.elts) - 1:
+                    raise error(P, stmt, f"not enough values to unpack (expected at least {len(target.elts) - 1}, "
+                                         f"got {len(items)})", None)
+                rest = Struct("list", list(items[k:len(items) - n_after]))
+                vals = list(items[:k]) + [rest] + list(items[len(items) - n_after:])
+                for t, v in zip(target.elts, vals):
+                    self.assign(t.value if isinstance(t, ast.Starred) else t, v, scope, out, stmt)
+                return
             items = self.unpack(val, len(target.elts), scope, out, stmt)
             for t, v in zip(target.elts, items):
                 self.assign(t, v, scope, out, stmt)
@@ -506,6 +557,8 @@ class Statements:
         base.items[k] = val
 
     def unpack(self, val, n, scope, out, node):
+        if isinstance(val, RList):
+            self.refuse_runtime_list(val, "unpacking", scope, node, "index it instead")
         if isinstance(val, Struct):
             items = val.values()
             if len(items) != n:

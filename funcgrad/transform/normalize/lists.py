@@ -1,0 +1,303 @@
+"""Lists whose length is only known when the function runs.
+
+A list the user appends to inside a loop over a runtime range (``for t in range(len(ts) - 1)``), a
+``while`` loop or a branch on array values cannot be a container known now (:class:`Struct`): its
+length depends on the data. Such a list becomes a :class:`RList`: the first ``count`` rows of a buffer
+array, both runtime names. Before the loop or branch the list's items so far are stacked into the
+buffer; each ``append`` writes a row (the buffer doubles when full, so appends cost O(1) amortized);
+reading the list reads those rows. All of it is in-place writes, ``np.concatenate`` and indexing, which
+the later passes differentiate as any user code, compiled whole by Numba or not.
+
+So every element must have the same shape (a list built in a loop nearly always does: NumPy's
+``np.stack``/``np.array`` of it needs it too). What NumPy does with such a list it does with the
+stacked array (``np.stack(lst)``, ``np.array(lst)``, ``np.sum(lst)``, ``sum(lst)``, ``len(lst)``,
+``lst[i]``, ``for v in lst``, ``zip(lst, ...)``); Python's list arithmetic (``lst + other``) and
+returning the list itself are refused at the user's line.
+
+Comprehensions over runtime values (``[f(x[k]) for k in range(n)]``, ``sum(g(r) for r in rows)``) are
+lowered the same way: a runtime loop appending to such a list.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...ops.registry import lookup
+from ..fence import error
+from ..values import Dyn, Static, Struct
+from .common import _Iter, _Range, lookup_getitem
+
+
+@dataclass
+class RList:
+    """A list whose length is known when the function runs: rows ``[:count]`` of the array ``buf``."""
+    buf: str            # runtime name of the buffer array (one row per element)
+    count: str          # runtime name of the number of elements
+    name: str           # the user's name for it, for messages
+    allocated: bool     # the buffer exists before the first append (the list had items when it became one)
+
+
+_GROWERS = ("append", "extend")
+# NumPy functions that take the list as a sequence of arrays
+_SEQUENCE_FUNCTIONS = {np.stack, np.array, np.asarray, np.asanyarray, np.concatenate}
+
+
+def grown_lists(stmts):
+    """Names of lists grown in ``stmts`` (``name.append(...)``, ``name.extend(...)``, ``name += [...]``), in order;
+    nested function definitions are not looked into."""
+    names = []
+
+    def visit(n):
+        if isinstance(n, (ast.FunctionDef, ast.Lambda, ast.AsyncFunctionDef, ast.ClassDef)):
+            return
+        name = None
+        if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute) \
+                and isinstance(n.value.func.value, ast.Name) and n.value.func.attr in _GROWERS:
+            name = n.value.func.value.id
+        elif isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and isinstance(n.target, ast.Name):
+            name = n.target.id
+        if name is not None and name not in names:
+            names.append(name)
+        for c in ast.iter_child_nodes(n):
+            visit(c)
+
+    for s in stmts:
+        visit(s)
+    return names
+
+
+def _struct_lists(val, acc):
+    if isinstance(val, Struct):
+        if val.kind == "list":
+            acc.add(id(val))
+        for v in val.values():
+            _struct_lists(v, acc)
+
+
+class RuntimeLists:
+    # ------------------------------------------------------------ entering loops and branches
+    def enter_cf(self, scope):
+        """Entering a loop body or branch that runs at run time: remember the lists that exist now, which must
+        not grow inside (prepare_cf turned the ones it saw grow into runtime lists)."""
+        self.cf_depth = getattr(self, "cf_depth", 0) + 1
+        acc = set()
+        s = scope
+        while s is not None:
+            for v in s.vars.values():
+                _struct_lists(v, acc)
+            s = s.parent
+        stack = getattr(self, "_outer_lists", None)
+        if stack is None:
+            stack = self._outer_lists = []
+        stack.append(acc)
+
+    def leave_cf(self):
+        self.cf_depth -= 1
+        self._outer_lists.pop()
+
+    def is_outer_list(self, val):
+        return any(id(val) in s for s in getattr(self, "_outer_lists", ()))
+
+    def make_runtime_lists(self, stmts, scope, out, node):
+        """Before a loop or branch that runs at run time: every list bound now that ``stmts`` grow becomes a
+        :class:`RList` (its items so far stacked into the buffer)."""
+        for name in grown_lists(stmts):
+            if not self.is_bound(name, scope):
+                continue
+            cur = self.lookup_name(name, scope, node)
+            if isinstance(cur, Struct) and cur.kind == "list":
+                self.to_runtime_list(name, cur, scope, out, node)
+
+    def to_runtime_list(self, name, cur, scope, out, node):
+        P = scope.parsed
+        items = cur.values()
+        for v in items:
+            if not isinstance(v, (Dyn, Static)) or isinstance(v, Static) and not isinstance(
+                    v.obj, (float, complex, np.floating, np.complexfloating, np.ndarray)):
+                what = "an int" if isinstance(v, Static) and isinstance(v.obj, (int, np.integer)) else \
+                    "a tuple, list or dict" if isinstance(v, Struct) else "this value"
+                raise error(P, node, f"the list '{name}' grows in a loop or branch that runs at run time, and it "
+                                     f"holds {what}; such a list holds arrays or floats of one shape",
+                            "start it with floats (0.0 rather than 0), or keep one list per array")
+        buf = self.names.fresh(scope.prefix + name + "_rows")
+        cnt = self.names.fresh(scope.prefix + name + "_len")
+        out.append(ast.copy_location(ast.Assign(targets=[ast.Name(cnt, ast.Store())], value=ast.Constant(len(items))),
+                                     node))
+        if items:
+            stacked = self.call_object(np.stack, [Struct("tuple", list(items))], {}, scope, out, node)
+            val = self.call_prim(lookup(np.copy), [stacked], {}, scope, out, node)   # never a constant's memory
+            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(buf, ast.Store())], value=val.expr), node))
+        rl = RList(buf, cnt, name, bool(items))
+        s = scope
+        while s is not None:   # every name bound to this list (aliases) sees it grow, as in Python
+            for k, v in list(s.vars.items()):
+                if v is cur:
+                    s.vars[k] = rl
+            s = s.parent
+        return rl
+
+    # ------------------------------------------------------------ growing
+    def runtime_append(self, rl, v, scope, out, node):
+        P = scope.parsed
+        if isinstance(v, Struct) or not isinstance(v, (Dyn, Static)):
+            raise error(P, node, f"appending {'a tuple, list or dict' if isinstance(v, Struct) else 'this value'} to "
+                                 f"'{rl.name}', a list that grows at run time, is not supported: such a list holds "
+                                 "arrays or floats of one shape", "keep one list per array")
+        if isinstance(v, Static) and not isinstance(v.obj, (float, complex, np.floating, np.ndarray)):
+            raise error(P, node, f"appending {v.obj!r} to '{rl.name}', a list that grows at run time, is not "
+                                 "supported: such a list holds arrays or floats of one shape",
+                        "append a float or an array")
+        v = self.snapshot(v, scope, out, node)
+        if isinstance(v, Static):
+            v = self.call_prim(lookup(np.copy), [v], {}, scope, out, node)
+            tmp = self.names.fresh("_elt")
+            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(tmp, ast.Store())], value=v.expr), node))
+            v = Dyn(ast.Name(tmp, ast.Load()))
+        buf, cnt = ast.Name(rl.buf, ast.Load()), ast.Name(rl.count, ast.Load())
+        grow = []   # full: double the buffer
+        zeros = self.call_prim(lookup(np.zeros_like), [Dyn(buf)], {}, scope, grow, node)
+        bigger = self.call_prim(lookup(np.concatenate), [Struct("tuple", [Dyn(buf), zeros])], {}, scope, grow, node)
+        grow.append(ast.Assign(targets=[ast.Name(rl.buf, ast.Store())], value=bigger.expr))
+        write = [ast.If(test=ast.Compare(left=cnt, ops=[ast.Eq()], comparators=[
+                     ast.Subscript(value=ast.Attribute(value=buf, attr="shape", ctx=ast.Load()),
+                                   slice=ast.Constant(0), ctx=ast.Load())]), body=grow, orelse=[]),
+                 ast.Assign(targets=[ast.Subscript(value=ast.Name(rl.buf, ast.Load()), slice=ast.Name(rl.count, ast.Load()),
+                                                   ctx=ast.Store())], value=v.expr)]
+        if rl.allocated:
+            new = write
+        else:   # the first element makes the buffer: one row of v's shape and dtype, written as the others are
+            first = []
+            row = self.call_prim(lookup(np.expand_dims), [v, Static(0)], {}, scope, first, node)
+            row = self.call_prim(lookup(np.zeros_like), [row], {}, scope, first, node)
+            first.append(ast.Assign(targets=[ast.Name(rl.buf, ast.Store())], value=row.expr))
+            new = [ast.If(test=ast.Compare(left=cnt, ops=[ast.Eq()], comparators=[ast.Constant(0)]), body=first,
+                          orelse=write[:1]), write[1]]
+        new.append(ast.Assign(targets=[ast.Name(rl.count, ast.Store())],
+                              value=ast.BinOp(left=ast.Name(rl.count, ast.Load()), op=ast.Add(), right=ast.Constant(1))))
+        for st in new:
+            for n in ast.walk(st):
+                if hasattr(n, "lineno") or isinstance(n, (ast.stmt, ast.expr)):
+                    ast.copy_location(n, node)
+        out.extend(new)
+        if not getattr(self, "cf_depth", 0):
+            rl.allocated = True
+
+    def runtime_extend(self, rl, seq, scope, out, node):
+        if isinstance(seq, Struct) and seq.kind in ("list", "tuple"):
+            for v in seq.values():
+                self.runtime_append(rl, v, scope, out, node)
+            return
+        raise error(scope.parsed, node, f"'{rl.name}.extend(...)' of this value is not supported on a list that "
+                                        "grows at run time", "extend it with a list or tuple display, or append in a loop")
+
+    # ------------------------------------------------------------ reading
+    def runtime_list_array(self, rl, scope, out, node):
+        """The list as NumPy sees it: the array of its elements (a copy, bound to a fresh name)."""
+        rows = self.call_prim(lookup_getitem(), [Dyn(ast.Name(rl.buf, ast.Load())),
+                                                 Dyn(ast.Slice(lower=None, upper=ast.Name(rl.count, ast.Load()),
+                                                               step=None))], {}, scope, out, node)
+        val = self.call_prim(lookup(np.copy), [rows], {}, scope, out, node)
+        if out is None:
+            return val
+        tmp = self.names.fresh(scope.prefix + rl.name)
+        out.append(ast.copy_location(ast.Assign(targets=[ast.Name(tmp, ast.Store())], value=val.expr), node))
+        return Dyn(ast.Name(tmp, ast.Load()))
+
+    def runtime_list_item(self, rl, key, scope, out, node):
+        """``lst[i]`` (a row of the buffer; negative i counts from the end) and ``lst[a:b]`` (an array)."""
+        rows = self.call_prim(lookup_getitem(), [Dyn(ast.Name(rl.buf, ast.Load())),
+                                                 Dyn(ast.Slice(lower=None, upper=ast.Name(rl.count, ast.Load()),
+                                                               step=None))], {}, scope, out, node)
+        if isinstance(key, Static) and isinstance(key.obj, (int, np.integer)) and not isinstance(key.obj, bool) \
+                and key.obj >= 0:
+            rows = Dyn(ast.Name(rl.buf, ast.Load()))   # a row before count: no slice needed
+        val = self.call_prim(lookup_getitem(), [rows, key if isinstance(key, Static) else Dyn(
+            self.as_expr(key, scope, node))], {}, scope, out, node)
+        return self.call_prim(lookup(np.copy), [val], {}, scope, out, node)
+
+    def runtime_list_call(self, fn, args, kwargs, scope, out, node):
+        """A call of something other than the user's own code with a runtime list among its arguments: the
+        list as an array (NumPy reads a sequence of equal-shape arrays as that array); ``len`` is the count.
+        Returns ``(handled value or None, args, kwargs)``."""
+        P = scope.parsed
+        if fn is len and len(args) == 1 and isinstance(args[0], RList):
+            return Dyn(ast.Name(args[0].count, ast.Load())), args, kwargs
+        if fn in (list, tuple) and args and isinstance(args[0], RList):
+            raise error(P, node, f"{fn.__name__}() of '{args[0].name}', a list whose length is only known when the "
+                                 "function runs, is not supported", "use the list itself, or np.stack(...) of it")
+        if fn in (isinstance, type) and args and isinstance(args[0], RList):
+            if fn is type:
+                return Static(list), args, kwargs
+            cls = args[1] if len(args) > 1 else None
+            if isinstance(cls, Static):
+                return Static(isinstance([], cls.obj)), args, kwargs
+        if fn is np.stack and args and isinstance(args[0], RList):
+            axis = kwargs.get("axis", args[1] if len(args) > 1 else Static(0))
+            arr = self.runtime_list_array(args[0], scope, out, node)
+            if not isinstance(axis, Static) or not isinstance(axis.obj, (int, np.integer)):
+                raise error(P, node, "np.stack(..., axis=...) needs an axis known before the function runs", None)
+            if axis.obj == 0:
+                return arr, args, kwargs
+            return self.call_object(np.moveaxis, [arr, Static(0), axis], {}, scope, out, node), args, kwargs
+        if fn is np.concatenate and args and isinstance(args[0], RList):
+            axis = kwargs.get("axis", args[1] if len(args) > 1 else Static(0))
+            if not (isinstance(axis, Static) and axis.obj == 0) or set(kwargs) - {"axis"}:
+                raise error(P, node, f"np.concatenate of '{args[0].name}', a list whose length is only known when "
+                                     "the function runs, is supported along axis 0 only",
+                            "np.stack it, then reshape or move axes")
+            arr = self.runtime_list_array(args[0], scope, out, node)
+            shape = ast.BinOp(left=ast.Tuple(elts=[ast.Constant(-1)], ctx=ast.Load()), op=ast.Add(),
+                              right=ast.Subscript(value=ast.Attribute(value=arr.expr, attr="shape", ctx=ast.Load()),
+                                                  slice=ast.Slice(lower=ast.Constant(2), upper=None, step=None),
+                                                  ctx=ast.Load()))
+            return self.call_object(np.reshape, [arr, Dyn(shape)], {}, scope, out, node), args, kwargs
+        args = [self.runtime_list_array(a, scope, out, node) if isinstance(a, RList) else a for a in args]
+        kwargs = {k: self.runtime_list_array(v, scope, out, node) if isinstance(v, RList) else v
+                  for k, v in kwargs.items()}
+        return None, args, kwargs
+
+    def refuse_runtime_list(self, rl, what, scope, node, hint=None):
+        raise error(scope.parsed, node, f"{what} '{rl.name}', a list whose length is only known when the function "
+                                        "runs, is not supported", hint or "np.stack(...) it into an array first")
+
+    # ------------------------------------------------------------ comprehensions over runtime values
+    def runtime_comprehension(self, node, scope, out):
+        """``[elt for t in it if c]`` (or a generator) where an iterable is only known at run time: the loops
+        written out, appending to a runtime list, lowered like the user's own loops."""
+        P = scope.parsed
+        if isinstance(node, ast.DictComp):
+            raise error(P, node, "a dict comprehension over values only known when the function runs is not "
+                                 "supported", "build the dict over a Python list or a constant range")
+        acc = f"_comprehension{self.names.fresh('')}"
+        inner = type(scope)(scope.parsed, scope, prefix=scope.prefix)
+        inner.vars[acc] = Struct("list", [])
+        body = [ast.Expr(value=ast.Call(func=ast.Attribute(value=ast.Name(acc, ast.Load()), attr="append",
+                                                           ctx=ast.Load()), args=[copy.deepcopy(node.elt)],
+                                        keywords=[]))]
+        for g in reversed(node.generators):
+            for cond in reversed(g.ifs):
+                body = [ast.If(test=copy.deepcopy(cond), body=body, orelse=[])]
+            body = [ast.For(target=copy.deepcopy(g.target), iter=copy.deepcopy(g.iter), body=body, orelse=[])]
+        for st in body:
+            for n in ast.walk(st):
+                if isinstance(n, (ast.stmt, ast.expr)) and not hasattr(n, "lineno"):
+                    ast.copy_location(n, node)
+        self.block(body, inner, out)
+        return inner.vars[acc]   # a Struct when every loop was unrolled after all, else an RList
+
+    def is_runtime_iterable(self, it):
+        if isinstance(it, RList) or isinstance(it, Dyn):
+            return True
+        if isinstance(it, _Range):
+            return not all(isinstance(a, ast.Constant) for a in it.args)
+        if isinstance(it, _Iter):
+            return any(self.is_runtime_iterable(a) for a in it.args)
+        return False
+
+
+def has_runtime_list(vals):
+    return any(isinstance(v, RList) for v in vals)
+
