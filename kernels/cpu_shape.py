@@ -1516,14 +1516,15 @@ def einsum_tangent_vjp(g, subscripts, operands, tangents, optimize=False):
 @overload(einsum_tangent_vjp, prefer_literal=True)
 def _einsum_tangent_vjp_ov(g, subscripts, operands, tangents, optimize=False):
     n = len(operands)
+    subs = repr(_lit(subscripts, "einsum subscripts"))   # written into the code: a literal for einsum_vjp
     lines = ["def impl(g, subscripts, operands, tangents, optimize=False):"]
     for k in range(n):
         ops = "".join((f"tangents[{j}], " if j == k else f"operands[{j}], ") for j in range(n))
-        lines.append(f"    c{k} = einsum_vjp(g, subscripts, ({ops}), optimize)")
+        lines.append(f"    c{k} = einsum_vjp(g, {subs}, ({ops}), optimize)")
     outs = []
     for j in range(n):
         terms = [f"c{k}[{j}]" for k in range(n) if k != j]
-        outs.append(" + ".join(terms) if terms else f"einsum_vjp(g, subscripts, operands, optimize)[{j}] * 0.0")
+        outs.append(" + ".join(terms) if terms else f"einsum_vjp(g, {subs}, operands, optimize)[{j}] * 0.0")
     lines.append("    return (" + "".join(f"{o}, " for o in outs) + ")")
     return _compile("\n".join(lines) + "\n", env={"einsum_vjp": einsum_vjp})
 
@@ -1548,14 +1549,15 @@ def einsum_tangent2(subscripts, operands, tangents, dots, optimize=False):
 @overload(einsum_tangent2, prefer_literal=True)
 def _einsum_tangent2_ov(subscripts, operands, tangents, dots, optimize=False):
     n = len(operands)
+    subs = repr(_lit(subscripts, "einsum subscripts"))   # written into the code: a literal for einsum
     terms = []
     for k in range(n):
         for j in range(n):
             if j != k:
                 ops = "".join((f"tangents[{i}], " if i == k else f"dots[{i}], " if i == j else f"operands[{i}], ")
                               for i in range(n))
-                terms.append(f"einsum(subscripts, ({ops}), optimize)")
-    body = " + ".join(terms) if terms else "einsum(subscripts, operands, optimize) * 0.0"
+                terms.append(f"einsum({subs}, ({ops}), optimize)")
+    body = " + ".join(terms) if terms else f"einsum({subs}, operands, optimize) * 0.0"
     return _compile("def impl(subscripts, operands, tangents, dots, optimize=False):\n    return " + body + "\n",
                     env={"einsum": einsum})
 

@@ -28,6 +28,20 @@ _SWEEP = {
 }
 
 
+# Whole tests whose every case compiles fresh code with Numba (tens of seconds each on 2 cores), where
+# make test already checks the same rules compiled through the registry grid (tests/test_primitives.py):
+_SWEEP_TESTS = {
+    "test_numpy_shape.py": {"test_kernel_compiled_equals_python"},
+    "test_numpy_math.py": {"test_primitive_compiled_whole_equals_python"},
+    "test_complex.py": {"test_vjp_of_complex_valued_functions_compiled_whole",
+                        "test_grad_of_real_functions_of_complex_arrays_compiled_whole"},
+    "test_linalg.py": {"test_norms_compiled", "test_scipy_aliases"},
+    "test_matmul_nd.py": {"test_value_and_gradient_compiled"},
+    # the gradient test files rerun on the counting backend (one process, minutes)
+    "test_backend_seam.py": {"test_gradient_test_files_pass_on_the_counting_backend"},
+}
+
+
 def _strategies(value):
     if isinstance(value, str):
         return {value}
@@ -42,4 +56,6 @@ def pytest_collection_modifyitems(config, items):
         which = _SWEEP.get(os.path.basename(str(item.fspath)))
         spec = getattr(item, "callspec", None)
         if which and spec is not None and any(_strategies(v) & set(which) for v in spec.params.values()):
+            item.add_marker(pytest.mark.sweep)
+        elif getattr(item, "originalname", item.name) in _SWEEP_TESTS.get(os.path.basename(str(item.fspath)), ()):
             item.add_marker(pytest.mark.sweep)

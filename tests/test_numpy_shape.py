@@ -315,6 +315,10 @@ def test_kernel_compiled_equals_python(name, data):
         g = np.random.default_rng(0).standard_normal(np.shape(y))
         if name == "einsum_tangent":
             args, kwargs = (args[0], args[1], tuple(np.ones_like(np.asarray(o)) * 0.5 for o in args[1])), kwargs
+        elif name == "einsum_tangent_vjp":   # base is einsum_tangent: g is the cotangent of its result
+            args, kwargs = (g, args[0], args[1], args[2]), kwargs
+        elif name == "einsum_tangent2":      # a second tangent of the operands
+            args, kwargs = (args[0], args[1], args[2], tuple(np.ones_like(np.asarray(o)) * 0.25 for o in args[1])), kwargs
         elif name == "unjoin":
             args, kwargs = (g, args[0], base.name), {}
         elif name == "einsum_vjp":
