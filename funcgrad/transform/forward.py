@@ -124,6 +124,10 @@ class Forward(Activity):
             out.append(s)
             return
         e = s.value
+        if isinstance(e, ast.Call) and A.get(e, A.PRIM, None) is None and A.get(e, A.CUSTOM, None) is not None \
+                and any(self.is_active(a) for a in e.args):
+            self.custom_call(s, e, name, out)
+            return
         reads_self = any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(e))
         before = []
         after = []
@@ -148,6 +152,38 @@ class Forward(Activity):
         out.extend(after)
         out.append(ast.copy_location(ast.Assign(targets=[ast.Name(self.tname(name), ast.Store())], value=texpr), s))
 
+    def custom_call(self, s, e, name, out):
+        """``y = f(x1, x2)`` of a custom function with a JVP rule: ``y, t_y = f.jvp((x1, x2), (t_x1, t_x2))``
+        (JAX's convention; inactive arguments get zero tangents). The rule is the user's Python, called as
+        it is; a transform of this code (second order) reads and differentiates the rule itself."""
+        cf = A.get(e, A.CUSTOM)
+        if getattr(cf, "jvp", None) is None:
+            label = getattr(cf, "_label", getattr(cf, "__name__", "f"))
+            kind = getattr(cf, "kind", "custom_vjp")
+            raise self.nd_error(s, f"{kind} function '{label}' has no forward-mode (JVP) rule, and a "
+                                   "differentiated value flows into it",
+                                hint=f"forward mode (jvp, jacfwd, hessian, hvp) needs one: give it with "
+                                     f"{label}.defjvp(rule), rule(primals, tangents) -> (out, tangent_out) as in "
+                                     "jax.custom_jvp; or use reverse mode (grad, vjp)")
+        tans = []
+        for a in e.args:
+            if self.is_active(a):
+                tans.append(self.tangent_atom(a))
+            elif isinstance(a, ast.Name):
+                tans.append(prim_call("zeros_like", [ast.Name(a.id, ast.Load())]))
+            else:
+                tans.append(ast.Constant(0.0))
+        tn = self.tname(name)
+        rule = ast.Attribute(value=copy.deepcopy(e.func), attr="jvp", ctx=ast.Load())
+        call = ast.Call(func=rule, args=[ast.Tuple(elts=[copy.deepcopy(a) for a in e.args], ctx=ast.Load()),
+                                         ast.Tuple(elts=tans, ctx=ast.Load())], keywords=[])
+        A.put(call, A.SRC, A.get(e, A.SRC, None))
+        tgt = ast.Tuple(elts=[ast.Name(name, ast.Store()), ast.Name(tn, ast.Store())], ctx=ast.Store())
+        out.append(ast.copy_location(ast.Assign(targets=[tgt], value=call), s))
+        if name in self.written:          # written in place later: a tangent of its own
+            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(tn, ast.Store())],
+                                                    value=prim_call("copy", [ast.Name(tn, ast.Load())])), s))
+
     def tangent_of(self, s, e, name, old, pre):
         """The tangent expression of ``name = e`` (``None``: zero), with statements it needs appended to ``pre``."""
         if isinstance(e, ast.Name):
@@ -161,10 +197,6 @@ class Forward(Activity):
             return None
         prim = A.get(e, A.PRIM, None)
         if prim is None:
-            if A.get(e, A.CUSTOM, None) is not None:
-                raise self.nd_error(s, "a funcgrad.custom_vjp function has no forward-mode (JVP) rule",
-                                    hint="forward mode (jvp, hessian, hvp) needs a JVP: write the function with "
-                                         "primitives funcgrad differentiates, or use reverse mode (grad, vjp)")
             return None
         tpl = prim.template
         if tpl is None or tpl.jvp_body is None:

@@ -14,7 +14,7 @@ from numba.core.registry import cpu_target
 
 from .. import annotations as A
 from ...builtins import SUBSTITUTES as _AUTOGRAD_BUILTINS
-from ...custom import CustomVJPFunction
+from ...custom import CustomFunction as CustomVJPFunction  # custom_vjp and custom_jvp functions
 from ...errors import UnsupportedSyntaxError
 from ...ops.registry import RUNTIME, Primitive, definition, lookup
 from ..fence import check as fence_check, error
