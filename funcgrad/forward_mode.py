@@ -7,6 +7,7 @@ compile with Numba as the reverse mode's do. ``funcgrad.source`` prints it.
 """
 from __future__ import annotations
 
+import ast
 import functools
 import linecache
 
@@ -424,6 +425,212 @@ def _nested(fun, argnums, has_aux, jit, backend, mode, return_value):
 
 
 _api._NESTED[0] = (_GradOfGrad, _nested)
+
+
+# ----------------------------------------------------------------------------- jvp and vjp called inside
+# ``funcgrad.jvp(f, primals, tangents)`` or ``y, pull = funcgrad.vjp(f, x)`` written inside a function funcgrad
+# transforms: where the primals' kinds and ndims are known while transforming (arguments of the function,
+# constants, containers of them), the code funcgrad generates for ``f`` at that signature is inlined as a call
+# of its Python function, which the outer transform differentiates again (as grad(f)(x) inside is, see
+# normalize's nested_gradient). normalize calls ``_funcgrad_inline`` of these functions.
+_INLINE_HINT = ("call it on the function's arguments (or constants, or containers of them), whose shapes are known "
+                "while transforming, or compute the derivative outside the transformed function")
+
+
+def _refuse(nz_scope, node, what, msg, hint=_INLINE_HINT):
+    from .errors import UnsupportedSyntaxError
+    from .transform.fence import error
+    return error(nz_scope.parsed, node, f"funcgrad.{what} inside a transformed function: {msg}", hint,
+                 cls=UnsupportedSyntaxError)
+
+
+def _static_options(kwargs, allowed, scope, node, what):
+    from .transform.values import Static
+    opts = {}
+    for k, v in kwargs.items():
+        if k not in allowed or not isinstance(v, Static):
+            raise _refuse(scope, node, what, f"the keyword argument {k}= is not supported there",
+                          f"pass only {', '.join(allowed)} with constant values")
+        opts[k] = v.obj
+    return opts
+
+
+def _inline_fun(nz, f, scope, node, what):
+    """``(python function, leading values)`` for the function argument of jvp/vjp: a function known now, or a
+    nested def/lambda as a real function of its enclosing values (closure conversion) and its own arguments."""
+    from .transform.normalize.calls import _local_as_function
+    from .transform.normalize.common import LocalFunction
+    from .transform.values import Static
+    if isinstance(f, Static) and callable(f.obj):
+        return f.obj, []
+    if isinstance(f, LocalFunction):
+        conv = _local_as_function(f, scope)
+        if conv is not None:
+            F, extras = conv
+            return F, list(extras)
+    raise _refuse(scope, node, what, "the function to differentiate must be known while transforming (a function "
+                                     "of a module, a nested def or a lambda with positional parameters)")
+
+
+def _example_leaf(nz, v):
+    """A value with the spec of ``v``: normalize's example of an argument or constant, or the current value of a
+    captured global (the outer transform is rebuilt when its spec changes)."""
+    try:
+        return nz._example_leaf(v)
+    except LookupError:
+        name = getattr(getattr(v, "expr", None), "id", None)
+        for outname, getter in nz.captured_list:
+            if outname == name:
+                return getter()
+        raise
+
+
+def _examples(nz, values, scope, node, what):
+    from .transform.normalize.calls import _value_tree
+    from .tree import tree_map
+    try:
+        return tuple(tree_map(lambda v: _example_leaf(nz, v), _value_tree(a)) for a in values)
+    except LookupError:
+        raise _refuse(scope, node, what, "the kinds and ndims of its inputs must be known while transforming; "
+                                         "here one is a value computed inside the function") from None
+
+
+def _runtime_call_leaves(values, key):
+    from .transform.normalize.calls import _value_tree
+    call = []
+    for v, (_, specs, _) in zip(values, key):
+        for leaf, sp in zip(tree_flatten(_value_tree(v))[0], specs):
+            if sp[0] != "static":
+                call.append(leaf)
+    return call
+
+
+def _rebuild(tree, it):
+    """The output value tree of generated code (``Built.out_tree``) with its leaves taken from ``it``."""
+    from .transform.values import Static, Struct
+    if isinstance(tree, Struct):
+        items = [_rebuild(v, it) for v in tree.values()]
+        if tree.kind == "dict":
+            return Struct("dict", dict(zip(tree.items.keys(), items)))
+        return Struct(tree.kind, items, tree.cls)
+    v = next(it)
+    return tree if isinstance(tree, Static) else v
+
+
+def _zero_tangent_value(nz, v, scope, out, node):
+    from .transform.normalize.calls import _value_tree
+    from .transform.values import Dyn, Static, map_struct
+    def zero(path, leaf):
+        if isinstance(leaf, Static):
+            return Static(np.zeros_like(leaf.obj) if isinstance(leaf.obj, np.ndarray) else 0.0)
+        return nz.call_object(np.zeros_like, [leaf], {}, scope, out, node) if isinstance(leaf, Dyn) else leaf
+    return map_struct(_value_tree(v), zero)
+
+
+def _inline_jvp(nz, args, kwargs, scope, out, node):
+    from .transform.values import Struct
+    what = "jvp"
+    _static_options(kwargs, ("jit", "mode", "backend"), scope, node, what)
+    if len(args) != 3:
+        raise _refuse(scope, node, what, "call it as jvp(f, primals, tangents)", None)
+    fun, extras = _inline_fun(nz, args[0], scope, node, what)
+    prim, tans = args[1], args[2]
+    if not (isinstance(prim, Struct) and prim.kind in ("tuple", "list") and isinstance(tans, Struct)
+            and tans.kind in ("tuple", "list") and len(prim.values()) == len(tans.values())):
+        raise _refuse(scope, node, what, "primals and tangents must be tuples with one entry per argument of f, "
+                                         "written in the call", None)
+    primals = list(extras) + prim.values()
+    tangents = [_zero_tangent_value(nz, v, scope, out, node) for v in extras] + tans.values()
+    examples = _examples(nz, primals, scope, node, what)
+    t = _cached(fun, None, True, get_backend(None))
+    t.argnums = tuple(i for i, p in enumerate(examples)
+                      if all(is_float_leaf(x) for x in tree_flatten(p)[0]) and tree_flatten(p)[0])
+    built, single, nums, flat, trees, cap, key = t._lookup(examples)
+    call = _runtime_call_leaves(primals, key) + [_static(c) for c in cap]
+    from .transform.normalize.calls import _value_tree
+    for i in nums:
+        tl = tree_flatten(_value_tree(tangents[i]))[0]
+        if len(tl) != len(flat[i]):
+            raise _refuse(scope, node, what, f"the tangent of argument {i} has {len(tl)} leaves but the primal has "
+                                             f"{len(flat[i])}", "give each tangent its primal's structure")
+        call.extend(tl)
+    res = nz.inline_function(built.py_fn, call, {}, out, node, scope)
+    outs, touts = res.values()
+    return Struct("tuple", [_rebuild(built.out_tree, iter(outs.values())),
+                            _rebuild(built.out_tree, iter(touts.values()))])
+
+
+def _static(c):
+    from .transform.values import Static
+    return Static(c)
+
+
+class _InlinePull:
+    """The ``vjp_fn`` of ``funcgrad.vjp`` called inside a transformed function: calling it inlines the reverse-mode
+    code of ``f`` at the primals' signature with the cotangent as its seed."""
+
+    def __init__(self, built, nums, flat, trees, call):
+        self.built, self.nums, self.flat, self.trees, self.call = built, nums, flat, trees, call
+        self._funcgrad_inline = self._inline
+
+    def __call__(self, *args):   # pragma: no cover - only ever called while transforming
+        raise TypeError("this vjp function exists only inside a transformed function")
+
+    def _inline(self, nz, args, kwargs, scope, out, node):
+        from .transform.normalize.calls import _value_tree
+        from .transform.values import Struct, map_struct
+        what = "vjp"
+        if kwargs or len(args) != 1:
+            raise _refuse(scope, node, what, "the vjp function takes one cotangent, like the output", None)
+        cts = tree_flatten(_value_tree(args[0]))[0]
+        n_out = len(self.built.out_atoms)
+        if len(cts) != n_out:
+            raise _refuse(scope, node, what, f"the cotangent has {len(cts)} leaves but the output has {n_out}",
+                          "give the cotangent the output's structure")
+        res = nz.inline_function(self.built.py_fn, list(self.call) + cts, {}, out, node, scope)
+        _, grads = res.values()
+        grads = grads.values()
+        result, k = [], 0
+        for i in self.nums:
+            n = len(self.flat[i])
+            result.append(map_struct(tree_unflatten(self.trees[i], grads[k:k + n]), lambda path, leaf: leaf))
+            k += n
+        return Struct("tuple", result)
+
+
+def _inline_vjp(nz, args, kwargs, scope, out, node):
+    from .transform.values import Static, Struct
+    what = "vjp"
+    opts = _static_options(kwargs, ("argnums", "jit", "mode", "backend"), scope, node, what)
+    if not args:
+        raise _refuse(scope, node, what, "call it as vjp(f, *primals)", None)
+    fun, extras = _inline_fun(nz, args[0], scope, node, what)
+    primals = list(extras) + list(args[1:])
+    argnums = opts.get("argnums")
+    nums = tuple(range(len(extras), len(primals))) if argnums is None else \
+        tuple(len(extras) + i for i in ((argnums,) if isinstance(argnums, int) else argnums))
+    examples = _examples(nz, primals, scope, node, what)
+    t = _api._cached_vjp(fun, None, True, get_backend(None))
+    t.argnums = nums
+    built, single, nums, flat, trees, cap, key = t._lookup(examples)
+    call = _runtime_call_leaves(primals, key) + [_static(c) for c in cap]
+    value = nz.call_value(Static(fun), primals, {}, scope, out, node)
+    # one object per (code, operands): a loop body normalized again binds the same vjp function
+    memo = built.__dict__.setdefault("_inline_pulls", {})
+    mkey = (nums, tuple(ast.dump(v.expr) if hasattr(v, "expr") else repr(getattr(v, "obj", v)) for v in call))
+    pull = memo.get(mkey)
+    if pull is None:
+        pull = memo[mkey] = _InlinePull(built, nums, flat, trees, call)
+    return Struct("tuple", [value, Static(pull)])
+
+
+def _nested_transform(fn, inline):
+    fn._funcgrad_inline = inline
+    return fn
+
+
+_nested_transform(jvp, _inline_jvp)
+_nested_transform(_api.vjp, _inline_vjp)
 
 
 # ----------------------------------------------------------------------------- custom_jvp in reverse mode

@@ -206,6 +206,8 @@ class Calls:
 
     def call_object(self, fn, args, kwargs, scope, out, node):
         P = scope.parsed
+        if getattr(fn, "__dict__", {}).get("_funcgrad_inline"):   # funcgrad.jvp/vjp inside: forward_mode inlines
+            return fn._funcgrad_inline(self, args, kwargs, scope, out, node)
         fn = _AUTOGRAD_BUILTINS.get(fn, fn) if isinstance(fn, type) else fn  # funcgrad.builtins.tuple: tuple
         if fn is _call_method and len(args) >= 2 and isinstance(args[1], Static):   # generated code read again
             return self.method(_BoundMethod(args[0], args[1].obj, node), list(args[2:]), kwargs, scope, out, node)
