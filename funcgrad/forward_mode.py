@@ -43,12 +43,15 @@ class _JVP(_Transformed):
         if len(primals) != len(tangents):
             raise ValueError(f"jvp: {len(primals)} primals but {len(tangents)} tangents; give one tangent per primal")
         primals = tuple(primals)
-        self.argnums = tuple(i for i, p in enumerate(primals)
-                             if all(is_float_leaf(x) for x in tree_flatten(p)[0]) and tree_flatten(p)[0])
+        self.argnums = _float_argnums(primals)
         built, single, nums, flat, trees, cap, key = self._lookup(primals)
         leaves = [x for ls in flat for x in ls if not is_static_leaf(x)]
         tleaves = []
         for i in nums:
+            x, v = primals[i], tangents[i]
+            if type(x) is np.ndarray and type(v) is np.ndarray and v.dtype == x.dtype and v.shape == x.shape:
+                tleaves.append(v)     # the common case, as it is
+                continue
             tl, ttd = tree_flatten(tangents[i])
             if ttd != trees[i]:
                 raise TreeStructureError(f"jvp: the tangent of argument {i} has structure {ttd!r} but the primal "
@@ -64,6 +67,22 @@ class _JVP(_Transformed):
         touts = [_match(tv, o) if o is not None and not isinstance(o, (str, bool, int)) else tv
                  for tv, o in zip(touts, outs)]
         return self._outputs(built, outs), self._outputs(built, touts)
+
+
+def _float_argnums(primals):
+    """The arguments made of floating-point leaves only (jvp differentiates those; ints are constants)."""
+    out = []
+    for i, p in enumerate(primals):
+        if type(p) is np.ndarray:
+            ok = p.dtype.kind in "fc"
+        elif type(p) is float:
+            ok = True
+        else:
+            ls = tree_flatten(p)[0]
+            ok = bool(ls) and all(is_float_leaf(x) for x in ls)
+        if ok:
+            out.append(i)
+    return tuple(out)
 
 
 _JVP_CACHE_ATTR = "__funcgrad_jvp__"
@@ -184,8 +203,7 @@ def _wrapper(label, params, body_lines, scope):
 
 def _jvp_built(fun, primals, mode, jit, backend):
     t = _cached(fun, mode, jit, get_backend(backend))
-    t.argnums = tuple(i for i, p in enumerate(primals)
-                      if all(is_float_leaf(x) for x in tree_flatten(p)[0]) and tree_flatten(p)[0])
+    t.argnums = _float_argnums(primals)
     built, single, nums, flat, trees, cap, key = t._lookup(tuple(primals))
     return t, built, nums, flat, trees, cap, key
 
@@ -248,8 +266,7 @@ def _so(fun, primals, mode, jit, backend, complex_ok=False):
     passes its own tangents of the primals' dtypes to the generated code (the second-order helpers here seed
     real tangents, so they refuse complex arguments)."""
     t = _cached(fun, mode, jit, get_backend(backend))
-    t.argnums = tuple(i for i, p in enumerate(primals)
-                      if all(is_float_leaf(x) for x in tree_flatten(p)[0]) and tree_flatten(p)[0])
+    t.argnums = _float_argnums(primals)
     if not complex_ok and any(np.iscomplexobj(x) for i in t.argnums for x in tree_flatten(primals[i])[0]):
         raise TypeError("second-order derivatives (hessian, hvp, grad of grad, jvp of jvp) of functions of complex "
                         "arguments are not supported; pass the real and imaginary parts as real arguments "
@@ -543,8 +560,7 @@ def _inline_jvp(nz, args, kwargs, scope, out, node):
     tangents = [_zero_tangent_value(nz, v, scope, out, node) for v in extras] + tans.values()
     examples = _examples(nz, primals, scope, node, what)
     t = _cached(fun, None, True, get_backend(None))
-    t.argnums = tuple(i for i, p in enumerate(examples)
-                      if all(is_float_leaf(x) for x in tree_flatten(p)[0]) and tree_flatten(p)[0])
+    t.argnums = _float_argnums(examples)
     built, single, nums, flat, trees, cap, key = t._lookup(examples)
     call = _runtime_call_leaves(primals, key) + [_static(c) for c in cap]
     from .transform.normalize.calls import _value_tree
@@ -676,7 +692,6 @@ def source(fun, *example_args, forward=False):
     if not example_args:
         raise ValueError("funcgrad.source(f, *args, forward=True) needs example arguments to specialize on")
     t = _cached(fun, None, True, get_backend(None))
-    t.argnums = tuple(i for i, p in enumerate(example_args)
-                      if all(is_float_leaf(x) for x in tree_flatten(p)[0]) and tree_flatten(p)[0])
+    t.argnums = _float_argnums(example_args)
     built = t._lookup(tuple(example_args))[0]
     return built.source
