@@ -221,3 +221,23 @@ def test_jacrev_equals_jacfwd():
     np.testing.assert_allclose(funcgrad.jacrev(vec)(x, y), funcgrad.jacfwd(vec)(x, y), rtol=1e-12, atol=1e-14)
     jx, jy = funcgrad.jacrev(vec, argnums=(0, 1))(x, y)
     np.testing.assert_allclose(jy, np.tanh(x), rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- the second-order example
+def test_newton_example_converges_in_few_iterations(capsys):
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "examples", "newton_logistic.py")
+    spec = importlib.util.spec_from_file_location("newton_logistic", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    r = mod.main(["--n", "400", "--d", "6", "--seed", "1"])
+    assert r["newton_iters"] <= 10 and r["newton_cg_iters"] <= 15 and r["trust_iters"] <= 15, r
+    assert r["grad_norm"] < 1e-10 and r["agree"] < 1e-7, r
+    # the point found is a minimum by central differences of the loss alone (no funcgrad)
+    X, y = mod.make_data(400, 6, 1)
+    w, eps = r["w"], 1e-6
+    fd = np.array([(mod.loss(w + eps * e, X, y, 1e-3) - mod.loss(w - eps * e, X, y, 1e-3)) / (2 * eps)
+                   for e in np.eye(w.size)])
+    assert np.max(np.abs(fd)) < 1e-7
+    assert "Newton (funcgrad.hessian" in capsys.readouterr().out
