@@ -4,6 +4,11 @@
 (tuples of pytrees in and out). The generated code is ``f``'s own statements, each followed by
 its tangent (the primitives' JVP lines, :mod:`funcgrad.transform.forward`): loops stay loops and
 compile with Numba as the reverse mode's do. ``funcgrad.source`` prints it.
+
+Also here: ``linearize``, ``jacrev``; second order (``hvp``, ``hessian``, ``grad`` of ``grad``: funcgrad's
+transforms applied to the generated forward code); ``jvp``/``vjp`` called inside a transformed function (the
+generated code inlined, see ``_inline_jvp``); and reverse mode over a ``custom_jvp`` function (its rule
+transposed, ``_transpose_custom_jvp``).
 """
 from __future__ import annotations
 
