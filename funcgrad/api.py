@@ -516,8 +516,8 @@ def _as_python_function(fn):
         raise TypeError(f"{getattr(fn, '__qualname__', 'f')} is a function returned by funcgrad.grad, "
                         "value_and_grad or vjp; transforming it again is not supported here (transform the "
                         "original function)")
-    if isinstance(fn, types.FunctionType) and _is_user_code(fn):
-        return fn, None
+    if isinstance(fn, types.FunctionType) and _is_user_code(fn) and not fn.__dict__.get("_funcgrad_inline"):
+        return fn, None   # (a derivative funcgrad made, elementwise_grad(f), is called: its call writes it out)
     if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType) and \
             _is_user_code(fn.__func__):
         return fn, None

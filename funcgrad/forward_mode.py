@@ -143,6 +143,7 @@ def jacfwd(fun, argnums=0, *, jit=True, backend=None, mode=None):
             J = np.stack(cols, axis=-1).reshape(np.shape(y) + x.shape)
             res.append(J)
         return res[0] if single else tuple(res)
+    jac._funcgrad_inline = refuse_inline("jacfwd")
     return jac
 
 
@@ -150,7 +151,9 @@ def jacrev(fun, argnums=0, *, jit=True, backend=None, mode=None):
     """The Jacobian by reverse mode (JAX's name for autograd's ``jacobian``): one VJP per output element;
     shape ``out.shape + in.shape``, a tuple of them for a tuple ``argnums``."""
     from .differential import jacobian
-    return jacobian(fun, argnums, jit=jit, backend=backend, mode=mode)
+    jac = jacobian(fun, argnums, jit=jit, backend=backend, mode=mode)
+    jac._funcgrad_inline = refuse_inline("jacrev")
+    return jac
 
 
 def linearize(fun, *primals, jit=True, backend=None, mode=None):
@@ -352,6 +355,7 @@ def hessian(fun, argnums=0, *, jit=True, backend=None, mode=None):
             h = _hvp_of_arg(fun, args, tans, argnums, jit=jit, backend=backend, mode=mode)
             cols.append(np.asarray(h, dtype=float).reshape(-1))
         return np.stack(cols, axis=-1).reshape(xa.shape + xa.shape)
+    hess._funcgrad_inline = refuse_inline("hessian")
     return hess
 
 
@@ -650,8 +654,61 @@ def _nested_transform(fn, inline):
     return fn
 
 
+def inline_elementwise_grad(fun, argnum, nz, args, kwargs, scope, out, node):
+    """``elementwise_grad(fun, argnum)(*args)`` inside a transformed function: vjp with a cotangent of ones."""
+    from .transform.values import Dyn, Static, Struct
+    what = "elementwise_grad"
+    if kwargs:
+        raise _refuse(scope, node, what, "keyword arguments are not supported there", "pass them positionally")
+    nums = (argnum,) if isinstance(argnum, int) else tuple(argnum)
+    res = _inline_vjp(nz, [Static(fun)] + list(args), {"argnums": Static(tuple(nums))}, scope, out, node)
+    y, pull = res.values()
+    if not isinstance(y, (Dyn, Static)):
+        raise _refuse(scope, node, what, "the function must return one array or number there", None)
+    ones = nz.call_object(np.ones_like, [y], {}, scope, out, node)
+    g = pull.obj._inline(nz, [ones], {}, scope, out, node).values()
+    return g[0] if isinstance(argnum, int) else Struct("tuple", g)
+
+
+def inline_deriv(fun, argnum, nz, args, kwargs, scope, out, node):
+    """``deriv(fun, argnum)(*args)`` inside a transformed function: jvp with a tangent of ones (real arguments)."""
+    from .transform.values import Static, Struct
+    what = "deriv"
+    if kwargs or not isinstance(argnum, int):
+        raise _refuse(scope, node, what, "only one integer argnum and positional arguments are supported there",
+                      None)
+    tans = []
+    for i, a in enumerate(args):
+        z = _zero_tangent_value(nz, a, scope, out, node)
+        if i == argnum:
+            z = nz.call_object(np.ones_like, [a], {}, scope, out, node) if not isinstance(a, Struct) else None
+            if z is None:
+                raise _refuse(scope, node, what, "the argument differentiated must be an array or a number there",
+                              None)
+        tans.append(z)
+    res = _inline_jvp(nz, [Static(fun), Struct("tuple", list(args)), Struct("tuple", tans)], {}, scope, out, node)
+    return res.values()[1]
+
+
+def refuse_inline(what):
+    """A ``_funcgrad_inline`` hook refusing ``what(f)(x)`` inside a transformed function at the user's line (its
+    result's size, or the number of passes it makes, is known only when it runs)."""
+    def hook(nz, args, kwargs, scope, out, node):
+        raise _refuse(scope, node, what, "its number of passes depends on sizes known only when the function "
+                                         "runs, so it cannot be written out while transforming",
+                      "compute it outside the transformed function, or use grad, value_and_grad, jvp, vjp, "
+                      "elementwise_grad or deriv inside, which are supported there")
+    return hook
+
+
 _nested_transform(jvp, _inline_jvp)
 _nested_transform(_api.vjp, _inline_vjp)
+# written inside a transformed function, jacfwd(f) and hessian(f) are made while transforming (as grad(f) is), so
+# calling them there reaches their _funcgrad_inline hook
+for _f in (jacfwd, jacrev, hessian):
+    _f._funcgrad_static_call = True
+for _f, _name in ((hvp, "hvp"), (vjp_of_jvp, "vjp_of_jvp"), (jvp_of_jvp, "jvp_of_jvp"), (linearize, "linearize")):
+    _nested_transform(_f, refuse_inline(_name))
 
 
 # ----------------------------------------------------------------------------- custom_jvp in reverse mode

@@ -241,3 +241,36 @@ def test_newton_example_converges_in_few_iterations(capsys):
                    for e in np.eye(w.size)])
     assert np.max(np.abs(fd)) < 1e-7
     assert "Newton (funcgrad.hessian" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- autograd's operators nested
+def test_elementwise_grad_and_deriv_nested_and_inside_a_transform():
+    x = np.array([0.3, -0.2, 1.1])
+    t = np.tanh(x)
+    d2 = -2 * t * (1 - t * t)
+    d3 = (-2 + 6 * t * t) * (1 - t * t)
+    eg, dv = funcgrad.elementwise_grad, funcgrad.deriv
+    np.testing.assert_allclose(eg(eg(np.tanh))(x), d2, rtol=1e-12)            # autograd's tanh example
+    np.testing.assert_allclose(eg(eg(eg(np.tanh)))(x), d3, rtol=1e-12)
+    np.testing.assert_allclose(dv(dv(np.tanh))(x), d2, rtol=1e-12)
+    np.testing.assert_allclose(eg(dv(np.tanh))(x), d2, rtol=1e-12)
+
+    def f(x):                                   # written inside the function funcgrad differentiates
+        return np.sum(eg(np.tanh)(x) ** 2) + np.sum(dv(np.sin)(x))
+
+    np.testing.assert_allclose(funcgrad.grad(f)(x), _fd_grad(f, x), rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(hessian(f)(x), _fd_hessian(f, x), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["jacobian", "jacfwd", "jacrev", "hessian", "hvp", "linearize"])
+def test_size_dependent_derivatives_inside_a_transform_are_refused_at_the_users_line(op):
+    def f(x):
+        if op == "hvp":
+            return np.sum(funcgrad.hvp(inner, (x,), (x,)))
+        if op == "linearize":
+            return funcgrad.linearize(inner, x)[0]
+        return np.sum(getattr(funcgrad, op)(inner)(x))
+
+    with pytest.raises(funcgrad.UnsupportedSyntaxError, match=rf"funcgrad\.{op} inside a transformed function") as e:
+        funcgrad.grad(f)(X)
+    assert e.value.filename == __file__
