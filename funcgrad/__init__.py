@@ -2,15 +2,16 @@
 
 Public API (everything else is internal):
 
-* transforms: :func:`grad`, :func:`value_and_grad`, :func:`vjp`, :func:`jvp`, :func:`jacfwd`, :func:`jit`,
-  :func:`custom_vjp`, :func:`stop_gradient`, :func:`source`;
+* transforms: :func:`grad`, :func:`value_and_grad`, :func:`vjp`, :func:`jvp`, :func:`linearize`,
+  :func:`jacfwd`, :func:`jacrev`, :func:`hvp`, :func:`hessian`, :func:`jit`, :func:`custom_vjp`,
+  :func:`custom_jvp`, :func:`stop_gradient`, :func:`source`;
 * autograd's operators: :func:`jacobian`, :func:`elementwise_grad`, :func:`deriv`,
   :func:`holomorphic_grad`; ``funcgrad.builtins`` (also ``funcgrad.tuple``, ...);
 * pytrees: :func:`tree_flatten`, :func:`tree_unflatten`, :func:`tree_map`, ...;
 * errors: :class:`UnsupportedSyntaxError`, :class:`NoDerivativeError`, ...
 """
-from .api import grad, value_and_grad, vjp, jit, custom_vjp, stop_gradient, source
-from .forward_mode import jvp, jacfwd, hvp, hessian, source
+from .api import grad, value_and_grad, vjp, jit, custom_vjp, custom_jvp, stop_gradient, source
+from .forward_mode import jvp, jacfwd, jacrev, linearize, hvp, hessian, source
 from .differential import jacobian, elementwise_grad, deriv, holomorphic_grad
 from . import testing
 from .tree import (tree_flatten, tree_unflatten, tree_leaves, tree_structure, tree_map,
@@ -21,7 +22,8 @@ from . import nn, optim, data, checkpoint, initializers  # (funcgrad.dist: impor
 from . import integrate as _integrate  # noqa: F401  (scipy.integrate.odeint, read by the transformer)
 
 __all__ = [
-    "grad", "value_and_grad", "vjp", "jvp", "jacfwd", "hvp", "hessian", "jit", "custom_vjp", "stop_gradient",
+    "grad", "value_and_grad", "vjp", "jvp", "jacfwd", "jacrev", "linearize", "hvp", "hessian", "jit", "custom_vjp",
+    "custom_jvp", "stop_gradient",
     "source", "jacobian", "elementwise_grad", "deriv", "holomorphic_grad",
     "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure", "tree_map",
     "register_pytree_node",

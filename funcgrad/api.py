@@ -30,7 +30,7 @@ import warnings
 import numpy as np
 from numba.core import errors as _numba_errors
 
-from .custom import CustomVJPFunction, custom_vjp, stop_gradient
+from .custom import CustomFunction, custom_jvp, custom_vjp, stop_gradient
 from .errors import (ArgumentTypeError, CompileError, FuncgradError, FuncgradWarning, NoDerivativeError,
                      TransformError, TreeStructureError, UnsupportedSyntaxError)
 from .kernels.base import get_backend
@@ -44,7 +44,7 @@ from .transform.specs import is_float_leaf, leaf_spec
 from .transform.values import Static, Struct
 from .tree import tree_flatten, tree_flatten_with_path, tree_unflatten
 
-__all__ = ["grad", "value_and_grad", "vjp", "jit", "custom_vjp", "stop_gradient", "source"]
+__all__ = ["grad", "value_and_grad", "vjp", "jit", "custom_vjp", "custom_jvp", "stop_gradient", "source"]
 
 # jit= values and the strategy each selects (see funcgrad.kernels.base); mode= is the older spelling
 _JIT = {True: "auto", "auto": "auto", "whole": "njit", "kernels": "python", False: "nojit"}
@@ -472,9 +472,9 @@ def _numba_failure(err, built):
     elif "Untyped global name" in msg:
         m = re.search(r"Untyped global name '([^']+)'", msg)
         obj = getattr(getattr(built.fn, "py_func", None), "__globals__", {}).get(m.group(1)) if m else None
-        if isinstance(obj, CustomVJPFunction):
-            reason = (f"custom_vjp function '{getattr(obj, '__name__', 'f')}' runs its fun, fwd and bwd as Python, which "
-                      "whole-function compiled code cannot call")
+        if isinstance(obj, CustomFunction):
+            reason = (f"{obj.kind} function '{getattr(obj, '__name__', 'f')}' runs its function and rules as Python, "
+                      "which whole-function compiled code cannot call")
         elif obj is not None:
             reason = f"{public_name(obj)} cannot be called from whole-function compiled code"
         else:
@@ -610,12 +610,12 @@ def _as_python_function(fn):
         raise TypeError(f"{getattr(fn, '__qualname__', 'f')} is a function returned by funcgrad.grad, "
                         "value_and_grad or vjp; transforming it again is not supported here (transform the "
                         "original function)")
-    if isinstance(fn, types.FunctionType) and _is_user_code(fn):
-        return fn, None
+    if isinstance(fn, types.FunctionType) and _is_user_code(fn) and not fn.__dict__.get("_funcgrad_inline"):
+        return fn, None   # (a derivative funcgrad made, elementwise_grad(f), is called: its call writes it out)
     if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType) and \
             _is_user_code(fn.__func__):
         return fn, None
-    if not isinstance(fn, (type, types.FunctionType, types.MethodType, functools.partial, CustomVJPFunction)):
+    if not isinstance(fn, (type, types.FunctionType, types.MethodType, functools.partial, CustomFunction)):
         call = getattr(type(fn), "__call__", None)
         if isinstance(call, types.FunctionType) and _is_user_code(call):
             return fn.__call__, None  # a callable object of the user's class: its __call__, bound to it

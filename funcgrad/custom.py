@@ -1,12 +1,23 @@
-"""User-defined derivatives: ``custom_vjp`` and ``stop_gradient``.
+"""User-defined derivatives: ``custom_vjp``, ``custom_jvp`` and ``stop_gradient``.
 
 Sits below the transformer (as JAX's ``custom_derivatives`` sits below its
 ``api``): the passes recognise these objects by type; nothing here imports
-the transformer.
+the transformer (reverse mode over a ``custom_jvp`` function transposes its
+JVP rule through a hook the layer above fills in, :data:`_TRANSPOSE`).
+
+A call of a custom function inside a differentiated function runs ``fun`` as
+it is (Python). Forward mode (``jvp``, ``jacfwd``, ``hessian``, ``hvp``)
+replaces it by the JVP rule ``rule(primals, tangents) -> (out, tangent)``;
+reverse mode (``grad``, ``vjp``) uses ``bwd(residuals, g)`` where one is
+given (``defvjp``), else the VJP of the rule's tangent, which is linear in the
+tangents (what JAX derives by transposition), computed by funcgrad's reverse
+mode over the rule's code. Higher orders differentiate the rule's code again,
+as JAX does.
 """
 from __future__ import annotations
 
 import functools
+import linecache
 
 import numpy as np
 
@@ -14,7 +25,8 @@ from .errors import FuncgradError
 from .ops import core as _core
 from .ops.registry import alias
 
-__all__ = ["custom_vjp", "CustomVJPFunction", "stop_gradient"]
+__all__ = ["custom_vjp", "custom_jvp", "CustomFunction", "CustomVJPFunction", "CustomJVPFunction",
+           "stop_gradient"]
 
 
 def stop_gradient(x):
@@ -24,25 +36,74 @@ def stop_gradient(x):
 
 alias(stop_gradient, _core.stop_gradient)
 
+# reverse mode over a custom_jvp function with no bwd: ``_TRANSPOSE[0](cf, args, g)`` -> cotangents of args
+# (filled in by funcgrad.forward_mode, which runs funcgrad's reverse mode over the JVP rule)
+_TRANSPOSE: list = [None]
 
-class CustomVJPFunction:
-    """A function with a user-supplied VJP, JAX-style (see :func:`custom_vjp`)."""
+
+class CustomFunction:
+    """A function with user-supplied derivative rules: a JVP rule (``defjvp``/``defjvps``), used by forward
+    mode, and/or a VJP (``defvjp``), used by reverse mode. See :func:`custom_jvp` and :func:`custom_vjp`."""
+
+    kind = "custom"
 
     def __init__(self, fun):
+        if not callable(fun):
+            raise TypeError(f"{self.kind} expects a function; received {fun!r}")
         self.fun = fun
+        self.jvp = None     # rule(primals, tangents) -> (primal_out, tangent_out)
         self.fwd = None
         self.bwd = None
+        self._tangent_fn = None
         functools.update_wrapper(self, fun)
+
+    # ------------------------------------------------------------------ rules
+    def defjvp(self, jvp):
+        """``jvp(primals, tangents) -> (primal_out, tangent_out)``, JAX's convention: ``primals`` and
+        ``tangents`` are tuples with one entry per argument (an argument that is not differentiated gets a
+        zero tangent); ``tangent_out`` must be linear in the tangents. Returns ``jvp``, so it works as a
+        decorator (``@f.defjvp``)."""
+        if not callable(jvp):
+            raise TypeError(f"{self.kind} {self._label}.defjvp: the rule must be a function; received {jvp!r}")
+        self.jvp = jvp
+        self._tangent_fn = None
+        return jvp
+
+    def defjvps(self, *jvps):
+        """One rule per argument, JAX's ``defjvps``: ``jvps[i](t_i, primal_out, *primals)`` is the part of the
+        output tangent due to argument ``i`` (``None``: that argument has no effect on the output)."""
+        for j in jvps:
+            if j is not None and not callable(j):
+                raise TypeError(f"{self.kind} {self._label}.defjvps: each rule must be a function or None; "
+                                f"received {j!r}")
+        n = len(jvps)
+        xs = [f"x{i}" for i in range(n)]
+        ts = [f"t{i}" for i in range(n)]
+        terms = [f"_jvp{i}({ts[i]}, ans, {', '.join(xs)})" for i, j in enumerate(jvps) if j is not None]
+        name = "".join(c if c.isalnum() else "_" for c in self._label.split(".")[-1]) + "_jvps"
+        src = (f"def {name}(primals, tangents):\n"
+               f"    {', '.join(xs)}{',' if n == 1 else ''} = primals\n"
+               f"    {', '.join(ts)}{',' if n == 1 else ''} = tangents\n"
+               f"    ans = _f({', '.join(xs)})\n"
+               f"    return ans, {' + '.join(terms) if terms else 'ans * 0.0'}\n")
+        filename = f"<funcgrad: the JVP rules of {self._label} (defjvps) #{id(self):x}>"
+        linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+        ns = {"_f": self, "__name__": __name__}
+        ns.update({f"_jvp{i}": j for i, j in enumerate(jvps) if j is not None})
+        exec(compile(src, filename, "exec"), ns)
+        self.defjvp(ns[name])
+        return self
 
     def defvjp(self, fwd, bwd):
         """``fwd(*args) -> (out, residuals)``; ``bwd(residuals, g) -> tuple of cotangents, one per arg``
         (``None`` for a zero cotangent)."""
         for what, f in (("fwd", fwd), ("bwd", bwd)):
             if not callable(f):
-                raise TypeError(f"custom_vjp {self._label}.defvjp: {what} must be a function; received {f!r}")
+                raise TypeError(f"{self.kind} {self._label}.defvjp: {what} must be a function; received {f!r}")
         self.fwd, self.bwd = fwd, bwd
         return self
 
+    # ------------------------------------------------------------------ calls
     def __call__(self, *args):
         return self.fun(*args)
 
@@ -51,12 +112,17 @@ class CustomVJPFunction:
 
     @property
     def _label(self):
-        return getattr(self.fun, "__qualname__", None) or getattr(self.fun, "__name__", None) or repr(self.fun)
+        """The function's name as users write it (``f``, not ``outer.<locals>.f``)."""
+        return getattr(self.fun, "__name__", None) or getattr(self.fun, "__qualname__", None) or repr(self.fun)
 
     def bwd_from_args(self, args, g):
-        """The cotangents of ``args`` for output cotangent ``g``: ``bwd(residuals of fwd(*args), g)``."""
+        """The cotangents of ``args`` for output cotangent ``g``: ``bwd(residuals of fwd(*args), g)``, or, with
+        no ``bwd``, the transpose of the JVP rule's tangent map (its VJP with respect to the tangents)."""
         if self.fwd is None:
-            raise FuncgradError(f"custom_vjp function {self._label} has no rule: call .defvjp(fwd, bwd)")
+            if self.jvp is not None and _TRANSPOSE[0] is not None:
+                return _TRANSPOSE[0](self, args, g)
+            raise FuncgradError(f"{self.kind} function {self._label} has no rule for reverse mode: call "
+                                f".defvjp(fwd, bwd)" + ("" if self.kind == "custom_vjp" else " or .defjvp(rule)"))
         pair = self.fwd(*args)
         if not isinstance(pair, tuple) or len(pair) != 2:
             raise FuncgradError(f"the fwd rule of {self._label} must return a pair (output, residuals); it "
@@ -71,6 +137,37 @@ class CustomVJPFunction:
         return tuple(np.zeros_like(a) if c is None and isinstance(a, (np.ndarray, np.generic, float)) else c
                      for a, c in zip(args, cts))
 
+    def tangent_fn(self, n):
+        """``tangent_out(primals, t0, ..., t<n-1>)``: the rule's tangent for ``n`` arguments, a Python function
+        funcgrad reads (reverse mode differentiates it with respect to the tangents to transpose the rule)."""
+        if self._tangent_fn is None:
+            self._tangent_fn = {}
+        fn = self._tangent_fn.get(n)
+        if fn is None:
+            label = self._label
+            name = "".join(c if c.isalnum() else "_" for c in label.split(".")[-1]) + "_tangent"
+            ts = [f"t{i}" for i in range(n)]
+            src = (f"def {name}(primals, {', '.join(ts)}):\n"
+                   f"    return _rule(primals, ({', '.join(ts)}{',' if n == 1 else ''}))[1]\n")
+            filename = f"<funcgrad: the tangent of {label}'s JVP rule #{id(self):x}.{n}>"
+            linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+            ns = {"_rule": self.jvp, "__name__": __name__}
+            exec(compile(src, filename, "exec"), ns)
+            fn = self._tangent_fn[n] = ns[name]
+        return fn
+
+
+class CustomVJPFunction(CustomFunction):
+    """A function with a user-supplied VJP, JAX-style (see :func:`custom_vjp`)."""
+
+    kind = "custom_vjp"
+
+
+class CustomJVPFunction(CustomFunction):
+    """A function with a user-supplied JVP rule, JAX-style (see :func:`custom_jvp`)."""
+
+    kind = "custom_jvp"
+
 
 def custom_vjp(fun):
     """Give ``fun`` a hand-written VJP: ``f = custom_vjp(f); f.defvjp(fwd, bwd)``.
@@ -81,6 +178,32 @@ def custom_vjp(fun):
     (``custom_vjp(scipy.special.multigammaln)``). ``fun``, ``fwd`` and ``bwd``
     run as Python, so a function calling it runs as Python over the compiled
     kernels: ``jit="auto"`` chooses that even with loops, and ``jit="whole"``
-    refuses at the call's line.
+    refuses at the call's line. Forward mode (``jvp``, ``hessian``) needs a
+    JVP rule too: ``f.defjvp(rule)`` (see :func:`custom_jvp`).
     """
     return CustomVJPFunction(fun)
+
+
+def custom_jvp(fun):
+    """Give ``fun`` a hand-written JVP rule, as ``jax.custom_jvp`` does::
+
+        @funcgrad.custom_jvp
+        def f(x, y):
+            return np.sin(x) * y
+
+        @f.defjvp
+        def f_jvp(primals, tangents):
+            x, y = primals
+            x_dot, y_dot = tangents
+            out = f(x, y)
+            return out, np.cos(x) * x_dot * y + np.sin(x) * y_dot
+
+    Forward mode (``jvp``, ``jacfwd``, ``hessian``, ``hvp``) uses the rule in place of ``fun``'s own
+    derivative (``fun`` may be any callable, one funcgrad cannot read included); reverse mode (``grad``,
+    ``vjp``) uses the transpose of the rule's tangent map, computed by funcgrad's reverse mode over the
+    rule, which must then be code funcgrad differentiates and linear in the tangents (or give a VJP too,
+    ``f.defvjp(fwd, bwd)``). Higher orders differentiate the rule itself. ``f.defjvps(j0, j1, ...)`` gives
+    one rule per argument, ``j_i(t_i, out, *primals)``. The rule and ``fun`` run as Python, so a function
+    calling ``f`` runs as Python over compiled kernels (``jit="auto"``), as with :func:`custom_vjp`.
+    """
+    return CustomJVPFunction(fun)

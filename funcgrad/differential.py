@@ -21,6 +21,7 @@ Also owns :func:`bind_argnum`, a one-argument function of ``fun``'s argument
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 import linecache
@@ -30,6 +31,7 @@ import numpy as np
 
 from . import api as _api
 from .errors import FuncgradError
+from . import forward_mode as _fm
 from .forward_mode import jvp as _jvp
 from .tree import tree_flatten, tree_unflatten
 
@@ -233,6 +235,7 @@ def jacobian(fun, argnum=0, *, jit=True, backend=None, mode=None):
             out.append(np.reshape(jac, np.shape(y) + x_shape))
         return out[0] if single else tuple(out)
 
+    jacobian_fn._funcgrad_inline = _fm.refuse_inline("jacobian")   # called inside a transform: refused there
     return _named(jacobian_fn, "jacobian", fun, argnum)
 
 
@@ -256,6 +259,7 @@ def elementwise_grad(fun, argnum=0, *, jit=True, backend=None, mode=None):
         g = pull(tree_unflatten(td, ones))
         return g[0] if single else tuple(g)
 
+    elementwise_grad_fn._funcgrad_inline = functools.partial(_fm.inline_elementwise_grad, fun, argnum)  # inside
     return _named(elementwise_grad_fn, "elementwise_grad", fun, argnum)
 
 
@@ -276,6 +280,7 @@ def deriv(fun, argnum=0, *, jit=True, backend=None, mode=None):
         ones = tree_unflatten(td, [_ones_like(v) for v in leaves])
         return _jvp(f, (x,), (ones,), **tk)[1]
 
+    deriv_fn._funcgrad_inline = functools.partial(_fm.inline_deriv, fun, argnum)   # inside a transform
     return _named(deriv_fn, "deriv", fun, argnum)
 
 
@@ -310,4 +315,11 @@ def holomorphic_grad(fun, argnum=0, *, jit=True, backend=None, mode=None):
         real_part = source_function(f"real_{fname}", ["x"], "_np.real(_f(x))", {"_f": f, "_np": np})
         return _api.grad(real_part, **tk)(x)
 
+    holomorphic_grad_fn._funcgrad_inline = _fm.refuse_inline("holomorphic_grad")
     return _named(holomorphic_grad_fn, "holomorphic_grad", fun, argnum)
+
+
+# written inside a transformed function, these are made while transforming (as grad(f) is); calling the result
+# there reaches its _funcgrad_inline hook (elementwise_grad and deriv are written out, the others refused)
+for _op in (jacobian, elementwise_grad, deriv, holomorphic_grad):
+    _op._funcgrad_static_call = True

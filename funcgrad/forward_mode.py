@@ -4,23 +4,30 @@
 (tuples of pytrees in and out). The generated code is ``f``'s own statements, each followed by
 its tangent (the primitives' JVP lines, :mod:`funcgrad.transform.forward`): loops stay loops and
 compile with Numba as the reverse mode's do. ``funcgrad.source`` prints it.
+
+Also here: ``linearize``, ``jacrev``; second order (``hvp``, ``hessian``, ``grad`` of ``grad``: funcgrad's
+transforms applied to the generated forward code); ``jvp``/``vjp`` called inside a transformed function (the
+generated code inlined, see ``_inline_jvp``); and reverse mode over a ``custom_jvp`` function (its rule
+transposed, ``_transpose_custom_jvp``).
 """
 from __future__ import annotations
 
+import ast
 import functools
 import linecache
 
 import numpy as np
 
 from . import api as _api
+from . import custom as _custom
 from .api import _jit_disabled, _match, _Transformed, _user_facing
-from .errors import TreeStructureError
+from .errors import FuncgradError, NoDerivativeError, TreeStructureError
 from .kernels.base import get_backend
 from .transform.pipeline import build
 from .transform.specs import is_float_leaf, is_static_leaf
 from .tree import tree_flatten, tree_unflatten
 
-__all__ = ["jvp", "jacfwd", "hvp", "hessian", "vjp_of_jvp", "jvp_of_jvp"]
+__all__ = ["jvp", "jacfwd", "jacrev", "linearize", "hvp", "hessian", "vjp_of_jvp", "jvp_of_jvp"]
 
 
 class _JVP(_Transformed):
@@ -41,12 +48,15 @@ class _JVP(_Transformed):
         if len(primals) != len(tangents):
             raise ValueError(f"jvp: {len(primals)} primals but {len(tangents)} tangents; give one tangent per primal")
         primals = tuple(primals)
-        self.argnums = tuple(i for i, p in enumerate(primals)
-                             if all(is_float_leaf(x) for x in tree_flatten(p)[0]) and tree_flatten(p)[0])
+        self.argnums = _float_argnums(primals)
         built, single, nums, flat, trees, cap, key = self._lookup(primals)
         leaves = [x for ls in flat for x in ls if not is_static_leaf(x)]
         tleaves = []
         for i in nums:
+            x, v = primals[i], tangents[i]
+            if type(x) is np.ndarray and type(v) is np.ndarray and v.dtype == x.dtype and v.shape == x.shape:
+                tleaves.append(v)     # the common case, as it is
+                continue
             tl, ttd = tree_flatten(tangents[i])
             if ttd != trees[i]:
                 raise TreeStructureError(f"jvp: the tangent of argument {i} has structure {ttd!r} but the primal "
@@ -62,6 +72,22 @@ class _JVP(_Transformed):
         touts = [_match(tv, o) if o is not None and not isinstance(o, (str, bool, int)) else tv
                  for tv, o in zip(touts, outs)]
         return self._outputs(built, outs), self._outputs(built, touts)
+
+
+def _float_argnums(primals):
+    """The arguments made of floating-point leaves only (jvp differentiates those; ints are constants)."""
+    out = []
+    for i, p in enumerate(primals):
+        if type(p) is np.ndarray:
+            ok = p.dtype.kind in "fc"
+        elif type(p) is float:
+            ok = True
+        else:
+            ls = tree_flatten(p)[0]
+            ok = bool(ls) and all(is_float_leaf(x) for x in ls)
+        if ok:
+            out.append(i)
+    return tuple(out)
 
 
 _JVP_CACHE_ATTR = "__funcgrad_jvp__"
@@ -117,7 +143,46 @@ def jacfwd(fun, argnums=0, *, jit=True, backend=None, mode=None):
             J = np.stack(cols, axis=-1).reshape(np.shape(y) + x.shape)
             res.append(J)
         return res[0] if single else tuple(res)
+    jac._funcgrad_inline = refuse_inline("jacfwd")
     return jac
+
+
+def jacrev(fun, argnums=0, *, jit=True, backend=None, mode=None):
+    """The Jacobian by reverse mode (JAX's name for autograd's ``jacobian``): one VJP per output element;
+    shape ``out.shape + in.shape``, a tuple of them for a tuple ``argnums``."""
+    from .differential import jacobian
+    jac = jacobian(fun, argnums, jit=jit, backend=backend, mode=mode)
+    jac._funcgrad_inline = refuse_inline("jacrev")
+    return jac
+
+
+def linearize(fun, *primals, jit=True, backend=None, mode=None):
+    """``(fun(*primals), f_jvp)`` with ``f_jvp(*tangents) == jvp(fun, primals, tangents)[1]``, JAX's
+    ``linearize``: the primals are fixed, ``f_jvp`` takes one tangent per primal (a pytree like it).
+
+    ``fun(*primals)`` is computed once, here. ``f_jvp`` runs the generated forward code (compiled once per
+    signature), which computes the primal values its tangents read beside them: no intermediate values
+    are stored between calls, so each call costs one ``jvp`` (about 1.5-3 times ``fun``), not less."""
+    primals = tuple(primals)
+    t = _cached(fun, mode, jit, get_backend(backend))
+    nargs = len(primals)
+    y = jvp(fun, primals, tuple(_zeros_like_tree(p) for p in primals), jit=jit, backend=backend, mode=mode)[0]
+
+    @_user_facing
+    def f_jvp(*tangents):
+        if len(tangents) != nargs:
+            raise TypeError(f"linearize: the linear function takes {nargs} tangent(s), one per primal; "
+                            f"received {len(tangents)}")
+        return t.run(primals, tangents)[1]
+
+    f_jvp.__name__ = f"{getattr(fun, '__name__', 'f')}_jvp"
+    return y, f_jvp
+
+
+def _zeros_like_tree(p):
+    leaves, td = tree_flatten(p)
+    return tree_unflatten(td, [np.zeros(np.shape(v), dtype=np.result_type(v)) if isinstance(v, np.ndarray)
+                               else (0j if isinstance(v, complex) else 0.0) for v in leaves])
 
 
 def j_is_scalar(a):
@@ -146,8 +211,7 @@ def _wrapper(label, params, body_lines, scope):
 
 def _jvp_built(fun, primals, mode, jit, backend):
     t = _cached(fun, mode, jit, get_backend(backend))
-    t.argnums = tuple(i for i, p in enumerate(primals)
-                      if all(is_float_leaf(x) for x in tree_flatten(p)[0]) and tree_flatten(p)[0])
+    t.argnums = _float_argnums(primals)
     built, single, nums, flat, trees, cap, key = t._lookup(tuple(primals))
     return t, built, nums, flat, trees, cap, key
 
@@ -210,8 +274,7 @@ def _so(fun, primals, mode, jit, backend, complex_ok=False):
     passes its own tangents of the primals' dtypes to the generated code (the second-order helpers here seed
     real tangents, so they refuse complex arguments)."""
     t = _cached(fun, mode, jit, get_backend(backend))
-    t.argnums = tuple(i for i, p in enumerate(primals)
-                      if all(is_float_leaf(x) for x in tree_flatten(p)[0]) and tree_flatten(p)[0])
+    t.argnums = _float_argnums(primals)
     if not complex_ok and any(np.iscomplexobj(x) for i in t.argnums for x in tree_flatten(primals[i])[0]):
         raise TypeError("second-order derivatives (hessian, hvp, grad of grad, jvp of jvp) of functions of complex "
                         "arguments are not supported; pass the real and imaginary parts as real arguments "
@@ -292,6 +355,7 @@ def hessian(fun, argnums=0, *, jit=True, backend=None, mode=None):
             h = _hvp_of_arg(fun, args, tans, argnums, jit=jit, backend=backend, mode=mode)
             cols.append(np.asarray(h, dtype=float).reshape(-1))
         return np.stack(cols, axis=-1).reshape(xa.shape + xa.shape)
+    hess._funcgrad_inline = refuse_inline("hessian")
     return hess
 
 
@@ -389,6 +453,299 @@ def _nested(fun, argnums, has_aux, jit, backend, mode, return_value):
 _api._NESTED[0] = (_GradOfGrad, _nested)
 
 
+# ----------------------------------------------------------------------------- jvp and vjp called inside
+# ``funcgrad.jvp(f, primals, tangents)`` or ``y, pull = funcgrad.vjp(f, x)`` written inside a function funcgrad
+# transforms: where the primals' kinds and ndims are known while transforming (arguments of the function,
+# constants, containers of them), the code funcgrad generates for ``f`` at that signature is inlined as a call
+# of its Python function, which the outer transform differentiates again (as grad(f)(x) inside is, see
+# normalize's nested_gradient). normalize calls ``_funcgrad_inline`` of these functions.
+_INLINE_HINT = ("call it on the function's arguments (or constants, or containers of them), whose shapes are known "
+                "while transforming, or compute the derivative outside the transformed function")
+
+
+def _refuse(nz_scope, node, what, msg, hint=_INLINE_HINT):
+    from .errors import UnsupportedSyntaxError
+    from .transform.fence import error
+    return error(nz_scope.parsed, node, f"funcgrad.{what} inside a transformed function: {msg}", hint,
+                 cls=UnsupportedSyntaxError)
+
+
+def _static_options(kwargs, allowed, scope, node, what):
+    from .transform.values import Static
+    opts = {}
+    for k, v in kwargs.items():
+        if k not in allowed or not isinstance(v, Static):
+            raise _refuse(scope, node, what, f"the keyword argument {k}= is not supported there",
+                          f"pass only {', '.join(allowed)} with constant values")
+        opts[k] = v.obj
+    return opts
+
+
+def _inline_fun(nz, f, scope, node, what):
+    """``(python function, leading values)`` for the function argument of jvp/vjp: a function known now, or a
+    nested def/lambda as a real function of its enclosing values (closure conversion) and its own arguments."""
+    from .transform.normalize.calls import _local_as_function
+    from .transform.normalize.common import LocalFunction
+    from .transform.values import Static
+    if isinstance(f, Static) and callable(f.obj):
+        return f.obj, []
+    if isinstance(f, LocalFunction):
+        conv = _local_as_function(f, scope)
+        if conv is not None:
+            F, extras = conv
+            return F, list(extras)
+    raise _refuse(scope, node, what, "the function to differentiate must be known while transforming (a function "
+                                     "of a module, a nested def or a lambda with positional parameters)")
+
+
+def _example_leaf(nz, v):
+    """A value with the spec of ``v``: normalize's example of an argument or constant, or the current value of a
+    captured global (the outer transform is rebuilt when its spec changes)."""
+    try:
+        return nz._example_leaf(v)
+    except LookupError:
+        name = getattr(getattr(v, "expr", None), "id", None)
+        for outname, getter in nz.captured_list:
+            if outname == name:
+                return getter()
+        raise
+
+
+def _examples(nz, values, scope, node, what):
+    from .transform.normalize.calls import _value_tree
+    from .tree import tree_map
+    try:
+        return tuple(tree_map(lambda v: _example_leaf(nz, v), _value_tree(a)) for a in values)
+    except LookupError:
+        raise _refuse(scope, node, what, "the kinds and ndims of its inputs must be known while transforming; "
+                                         "here one is a value computed inside the function") from None
+
+
+def _runtime_call_leaves(values, key):
+    from .transform.normalize.calls import _value_tree
+    call = []
+    for v, (_, specs, _) in zip(values, key):
+        for leaf, sp in zip(tree_flatten(_value_tree(v))[0], specs):
+            if sp[0] != "static":
+                call.append(leaf)
+    return call
+
+
+def _rebuild(tree, it):
+    """The output value tree of generated code (``Built.out_tree``) with its leaves taken from ``it``."""
+    from .transform.values import Static, Struct
+    if isinstance(tree, Struct):
+        items = [_rebuild(v, it) for v in tree.values()]
+        if tree.kind == "dict":
+            return Struct("dict", dict(zip(tree.items.keys(), items)))
+        return Struct(tree.kind, items, tree.cls)
+    v = next(it)
+    return tree if isinstance(tree, Static) else v
+
+
+def _zero_tangent_value(nz, v, scope, out, node):
+    from .transform.normalize.calls import _value_tree
+    from .transform.values import Dyn, Static, map_struct
+    def zero(path, leaf):
+        if isinstance(leaf, Static):
+            return Static(np.zeros_like(leaf.obj) if isinstance(leaf.obj, np.ndarray) else 0.0)
+        return nz.call_object(np.zeros_like, [leaf], {}, scope, out, node) if isinstance(leaf, Dyn) else leaf
+    return map_struct(_value_tree(v), zero)
+
+
+def _inline_jvp(nz, args, kwargs, scope, out, node):
+    from .transform.values import Struct
+    what = "jvp"
+    _static_options(kwargs, ("jit", "mode", "backend"), scope, node, what)
+    if len(args) != 3:
+        raise _refuse(scope, node, what, "call it as jvp(f, primals, tangents)", None)
+    fun, extras = _inline_fun(nz, args[0], scope, node, what)
+    prim, tans = args[1], args[2]
+    if not (isinstance(prim, Struct) and prim.kind in ("tuple", "list") and isinstance(tans, Struct)
+            and tans.kind in ("tuple", "list") and len(prim.values()) == len(tans.values())):
+        raise _refuse(scope, node, what, "primals and tangents must be tuples with one entry per argument of f, "
+                                         "written in the call", None)
+    primals = list(extras) + prim.values()
+    tangents = [_zero_tangent_value(nz, v, scope, out, node) for v in extras] + tans.values()
+    examples = _examples(nz, primals, scope, node, what)
+    t = _cached(fun, None, True, get_backend(None))
+    t.argnums = _float_argnums(examples)
+    built, single, nums, flat, trees, cap, key = t._lookup(examples)
+    call = _runtime_call_leaves(primals, key) + [_static(c) for c in cap]
+    from .transform.normalize.calls import _value_tree
+    for i in nums:
+        tl = tree_flatten(_value_tree(tangents[i]))[0]
+        if len(tl) != len(flat[i]):
+            raise _refuse(scope, node, what, f"the tangent of argument {i} has {len(tl)} leaves but the primal has "
+                                             f"{len(flat[i])}", "give each tangent its primal's structure")
+        call.extend(tl)
+    res = nz.inline_function(built.py_fn, call, {}, out, node, scope)
+    outs, touts = res.values()
+    return Struct("tuple", [_rebuild(built.out_tree, iter(outs.values())),
+                            _rebuild(built.out_tree, iter(touts.values()))])
+
+
+def _static(c):
+    from .transform.values import Static
+    return Static(c)
+
+
+class _InlinePull:
+    """The ``vjp_fn`` of ``funcgrad.vjp`` called inside a transformed function: calling it inlines the reverse-mode
+    code of ``f`` at the primals' signature with the cotangent as its seed."""
+
+    def __init__(self, built, nums, flat, trees, call):
+        self.built, self.nums, self.flat, self.trees, self.call = built, nums, flat, trees, call
+        self._funcgrad_inline = self._inline
+
+    def __call__(self, *args):   # pragma: no cover - only ever called while transforming
+        raise TypeError("this vjp function exists only inside a transformed function")
+
+    def _inline(self, nz, args, kwargs, scope, out, node):
+        from .transform.normalize.calls import _value_tree
+        from .transform.values import Struct, map_struct
+        what = "vjp"
+        if kwargs or len(args) != 1:
+            raise _refuse(scope, node, what, "the vjp function takes one cotangent, like the output", None)
+        cts = tree_flatten(_value_tree(args[0]))[0]
+        n_out = len(self.built.out_atoms)
+        if len(cts) != n_out:
+            raise _refuse(scope, node, what, f"the cotangent has {len(cts)} leaves but the output has {n_out}",
+                          "give the cotangent the output's structure")
+        res = nz.inline_function(self.built.py_fn, list(self.call) + cts, {}, out, node, scope)
+        _, grads = res.values()
+        grads = grads.values()
+        result, k = [], 0
+        for i in self.nums:
+            n = len(self.flat[i])
+            result.append(map_struct(tree_unflatten(self.trees[i], grads[k:k + n]), lambda path, leaf: leaf))
+            k += n
+        return Struct("tuple", result)
+
+
+def _inline_vjp(nz, args, kwargs, scope, out, node):
+    from .transform.values import Static, Struct
+    what = "vjp"
+    opts = _static_options(kwargs, ("argnums", "jit", "mode", "backend"), scope, node, what)
+    if not args:
+        raise _refuse(scope, node, what, "call it as vjp(f, *primals)", None)
+    fun, extras = _inline_fun(nz, args[0], scope, node, what)
+    primals = list(extras) + list(args[1:])
+    argnums = opts.get("argnums")
+    nums = tuple(range(len(extras), len(primals))) if argnums is None else \
+        tuple(len(extras) + i for i in ((argnums,) if isinstance(argnums, int) else argnums))
+    examples = _examples(nz, primals, scope, node, what)
+    t = _api._cached_vjp(fun, None, True, get_backend(None))
+    t.argnums = nums
+    built, single, nums, flat, trees, cap, key = t._lookup(examples)
+    call = _runtime_call_leaves(primals, key) + [_static(c) for c in cap]
+    value = nz.call_value(Static(fun), primals, {}, scope, out, node)
+    # one object per (code, operands): a loop body normalized again binds the same vjp function
+    memo = built.__dict__.setdefault("_inline_pulls", {})
+    mkey = (nums, tuple(ast.dump(v.expr) if hasattr(v, "expr") else repr(getattr(v, "obj", v)) for v in call))
+    pull = memo.get(mkey)
+    if pull is None:
+        pull = memo[mkey] = _InlinePull(built, nums, flat, trees, call)
+    return Struct("tuple", [value, Static(pull)])
+
+
+def _nested_transform(fn, inline):
+    fn._funcgrad_inline = inline
+    return fn
+
+
+def inline_elementwise_grad(fun, argnum, nz, args, kwargs, scope, out, node):
+    """``elementwise_grad(fun, argnum)(*args)`` inside a transformed function: vjp with a cotangent of ones."""
+    from .transform.values import Dyn, Static, Struct
+    what = "elementwise_grad"
+    if kwargs:
+        raise _refuse(scope, node, what, "keyword arguments are not supported there", "pass them positionally")
+    nums = (argnum,) if isinstance(argnum, int) else tuple(argnum)
+    res = _inline_vjp(nz, [Static(fun)] + list(args), {"argnums": Static(tuple(nums))}, scope, out, node)
+    y, pull = res.values()
+    if not isinstance(y, (Dyn, Static)):
+        raise _refuse(scope, node, what, "the function must return one array or number there", None)
+    ones = nz.call_object(np.ones_like, [y], {}, scope, out, node)
+    g = pull.obj._inline(nz, [ones], {}, scope, out, node).values()
+    return g[0] if isinstance(argnum, int) else Struct("tuple", g)
+
+
+def inline_deriv(fun, argnum, nz, args, kwargs, scope, out, node):
+    """``deriv(fun, argnum)(*args)`` inside a transformed function: jvp with a tangent of ones (real arguments)."""
+    from .transform.values import Static, Struct
+    what = "deriv"
+    if kwargs or not isinstance(argnum, int):
+        raise _refuse(scope, node, what, "only one integer argnum and positional arguments are supported there",
+                      None)
+    tans = []
+    for i, a in enumerate(args):
+        z = _zero_tangent_value(nz, a, scope, out, node)
+        if i == argnum:
+            z = nz.call_object(np.ones_like, [a], {}, scope, out, node) if not isinstance(a, Struct) else None
+            if z is None:
+                raise _refuse(scope, node, what, "the argument differentiated must be an array or a number there",
+                              None)
+        tans.append(z)
+    res = _inline_jvp(nz, [Static(fun), Struct("tuple", list(args)), Struct("tuple", tans)], {}, scope, out, node)
+    return res.values()[1]
+
+
+def refuse_inline(what):
+    """A ``_funcgrad_inline`` hook refusing ``what(f)(x)`` inside a transformed function at the user's line (its
+    result's size, or the number of passes it makes, is known only when it runs)."""
+    def hook(nz, args, kwargs, scope, out, node):
+        raise _refuse(scope, node, what, "its number of passes depends on sizes known only when the function "
+                                         "runs, so it cannot be written out while transforming",
+                      "compute it outside the transformed function, or use grad, value_and_grad, jvp, vjp, "
+                      "elementwise_grad or deriv inside, which are supported there")
+    return hook
+
+
+_nested_transform(jvp, _inline_jvp)
+_nested_transform(_api.vjp, _inline_vjp)
+# written inside a transformed function, jacfwd(f) and hessian(f) are made while transforming (as grad(f) is), so
+# calling them there reaches their _funcgrad_inline hook
+for _f in (jacfwd, jacrev, hessian):
+    _f._funcgrad_static_call = True
+for _f, _name in ((hvp, "hvp"), (vjp_of_jvp, "vjp_of_jvp"), (jvp_of_jvp, "jvp_of_jvp"), (linearize, "linearize")):
+    _nested_transform(_f, refuse_inline(_name))
+
+
+# ----------------------------------------------------------------------------- custom_jvp in reverse mode
+def _zero_tangent(a):
+    if isinstance(a, np.ndarray):
+        return np.zeros(a.shape, dtype=a.dtype if a.dtype.kind in "fc" else np.float64)
+    if isinstance(a, (complex, np.complexfloating)):
+        return 0j
+    return 0.0
+
+
+def _transpose_custom_jvp(cf, args, g):
+    """Reverse mode over a custom_jvp function with no VJP: the cotangents of ``args`` for output cotangent
+    ``g`` are the VJP of ``tangents -> rule(args, tangents)[1]`` (linear in the tangents, so the point does
+    not matter: zeros), by funcgrad's reverse mode over the rule's code."""
+    label = cf._label
+    nums = tuple(i for i, a in enumerate(args) if is_float_leaf(a))
+    tangents = [_zero_tangent(a) for a in args]
+    lin = cf.tangent_fn(len(args))
+    try:
+        _, vjp_fn = _api.vjp(lin, tuple(args), *tangents, argnums=tuple(1 + i for i in nums))
+        cts = vjp_fn(g)
+    except FuncgradError as e:
+        raise NoDerivativeError(
+            f"reverse mode (grad, vjp) of custom_jvp function '{label}': funcgrad transposes its JVP rule by "
+            f"differentiating the rule's tangent in reverse mode, and that failed:\n  {e}\n"
+            f"  hint: give {label} a VJP too, {label}.defvjp(fwd, bwd) as with funcgrad.custom_vjp, or make "
+            "the rule's tangent code funcgrad differentiates (linear in the tangents)") from None
+    out = [None] * len(args)
+    for i, c in zip(nums, cts):
+        out[i] = c
+    return tuple(out)
+
+
+_custom._TRANSPOSE[0] = _transpose_custom_jvp
+
+
 def source(fun, *example_args, forward=False):
     """The generated source of a transformed function (see :func:`funcgrad.api.source`); with
     ``forward=True``, of the forward-mode (jvp) code of plain function ``fun`` at ``example_args``."""
@@ -397,7 +754,6 @@ def source(fun, *example_args, forward=False):
     if not example_args:
         raise ValueError("funcgrad.source(f, *args, forward=True) needs example arguments to specialize on")
     t = _cached(fun, None, True, get_backend(None))
-    t.argnums = tuple(i for i, p in enumerate(example_args)
-                      if all(is_float_leaf(x) for x in tree_flatten(p)[0]) and tree_flatten(p)[0])
+    t.argnums = _float_argnums(example_args)
     built = t._lookup(tuple(example_args))[0]
     return built.source

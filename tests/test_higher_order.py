@@ -115,3 +115,162 @@ def test_grad_of_grad_of_a_lambda():
     x = 0.4
     want = 6 * x * np.sin(x) + 6 * x ** 2 * np.cos(x) - x ** 3 * np.sin(x)
     np.testing.assert_allclose(d2(x), want, rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- jvp and vjp inside a transform
+def inner(x):
+    return np.sum(np.sin(x) * x)
+
+
+def uses_vjp(x):
+    y, pull = funcgrad.vjp(inner, x)
+    (g,) = pull(1.0)
+    return np.sum(g ** 2) + y
+
+
+def uses_jvp(x):
+    y, t = funcgrad.jvp(inner, (x,), (np.ones(x.shape[0]),))
+    return t * y
+
+
+def uses_jvp_of_a_closure(x, c):
+    _, t = funcgrad.jvp(lambda z: np.sum(np.tanh(z * x)) * c, (x,), (x,))
+    return t
+
+
+A_CAPTURED = np.arange(8.0).reshape(2, 4) / 5
+
+
+def uses_vjp_of_a_lambda_over_a_global(x):
+    y, pull = funcgrad.vjp(lambda z: A_CAPTURED @ np.tanh(z * x), x)
+    (g,) = pull(y)
+    return np.sum(g * g)
+
+
+def uses_jvp_in_a_loop(x):
+    s = 0.0
+    for k in range(3):                  # the inlined forward code runs each iteration
+        _, t = funcgrad.jvp(inner, (x,), (x * s + 1.0,))
+        s = s * 0.5 + t
+    return s
+
+
+NESTED = [uses_vjp, uses_jvp, lambda x: uses_jvp_of_a_closure(x, 1.5), uses_vjp_of_a_lambda_over_a_global,
+          uses_jvp_in_a_loop]
+
+
+def _fd_grad(f, x, eps=1e-6):
+    return np.array([(f(x + eps * e) - f(x - eps * e)) / (2 * eps) for e in np.eye(x.size)])
+
+
+@pytest.mark.parametrize("mode", ["python", "auto"])
+@pytest.mark.parametrize("f", NESTED, ids=["vjp", "jvp", "jvp_closure", "vjp_global", "jvp_loop"])
+def test_grad_of_a_function_calling_jvp_or_vjp(f, mode):
+    np.testing.assert_allclose(funcgrad.grad(f, mode=mode)(X), _fd_grad(f, X), rtol=1e-7, atol=1e-9)
+    _, t = funcgrad.jvp(f, (X,), (V,), mode=mode)
+    np.testing.assert_allclose(t, _fd_grad(f, X) @ V, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(hessian(f, mode=mode)(X), _fd_hessian(f, X), rtol=1e-6, atol=1e-6)
+
+
+def test_jvp_inside_on_a_computed_value_is_refused_at_the_users_line():
+    def h(x):
+        y = np.sin(x)
+        _, t = funcgrad.jvp(inner, (y,), (x,))
+        return t
+
+    with pytest.raises(funcgrad.UnsupportedSyntaxError, match=r"funcgrad\.jvp inside a transformed function") as e:
+        funcgrad.grad(h)(X)
+    assert e.value.filename == __file__ and "funcgrad.jvp(inner, (y,), (x,))" in e.value.text
+
+    def k(x):
+        y, pull = funcgrad.vjp(inner, x[1:] * 2.0)
+        return y
+
+    with pytest.raises(funcgrad.UnsupportedSyntaxError, match=r"funcgrad\.vjp inside a transformed function") as e:
+        funcgrad.grad(k)(X)
+    assert e.value.filename == __file__
+
+
+# ----------------------------------------------------------------------------- linearize, jacrev
+def test_linearize_is_the_jvp_at_fixed_primals():
+    y, f_jvp = funcgrad.linearize(loop, X)
+    assert y == pytest.approx(loop(X), rel=1e-14)
+    U = np.array([0.2, -1.0, 0.4, 0.9])
+    np.testing.assert_allclose(f_jvp(V), funcgrad.jvp(loop, (X,), (V,))[1], rtol=1e-14)
+    np.testing.assert_allclose(f_jvp(2.0 * V - U), 2.0 * f_jvp(V) - f_jvp(U), rtol=1e-12)   # linear
+    np.testing.assert_allclose(f_jvp(V), _fd_grad(loop, X) @ V, rtol=1e-7)
+
+    def two(p, c):                                 # pytrees in and out
+        return {"a": p["w"] * c, "b": np.sum(np.sin(p["w"]))}
+
+    p = {"w": np.array([0.3, -0.2])}
+    y, f_jvp = funcgrad.linearize(two, p, 2.0)
+    t = f_jvp({"w": np.array([1.0, 0.0])}, 1.0)
+    np.testing.assert_allclose(y["a"], p["w"] * 2.0)
+    np.testing.assert_allclose(t["a"], np.array([2.0, 0.0]) + p["w"])
+    np.testing.assert_allclose(t["b"], np.cos(0.3))
+    with pytest.raises(TypeError, match="one per primal"):
+        f_jvp(V)
+
+
+def test_jacrev_equals_jacfwd():
+    def vec(x, y):
+        return np.tanh(x) * y + np.cumsum(x) ** 2
+
+    x, y = X, 0.7
+    np.testing.assert_allclose(funcgrad.jacrev(vec)(x, y), funcgrad.jacfwd(vec)(x, y), rtol=1e-12, atol=1e-14)
+    jx, jy = funcgrad.jacrev(vec, argnums=(0, 1))(x, y)
+    np.testing.assert_allclose(jy, np.tanh(x), rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- the second-order example
+def test_newton_example_converges_in_few_iterations(capsys):
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "examples", "newton_logistic.py")
+    spec = importlib.util.spec_from_file_location("newton_logistic", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    r = mod.main(["--n", "400", "--d", "6", "--seed", "1"])
+    assert r["newton_iters"] <= 10 and r["newton_cg_iters"] <= 15 and r["trust_iters"] <= 15, r
+    assert r["grad_norm"] < 1e-10 and r["agree"] < 1e-7, r
+    # the point found is a minimum by central differences of the loss alone (no funcgrad)
+    X, y = mod.make_data(400, 6, 1)
+    w, eps = r["w"], 1e-6
+    fd = np.array([(mod.loss(w + eps * e, X, y, 1e-3) - mod.loss(w - eps * e, X, y, 1e-3)) / (2 * eps)
+                   for e in np.eye(w.size)])
+    assert np.max(np.abs(fd)) < 1e-7
+    assert "Newton (funcgrad.hessian" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- autograd's operators nested
+def test_elementwise_grad_and_deriv_nested_and_inside_a_transform():
+    x = np.array([0.3, -0.2, 1.1])
+    t = np.tanh(x)
+    d2 = -2 * t * (1 - t * t)
+    d3 = (-2 + 6 * t * t) * (1 - t * t)
+    eg, dv = funcgrad.elementwise_grad, funcgrad.deriv
+    np.testing.assert_allclose(eg(eg(np.tanh))(x), d2, rtol=1e-12)            # autograd's tanh example
+    np.testing.assert_allclose(eg(eg(eg(np.tanh)))(x), d3, rtol=1e-12)
+    np.testing.assert_allclose(dv(dv(np.tanh))(x), d2, rtol=1e-12)
+    np.testing.assert_allclose(eg(dv(np.tanh))(x), d2, rtol=1e-12)
+
+    def f(x):                                   # written inside the function funcgrad differentiates
+        return np.sum(eg(np.tanh)(x) ** 2) + np.sum(dv(np.sin)(x))
+
+    np.testing.assert_allclose(funcgrad.grad(f)(x), _fd_grad(f, x), rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(hessian(f)(x), _fd_hessian(f, x), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["jacobian", "jacfwd", "jacrev", "hessian", "hvp", "linearize"])
+def test_size_dependent_derivatives_inside_a_transform_are_refused_at_the_users_line(op):
+    def f(x):
+        if op == "hvp":
+            return np.sum(funcgrad.hvp(inner, (x,), (x,)))
+        if op == "linearize":
+            return funcgrad.linearize(inner, x)[0]
+        return np.sum(getattr(funcgrad, op)(inner)(x))
+
+    with pytest.raises(funcgrad.UnsupportedSyntaxError, match=rf"funcgrad\.{op} inside a transformed function") as e:
+        funcgrad.grad(f)(X)
+    assert e.value.filename == __file__

@@ -33,6 +33,7 @@ from ..errors import TransformError
 from ..ops.registry import lookup, by_name
 from .activity import Activity
 from .anf import inherit_origin
+from .infer import infer_ranks
 from .astutil import kernel as _K
 from .realness import expr_maybe_complex, maybe_complex
 from .naming import RESERVED, Namer, names_in
@@ -76,6 +77,7 @@ class Forward(Activity):
         self.names = namer or Namer()    # every generated name is chosen against the names in use
         self.written: set = set()
         self.cplx: set = set()      # names (and tangents) that may hold complex values (:mod:`.realness`)
+        self.ranks: dict = {}       # name -> ndim where known (:func:`.infer.infer_ranks`)
 
     def tmp(self, base="_f"):
         return self.names.numbered(base)
@@ -124,6 +126,10 @@ class Forward(Activity):
             out.append(s)
             return
         e = s.value
+        if isinstance(e, ast.Call) and A.get(e, A.PRIM, None) is None and A.get(e, A.CUSTOM, None) is not None \
+                and any(self.is_active(a) for a in e.args):
+            self.custom_call(s, e, name, out)
+            return
         reads_self = any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(e))
         before = []
         after = []
@@ -148,6 +154,38 @@ class Forward(Activity):
         out.extend(after)
         out.append(ast.copy_location(ast.Assign(targets=[ast.Name(self.tname(name), ast.Store())], value=texpr), s))
 
+    def custom_call(self, s, e, name, out):
+        """``y = f(x1, x2)`` of a custom function with a JVP rule: ``y, t_y = f.jvp((x1, x2), (t_x1, t_x2))``
+        (JAX's convention; inactive arguments get zero tangents). The rule is the user's Python, called as
+        it is; a transform of this code (second order) reads and differentiates the rule itself."""
+        cf = A.get(e, A.CUSTOM)
+        if getattr(cf, "jvp", None) is None:
+            label = getattr(cf, "_label", getattr(cf, "__name__", "f"))
+            kind = getattr(cf, "kind", "custom_vjp")
+            raise self.nd_error(s, f"{kind} function '{label}' has no forward-mode (JVP) rule, and a "
+                                   "differentiated value flows into it",
+                                hint=f"forward mode (jvp, jacfwd, hessian, hvp) needs one: give it with "
+                                     f"{label}.defjvp(rule), rule(primals, tangents) -> (out, tangent_out) as in "
+                                     "jax.custom_jvp; or use reverse mode (grad, vjp)")
+        tans = []
+        for a in e.args:
+            if self.is_active(a):
+                tans.append(self.tangent_atom(a))
+            elif isinstance(a, ast.Name):
+                tans.append(prim_call("zeros_like", [ast.Name(a.id, ast.Load())]))
+            else:
+                tans.append(ast.Constant(0.0))
+        tn = self.tname(name)
+        rule = ast.Attribute(value=copy.deepcopy(e.func), attr="jvp", ctx=ast.Load())
+        call = ast.Call(func=rule, args=[ast.Tuple(elts=[copy.deepcopy(a) for a in e.args], ctx=ast.Load()),
+                                         ast.Tuple(elts=tans, ctx=ast.Load())], keywords=[])
+        A.put(call, A.SRC, A.get(e, A.SRC, None))
+        tgt = ast.Tuple(elts=[ast.Name(name, ast.Store()), ast.Name(tn, ast.Store())], ctx=ast.Store())
+        out.append(ast.copy_location(ast.Assign(targets=[tgt], value=call), s))
+        if name in self.written:          # written in place later: a tangent of its own
+            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(tn, ast.Store())],
+                                                    value=prim_call("copy", [ast.Name(tn, ast.Load())])), s))
+
     def tangent_of(self, s, e, name, old, pre):
         """The tangent expression of ``name = e`` (``None``: zero), with statements it needs appended to ``pre``."""
         if isinstance(e, ast.Name):
@@ -161,10 +199,6 @@ class Forward(Activity):
             return None
         prim = A.get(e, A.PRIM, None)
         if prim is None:
-            if A.get(e, A.CUSTOM, None) is not None:
-                raise self.nd_error(s, "a funcgrad.custom_vjp function has no forward-mode (JVP) rule",
-                                    hint="forward mode (jvp, hessian, hvp) needs a JVP: write the function with "
-                                         "primitives funcgrad differentiates, or use reverse mode (grad, vjp)")
             return None
         tpl = prim.template
         if tpl is None or tpl.jvp_body is None:
@@ -225,8 +259,9 @@ class Forward(Activity):
         expr, kind = _simplify(line)
         if kind == "zero":
             return None
-        expr = _materialize(expr)
-        if getattr(expr, "_funcgrad_dropped", False) and prim.elementwise:
+        expr = _fold(_materialize(expr))
+        if getattr(expr, "_funcgrad_dropped", False) and prim.elementwise and \
+                not self.full_shape(expr, ba, ba_t, name):
             expr = prim_call("broadcast_like", [expr, ast.Name(name, ast.Load())])
         used = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
         for new, pexpr in reversed(temps):
@@ -235,8 +270,27 @@ class Forward(Activity):
         for new, pexpr in temps:
             if new in used:
                 pre.append(ast.copy_location(ast.Assign(targets=[ast.Name(new, ast.Store())],
-                                                        value=_materialize(_simplify(pexpr)[0])), stmt))
+                                                        value=_fold(_materialize(_simplify(pexpr)[0]))), stmt))
         return expr
+
+    def full_shape(self, expr, ba, ba_t, name):
+        """Whether the tangent ``expr`` of an elementwise primitive already has the result's shape after terms
+        were dropped: it reads the result itself, or every operand that may be an array (the operand or its
+        tangent; rank-0 names and numbers broadcast nothing). Then ``broadcast_like`` would only copy."""
+        used = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+        if name in used:
+            return True
+        for p, a in ba_t.items():
+            if isinstance(a, ast.Constant) and isinstance(a.value, (int, float, bool)):
+                continue
+            if not isinstance(a, ast.Name):
+                return False
+            renamed = ba.get(p)
+            if self.ranks.get(a.id) == 0 or a.id in used or self.tname(a.id) in used or (
+                    isinstance(renamed, ast.Name) and renamed.id in used):
+                continue
+            return False
+        return True
 
     def subst(self, e, subst, ba, tpl, prim):
         """A JVP-line expression with the call site's atoms: ``t[p]`` -> ``t_<arg>`` (or zero), operators and
@@ -364,6 +418,55 @@ def _simplify(e):
     return e, "primal"
 
 
+_FOLD = {"add": lambda a, b: a + b, "subtract": lambda a, b: a - b, "multiply": lambda a, b: a * b,
+         "power": lambda a, b: a ** b}
+_CMP = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+        ast.Gt: lambda a, b: a > b, ast.LtE: lambda a, b: a <= b, ast.GtE: lambda a, b: a >= b}
+
+
+def _num(e):
+    return isinstance(e, ast.Constant) and type(e.value) in (int, float, bool)
+
+
+def _fold(e):
+    """Constant arithmetic of a JVP line folded where the call site made it constant (``x ** (2 - 1 + (2 == 0))``
+    is ``x``): operations on numbers, ``x ** 1`` and ``x * 1``."""
+    dropped = getattr(e, "_funcgrad_dropped", False)
+
+    class F(ast.NodeTransformer):
+        def visit_Compare(self, node):
+            self.generic_visit(node)
+            if len(node.ops) == 1 and type(node.ops[0]) in _CMP and _num(node.left) and _num(node.comparators[0]):
+                return ast.Constant(_CMP[type(node.ops[0])](node.left.value, node.comparators[0].value))
+            return node
+
+        def visit_Call(self, node):
+            self.generic_visit(node)
+            prim = A.get(node, A.PRIM, None)
+            if prim is None or node.keywords or len(node.args) != 2:
+                return node
+            a, b = node.args
+            fn = _FOLD.get(prim.name)
+            if fn is not None and _num(a) and _num(b):
+                try:
+                    v = fn(a.value, b.value)
+                except (ArithmeticError, ValueError):
+                    return node
+                return ast.Constant(int(v) if type(v) is bool else v)
+            if prim.name == "power" and _num(b) and b.value == 1 and type(b.value) is not bool:
+                return a
+            if prim.name == "multiply" and _num(b) and b.value == 1 and type(b.value) is int:
+                return a
+            if prim.name == "multiply" and _num(a) and a.value == 1 and type(a.value) is int:
+                return b
+            return node
+
+    out = F().visit(e)
+    if dropped:
+        out._funcgrad_dropped = True
+    return out
+
+
 def _materialize(e):
     """Zero tangents left inside an expression that depends on others (``np.where(c, t_x, 0)``,
     a tuple for ``concatenate``) become zeros shaped like their primal."""
@@ -411,7 +514,8 @@ def _written(stmts):
             and isinstance(s.targets[0].value, ast.Name)}
 
 
-def forward(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, param_kinds=None) -> Tangent:
+def forward(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, param_kinds=None,
+            param_ranks=None) -> Tangent:
     """Primal and tangents of an ANF function (see the module docstring)."""
     params = [a.arg for a in fdef.args.args]
     all_names = names_in(fdef) | set(params)
@@ -422,6 +526,7 @@ def forward(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, param_
     body = copy.deepcopy(list(fdef.body))
     F.cplx = maybe_complex(body, dict(param_kinds or {}), [a.arg for a in fdef.args.args])
     F.cplx |= {F.tname(n) for n in F.cplx}
+    F.ranks = infer_ranks(body, dict(param_ranks or {}))
     F.mark(body)
     F.written = _written(body)
     out = []

@@ -94,8 +94,10 @@ def infer_ranks(stmts, ranks):
                     else:
                         return None
                 return r - n_int
-            if prim.name in ("copy", "stop_gradient", "negative"):
+            if prim.name in ("copy", "stop_gradient", "negative", "zeros_like"):
                 return args[0]
+            if prim.name == "broadcast_like":   # forward mode: a tangent shaped like its primal
+                return args[1]
             return None
         return None
 

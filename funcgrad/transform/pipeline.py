@@ -179,7 +179,7 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
                             operators=backend.operators_as_syntax)
         fname = name
     elif kind == "jvp":
-        fw = forward(a, list(diff_leaves), atoms, src_lookup, param_kinds=low.kinds)
+        fw = forward(a, list(diff_leaves), atoms, src_lookup, param_kinds=low.kinds, param_ranks=low.ranks)
         ret = ast.Return(value=ast.Tuple(elts=[_returns(atoms), ast.Tuple(elts=fw.tangents, ctx=ast.Load())],
                                          ctx=ast.Load()))
         fname = f"{name}_jvp"

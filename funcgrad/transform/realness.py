@@ -30,7 +30,7 @@ _REAL_CONSTRUCTORS = {id(f) for f in (np.zeros, np.ones, np.empty, np.full, np.a
                                       np.shape, np.ndim, np.size, np.argmax, np.argmin, np.argsort, np.floor,
                                       np.ceil, np.round, np.isnan, np.isfinite, np.isinf, np.any, np.all,
                                       np.nonzero, np.count_nonzero, np.searchsorted)}
-_REAL_BUILTINS = {"int", "float", "len", "range", "bool", "round"}
+_REAL_BUILTINS = {"int", "float", "len", "range", "bool", "round", "slice"}
 
 
 def expr_maybe_complex(e, names) -> bool:
@@ -41,7 +41,7 @@ def expr_maybe_complex(e, names) -> bool:
         return isinstance(e.value, complex)
     if isinstance(e, ast.Name):
         return e.id in names
-    if isinstance(e, (ast.Compare, ast.BoolOp)):
+    if isinstance(e, (ast.Compare, ast.BoolOp, ast.Slice)):   # a slice's bounds are integers
         return False
     if isinstance(e, ast.UnaryOp):
         return not isinstance(e.op, ast.Not) and expr_maybe_complex(e.operand, names)

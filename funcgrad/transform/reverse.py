@@ -164,7 +164,7 @@ class Reverse(Activity):
             if prim is not None:
                 self.fill(prim, e, tname, out, s)
             elif A.get(e, A.CUSTOM, None) is not None:
-                self.custom(e, tname, out)
+                self.custom(e, tname, out, s)
 
     def adjoint_overwrite(self, s, out):
         """Adjoint of ``v = rhs`` where ``v`` is assigned more than once (in loops/branches).
@@ -230,7 +230,14 @@ class Reverse(Activity):
         if len(out) > start:
             A.put(out[start], A.COMMENT, comment)
 
-    def custom(self, e, tname, out):
+    def custom(self, e, tname, out, stmt):
+        cf = A.get(e, A.CUSTOM)
+        if getattr(cf, "fwd", None) is None and getattr(cf, "jvp", None) is None:
+            label = getattr(cf, "_label", "f")
+            raise self.nd_error(stmt, f"{getattr(cf, 'kind', 'custom')} function '{label}' has no derivative rule, "
+                                      "and a differentiated value flows into it",
+                                hint=f"give it one: {label}.defjvp(rule) (custom_jvp) or {label}.defvjp(fwd, bwd) "
+                                     "(custom_vjp)")
         res = self.tmp("_res")
         out.append(ast.Assign(targets=[ast.Name(res, ast.Store())],
                               value=ast.Call(func=ast.Attribute(value=copy.deepcopy(e.func), attr="bwd_from_args",

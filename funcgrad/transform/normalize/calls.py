@@ -14,7 +14,7 @@ from numba.core.registry import cpu_target
 
 from .. import annotations as A
 from ...builtins import SUBSTITUTES as _AUTOGRAD_BUILTINS
-from ...custom import CustomVJPFunction
+from ...custom import CustomFunction as CustomVJPFunction  # custom_vjp and custom_jvp functions
 from ...errors import UnsupportedSyntaxError
 from ...ops.registry import RUNTIME, Primitive, definition, lookup
 from ..fence import check as fence_check, error
@@ -207,6 +207,8 @@ class Calls:
 
     def call_object(self, fn, args, kwargs, scope, out, node):
         P = scope.parsed
+        if getattr(fn, "__dict__", {}).get("_funcgrad_inline"):   # funcgrad.jvp/vjp inside: forward_mode inlines
+            return fn._funcgrad_inline(self, args, kwargs, scope, out, node)
         fn = _AUTOGRAD_BUILTINS.get(fn, fn) if isinstance(fn, type) else fn  # funcgrad.builtins.tuple: tuple
         if fn is _call_method and len(args) >= 2 and isinstance(args[1], Static):   # generated code read again
             return self.method(_BoundMethod(args[0], args[1].obj, node), list(args[2:]), kwargs, scope, out, node)
