@@ -31,7 +31,8 @@ test: $(STAMP)
 # The exhaustive grids `make test` leaves out (marked `sweep`): every function of the NumPy/SciPy
 # modules compiled whole with Numba, every parametrization; the same assertions, many more compiles.
 test-sweep: $(STAMP)
-	$(BIN)/python -m pytest -q -rs -p no:cacheprovider -n 2 -m sweep tests
+	FUNCGRAD_SWEEP=1 $(BIN)/python -m pytest -q -rs -p no:cacheprovider -n 2 -m sweep tests
+	FUNCGRAD_SWEEP=1 $(BIN)/python -m pytest -q -rs -p no:cacheprovider -n 2 -m "not sweep" tests/test_linalg.py
 
 # The long fuzz run: FUZZ_N random programs (default 2000) through every mode; keeps going
 # after failures, shrinks one or two of each kind, writes them to fuzz-failures/ and prints

@@ -37,6 +37,7 @@ _SWEEP_TESTS = {
                         "test_grad_of_real_functions_of_complex_arrays_compiled_whole"},
     "test_linalg.py": {"test_norms_compiled", "test_scipy_aliases"},
     "test_matmul_nd.py": {"test_value_and_gradient_compiled"},
+    "test_nn_kernels.py": {"test_kernels_same_from_python_and_njit"},
     # the gradient test files rerun on the counting backend (one process, minutes)
     "test_backend_seam.py": {"test_gradient_test_files_pass_on_the_counting_backend"},
 }

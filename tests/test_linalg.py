@@ -12,6 +12,7 @@ compile (sqrtm, expm, solve_banded) must make ``jit="auto"`` run Python and
 exist are refused with a clear message. autograd, when installed, is an extra
 oracle.
 """
+import os
 import warnings
 
 import numpy as np
@@ -57,7 +58,9 @@ def symmetrize(a):
 
 
 PY_MODES = [False, "kernels"]
-ALL_MODES = [False, "kernels", "whole"]
+# Each whole-function compile of a linear-algebra gradient takes seconds: make test checks the rules compiled
+# through the registry grid (tests/test_primitives.py) and leaves these to make test-sweep (FUNCGRAD_SWEEP=1).
+ALL_MODES = PY_MODES + (["whole"] if os.environ.get("FUNCGRAD_SWEEP") else [])
 
 
 def check(fn, args, modes, argnums=0, rtol=1e-5, atol=1e-6):
