@@ -534,15 +534,19 @@ def _recall_fallback(built):
     return True
 
 
-def _note_user_line(err, built):
-    """Add a note naming the user's line that the failing generated line came from (PEP 678 notes)."""
-    tb = err.__traceback__
-    line = None
+def _raised_at(err, built):
+    """The user's (file, line) of the innermost generated line of ``built`` in ``err``'s traceback, or None."""
+    tb, line = err.__traceback__, None
     while tb is not None:
         if tb.tb_frame.f_code.co_filename == built.path:
             line = tb.tb_lineno
         tb = tb.tb_next
-    where = (built.line_map or {}).get(line) if line else None
+    return (built.line_map or {}).get(line) if line else None
+
+
+def _note_user_line(err, built):
+    """Add a note naming the user's line that the failing generated line came from (PEP 678 notes)."""
+    where = _raised_at(err, built)
     if where and hasattr(err, "add_note") and not getattr(err, "_funcgrad_noted", False):
         text = (_line_text(*where) or "").strip()
         err.add_note(f"funcgrad: raised at {where[0]}:{where[1]}" + (f": {text}" if text else ""))
@@ -560,13 +564,7 @@ def _locate_in_python(err, built, call_args):
     try:
         built.py_fn(*call_args)
     except type(err) as again:
-        tb = again.__traceback__
-        line = None
-        while tb is not None:
-            if tb.tb_frame.f_code.co_filename == built.path:
-                line = tb.tb_lineno
-            tb = tb.tb_next
-        where = (built.line_map or {}).get(line) if line else None
+        where = _raised_at(again, built)
         if where and hasattr(err, "add_note"):
             text = (_line_text(*where) or "").strip()
             err.add_note(f"funcgrad: raised at {where[0]}:{where[1]}" + (f": {text}" if text else "") +
