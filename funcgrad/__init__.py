@@ -11,8 +11,8 @@ Public API (everything else is internal):
 * errors: :class:`UnsupportedSyntaxError`, :class:`NoDerivativeError`, ...
 """
 from .api import grad, value_and_grad, vjp, jit, custom_vjp, custom_jvp, stop_gradient, source
-from .forward_mode import jvp, jacfwd, jacrev, linearize, hvp, hessian, source
-from .differential import jacobian, elementwise_grad, deriv, holomorphic_grad
+from .forward_mode import jvp, jacfwd, linearize, hvp, hessian, source
+from .differential import jacobian, jacrev, elementwise_grad, deriv, holomorphic_grad
 from . import testing
 from .tree import (tree_flatten, tree_unflatten, tree_leaves, tree_structure, tree_map,
                    register_pytree_node)

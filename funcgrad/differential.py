@@ -35,7 +35,7 @@ from . import forward_mode as _fm
 from .forward_mode import jvp as _jvp
 from .tree import tree_flatten, tree_unflatten
 
-__all__ = ["jacobian", "elementwise_grad", "deriv", "holomorphic_grad", "bind_argnum", "source_function",
+__all__ = ["jacobian", "jacrev", "elementwise_grad", "deriv", "holomorphic_grad", "bind_argnum", "source_function",
            "value_expr", "check_argnum", "normalize_argnum", "ComplexNotSupportedError"]
 
 _COUNTER = itertools.count(1)
@@ -237,6 +237,17 @@ def jacobian(fun, argnum=0, *, jit=True, backend=None, mode=None):
 
     jacobian_fn._funcgrad_inline = _fm.refuse_inline("jacobian")   # called inside a transform: refused there
     return _named(jacobian_fn, "jacobian", fun, argnum)
+
+
+def jacrev(fun, argnums=0, *, jit=True, backend=None, mode=None):
+    """The Jacobian by reverse mode (JAX's name for autograd's ``jacobian``): one VJP per output element;
+    shape ``out.shape + in.shape``, a tuple of them for a tuple ``argnums``."""
+    jac = jacobian(fun, argnums, jit=jit, backend=backend, mode=mode)
+    jac._funcgrad_inline = _fm.refuse_inline("jacrev")
+    return jac
+
+
+jacrev._funcgrad_static_call = True   # written inside a transformed function: made while transforming
 
 
 def elementwise_grad(fun, argnum=0, *, jit=True, backend=None, mode=None):

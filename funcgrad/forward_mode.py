@@ -5,7 +5,7 @@
 its tangent (the primitives' JVP lines, :mod:`funcgrad.transform.forward`): loops stay loops and
 compile with Numba as the reverse mode's do. ``funcgrad.source`` prints it.
 
-Also here: ``linearize``, ``jacrev``; second order (``hvp``, ``hessian``, ``grad`` of ``grad``: funcgrad's
+Also here: ``linearize``; second order (``hvp``, ``hessian``, ``grad`` of ``grad``: funcgrad's
 transforms applied to the generated forward code); ``jvp``/``vjp`` called inside a transformed function (the
 generated code inlined, see ``_inline_jvp``); and reverse mode over a ``custom_jvp`` function (its rule
 transposed, ``_transpose_custom_jvp``).
@@ -21,13 +21,17 @@ import numpy as np
 from . import api as _api
 from . import custom as _custom
 from .api import _jit_disabled, _match, _Transformed, _user_facing
-from .errors import FuncgradError, NoDerivativeError, TreeStructureError
+from .errors import FuncgradError, NoDerivativeError, TreeStructureError, UnsupportedSyntaxError
 from .kernels.base import get_backend
+from .transform.fence import error
+from .transform.normalize.calls import _local_as_function, _value_tree
+from .transform.normalize.common import LocalFunction
 from .transform.pipeline import build
 from .transform.specs import is_float_leaf, is_static_leaf
-from .tree import tree_flatten, tree_unflatten
+from .transform.values import Dyn, Static, Struct, map_struct
+from .tree import tree_flatten, tree_map, tree_unflatten
 
-__all__ = ["jvp", "jacfwd", "jacrev", "linearize", "hvp", "hessian", "vjp_of_jvp", "jvp_of_jvp"]
+__all__ = ["jvp", "jacfwd", "linearize", "hvp", "hessian", "vjp_of_jvp", "jvp_of_jvp"]
 
 
 class _JVP(_Transformed):
@@ -144,15 +148,6 @@ def jacfwd(fun, argnums=0, *, jit=True, backend=None, mode=None):
             res.append(J)
         return res[0] if single else tuple(res)
     jac._funcgrad_inline = refuse_inline("jacfwd")
-    return jac
-
-
-def jacrev(fun, argnums=0, *, jit=True, backend=None, mode=None):
-    """The Jacobian by reverse mode (JAX's name for autograd's ``jacobian``): one VJP per output element;
-    shape ``out.shape + in.shape``, a tuple of them for a tuple ``argnums``."""
-    from .differential import jacobian
-    jac = jacobian(fun, argnums, jit=jit, backend=backend, mode=mode)
-    jac._funcgrad_inline = refuse_inline("jacrev")
     return jac
 
 
@@ -464,14 +459,11 @@ _INLINE_HINT = ("call it on the function's arguments (or constants, or container
 
 
 def _refuse(nz_scope, node, what, msg, hint=_INLINE_HINT):
-    from .errors import UnsupportedSyntaxError
-    from .transform.fence import error
     return error(nz_scope.parsed, node, f"funcgrad.{what} inside a transformed function: {msg}", hint,
                  cls=UnsupportedSyntaxError)
 
 
 def _static_options(kwargs, allowed, scope, node, what):
-    from .transform.values import Static
     opts = {}
     for k, v in kwargs.items():
         if k not in allowed or not isinstance(v, Static):
@@ -484,9 +476,6 @@ def _static_options(kwargs, allowed, scope, node, what):
 def _inline_fun(nz, f, scope, node, what):
     """``(python function, leading values)`` for the function argument of jvp/vjp: a function known now, or a
     nested def/lambda as a real function of its enclosing values (closure conversion) and its own arguments."""
-    from .transform.normalize.calls import _local_as_function
-    from .transform.normalize.common import LocalFunction
-    from .transform.values import Static
     if isinstance(f, Static) and callable(f.obj):
         return f.obj, []
     if isinstance(f, LocalFunction):
@@ -512,8 +501,6 @@ def _example_leaf(nz, v):
 
 
 def _examples(nz, values, scope, node, what):
-    from .transform.normalize.calls import _value_tree
-    from .tree import tree_map
     try:
         return tuple(tree_map(lambda v: _example_leaf(nz, v), _value_tree(a)) for a in values)
     except LookupError:
@@ -522,7 +509,6 @@ def _examples(nz, values, scope, node, what):
 
 
 def _runtime_call_leaves(values, key):
-    from .transform.normalize.calls import _value_tree
     call = []
     for v, (_, specs, _) in zip(values, key):
         for leaf, sp in zip(tree_flatten(_value_tree(v))[0], specs):
@@ -533,7 +519,6 @@ def _runtime_call_leaves(values, key):
 
 def _rebuild(tree, it):
     """The output value tree of generated code (``Built.out_tree``) with its leaves taken from ``it``."""
-    from .transform.values import Static, Struct
     if isinstance(tree, Struct):
         items = [_rebuild(v, it) for v in tree.values()]
         if tree.kind == "dict":
@@ -544,8 +529,6 @@ def _rebuild(tree, it):
 
 
 def _zero_tangent_value(nz, v, scope, out, node):
-    from .transform.normalize.calls import _value_tree
-    from .transform.values import Dyn, Static, map_struct
     def zero(path, leaf):
         if isinstance(leaf, Static):
             return Static(np.zeros_like(leaf.obj) if isinstance(leaf.obj, np.ndarray) else 0.0)
@@ -554,7 +537,6 @@ def _zero_tangent_value(nz, v, scope, out, node):
 
 
 def _inline_jvp(nz, args, kwargs, scope, out, node):
-    from .transform.values import Struct
     what = "jvp"
     _static_options(kwargs, ("jit", "mode", "backend"), scope, node, what)
     if len(args) != 3:
@@ -572,7 +554,6 @@ def _inline_jvp(nz, args, kwargs, scope, out, node):
     t.argnums = _float_argnums(examples)
     built, single, nums, flat, trees, cap, key = t._lookup(examples)
     call = _runtime_call_leaves(primals, key) + [_static(c) for c in cap]
-    from .transform.normalize.calls import _value_tree
     for i in nums:
         tl = tree_flatten(_value_tree(tangents[i]))[0]
         if len(tl) != len(flat[i]):
@@ -586,7 +567,6 @@ def _inline_jvp(nz, args, kwargs, scope, out, node):
 
 
 def _static(c):
-    from .transform.values import Static
     return Static(c)
 
 
@@ -602,8 +582,6 @@ class _InlinePull:
         raise TypeError("this vjp function exists only inside a transformed function")
 
     def _inline(self, nz, args, kwargs, scope, out, node):
-        from .transform.normalize.calls import _value_tree
-        from .transform.values import Struct, map_struct
         what = "vjp"
         if kwargs or len(args) != 1:
             raise _refuse(scope, node, what, "the vjp function takes one cotangent, like the output", None)
@@ -624,7 +602,6 @@ class _InlinePull:
 
 
 def _inline_vjp(nz, args, kwargs, scope, out, node):
-    from .transform.values import Static, Struct
     what = "vjp"
     opts = _static_options(kwargs, ("argnums", "jit", "mode", "backend"), scope, node, what)
     if not args:
@@ -656,7 +633,6 @@ def _nested_transform(fn, inline):
 
 def inline_elementwise_grad(fun, argnum, nz, args, kwargs, scope, out, node):
     """``elementwise_grad(fun, argnum)(*args)`` inside a transformed function: vjp with a cotangent of ones."""
-    from .transform.values import Dyn, Static, Struct
     what = "elementwise_grad"
     if kwargs:
         raise _refuse(scope, node, what, "keyword arguments are not supported there", "pass them positionally")
@@ -672,7 +648,6 @@ def inline_elementwise_grad(fun, argnum, nz, args, kwargs, scope, out, node):
 
 def inline_deriv(fun, argnum, nz, args, kwargs, scope, out, node):
     """``deriv(fun, argnum)(*args)`` inside a transformed function: jvp with a tangent of ones (real arguments)."""
-    from .transform.values import Static, Struct
     what = "deriv"
     if kwargs or not isinstance(argnum, int):
         raise _refuse(scope, node, what, "only one integer argnum and positional arguments are supported there",
@@ -705,7 +680,7 @@ _nested_transform(jvp, _inline_jvp)
 _nested_transform(_api.vjp, _inline_vjp)
 # written inside a transformed function, jacfwd(f) and hessian(f) are made while transforming (as grad(f) is), so
 # calling them there reaches their _funcgrad_inline hook
-for _f in (jacfwd, jacrev, hessian):
+for _f in (jacfwd, hessian):   # jacrev: funcgrad.differential, beside jacobian
     _f._funcgrad_static_call = True
 for _f, _name in ((hvp, "hvp"), (vjp_of_jvp, "vjp_of_jvp"), (jvp_of_jvp, "jvp_of_jvp"), (linearize, "linearize")):
     _nested_transform(_f, refuse_inline(_name))
