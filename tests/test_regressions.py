@@ -86,6 +86,17 @@ def test_vjp_cache_never_hands_back_another_functions_gradient():
     np.testing.assert_allclose(results, [2.0 * k for k in range(40)])
 
 
+def test_generated_source_does_not_depend_on_earlier_builds():
+    # break/continue/return-in-loop flags were numbered by a process-wide counter: the second build of
+    # the same function read `__brk2`, a different file, so Numba's disk cache missed in every new process
+    # that built things in another order
+    first = funcgrad.source(funcgrad.grad(R.early_return_nested), 0.7, 3)
+    funcgrad.source(funcgrad.grad(R.search_array), np.array([0.2, 1.4, 0.3]))
+    again = funcgrad.source(funcgrad.grad(R.early_return_nested), 0.7, 3)
+    assert "brk" in first or "rf1" in first
+    assert again == first
+
+
 def test_rebinding_a_global_function_takes_effect():
     g = funcgrad.grad(_uses_global_act)
     global _ACT

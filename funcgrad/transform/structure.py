@@ -16,7 +16,9 @@ output:
 from __future__ import annotations
 
 import ast
+import contextvars
 import copy
+import itertools
 
 RET = "__ret"
 
@@ -79,8 +81,7 @@ def lift_returns(body):
     out = []
     for s in body:
         if isinstance(s, (ast.For, ast.While)) and _returns_inside(s):
-            _Counter.n += 1
-            flag = f"__rf{_Counter.n}"
+            flag = f"__rf{_next_number()}"
             exprs = []
             out.append(_loc(ast.Assign(targets=[ast.Name(flag, ast.Store())], value=ast.Constant(0)), s))
             out.append(_lift_loop(s, flag, exprs))
@@ -145,8 +146,26 @@ def _se(stmts):
     return out, False
 
 
-class _Counter:
-    n = 0
+# Flag numbers count from 1 in each function structured (``structure``), so the generated source, and
+# the disk cache keyed by it, does not depend on what the process built before.
+_NUMBERS: contextvars.ContextVar = contextvars.ContextVar("funcgrad_structure_numbers", default=None)
+
+
+def _next_number():
+    numbers = _NUMBERS.get()
+    if numbers is None:
+        numbers = itertools.count(1)
+        _NUMBERS.set(numbers)
+    return next(numbers)
+
+
+def structure(body):
+    """A function body with a single exit and loops without break/continue (every rewrite above)."""
+    token = _NUMBERS.set(itertools.count(1))
+    try:
+        return single_exit(structure_loops(lift_returns(body)))
+    finally:
+        _NUMBERS.reset(token)
 
 
 def structure_loops(stmts):
@@ -168,8 +187,7 @@ def structure_loops(stmts):
 def _loop_body(body, loop):
     if not _has(body, (ast.Break, ast.Continue)):
         return body
-    _Counter.n += 1
-    k = _Counter.n
+    k = _next_number()
     brk, cont = f"__brk{k}", f"__cont{k}"
     uses_brk = _has(body, ast.Break)
     uses_cont = _has(body, ast.Continue)

@@ -10,7 +10,7 @@ import numpy as np
 from ...errors import UnsupportedSyntaxError
 from .. import annotations as A
 from ..fence import error
-from ..structure import RET, StructureError, lift_returns, single_exit, structure_loops
+from ..structure import RET, StructureError, structure
 from ..values import Dyn, Static, Struct
 from .lowerings import inplace_call, is_inplace
 from .lists import RList
@@ -62,7 +62,7 @@ class Statements:
         if not has_cf:
             return body
         try:
-            new = single_exit(structure_loops(lift_returns(body)))
+            new = structure(body)
         except StructureError as e:
             raise error(parsed, e.node, e.msg, e.hint) from None
         ret = ast.Return(value=ast.Name(RET, ast.Load()))
