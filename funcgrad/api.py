@@ -358,8 +358,14 @@ class _Transformed:
         fn = built.fn if which == "fn" else built.primal_fn
         try:
             return built, fn(*call_args)
-        except (_numba_errors.NumbaError, NotImplementedError) as e:
+        except Exception as e:
             if built.mode != "njit" or not _compile_failure(e):
+                if isinstance(e, (_numba_errors.NumbaError, NotImplementedError)):
+                    raise
+                if not _note_user_line(e, built) and built.mode == "njit" and built.py_fn is not None:
+                    if which != "fn":   # the primal alone: the generated Python vjp runs the same forward lines
+                        call_args = (*call_args, *_seeds(built, len(built.out_atoms), np.float64))
+                    _locate_in_python(e, built, call_args)   # Numba's frames name no line: run it as Python
                 raise
             where, reason = _numba_failure(e, built)
             loc = f"{where[0]}:{where[1]}" if where else getattr(self.fn, "__qualname__", "the function")
@@ -382,12 +388,6 @@ class _Transformed:
                                "  hint: use jit=\"auto\" (falls back to Python over compiled kernels) or "
                                "jit=\"kernels\"", where[0] if where else None, where[1] if where else None,
                                text) from None
-        except Exception as e:
-            if not _note_user_line(e, built) and built.mode == "njit" and built.py_fn is not None:
-                if which != "fn":   # the primal alone: the generated Python vjp runs the same forward lines first
-                    call_args = (*call_args, *_seeds(built, len(built.out_atoms), np.float64))
-                _locate_in_python(e, built, call_args)   # Numba's frames name no line: find it by running as Python
-            raise
 
     def _lookup(self, args):
         while True:
@@ -442,8 +442,16 @@ _NUMBA_FN = re.compile(r"Function\(<(?:function|built-in function|ufunc) '?([A-Z
 
 
 def _compile_failure(err):
-    """A Numba error, or Numba's lowering refusing an operation it typed (``x[...]``)."""
-    return isinstance(err, _numba_errors.NumbaError) or "No definition for lowering" in str(err)
+    """A Numba error, Numba's lowering refusing an operation it typed (``x[...]``), or any exception
+    raised while Numba compiles (its own typing code has crashed on operands it does not support)."""
+    return (isinstance(err, _numba_errors.NumbaError) or "No definition for lowering" in str(err)
+            or _raised_while_compiling(err))
+
+
+def _raised_while_compiling(err):
+    """Whether ``err`` was raised inside Numba's compiler (not by the compiled code as it ran)."""
+    return any(frame.f_code.co_name == "_compile_for_args" and "numba" in frame.f_code.co_filename
+               for frame, _ in traceback.walk_tb(err.__traceback__))
 
 
 def _numba_failure(err, built):
@@ -455,11 +463,13 @@ def _numba_failure(err, built):
             where = (built.line_map or {}).get(int(line))
             if where:
                 break
-    if where is None and isinstance(err, NotImplementedError):   # lowering: the statement is in Numba's frames
+    if where is None and not isinstance(err, _numba_errors.NumbaError):   # the statement is in Numba's frames
         for frame, _ in traceback.walk_tb(err.__traceback__):
-            loc = getattr(frame.f_locals.get("inst"), "loc", None)
-            if loc is not None and os.path.abspath(str(getattr(loc, "filename", ""))) == os.path.abspath(built.path):
-                where = (built.line_map or {}).get(getattr(loc, "line", None))
+            for holder in (frame.f_locals.get("inst"), frame.f_locals.get("self")):
+                loc = getattr(holder, "loc", None)
+                if loc is not None and os.path.abspath(str(getattr(loc, "filename", ""))) == \
+                        os.path.abspath(built.path):
+                    where = (built.line_map or {}).get(getattr(loc, "line", None)) or where
     reason = "a value of a type nopython mode does not support"
     if "No definition for lowering" in msg:
         reason = "this operation has no nopython implementation for these operands"

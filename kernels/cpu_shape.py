@@ -37,7 +37,7 @@ __all__ = [
     "hstack", "vstack", "dstack", "column_stack", "unjoin", "split_piece", "unsplit_piece",
     "diag", "undiag", "diagonal", "undiagonal", "tril", "triu", "kron", "kron_dx", "kron_dy",
     "inner", "inner_dx", "inner_dy", "einsum", "einsum_vjp", "einsum_tangent", "einsum_tangent_vjp", "einsum_tangent2", "take_along_axis", "untake_along_axis", "put_along_axis", "written_along_axis",
-    "gradient_along", "ungradient_along", "cross", "cross_dx", "cross_dy",
+    "gradient_along", "ungradient_along", "cross", "cross_dx", "cross_dy", "list_promote",
 ]
 
 
@@ -204,6 +204,27 @@ def _unrollaxis_ov(g, axis, start=0):
     perm = _rollaxis_perm(_nd(g), _lit(axis, "axis"), _lit(start, "start"))
     inv = tuple(int(i) for i in np.argsort(perm))
     return _compile(f"def impl(g, axis, start=0):\n    return np.ascontiguousarray(np.transpose(g, {inv}))\n")
+
+
+# ----------------------------------------------------------------------------- lists grown at run time
+def _promoted(buf_dt, v_dt):
+    return np.result_type(buf_dt, v_dt)
+
+
+def list_promote(buf, v):
+    """``buf`` (the rows of a list grown at run time) with a dtype that also holds ``v``, the next item:
+    ``buf`` itself when its dtype does (no copy), else ``buf`` cast to NumPy's promoted dtype (a list of
+    ints that receives a float holds floats from then on, as ``np.stack`` of the Python list would)."""
+    dt = _promoted(buf.dtype, np.asarray(v).dtype)
+    return buf if dt == buf.dtype else buf.astype(dt)
+
+
+@overload(list_promote)
+def _list_promote_ov(buf, v):
+    dt = _promoted(_dtype_of(buf), _dtype_of(v))
+    if dt == _dtype_of(buf):
+        return lambda buf, v: buf
+    return _compile("def impl(buf, v):\n    return buf.astype(_dt)\n", env={"_dt": dt.type})
 
 
 # ----------------------------------------------------------------------------- atleast_*d

@@ -133,6 +133,31 @@ def helper_returns_a_runtime_list(x, n):
     return np.sum(np.stack(parts))
 
 
+def starts_with_an_int(x, n):
+    ys = [0]
+    for i in range(n):
+        ys.append(np.sum(x) * i)
+    return sum(ys) * 1.0
+
+
+def ints_then_floats(x, n):
+    # an int array first, floats after: NumPy stacks them as floats; the buffer took the first item's dtype
+    # and cast every float into ints (a wrong value, or NumPy's casting error from the adjoint)
+    out = [np.arange(3)]
+    for i in range(n):
+        out.append(x * i)
+    return np.sum(np.stack(out) * x) + np.sum(x)
+
+
+def index_list_stays_int(x, n):
+    idx = []
+    for i in range(n):
+        if x[i] > 0.0:
+            idx.append(i)
+    idx.append(0)
+    return np.sum(x[np.array(idx)] ** 2)
+
+
 # ---------------------------------------------------------------------- runtime comprehensions
 def comprehension_over_runtime_range(M):
     K = M.shape[0]
@@ -176,6 +201,9 @@ CASES = [
     (extend_and_plus_equals, (x3, 3), {}, (0,)),
     (alias_sees_the_growth, (x3, 3), {}, (0,)),
     (helper_returns_a_runtime_list, (x3, 3), {}, (0,)),
+    (starts_with_an_int, (x3, 4), {}, (0,)),
+    (ints_then_floats, (x3, 3), {}, (0,)),
+    (index_list_stays_int, (np.array([0.5, -1.0, 2.0]), 3), {}, (0,)),
     (comprehension_over_runtime_range, (M,), {}, (0,)),
     (nested_runtime_comprehension, (M[:3],), {}, (0,)),
     (var_args, (x3, x3 * 2.0, x3 + 1.0), {"scale": 2.0, "weight": 3.0}, (0, 1, 2)),
@@ -183,9 +211,11 @@ CASES = [
     (starred_targets, ([x3, x3 * 0.5, x3 + 1.0, (rng.normal(size=(3, 2)), rng.normal(size=2))],), {}, (0,)),
 ]
 IDS = [f"{i:02d}-{f.__name__}" for i, (f, _, _, _) in enumerate(CASES)]
+MIXED_DTYPES = {starts_with_an_int, ints_then_floats}   # lists whose items widen from ints to floats
 # whole-function Numba compiles cost seconds each: make test runs these cases' njit runs, make test-sweep all
 NJIT_IN_MAKE_TEST = {"append_in_runtime_loop", "append_with_items_before", "append_in_while_and_branch",
-                     "read_back_inside_the_loop", "comprehension_over_runtime_range", "var_args"}
+                     "read_back_inside_the_loop", "comprehension_over_runtime_range", "var_args", "ints_then_floats",
+                     "index_list_stays_int"}
 
 
 def _construct_params():
@@ -198,6 +228,11 @@ def _construct_params():
 @pytest.mark.parametrize("case,jit", list(_construct_params()))
 def test_construct_value_and_gradient(case, jit):
     f, args, kwargs, nums = case
+    if jit == "whole" and f in MIXED_DTYPES:   # the buffer changes type: Numba cannot, and says so at the user's line
+        with pytest.raises(FuncgradError, match="nopython mode") as ei:
+            funcgrad.value_and_grad(f, argnums=nums, jit=jit)(*args, **kwargs)
+        assert HERE in str(ei.value), str(ei.value)
+        return
     v, g = funcgrad.value_and_grad(f, argnums=nums, jit=jit)(*args, **kwargs)
     np.testing.assert_allclose(v, f(*args, **kwargs), rtol=1e-12, atol=1e-12)
     for k, i in enumerate(nums):
@@ -241,9 +276,9 @@ def appends_tuples(x, n):
     return np.sum(np.stack([a for a, _ in ys]))
 
 
-def starts_with_an_int(x, n):
-    ys = [0]
-    for i in range(n):  # LINE: int-start
+def starts_with_a_string(x, n):
+    ys = ["start"]
+    for i in range(n):  # LINE: str-start
         ys.append(np.sum(x) * i)
     return sum(ys)
 
@@ -264,8 +299,8 @@ REFUSALS = [
                                             "runs", "np.stack(ys)"),
     (list_arithmetic, "list-plus", "'Add' (Python's list arithmetic) on 'ys'", "np.stack(ys) first"),
     (appends_tuples, "append-tuple", "appending a tuple, list or dict to 'ys'", "one list per array"),
-    (starts_with_an_int, "int-start", "the list 'ys' grows in a loop or branch that runs at run time, and it holds "
-                                      "an int", "start it with floats"),
+    (starts_with_a_string, "str-start", "the list 'ys' grows in a loop or branch that runs at run time, and it "
+                                        "holds this value", "one list per array"),
     (grown_by_a_helper, "helper-grows", "'lst.append(...)' inside a loop", "append to 'lst' directly"),
 ]
 

@@ -20,6 +20,7 @@ import numpy as np
 
 import funcgrad.kernels.cpu as K
 from . import samples as S
+from .complex import match_complex
 from .registry import alias, d, defvjp, primitive, t
 
 # --------------------------------------------------------------------- samples
@@ -501,6 +502,20 @@ def unsplit_piece(y, g, x, sections, index, axis=0, kind="array_split"):
     d[x] = None   # read for its shape (or ranks, or kind) only
     d[g] = split_piece(d[y], sections, index, axis, kind)
     t[y] = unsplit_piece(t[g], x, sections, index, axis, kind)
+
+
+# --------------------------------------------------------------------- lists grown at run time
+def _sample_list_promote(draw, dt, st, array, shapes):
+    row = shapes(draw, 0, 2)
+    return (array(draw, (draw(st.integers(1, 3)),) + tuple(row), dt), array(draw, row, dt)), {}
+
+
+@defvjp(None, sample=S.custom(_sample_list_promote))
+def list_promote(y, buf, v):
+    """The rows of a list grown at run time, in a dtype that also holds the next item ``v``."""
+    d[buf] = match_complex(d[y], buf)
+    d[v] = None   # read for its dtype only: its value is written by the append that follows
+    t[y] = list_promote(t[buf], v)
 
 
 # --------------------------------------------------------------------- diagonals and triangles

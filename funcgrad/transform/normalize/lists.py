@@ -9,7 +9,9 @@ reading the list reads those rows. All of it is in-place writes, ``np.concatenat
 the later passes differentiate as any user code, compiled whole by Numba or not.
 
 So every element must have the same shape (a list built in a loop nearly always does: NumPy's
-``np.stack``/``np.array`` of it needs it too). What NumPy does with such a list it does with the
+``np.stack``/``np.array`` of it needs it too). Elements may differ in dtype: an item of a wider dtype (a
+float after ints) widens the buffer first (``list_promote``), as NumPy's stacking of the list would; compiled
+whole, the buffer's type must stay one, so Numba refuses it and ``auto`` runs it as Python. What NumPy does with such a list it does with the
 stacked array (``np.stack(lst)``, ``np.array(lst)``, ``np.sum(lst)``, ``sum(lst)``, ``len(lst)``,
 ``lst[i]``, ``for v in lst``, ``zip(lst, ...)``); Python's list arithmetic (``lst + other``) and
 returning the list itself are refused at the user's line.
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...ops.numpy_shape import list_promote
 from ...ops.registry import lookup
 from ..fence import error
 from ..values import Dyn, Static, Struct
@@ -116,12 +119,11 @@ class RuntimeLists:
         items = cur.values()
         for v in items:
             if not isinstance(v, (Dyn, Static)) or isinstance(v, Static) and not isinstance(
-                    v.obj, (float, complex, np.floating, np.complexfloating, np.ndarray)):
-                what = "an int" if isinstance(v, Static) and isinstance(v.obj, (int, np.integer)) else \
-                    "a tuple, list or dict" if isinstance(v, Struct) else "this value"
+                    v.obj, (bool, int, float, complex, np.bool_, np.number, np.ndarray)):
+                what = "a tuple, list or dict" if isinstance(v, Struct) else "this value"
                 raise error(P, node, f"the list '{name}' grows in a loop or branch that runs at run time, and it "
-                                     f"holds {what}; such a list holds arrays or floats of one shape",
-                            "start it with floats (0.0 rather than 0), or keep one list per array")
+                                     f"holds {what}; such a list holds numbers or arrays of one shape",
+                            "keep one list per array")
         buf = self.names.fresh(scope.prefix + name + "_rows")
         cnt = self.names.fresh(scope.prefix + name + "_len")
         out.append(ast.copy_location(ast.Assign(targets=[ast.Name(cnt, ast.Store())], value=ast.Constant(len(items))),
@@ -146,10 +148,11 @@ class RuntimeLists:
             raise error(P, node, f"appending {'a tuple, list or dict' if isinstance(v, Struct) else 'this value'} to "
                                  f"'{rl.name}', a list that grows at run time, is not supported: such a list holds "
                                  "arrays or floats of one shape", "keep one list per array")
-        if isinstance(v, Static) and not isinstance(v.obj, (float, complex, np.floating, np.ndarray)):
+        if isinstance(v, Static) and not isinstance(v.obj, (bool, int, float, complex, np.bool_, np.number,
+                                                             np.ndarray)):
             raise error(P, node, f"appending {v.obj!r} to '{rl.name}', a list that grows at run time, is not "
-                                 "supported: such a list holds arrays or floats of one shape",
-                        "append a float or an array")
+                                 "supported: such a list holds numbers or arrays of one shape",
+                        "append a number or an array")
         v = self.snapshot(v, scope, out, node)
         if isinstance(v, Static):
             v = self.call_prim(lookup(np.copy), [v], {}, scope, out, node)
@@ -161,9 +164,14 @@ class RuntimeLists:
         zeros = self.call_prim(lookup(np.zeros_like), [Dyn(buf)], {}, scope, grow, node)
         bigger = self.call_prim(lookup(np.concatenate), [Struct("tuple", [Dyn(buf), zeros])], {}, scope, grow, node)
         grow.append(ast.Assign(targets=[ast.Name(rl.buf, ast.Store())], value=bigger.expr))
+        # an item of a wider dtype (a float after ints) widens the rows first, as np.stack of the list would
+        promote = []
+        wider = self.call_prim(lookup(list_promote), [Dyn(buf), v], {}, scope, promote, node)
+        promote.append(ast.Assign(targets=[ast.Name(rl.buf, ast.Store())], value=wider.expr))
         write = [ast.If(test=ast.Compare(left=cnt, ops=[ast.Eq()], comparators=[
                      ast.Subscript(value=ast.Attribute(value=buf, attr="shape", ctx=ast.Load()),
                                    slice=ast.Constant(0), ctx=ast.Load())]), body=grow, orelse=[]),
+                 *promote,
                  ast.Assign(targets=[ast.Subscript(value=ast.Name(rl.buf, ast.Load()), slice=ast.Name(rl.count, ast.Load()),
                                                    ctx=ast.Store())], value=v.expr)]
         if rl.allocated:
@@ -174,7 +182,7 @@ class RuntimeLists:
             row = self.call_prim(lookup(np.zeros_like), [row], {}, scope, first, node)
             first.append(ast.Assign(targets=[ast.Name(rl.buf, ast.Store())], value=row.expr))
             new = [ast.If(test=ast.Compare(left=cnt, ops=[ast.Eq()], comparators=[ast.Constant(0)]), body=first,
-                          orelse=write[:1]), write[1]]
+                          orelse=write[:1]), *write[1:]]
         new.append(ast.Assign(targets=[ast.Name(rl.count, ast.Store())],
                               value=ast.BinOp(left=ast.Name(rl.count, ast.Load()), op=ast.Add(), right=ast.Constant(1))))
         for st in new:
