@@ -552,7 +552,8 @@ def _rev_loop(R, s, out):
     """The reversed loop: the cotangent state at the start of every reversed iteration is the same."""
     n = A.get(s, A.COUNTER)
     pre = []
-    for _ in range(4):  # fixpoint of (defined, owned) at the iteration boundary; nesting depth bounds it
+    hoisted = False
+    for _ in range(6):  # fixpoint of (defined, owned) at the iteration boundary; nesting depth bounds it
         d0, o0 = set(R.defined), set(R.owned)
         save_count = R.names.checkpoint()
         R.depth += 1
@@ -562,6 +563,18 @@ def _rev_loop(R, s, out):
         d1, o1 = R.defined, R.owned
         grow = d1 - d0
         lose_owned = (o0 - o1) & d1
+        gain = (o1 - o0) & d0
+        if not grow and not lose_owned and gain and not hoisted:
+            # the body copies a cotangent before writing into it in place (d_y[i] = 0 for y[i] = v) and ends
+            # owning it: copy it once before the loop instead of once per iteration (a copy of the whole
+            # array per iteration made a loop of in-place writes quadratic)
+            hoisted = True
+            R.names.restore(save_count)
+            for dn in sorted(gain):
+                pre.append(ast.Assign(targets=[ast.Name(dn, ast.Store())],
+                                      value=ast.Call(func=_K("copy"), args=[ast.Name(dn, ast.Load())], keywords=[])))
+            R.defined, R.owned = d0, o0 | gain
+            continue
         if not grow and not lose_owned:
             for dn in sorted(d0 - d1):  # consumed and not re-created: the next iteration needs them back
                 _zero(R, dn, body)
