@@ -656,6 +656,13 @@ def pytrees(leaves=None, max_leaves=6):
 
 
 # ----------------------------------------------------------------------------- registry test support
+def _value_src(v):
+    """Source text for a constant argument: ``np.float64`` for a NumPy scalar type, else its repr."""
+    if isinstance(v, type) and issubclass(v, np.generic):
+        return f"np.{v.__name__}"
+    return repr(v)
+
+
 _COUNTER = [0]
 
 
@@ -707,8 +714,9 @@ def primitive_function(prim, args, kwargs):
         idx_src = ", ".join(_lit(i) for i in idx) if isinstance(idx, tuple) else _lit(idx)
         body = f"{call_args[0]}[{idx_src}]"
     else:
-        parts = [c if isinstance(c, str) and (c.startswith("x") or c.startswith("(x")) else repr(c) for c in call_args]
-        parts += [f"{k}={v!r}" for k, v in kwargs.items()]
+        parts = [c if isinstance(c, str) and (c.startswith("x") or c.startswith("(x")) else _value_src(c)
+                 for c in call_args]
+        parts += [f"{k}={_value_src(v)}" for k, v in kwargs.items()]
         body = f"_prim({', '.join(parts)})"
     src = f"def {fname}({', '.join(params)}):\n    return {body}\n"
     filename = f"<funcgrad registry test {fname}>"

@@ -38,6 +38,7 @@ __all__ = [
     "diag", "undiag", "diagonal", "undiagonal", "tril", "triu", "kron", "kron_dx", "kron_dy",
     "inner", "inner_dx", "inner_dy", "einsum", "einsum_vjp", "einsum_tangent", "einsum_tangent_vjp", "einsum_tangent2", "take_along_axis", "untake_along_axis", "put_along_axis", "written_along_axis",
     "gradient_along", "ungradient_along", "cross", "cross_dx", "cross_dy", "list_promote",
+    "astype", "asarray_dtype", "cast_like",
 ]
 
 
@@ -225,6 +226,56 @@ def _list_promote_ov(buf, v):
     if dt == _dtype_of(buf):
         return lambda buf, v: buf
     return _compile("def impl(buf, v):\n    return buf.astype(_dt)\n", env={"_dt": dt.type})
+
+
+# ----------------------------------------------------------------------------- dtype casts
+def astype(x, dtype):
+    """``x.astype(dtype)``: a new array (a NumPy scalar where ``x`` is a scalar)."""
+    return x.astype(dtype) if isinstance(x, np.ndarray) else np.asarray(x).astype(dtype)[()]
+
+
+@overload(astype)
+def _astype_ov(x, dtype):
+    if isinstance(x, types.Array):
+        return lambda x, dtype: x.astype(dtype)
+    return lambda x, dtype: dtype(x)
+
+
+def asarray_dtype(x, dtype):
+    """``np.asarray(x, dtype=dtype)``: ``x`` itself where it already has that dtype, else a cast copy."""
+    if isinstance(x, np.ndarray) and x.dtype == np.dtype(dtype):
+        return x
+    return astype(x, dtype)
+
+
+@overload(asarray_dtype)
+def _asarray_dtype_ov(x, dtype):
+    if isinstance(x, types.Array) and isinstance(dtype, types.NumberClass) and x.dtype == dtype.instance_type:
+        return lambda x, dtype: x
+    return _astype_ov(x, dtype)
+
+
+def cast_like(g, x):
+    """``g`` in the dtype of ``x`` (its real part where ``x`` is real): the cotangent of a cast's input."""
+    dt = np.asarray(x).dtype
+    if np.iscomplexobj(g) and dt.kind != "c":
+        g = np.real(g)
+    r = np.asarray(g).astype(dt)
+    return r if isinstance(g, np.ndarray) else r[()]
+
+
+@overload(cast_like)
+def _cast_like_ov(g, x):
+    dt = x.dtype if isinstance(x, types.Array) else x
+    gdt = g.dtype if isinstance(g, types.Array) else g
+    real = isinstance(gdt, types.Complex) and not isinstance(dt, types.Complex)
+    if isinstance(g, types.Array):
+        if real:
+            return lambda g, x: np.real(g).astype(dt)
+        return lambda g, x: g.astype(dt)
+    if real:
+        return lambda g, x: dt(g.real)
+    return lambda g, x: dt(g)
 
 
 # ----------------------------------------------------------------------------- atleast_*d

@@ -695,6 +695,7 @@ def untake_along(y, g, x, indices, axis=None):
 # --------------------------------------------------------------------- no derivative
 # piecewise constant in their inputs (or reading only shapes): a differentiated value may flow in,
 # and contributes nothing to the gradient
+nondiff(np.ndarray.astype)   # x.astype(int): a cast to integers or booleans is piecewise constant
 nondiff(np.argmax, np.argmin, np.argsort, np.floor, np.ceil, np.round, np.around, np.rint, np.trunc, np.fix,
         np.isnan, np.isfinite, np.isinf, np.any, np.all, np.nonzero, np.shape, np.size, np.ndim, np.zeros_like,
         np.ones_like, np.empty_like, np.count_nonzero, np.searchsorted, np.digitize, np.equal, np.not_equal,

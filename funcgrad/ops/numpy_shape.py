@@ -518,6 +518,39 @@ def list_promote(y, buf, v):
     t[y] = list_promote(t[buf], v)
 
 
+# --------------------------------------------------------------------- dtype casts
+def _sample_astype(draw, dt, st, array, shapes):
+    return (array(draw, shapes(draw, 0), dt), np.dtype(dt).type), {}
+
+
+def _sample_cast_like(draw, dt, st, array, shapes):
+    sh = shapes(draw, 0)
+    return (array(draw, sh, dt), array(draw, sh, dt)), {}
+
+
+@defvjp(None, sample=S.custom(_sample_astype))
+def astype(y, x, dtype):
+    """``x.astype(dtype)`` (and ``np.array(x, dtype=...)``) for a floating or complex ``dtype``; a cast to
+    integers or booleans is piecewise constant and has no derivative."""
+    d[x] = cast_like(d[y], x)
+    t[y] = astype(t[x], dtype)
+
+
+@defvjp(None, sample=S.custom(_sample_astype))
+def asarray_dtype(y, x, dtype):
+    """``np.asarray(x, dtype=...)`` for a floating or complex dtype: ``x`` itself when it has that dtype."""
+    d[x] = cast_like(d[y], x)
+    t[y] = asarray_dtype(t[x], dtype)
+
+
+@defvjp(None, sample=S.custom(_sample_cast_like))
+def cast_like(y, g, x):
+    """``g`` in the dtype of ``x`` (its real part where ``x`` is real)."""
+    d[x] = None   # read for its dtype only
+    d[g] = cast_like(d[y], g)
+    t[y] = cast_like(t[g], x)
+
+
 # --------------------------------------------------------------------- diagonals and triangles
 @defvjp(np.diag, sample=S.custom(_sample_diag))
 def diag(y, x, k=0):

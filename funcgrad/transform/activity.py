@@ -78,7 +78,7 @@ class Activity:
                 raise self.nd_error(stmt, f"{name} has no derivative rule but a differentiated value flows into it",
                                     hint=f"give it one with funcgrad.custom_vjp: f = funcgrad.custom_vjp({name}); "
                                          "f.defvjp(fwd, bwd), and call f here")
-            if act and isinstance(e.func, ast.Attribute) and e.func.attr == "astype":
+            if act and nd is None and isinstance(e.func, ast.Attribute) and e.func.attr == "astype":
                 raise self.nd_error(stmt, "'.astype()' of a differentiated value is not supported",
                                     hint="keep the dtype of differentiated values (cast the inputs instead)")
             return False

@@ -30,7 +30,7 @@ from ..errors import UnsupportedSyntaxError
 VIEWS = frozenset("""
     getitem reshape transpose squeeze expand_dims broadcast_to stop_gradient ravel flip fliplr flipud rot90
     swapaxes moveaxis rollaxis diagonal real imag atleast_1d atleast_2d atleast_3d asarray asanyarray
-    ascontiguousarray asfortranarray view broadcast_like unbroadcast untranspose matrix_transpose permute_dims
+    ascontiguousarray asfortranarray asarray_dtype view broadcast_like unbroadcast untranspose matrix_transpose permute_dims
 """.split())
 
 

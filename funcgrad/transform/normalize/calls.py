@@ -16,6 +16,7 @@ from .. import annotations as A
 from ...builtins import SUBSTITUTES as _AUTOGRAD_BUILTINS
 from ...custom import CustomFunction as CustomVJPFunction  # custom_vjp and custom_jvp functions
 from ...errors import UnsupportedSyntaxError
+from ...ops.numpy_shape import asarray_dtype as _asarray_dtype, astype as _astype
 from ...ops.registry import RUNTIME, Primitive, definition, lookup
 from ..fence import check as fence_check, error
 from ..public_names import public_name
@@ -346,12 +347,17 @@ class Calls:
             dt = kwargs.get("dtype", Static(None))
             if isinstance(a, Struct) and all(isinstance(v, Static) for v in _leaves(a)) and isinstance(dt, Static):
                 return Static(fn(_static_value(a), dtype=dt.obj))  # a constant array (index lists, coefficients)
-            if not (isinstance(dt, Static) and (dt.obj is None or np.dtype(dt.obj) == np.float64)):
-                raise error(P, node, f"np.{fn.__name__}(..., dtype=...) of computed values is supported for "
-                                     "dtype=float64 only", "leave dtype out, or cast the inputs instead")
+            if not isinstance(dt, Static):
+                raise error(P, node, f"np.{fn.__name__}(..., dtype=...) needs a dtype known before the function "
+                                     "runs", "write the dtype itself (np.float64)")
             if isinstance(a, Struct):
-                return self.array_of(a, scope, out, node)
+                a = self.array_of(a, scope, out, node)
+                if dt.obj is None:
+                    return a
+                return self.cast(a, dt, False, scope, out, node)
             if isinstance(a, Dyn):   # np.array copies (a later in-place write must not reach the original)
+                if dt.obj is not None:
+                    return self.cast(a, dt, fn is np.array, scope, out, node)
                 return self.call_prim(lookup(np.copy), [a], {}, scope, out, node) if fn is np.array else a
         if isinstance(fn, types.FunctionType) and _is_user_code(fn):
             return self.inline_function(fn, args, kwargs, out, node, scope)
@@ -654,7 +660,9 @@ class Calls:
             # flatten copies (a write into it must not reach x); ravel is a view, as in NumPy
             return self.call_prim(lookup(np.copy), [r], {}, scope, out, node) if name == "flatten" else r
         if name == "astype":
-            (dt,) = args
+            dt = args[0] if args else kwargs.get("dtype")
+            if isinstance(dt, Static) and set(kwargs) <= {"dtype", "copy"}:
+                return self.cast(m.base, dt, True, scope, out, node)
             return Dyn(ast.Call(func=ast.Attribute(value=m.base.expr, attr="astype", ctx=ast.Load()),
                                 args=[self.as_expr(dt, scope, node)], keywords=[]))
         fn = _METHODS.get(name)
@@ -671,6 +679,28 @@ class Calls:
             A.put(call, A.SRC, (P.filename, getattr(node, "lineno", None)))
             return Dyn(call)
         return self.call_object(fn, [m.base] + list(args), kwargs, scope, out, node)
+
+    def cast(self, a, dt, copy, scope, out, node):
+        """``a`` cast to the dtype ``dt`` (a Static): a primitive with a derivative for floating and complex
+        dtypes (a new array when ``copy``, else ``a`` itself when it has that dtype, as np.asarray does); a
+        cast to integers or booleans is piecewise constant: kept as a call with no derivative."""
+        try:
+            dtype = np.dtype(dt.obj)
+        except TypeError:
+            raise error(scope.parsed, node, f"{dt.obj!r} is not a NumPy dtype", None) from None
+        if dtype.kind in "fc":
+            return self.call_prim(lookup(_astype if copy else _asarray_dtype), [a, Static(dtype.type)], {}, scope,
+                                  out, node)
+        if dtype.kind not in "biu":
+            raise error(scope.parsed, node, f"casting to {dtype} inside a differentiated function is not "
+                                            "supported", "cast to a floating, complex, integer or boolean dtype")
+        call = ast.Call(func=ast.Attribute(value=ast.Name("K", ast.Load()), attr="astype", ctx=ast.Load()),
+                        args=[self.as_expr(a, scope, node), self.as_expr(Static(dtype.type), scope, node)],
+                        keywords=[])
+        ast.copy_location(call, node)
+        A.put(call, A.NONDIFF, np.ndarray.astype)
+        A.put(call, A.SRC, (scope.parsed.filename, getattr(node, "lineno", None)))
+        return Dyn(call)
 
     def array_like(self, v, scope, out, node):
         """An element of a sequence argument (``np.stack``'s arrays) as NumPy reads it: a nested list or tuple
