@@ -117,6 +117,24 @@ def test_in_place_writes_in_a_loop_copy_the_cotangent_once():
                                    numerical_vjp(_recurrence_written_in_place, (x,), 0, 1.0, 1e-6), rtol=1e-6)
 
 
+def _prints_in_a_loop(x):
+    s = 0.0
+    for i in range(4):
+        print(i, end=" ")      # Numba's print takes no end=: auto falls back to Python, with a warning
+        s = s + np.sin(x) * i
+    return s
+
+
+def test_second_order_warnings_name_the_users_line(capsys):
+    # the fallback warning of grad(grad(f)) pointed into funcgrad's generated file, at `_ext0_print(...)`
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        v = funcgrad.grad(funcgrad.grad(_prints_in_a_loop))(0.3)
+    assert v == pytest.approx(-np.sin(0.3) * 6.0)
+    assert caught and all(w.filename == __file__ for w in caught), [(w.filename, str(w.message)) for w in caught]
+
+
 def test_rebinding_a_global_function_takes_effect():
     g = funcgrad.grad(_uses_global_act)
     global _ACT

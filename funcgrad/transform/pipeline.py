@@ -199,6 +199,8 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
                             operators=backend.operators_as_syntax)
     _debug("emit", src)
     mod = write_module(fname, src)
+    for k, (f, ln) in list(line_map.items()):   # code funcgrad generated (second order): the user's line it came from
+        line_map[k] = GENERATED_LINES.get(f, {}).get(ln, (f, ln))
     GENERATED_LINES[mod.__file__] = line_map
     if backend not in _KERNELS_READABLE:   # generated code calls K.<name>: let funcgrad read it back
         register_kernels(backend.namespace(True))
