@@ -724,10 +724,19 @@ class _ValueAndGrad(_Transformed):
         try:
             built, (outs, grads) = self._invoke(built, key, "fn", (*leaves, *cap, *seeds), len(leaves))
         except Exception:
-            if not getattr(built, "checked", False):  # a non-scalar output makes the scalar seed fail: say so
-                _, pouts = self._invoke(built, key, "primal", (*leaves, *cap), len(leaves))
-                _scalar_output_check(fname, list(pouts)[0], self.has_aux)
-            raise
+            if getattr(built, "checked", False):
+                raise
+            # a non-scalar output makes the scalar seed fail: say so; a size-1 array output (shape (1,)) needs
+            # a seed of its shape: run again with one
+            _, pouts = self._invoke(built, key, "primal", (*leaves, *cap), len(leaves))
+            main = list(pouts)[0]
+            _scalar_output_check(fname, main, self.has_aux)
+            dt, shape = np.asarray(main).dtype, np.shape(main)
+            if not shape and dt == built.seed_dtype:
+                raise
+            built.seed_dtype, built.seed_shape = dt, shape
+            seeds = _seeds(built, n_out, dt)
+            built, (outs, grads) = self._invoke(built, key, "fn", (*leaves, *cap, *seeds), len(leaves))
         outs = list(outs)
         main = outs[0]
         _scalar_output_check(fname, main, self.has_aux)

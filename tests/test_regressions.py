@@ -135,6 +135,23 @@ def test_second_order_warnings_name_the_users_line(capsys):
     assert caught and all(w.filename == __file__ for w in caught), [(w.filename, str(w.message)) for w in caught]
 
 
+def _size_one_output_reads_broadcast(x):
+    m = np.atleast_2d(x) @ np.ones((2, 1))      # (1, 1)
+    s = np.sqrt(np.sum(x * x)) * np.ones(1)     # (1,)
+    return m[0] - 0.3 * np.tanh(m[0] - s) + s * np.exp(-m[0])   # shape (1,): autograd's bayesian_optimization
+
+
+def test_size_one_array_output_gets_a_seed_of_its_shape():
+    # the first call seeded a scalar; the adjoint of `a + b` with a (1,) operand then crashed inside
+    # unbroadcast (IndexError) instead of seeding with the output's shape
+    x = np.array([0.2, 0.4])
+    want = numerical_vjp(lambda v: _size_one_output_reads_broadcast(v)[0], (x,), 0, 1.0, 1e-6)
+    for kw in MODES:
+        v, g = funcgrad.value_and_grad(_size_one_output_reads_broadcast, **kw)(x)
+        np.testing.assert_allclose(v, _size_one_output_reads_broadcast(x), rtol=1e-12)
+        np.testing.assert_allclose(g, want, rtol=1e-6)
+
+
 def test_rebinding_a_global_function_takes_effect():
     g = funcgrad.grad(_uses_global_act)
     global _ACT
