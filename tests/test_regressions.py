@@ -152,6 +152,28 @@ def test_size_one_array_output_gets_a_seed_of_its_shape():
         np.testing.assert_allclose(g, want, rtol=1e-6)
 
 
+def _iterates_a_name_it_rebinds(x):
+    a = np.stack([x, x * 2.0, x * 3.0])
+    s = 0.0
+    for r in a:                       # Python iterates the array `a` held here
+        a = a * 10.0
+        s = s + np.sum(r)
+    for i, (r, q) in enumerate(zip(a, a[::-1])):
+        a = np.sin(a)
+        s = s + np.sum(r * q) * i
+    return s
+
+
+def test_loop_over_a_name_the_body_rebinds_iterates_the_old_array():
+    # found by the fuzz run (program 1078): `for r in a8: a8 = np.concatenate(...)` read a8[i] of the new a8
+    x = np.array([0.3, -0.2])
+    want = numerical_vjp(_iterates_a_name_it_rebinds, (x,), 0, 1.0, 1e-6)
+    for kw in MODES:
+        v, g = funcgrad.value_and_grad(_iterates_a_name_it_rebinds, **kw)(x)
+        assert v == pytest.approx(_iterates_a_name_it_rebinds(x), rel=1e-13)
+        np.testing.assert_allclose(g, want, rtol=1e-6)
+
+
 def test_rebinding_a_global_function_takes_effect():
     g = funcgrad.grad(_uses_global_act)
     global _ACT

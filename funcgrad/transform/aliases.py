@@ -218,4 +218,8 @@ def check_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index, filename_o
 
 
 def _user(name):
-    return "the returned value" if name in ("_ret", "__ret") else name
+    if name in ("_ret", "__ret"):
+        return "the returned value"
+    if "_iterated" in name:   # normalize's hold of a for loop's iterable (evaluated once, as Python does)
+        return "the array the loop iterates over"
+    return name

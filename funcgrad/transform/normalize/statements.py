@@ -421,6 +421,21 @@ class Statements:
             seqs = [it]
         else:
             raise error(P, s, "cannot loop over this value", "loop over range(...), an array, enumerate or zip")
+        # Python evaluates the iterable once: a name the body rebinds (`for r in a: a = ...`) still iterates
+        # the array it held when the loop started
+        rebound = {nm for st in s.body for n in ast.walk(st) if isinstance(n, (ast.Assign, ast.For))
+                   for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) for nm in _target_names(t)}
+        snap = []
+        for q in seqs:
+            if isinstance(q, Dyn) and not isinstance(q.expr, ast.Constant) and (
+                    not isinstance(q.expr, ast.Name) or any(
+                        isinstance(v, Dyn) and isinstance(v.expr, ast.Name) and v.expr.id == q.expr.id
+                        for k, v in self._visible_vars(scope).items() if k in rebound)):
+                held = self.names.fresh(scope.prefix + "_iterated")
+                out.append(ast.copy_location(ast.Assign(targets=[ast.Name(held, ast.Store())], value=q.expr), s))
+                q = Dyn(ast.Name(held, ast.Load()))
+            snap.append(q)
+        seqs = snap
         lens = []
         for q in seqs:
             if isinstance(q, Struct):
@@ -456,6 +471,15 @@ class Statements:
         rng = ast.Call(func=ast.Name("range", ast.Load()), args=[n], keywords=[])
         out.append(ast.copy_location(ast.For(target=ast.Name(idx, ast.Store()), iter=rng, body=body, orelse=[]), s))
         return None
+
+    @staticmethod
+    def _visible_vars(scope):
+        seen = {}
+        while scope is not None:
+            for k, v in scope.vars.items():
+                seen.setdefault(k, v)
+            scope = scope.parent
+        return seen
 
     def subscript_dyn(self, q, ival, scope, out, node):
         if isinstance(q, Struct):
