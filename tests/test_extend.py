@@ -48,3 +48,25 @@ def test_defjvp_gives_forward_mode():
 def test_defvjp_of_a_plain_function_is_refused():
     with pytest.raises(TypeError, match="funcgrad.extend.primitive"):
         defvjp(np.sin, lambda ans, x: lambda g: g)
+
+
+@primitive
+def _no_jvp(x):
+    return np.sum(x ** 2)
+
+
+defvjp(_no_jvp, lambda ans, x: lambda g: 2.0 * g * x)
+
+
+def _calls_no_jvp(y):
+    return _no_jvp(y * 2.0)  # LINE
+
+
+def test_second_order_without_a_jvp_rule_is_refused_at_the_users_line():
+    # the refusal named a file funcgrad made up for the wrapper ('<funcgrad ... #1>') with the user's line number
+    from funcgrad.errors import NoDerivativeError
+    with pytest.raises(NoDerivativeError) as e:
+        funcgrad.hessian(_calls_no_jvp)(np.array([0.3, 0.5]))
+    line = [i for i, ln in enumerate(open(__file__), 1) if ln.rstrip().endswith("# LINE")][0]
+    # the user's file; the line is the call's or (for this inlined one-line helper) its def line
+    assert f"{__file__}:{line}" in str(e.value) or f"{__file__}:{line - 1}" in str(e.value), str(e.value)

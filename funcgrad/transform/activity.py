@@ -102,6 +102,8 @@ class Activity:
 
     def nd_error(self, stmt, msg, hint="give it a rule with funcgrad.custom_vjp, or register a primitive"):
         where = A.get(stmt.value, A.SRC, None) or A.get(stmt, A.SRC, None)
+        if not where and A.get(stmt, A.FILE, None) and getattr(stmt, "lineno", None):
+            where = (A.get(stmt, A.FILE), stmt.lineno)   # a helper's line: in the helper's file
         fn, line = where if where else self.src_lookup(stmt)
         return NoDerivativeError(f"{msg}\n  hint: {hint}", fn, line, _line_text(fn, line))
 
