@@ -367,6 +367,7 @@ class _Transformed:
                         call_args = (*call_args, *_seeds(built, len(built.out_atoms), np.float64))
                     _locate_in_python(e, built, call_args)   # Numba's frames name no line: run it as Python
                 raise
+            built.user_fn = self.fn
             where, reason = _numba_failure(e, built)
             loc = f"{where[0]}:{where[1]}" if where else getattr(self.fn, "__qualname__", "the function")
             if self.mode == "auto":
@@ -503,8 +504,19 @@ def _numba_failure(err, built):
             reason = f"attribute '{name}' is not supported there"
     elif "Cannot unify" in msg:
         reason = "a variable takes values of different types on different paths"
+    elif "have imprecise type: list(undefined)" in msg:
+        reason = "a branch whose condition is constant never runs, so a list the gradient keeps has no type"
     reason = re.sub(r"\b_ext\d+_", "", reason)
+    if where is None:   # nothing names a line of the user's: the function itself
+        where = _def_line(getattr(built, "user_fn", None))
     return where, reason[:240]
+
+
+def _def_line(fn):
+    code = getattr(fn, "__code__", None)
+    if code is None or code.co_filename.startswith("<"):
+        return None
+    return (code.co_filename, code.co_firstlineno)
 
 
 def _plain_types(sig):
