@@ -189,7 +189,29 @@ def starred_targets(params):
     return np.sum(h @ W + b)
 
 
+def last_of_a_loop_that_may_not_run(x, n):
+    for i in range(n):
+        y = x * (i + 1.0)
+    if n > 0:
+        return np.sum(np.sin(y))
+    return np.sum(x)
+
+
+def bound_in_a_branch_read_in_a_later_loop(x, n):
+    if n > 2:
+        t = np.cos(x)
+    s = np.sum(x)
+    for i in range(n):
+        if n > 2:
+            s = s + np.sum(t * i)
+    return s
+
+
 CASES = [
+    (last_of_a_loop_that_may_not_run, (x3, 0), {}, (0,)),     # y never bound: its cotangent is never read
+    (last_of_a_loop_that_may_not_run, (x3, 3), {}, (0,)),
+    (bound_in_a_branch_read_in_a_later_loop, (x3, 2), {}, (0,)),
+    (bound_in_a_branch_read_in_a_later_loop, (x3, 4), {}, (0,)),
     (append_in_runtime_loop, (x3, 4), {}, (0,)),
     (append_with_items_before, (x3, np.linspace(0.0, 1.0, 6)), {}, (0,)),
     (scalars_summed, (x3, 5), {}, (0,)),

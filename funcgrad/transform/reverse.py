@@ -87,6 +87,8 @@ class Reverse(Activity):
         self.result_value = None
         self.ranks: dict = {}
         self.cplx: set = set()           # names that may hold complex values (:mod:`.realness`)
+        self.maybe_unbound: set = set()  # names some path through the primal never binds
+        self.bound_flags: dict = {}      # such a name -> the primal flag saying it was bound
 
 
     def tmp(self, base="_v"):
@@ -516,9 +518,47 @@ def _rev_block(R, stmts, out):
 
 
 def _zero(R, dn, out):
-    out.append(ast.Assign(targets=[ast.Name(dn, ast.Store())],
-                          value=ast.Call(func=_K("zeros_like"), args=[ast.Name(R.d_to_name[dn], ast.Load())],
-                                         keywords=[])))
+    """``d_v = zeros_like(v)``; guarded by ``v``'s bound flag where ``v`` may never be bound (see ``_guarded``)."""
+    out.append(_guarded(R, dn, ast.Assign(targets=[ast.Name(dn, ast.Store())],
+                                          value=ast.Call(func=_K("zeros_like"),
+                                                         args=[ast.Name(R.d_to_name[dn], ast.Load())], keywords=[]))))
+
+
+def _guarded(R, dn, stmt):
+    """``stmt`` (which reads ``v`` or ``d_v``) as ``if <v was bound>: stmt`` when ``v`` is not bound on every
+    path through the primal (a name bound only inside a loop that ran no trip, or a branch not taken): the
+    sweep's zero of ``d_v`` at a merge would read a name Python never bound. When ``v`` was never bound no
+    executed adjoint statement reads ``d_v``, so leaving it unbound is right."""
+    v = R.d_to_name.get(dn)
+    if v is None or v not in R.maybe_unbound:
+        return stmt
+    flag = R.names.derived("bound", v, f"_bound_{v.lstrip('_')}")
+    R.bound_flags[v] = flag
+    return ast.If(test=ast.Name(flag, ast.Load()), body=[stmt], orelse=[])
+
+
+def _definitely_bound(stmts, acc):
+    """The names bound on every path through ``stmts`` (given ``acc`` bound before); loops may run no trip."""
+    acc = set(acc)
+    for s in stmts:
+        if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name):
+            acc.add(s.targets[0].id)
+        elif isinstance(s, ast.If):
+            acc |= _definitely_bound(s.body, acc) & _definitely_bound(s.orelse, acc)
+    return acc
+
+
+def _flag_bindings(stmts, flags):
+    """``<flag> = True`` after every binding of a name that has a bound flag."""
+    out = []
+    for s in stmts:
+        out.append(s)
+        if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name) and s.targets[0].id in flags:
+            out.append(ast.Assign(targets=[ast.Name(flags[s.targets[0].id], ast.Store())], value=ast.Constant(True)))
+        elif isinstance(s, (ast.For, ast.While, ast.If)):
+            s.body = _flag_bindings(s.body, flags)
+            s.orelse = _flag_bindings(s.orelse, flags)
+    return out
 
 
 def _rev_if(R, s, out):
@@ -571,8 +611,9 @@ def _rev_loop(R, s, out):
             hoisted = True
             R.names.restore(save_count)
             for dn in sorted(gain):
-                pre.append(ast.Assign(targets=[ast.Name(dn, ast.Store())],
-                                      value=ast.Call(func=_K("copy"), args=[ast.Name(dn, ast.Load())], keywords=[])))
+                pre.append(_guarded(R, dn, ast.Assign(targets=[ast.Name(dn, ast.Store())],
+                                                      value=ast.Call(func=_K("copy"), args=[ast.Name(dn, ast.Load())],
+                                                                     keywords=[]))))
             R.defined, R.owned = d0, o0 | gain
             continue
         if not grow and not lose_owned:
@@ -586,8 +627,9 @@ def _rev_loop(R, s, out):
         for dn in sorted(grow):  # created inside: must exist (and accumulate) across iterations
             _zero(R, dn, pre)
         for dn in sorted(lose_owned):
-            pre.append(ast.Assign(targets=[ast.Name(dn, ast.Store())],
-                                  value=ast.Call(func=_K("copy"), args=[ast.Name(dn, ast.Load())], keywords=[])))
+            pre.append(_guarded(R, dn, ast.Assign(targets=[ast.Name(dn, ast.Store())],
+                                                  value=ast.Call(func=_K("copy"), args=[ast.Name(dn, ast.Load())],
+                                                                 keywords=[]))))
         R.defined = d0 | grow
         R.owned = (o0 - lose_owned) | grow | lose_owned
         R.owned -= set()
@@ -628,6 +670,7 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
     body = loops.add(save_inplace(copy.deepcopy(list(fdef.body)), R.tmp), False)
     R.special = set(loops.counters) | set(loops.iters)
     R.nonssa = _assigned_in(body) - R.special
+    R.maybe_unbound = _assigned_in(body) - _definitely_bound(body, params) - R.special
     R.ranks = infer_ranks(body, dict(param_ranks or {}))
     R.cplx = maybe_complex(body, dict(param_kinds or {}), params)
     R.cplx |= {R.adname(n) for n in R.cplx}
@@ -658,6 +701,12 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
     taped = R.nonssa & need
     kinds = infer_kinds(body, dict(param_kinds or {}))
     prealloc = _preallocatable(body, taped, R.ranks, kinds) - set(params)
+    if R.bound_flags:
+        body = _flag_bindings(body, R.bound_flags)
+        tapes = [ast.Assign(targets=[ast.Name(f, ast.Store())], value=ast.Constant(False))
+                 for _, f in sorted(R.bound_flags.items())]
+    else:
+        tapes = []
     body = _array_tape_pushes(body, prealloc, namer)
     body = _tape_pushes(body, taped - prealloc, namer)
     adj = _expand_markers(adj, taped, params, namer)
@@ -665,7 +714,6 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
                       value=ast.Name(pos_of(namer, n), ast.Load()) if n in prealloc else
                       ast.Call(func=ast.Name("len", ast.Load()), args=[ast.Name(tape_of(namer, n), ast.Load())],
                                keywords=[])) for n in sorted(taped)] + adj
-    tapes = []
     for n in sorted(taped):
         if n in prealloc:  # a float64 array grown before each loop by its trip count
             tapes.append(ast.Assign(targets=[ast.Name(tape_of(namer, n), ast.Store())],
