@@ -56,7 +56,7 @@ def parse(fn) -> Parsed:
                 closure[name] = cell.cell_contents
             except ValueError:  # empty cell: the name is not bound yet
                 pass
-    key = code
+    key = (code, code.co_filename)   # code objects compare equal across files (co_filename is not compared)
     node, filename = _CACHE.get(key, (None, None))
     if node is None:
         node, filename = _parse_code(fn, code)
