@@ -218,6 +218,7 @@ class _Transformed:
         self.cache: dict = {}
         self._memo: dict = {}
         self._pending: dict = {}      # key -> Signature (kept for an auto fallback rebuild; holds no arrays)
+        self._fast: dict = {}         # _fast_key(args) -> _FastPlan for calls of plain arrays and floats
         try:
             self._signature = inspect.signature(self.fn)
         except (TypeError, ValueError):
@@ -382,6 +383,7 @@ class _Transformed:
                 cap = [g() for _, g in built.captured]
                 built.cap_specs = tuple(leaf_spec(c) for c in cap)
                 self.cache[key] = built
+                self._fast.clear()
                 fn = built.fn if which == "fn" else built.primal_fn
                 return built, fn(*call_args)
             text = _line_text(*where) if where else None
@@ -412,6 +414,7 @@ class _Transformed:
             cap = [g() for _, g in built.captured]
             built.cap_specs = tuple(leaf_spec(c) for c in cap)
             self.cache[key] = built
+            self._fast.clear()
             break
         return built, single, nums, flat, trees, cap, key
 
@@ -535,9 +538,12 @@ def _line_text(filename, lineno):
 def _remember_fallback(built, text, where, loc):
     """Record beside the generated file that Numba could not compile it, so a later process running the same
     code (read from the disk cache) goes straight to Python over the kernels instead of failing again."""
+    # the user's location is kept as a line of the generated file: the same generated code (content-hashed)
+    # serves every copy of the same source, and a later process maps it to *its* user's file
+    gen = next((k for k, v in sorted((built.line_map or {}).items()) if where and tuple(v) == tuple(where)), None)
     try:
         with open(built.path + ".nopython-failed", "w") as fh:
-            json.dump({"text": text, "where": list(where) if where else None, "loc": loc}, fh)
+            json.dump({"text": text, "gen_line": gen, "where": list(where) if where else None, "loc": loc}, fh)
     except OSError:
         pass
 
@@ -549,10 +555,14 @@ def _recall_fallback(built):
             rec = json.load(fh)
     except (OSError, ValueError):
         return False
-    if rec.get("where"):
-        warnings.warn_explicit(rec["text"], FuncgradWarning, rec["where"][0], rec["where"][1])
+    where = (built.line_map or {}).get(rec.get("gen_line"))
+    if rec.get("where") and not where:
+        return False    # a record that cannot name this copy's line (an older format): compile again instead
+    if where:
+        warnings.warn_explicit(rec["text"], FuncgradWarning, where[0], where[1])
     else:
-        warnings.warn(f"{rec.get('loc')}: {rec['text']}", FuncgradWarning, stacklevel=5)
+        loc = rec.get("loc") if not rec.get("where") else None   # a stored path may be another copy's
+        warnings.warn(f"{loc or 'this function'}: {rec['text']}", FuncgradWarning, stacklevel=5)
     return True
 
 
@@ -715,8 +725,15 @@ class _ValueAndGrad(_Transformed):
 
     @_user_facing
     def __call__(self, *args, **kwargs):
+        if not kwargs and self._fast:
+            plan = self._fast.get(_fast_key(args))
+            if plan is not None:
+                out = self._fast_call(plan, args)
+                if out is not _MISS:
+                    return out
         if kwargs or len(args) != self._n_params:
             args = self._bind(args, kwargs)
+            kwargs = True   # bound: not a call the fast path can repeat
         built, single, nums, flat, trees, leaves, cap, key = self._call_vjp(args, None)
         fname = getattr(self.fn, "__qualname__", "f")
         n_out = len(built.out_atoms)
@@ -755,7 +772,8 @@ class _ValueAndGrad(_Transformed):
         built.checked = True
         dt = np.asarray(main).dtype
         shape = np.shape(main)
-        if getattr(built, "seed_dtype", None) != dt or getattr(built, "seed_shape", ()) != shape:
+        sd = getattr(built, "seed_dtype", None)   # (np.dtype("float64") == None holds: test for None first)
+        if sd is None or sd != dt or getattr(built, "seed_shape", ()) != shape:
             # a float32 result, or a size-1 array result (shape (1,) or (1, 1)): seed with its dtype and shape
             built.seed_dtype, built.seed_shape = dt, shape
             if dt != np.float64 or shape:
@@ -774,11 +792,75 @@ class _ValueAndGrad(_Transformed):
             result.append(tree_unflatten(trees[i], gl))
         g = result[0] if single else tuple(result)
         value = self._outputs(built, outs)
+        if not kwargs and not self.has_aux and self._by_arity is None and len(leaves) == len(args) and \
+                not isinstance(built.out_tree, (Struct, Static)) and self.cache.get(key) is built:
+            fk = _fast_key(args)
+            if fk is not None:   # the next call with arrays and floats of these dtypes and ndims skips the above
+                self._fast[fk] = _FastPlan(built, key, tuple(nums), single, tuple(_seeds(built, n_out, built.seed_dtype)))
         if not self.return_value:
             return (g, value[1]) if self.has_aux else g
         if self.has_aux:
             return (value[0], value[1]), g
         return value, g
+
+
+    def _fast_call(self, plan, args):
+        """A call whose every argument is an array or a float of a signature called before: the same checks
+        as the general path (captured values and fixed names unchanged, output still a scalar of the seed's
+        dtype), without flattening, binding or key building. ``_MISS`` sends the call down the general path."""
+        built = plan.built
+        if built.captured:
+            cap = [g() for _, g in built.captured]
+            if built.cap_specs != tuple(leaf_spec(c) for c in cap):
+                return _MISS
+        else:
+            cap = ()
+        if built.static_checks and not _statics_unchanged(built.static_checks):
+            return _MISS
+        got, (outs, grads) = self._invoke(built, plan.key, "fn", (*args, *cap, *plan.seeds), len(args))
+        if got is not built:
+            return _MISS
+        main = outs[0]
+        tm = type(main)
+        if tm is float or tm is np.float64:
+            if built.seed_dtype != np.float64 or getattr(built, "seed_shape", ()):
+                return _MISS
+        else:
+            _scalar_output_check(getattr(self.fn, "__qualname__", "f"), main, False)
+            if np.asarray(main).dtype != built.seed_dtype or np.shape(main) != getattr(built, "seed_shape", ()):
+                return _MISS
+        result = []
+        for g, i in zip(grads, plan.nums):
+            x = args[i]
+            if not (type(x) is np.ndarray and type(g) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape):
+                g = _match(g, x)
+            result.append(g)
+        g = result[0] if plan.single else tuple(result)
+        return (main, g) if self.return_value else g
+
+
+_MISS = object()
+
+
+class _FastPlan:
+    __slots__ = ("built", "key", "nums", "single", "seeds")
+
+    def __init__(self, built, key, nums, single, seeds):
+        self.built, self.key, self.nums, self.single, self.seeds = built, key, nums, single, seeds
+
+
+def _fast_key(args):
+    """``(dtype, ndim)`` per array and ``float`` per float argument; None when any argument is anything else."""
+    key = []
+    for a in args:
+        t = type(a)
+        if t is np.ndarray:
+            key.append((a.dtype, a.ndim))
+        elif t is float:
+            key.append(t)
+        else:
+            return None
+    return tuple(key)
 
 
 def _describe_out(v):

@@ -135,6 +135,39 @@ def test_second_order_warnings_name_the_users_line(capsys):
     assert caught and all(w.filename == __file__ for w in caught), [(w.filename, str(w.message)) for w in caught]
 
 
+_FALLS_BACK = """
+import numpy as np
+
+def f(x):
+    s = 0.0
+    for i in range(3):
+        print(i, end=" ")
+        s = s + np.sin(x) * i
+    return s
+"""
+
+
+def test_a_remembered_fallback_names_this_copys_file(tmp_path, capsys):
+    # the fallback is remembered beside the content-hashed generated file, shared by every copy of the same
+    # source: a second checkout's warning named the first checkout's file
+    import importlib.util
+    import warnings
+    names = []
+    for d in ("first", "second"):
+        (tmp_path / d).mkdir()
+        path = tmp_path / d / "model_falls_back.py"
+        path.write_text(_FALLS_BACK)
+        spec = importlib.util.spec_from_file_location(f"model_falls_back_{d}", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert funcgrad.grad(mod.f)(0.3) == pytest.approx(np.cos(0.3) * 3.0)
+        names.append({w.filename for w in caught if issubclass(w.category, funcgrad.FuncgradWarning)})
+    assert names == [{str(tmp_path / "first" / "model_falls_back.py")},
+                     {str(tmp_path / "second" / "model_falls_back.py")}]
+
+
 def _size_one_output_reads_broadcast(x):
     m = np.atleast_2d(x) @ np.ones((2, 1))      # (1, 1)
     s = np.sqrt(np.sum(x * x)) * np.ones(1)     # (1,)
