@@ -48,7 +48,7 @@ from .emit import render_stmt
 from .infer import infer_kinds, infer_ranks
 from .realness import expr_maybe_complex, maybe_complex
 from .naming import RESERVED, Namer, names_in
-from .tapes import (_array_tape_pushes, _expand_markers, _marker, _needed, _preallocatable, _tape_pushes,
+from .tapes import (TAPE_DTYPES, _array_tape_pushes, _expand_markers, _marker, _needed, _preallocatable, _tape_pushes,
                     pos_of, ptr_of, save_inplace, tape_of)
 
 @dataclass
@@ -700,7 +700,9 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
     need = _needed(adj, R.ranks)
     taped = R.nonssa & need
     kinds = infer_kinds(body, dict(param_kinds or {}))
-    prealloc = _preallocatable(body, taped, R.ranks, kinds) - set(params)
+    prealloc = _preallocatable(body, taped, R.ranks, kinds)
+    for p in params:
+        prealloc.pop(p, None)
     if R.bound_flags:
         body = _flag_bindings(body, R.bound_flags)
         tapes = [ast.Assign(targets=[ast.Name(f, ast.Store())], value=ast.Constant(False))
@@ -708,18 +710,22 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
     else:
         tapes = []
     body = _array_tape_pushes(body, prealloc, namer)
-    body = _tape_pushes(body, taped - prealloc, namer)
+    body = _tape_pushes(body, taped - set(prealloc), namer)
     adj = _expand_markers(adj, taped, params, namer)
     adj = [ast.Assign(targets=[ast.Name(ptr_of(namer, n), ast.Store())],
                       value=ast.Name(pos_of(namer, n), ast.Load()) if n in prealloc else
                       ast.Call(func=ast.Name("len", ast.Load()), args=[ast.Name(tape_of(namer, n), ast.Load())],
                                keywords=[])) for n in sorted(taped)] + adj
     for n in sorted(taped):
-        if n in prealloc:  # a float64 array grown before each loop by its trip count
+        if n in prealloc:  # an array of float64, int64 or bool grown before each loop by its trip count
+            dt = TAPE_DTYPES[prealloc[n]]
             tapes.append(ast.Assign(targets=[ast.Name(tape_of(namer, n), ast.Store())],
                                     value=ast.Call(func=ast.Attribute(value=ast.Name("np", ast.Load()), attr="empty",
                                                                       ctx=ast.Load()),
-                                                   args=[ast.Constant(0)], keywords=[])))
+                                                   args=[ast.Constant(0)], keywords=[] if dt == "float64" else [
+                                                       ast.keyword(arg="dtype", value=ast.Attribute(
+                                                           value=ast.Name("np", ast.Load()), attr=dt,
+                                                           ctx=ast.Load()))])))
             tapes.append(ast.Assign(targets=[ast.Name(pos_of(namer, n), ast.Store())], value=ast.Constant(0)))
             continue
         init = ast.List(elts=[ast.Name(n, ast.Load())] if n in params else [], ctx=ast.Load())

@@ -3,7 +3,7 @@
 Guarantees: ``save_inplace`` saves the elements an in-place write overwrites;
 ``_needed`` names every value the adjoint reads (shape-only reads excluded);
 names assigned more than once that the adjoint reads are pushed on a tape
-after every assignment (``_tape_pushes``; float64 scalars of top-level range
+after every assignment (``_tape_pushes``; float, integer and bool scalars of top-level range
 loops on arrays preallocated by trip count, ``_array_tape_pushes``), and the
 restore markers the reverse pass leaves become reads of the tape at the right
 position (``_expand_markers``).
@@ -60,8 +60,9 @@ def save_inplace(stmts, tmpgen):
 
 
 def _preallocatable(body, taped, ranks, kinds):
-    """Taped float64 scalars assigned only at top level or directly in the body of top-level range loops."""
-    ok = {n for n in taped if ranks.get(n) == 0 and kinds.get(n) == "f8"}
+    """Taped scalars (float64, integer, bool) assigned only at top level or directly in the body of top-level
+    range loops: ``{name: kind}``."""
+    ok = {n for n in taped if ranks.get(n) == 0 and kinds.get(n) in TAPE_DTYPES}
     bad = set()
 
     def walk(ss, where):
@@ -78,7 +79,12 @@ def _preallocatable(body, taped, ranks, kinds):
                 bad.add(st.targets[0].id)
 
     walk(body, "top")
-    return ok - bad
+    return {n: kinds[n] for n in ok - bad}
+
+
+#: The NumPy dtype of a preallocated tape of scalars of each kind (loop indices, flags: int64 and bool arrays
+#: instead of a list per value).
+TAPE_DTYPES = {"f8": "float64", "i": "int64", "b": "bool_"}
 
 
 def _array_tape_pushes(stmts, pre, namer, top=True):
