@@ -27,7 +27,7 @@ from .transform.fence import error
 from .transform.normalize.calls import _local_as_function, _value_tree
 from .transform.normalize.common import LocalFunction
 from .transform.pipeline import build
-from .transform.specs import is_float_leaf, is_static_leaf
+from .transform.specs import is_float_leaf, is_static_leaf, leaf_spec
 from .transform.values import Dyn, Static, Struct, map_struct
 from .tree import tree_flatten, tree_map, tree_unflatten
 
@@ -52,6 +52,12 @@ class _JVP(_Transformed):
         if len(primals) != len(tangents):
             raise ValueError(f"jvp: {len(primals)} primals but {len(tangents)} tangents; give one tangent per primal")
         primals = tuple(primals)
+        if self._fast:
+            plan = self._fast.get(_api._fast_key(primals))
+            if plan is not None:
+                out = self._fast_run(plan, primals, tangents)
+                if out is not _api._MISS:
+                    return out
         self.argnums = _float_argnums(primals)
         built, single, nums, flat, trees, cap, key = self._lookup(primals)
         leaves = [x for ls in flat for x in ls if not is_static_leaf(x)]
@@ -75,7 +81,39 @@ class _JVP(_Transformed):
         outs, touts = list(outs), list(touts)
         touts = [_match(tv, o) if o is not None and not isinstance(o, (str, bool, int)) else tv
                  for tv, o in zip(touts, outs)]
+        if len(leaves) == len(primals) and not isinstance(built.out_tree, (Struct, Static)) and \
+                self.cache.get(key) is built:
+            fk = _api._fast_key(primals)
+            if fk is not None:   # the next call with arrays and floats of these dtypes and ndims skips the above
+                self._fast[fk] = (built, key, tuple(nums))
         return self._outputs(built, outs), self._outputs(built, touts)
+
+    def _fast_run(self, plan, primals, tangents):
+        """A call of a signature seen before whose primals are arrays and floats and whose tangents match them
+        exactly (same type, dtype and shape): the general path's checks without flattening or key building;
+        ``_MISS`` sends anything else down the general path."""
+        built, key, nums = plan
+        if built.captured:
+            cap = [g() for _, g in built.captured]
+            if built.cap_specs != tuple(leaf_spec(c) for c in cap):
+                return _api._MISS
+        else:
+            cap = ()
+        if built.static_checks and not _api._statics_unchanged(built.static_checks):
+            return _api._MISS
+        tleaves = []
+        for i in nums:
+            x, v = primals[i], tangents[i]
+            if type(v) is not type(x) or (type(x) is np.ndarray and (v.dtype != x.dtype or v.shape != x.shape)):
+                return _api._MISS
+            tleaves.append(v)
+        got, (outs, touts) = self._invoke(built, key, "fn", (*primals, *cap, *tleaves), len(primals))
+        if got is not built:
+            return _api._MISS
+        out, tout = outs[0], touts[0]
+        if out is not None and not isinstance(out, (str, bool, int)):
+            tout = _match(tout, out)
+        return out, tout
 
 
 def _float_argnums(primals):
