@@ -37,7 +37,7 @@ __all__ = [
     "hstack", "vstack", "dstack", "column_stack", "unjoin", "split_piece", "unsplit_piece",
     "diag", "undiag", "diagonal", "undiagonal", "tril", "triu", "kron", "kron_dx", "kron_dy",
     "inner", "inner_dx", "inner_dy", "einsum", "einsum_vjp", "einsum_tangent", "einsum_tangent_vjp", "einsum_tangent2", "take_along_axis", "untake_along_axis", "put_along_axis", "written_along_axis",
-    "gradient_along", "ungradient_along", "cross", "cross_dx", "cross_dy", "list_promote",
+    "gradient_along", "ungradient_along", "cross", "cross_dx", "cross_dy", "list_promote", "pick",
     "astype", "asarray_dtype", "cast_like",
 ]
 
@@ -226,6 +226,20 @@ def _list_promote_ov(buf, v):
     if dt == _dtype_of(buf):
         return lambda buf, v: buf
     return _compile("def impl(buf, v):\n    return buf.astype(_dt)\n", env={"_dt": dt.type})
+
+
+# ----------------------------------------------------------------------------- items of a list argument
+def pick(c, a, b):
+    """``a if c else b``: the item of a list of arrays (of one dtype and rank) that a runtime loop over the list
+    reads at this step (``for seq in sequences:`` runs as a loop, not once per item written out)."""
+    return a if c else b
+
+
+@overload(pick)
+def _pick_ov(c, a, b):
+    if isinstance(a, types.Array) and isinstance(b, types.Array) and (a.dtype != b.dtype or a.ndim != b.ndim):
+        raise TypeError("the items of the list differ in dtype or rank")
+    return lambda c, a, b: a if c else b
 
 
 # ----------------------------------------------------------------------------- dtype casts

@@ -518,6 +518,22 @@ def list_promote(y, buf, v):
     t[y] = list_promote(t[buf], v)
 
 
+# --------------------------------------------------------------------- items of a list argument
+def _sample_pick(draw, dt, st, array, shapes):
+    sh = shapes(draw, 1, 3)
+    other = tuple(n + draw(st.integers(0, 2)) for n in sh)   # the items may differ in shape
+    return (draw(st.booleans()), array(draw, sh, dt), array(draw, other, dt)), {}
+
+
+@defvjp(None, sample=S.custom(_sample_pick))
+def pick(y, c, a, b):
+    """``a if c else b`` for a runtime flag ``c``: a loop over a list of arrays reads its items this way."""
+    d[a] = pick(c, d[y], np.zeros_like(a))
+    d[b] = pick(c, np.zeros_like(b), d[y])
+    d[c] = None
+    t[y] = pick(c, t[a], t[b])
+
+
 # --------------------------------------------------------------------- dtype casts
 def _sample_astype(draw, dt, st, array, shapes):
     return (array(draw, shapes(draw, 0), dt), np.dtype(dt).type), {}

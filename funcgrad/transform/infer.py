@@ -96,6 +96,8 @@ def infer_ranks(stmts, ranks):
                 return r - n_int
             if prim.name in ("copy", "stop_gradient", "negative", "zeros_like"):
                 return args[0]
+            if prim.name == "pick":    # a if c else b: items of one rank
+                return args[1] if args[1] == args[2] else None
             if prim.name == "broadcast_like":   # forward mode: a tangent shaped like its primal
                 return args[1]
             return None

@@ -113,6 +113,7 @@ def _argument_values(sig: Signature, leaf_names: list, diff: list):
                 leaf_names.append(n)
                 if i in sig.diff:
                     diff.append(n)
+                    normalizer.param_diff.add(n)
                 return Dyn(ast.Name(n, ast.Load()))
 
             if td.num_leaves == 1 and td.kind == "leaf":

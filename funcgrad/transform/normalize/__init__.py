@@ -61,6 +61,7 @@ class Normalizer(Statements, Expressions, Calls, Captures, RuntimeLists):
         self.param_ranks: dict = {}    # output name -> ndim of argument leaves and captured values
         self.param_kinds: dict = {}    # output name -> scalar kind ("f8", "i", ...) of leaves
         self.param_specs: dict = {}    # output name -> leaf spec (specs.leaf_spec) of argument leaves
+        self.param_diff: set = set()    # output names of the differentiated argument leaves
         self._owned_structs: dict = {}  # (scope, variable) -> the container whose leaves it owns
         self.owned_leaves: set = set()  # runtime names of those leaves
         self.opaque_calls = False       # calls Numba cannot compile (library Python, logging)

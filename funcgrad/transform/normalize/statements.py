@@ -14,6 +14,8 @@ from ..structure import RET, StructureError, structure
 from ..values import Dyn, Static, Struct
 from .lowerings import inplace_call, is_inplace
 from .lists import RList
+from ...ops.numpy_shape import pick
+from ...ops.registry import lookup
 from .common import (_DictView, _item_assigned, LocalFunction, _Iter, _Range, _assigned, _contains, _describe, _is_array_producing,
                      _load, _safe, _target_names, _user_name, lookup_getitem)
 
@@ -346,6 +348,42 @@ class Statements:
             return None
         raise error(P, s, f"unsupported statement '{type(s).__name__}'", None)
 
+    def runtime_item_loop(self, s, it, scope, out):
+        """``for v in items:`` over a list or tuple of two or more arguments' arrays of one dtype and rank that
+        are not differentiated, as ``for i in range(n): v = items[i]`` (``pick``): the body is transformed and
+        compiled once, whatever the list's length. True when it did so."""
+        if not (isinstance(it, Struct) and it.kind in ("list", "tuple") and isinstance(s.target, ast.Name)):
+            return False
+        items = it.values()
+        if len(items) < 2 or not all(isinstance(v, Dyn) and isinstance(v.expr, ast.Name) for v in items):
+            return False
+        if self.builds_containers(s.body, scope):   # items appended per step may differ in shape: written out
+            return False
+        specs = [self.param_specs.get(v.expr.id) for v in items]
+        if specs[0] is None or specs[0][0] != "a" or any(sp != specs[0] for sp in specs) or \
+                any(v.expr.id in self.param_diff for v in items):
+            return False
+        self.has_loops = True
+        self.prepare_cf([ast.Assign(targets=[s.target], value=ast.Constant(0))] + s.body, scope, out, s)
+        idx = self.names.fresh("_item")
+        body = []
+        self.enter_cf(scope)
+        try:
+            val = items[-1]
+            for k in range(len(items) - 2, -1, -1):
+                cond = Dyn(ast.Compare(left=ast.Name(idx, ast.Load()), ops=[ast.Eq()], comparators=[ast.Constant(k)]))
+                val = self.call_prim(lookup(pick), [cond, items[k], val], {}, scope, body, s)
+            self.assign(s.target, val, scope, body, s)
+            ret = self.block(s.body, scope, body)
+        finally:
+            self.leave_cf()
+        if ret is not None:  # pragma: no cover - structure() removed returns from loops
+            raise error(scope.parsed, s, "'return' inside a loop", None)
+        rng = ast.Call(func=ast.Name("range", ast.Load()), args=[ast.Constant(len(items))], keywords=[])
+        out.append(ast.copy_location(ast.For(target=ast.Name(idx, ast.Store()), iter=rng, body=body or [ast.Pass()],
+                                             orelse=[]), s))
+        return True
+
     def block_cf(self, stmts, scope, out, dynamic=True):
         if not dynamic:
             ret = self.block(stmts, scope, out)
@@ -363,6 +401,10 @@ class Statements:
         it = self.expr(s.iter, scope, out)
         if isinstance(it, RList):   # the rows of its array
             it = self.runtime_list_array(it, scope, out, s.iter)
+        # a list/tuple argument of same-kind arrays not differentiated (sequences of different lengths): a loop
+        # that runs, reading item i, instead of the body written out once per item (compile time grows with it)
+        if self.runtime_item_loop(s, it, scope, out):
+            return None
         # a loop over a container known now (a list of layers, a tuple of params): unrolled
         if isinstance(it, (Struct, Static, _DictView)) and not isinstance(it, _Range):
             items = self.static_items(it, s, scope)   # of a dict: its keys; of d.items(): (key, value) pairs

@@ -1,0 +1,103 @@
+"""A loop over a list (or tuple) argument of arrays of one dtype and rank that are not differentiated runs as a
+loop (``for seq in sequences``: sequences of different lengths), so the generated code is written once,
+whatever the list's length; any other loop over a container known while transforming is written out per item.
+Both must give the right value and gradient in every mode."""
+import numpy as np
+import pytest
+
+import funcgrad
+from funcgrad.testing import numerical_vjp
+
+MODES = [dict(jit="auto"), dict(jit="whole"), dict(jit="kernels"), dict(jit=False)]
+
+
+def over_sequences(w, sequences):
+    total = 0.0
+    for seq in sequences:
+        h = np.zeros(w.shape[0])
+        for t in range(len(seq)):
+            h = np.tanh(w @ h + seq[t])
+        total = total + np.sum(h * h)
+    return total
+
+
+def with_break(w, sequences):
+    total = 0.0
+    for seq in sequences:
+        s = np.sum(np.sin(w * seq[0]))
+        if s > 10.0:
+            break
+        total = total + s * seq.shape[0]
+    return total
+
+
+def seq_rebound(w, sequences):
+    total = 0.0
+    for seq in sequences:
+        seq = seq[1:] * 2.0
+        total = total + np.sum(np.cos(seq @ w))
+    return total
+
+
+def appends_per_item(w, sequences):
+    outs = []
+    for seq in sequences:
+        outs.append(np.tanh(seq @ w))          # shapes differ from item to item: written out per item
+    return sum(np.sum(o) for o in outs)
+
+
+def _seqs(rs, lengths, n=3):
+    return [rs.randn(T, n) for T in lengths]
+
+
+def _check(f, w, seqs, kw, rtol=1e-6):
+    v, g = funcgrad.value_and_grad(f, **kw)(w, seqs)
+    np.testing.assert_allclose(v, f(w, seqs), rtol=1e-12)
+    np.testing.assert_allclose(g, numerical_vjp(lambda a: f(a, seqs), (w,), 0, 1.0, 1e-6), rtol=rtol, atol=1e-9)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=lambda k: str(k["jit"]))
+@pytest.mark.parametrize("f", [over_sequences, with_break, seq_rebound, appends_per_item],
+                         ids=lambda f: f.__name__)
+def test_loops_over_a_list_argument(f, kw):
+    rs = np.random.RandomState(0)
+    w = 0.4 * rs.randn(3, 3) if f is over_sequences else 0.4 * rs.randn(3)
+    for lengths in ([5, 3, 4], [2, 6]):
+        seqs = _seqs(rs, lengths)
+        _check(f, w, seqs, kw)
+        _check(f, w, tuple(seqs), kw)
+
+
+def test_the_loop_is_written_once_whatever_the_list_length():
+    rs = np.random.RandomState(1)
+    w = 0.4 * rs.randn(3, 3)
+    g = funcgrad.grad(over_sequences)
+    short = funcgrad.source(g, w, _seqs(rs, [3, 4]))
+    long = funcgrad.source(g, w, _seqs(rs, [3, 4, 2, 5, 6, 2]))
+    assert "K.pick(" in short and len(long.splitlines()) - len(short.splitlines()) <= 20
+    assert long.count("np.tanh") + long.count("K.tanh") == short.count("np.tanh") + short.count("K.tanh")
+
+
+@pytest.mark.parametrize("kw", MODES, ids=lambda k: str(k["jit"]))
+def test_a_differentiated_list_or_mixed_items_are_written_out(kw):
+    rs = np.random.RandomState(2)
+    seqs = _seqs(rs, [4, 2, 3])
+    # differentiated with respect to the list: each item's gradient
+    g = funcgrad.grad(over_sequences, argnums=1, **kw)(0.4 * rs.randn(3, 3), seqs)
+    w = 0.4 * rs.randn(3, 3)
+    g = funcgrad.grad(over_sequences, argnums=1, **kw)(w, seqs)
+    for k in range(3):
+        want = numerical_vjp(lambda s: over_sequences(w, seqs[:k] + [s] + seqs[k + 1:]), (seqs[k],), 0, 1.0, 1e-6)
+        np.testing.assert_allclose(g[k], want, rtol=1e-6, atol=1e-9)
+    # items of different ranks: written out per item
+    mixed = [rs.randn(4, 3), rs.randn(3)]
+
+    def f(w, items):
+        s = 0.0
+        for it in items:
+            s = s + np.sum(np.sin(it * w[0]))
+        return s
+
+    w1 = rs.randn(3)
+    gm = funcgrad.grad(f, **kw)(w1, mixed)
+    np.testing.assert_allclose(gm, numerical_vjp(lambda a: f(a, mixed), (w1,), 0, 1.0, 1e-6), rtol=1e-6, atol=1e-9)
