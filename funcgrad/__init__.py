@@ -19,6 +19,8 @@ from .tree import (tree_flatten, tree_unflatten, tree_leaves, tree_structure, tr
 from .errors import (FuncgradError, UnsupportedSyntaxError, NoDerivativeError, TreeStructureError,
                      TransformError, CompileError, FuncgradWarning)
 from . import nn, optim, data, checkpoint, initializers  # (funcgrad.dist: import it explicitly)
+from . import misc, autograd_api  # autograd's misc helpers and operators under its names (autograd_api.__all__)
+from .autograd_api import *  # noqa: F401,F403,E402  make_vjp, make_hvp, hessian_vector_product, ...
 from . import integrate as _integrate  # noqa: F401  (scipy.integrate.odeint, read by the transformer)
 
 __all__ = [

@@ -28,7 +28,7 @@ LAYERS = [
     {"funcgrad.forward_mode"},
     {"funcgrad.differential"},
     {"funcgrad.nn", "funcgrad.optim", "funcgrad.data", "funcgrad.checkpoint", "funcgrad.initializers",
-     "funcgrad.testing", "funcgrad.test_util"},
+     "funcgrad.testing", "funcgrad.test_util", "funcgrad.misc", "funcgrad.autograd_api"},
     {"funcgrad.dist"},
     {"funcgrad"},
 ]
