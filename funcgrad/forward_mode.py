@@ -353,8 +353,28 @@ def _unflatten(so, leaves):
 def hvp(fun, primals, tangents, *, jit=True, backend=None, mode=None):
     """The Hessian-vector product of a scalar function: ``H(primals) @ tangents``, one per primal, without
     forming the Hessian (reverse mode over forward mode)."""
+    _require_scalar_output(_so(fun, primals, mode, jit, backend), primals, fun, "hvp")
     hx, _ = vjp_of_jvp(fun, primals, tangents, [1.0], jit=jit, backend=backend, mode=mode)
     return hx if len(hx) != 1 else hx[0]
+
+
+def _require_scalar_output(so, primals, fun, what):
+    """Refuse (once per signature, cached) a function whose output is not one real scalar (or size-1 array):
+    seeding its tangent with 1 would silently give the Hessian of the outputs' sum."""
+    ok = so.__dict__.get("_scalar_output")
+    if ok is None:
+        tans = tuple(tree_unflatten(tree_flatten(a)[1], [np.zeros(np.shape(v)) if np.ndim(v) else 0.0
+                                                         for v in tree_flatten(a)[0]]) for a in primals)
+        y, _ = so.t.run(tuple(primals), tans)
+        ys = tree_flatten(y)[0]
+        ok = len(ys) == 1 and np.size(ys[0]) == 1 and not np.iscomplexobj(ys[0])
+        so._scalar_output = ok
+        so._output_desc = (f"{len(ys)} values" if len(ys) != 1 else
+                           f"an array of shape {np.shape(ys[0])}" if np.size(ys[0]) != 1 else "a complex value")
+    if not ok:
+        raise TypeError(f"{what} needs a function with one real scalar output; "
+                        f"{getattr(fun, '__qualname__', 'the function')} returns {so._output_desc}: take a scalar "
+                        "of it (its sum, one element) to differentiate, or use jacfwd/jacrev for first derivatives")
 
 
 def _hvp_of_arg(fun, primals, tangents, argnum, *, jit, backend, mode):
@@ -385,6 +405,8 @@ def hessian(fun, argnums=0, *, jit=True, backend=None, mode=None):
                          tree_unflatten(tree_flatten(a)[1], [np.zeros(np.shape(v)) if np.ndim(v) else 0.0
                                                              for v in tree_flatten(a)[0]])
                          for j, a in enumerate(args))
+            if k == 0:
+                _require_scalar_output(_so(fun, args, mode, jit, backend), args, fun, "hessian")
             h = _hvp_of_arg(fun, args, tans, argnums, jit=jit, backend=backend, mode=mode)
             cols.append(np.asarray(h, dtype=float).reshape(-1))
         return np.stack(cols, axis=-1).reshape(xa.shape + xa.shape)
