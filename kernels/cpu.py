@@ -302,8 +302,15 @@ def reshape(x, shape):
 
 @overload(reshape)
 def _reshape_ov(x, shape):
-    if _is_scalar_type(x):
-        return lambda x, shape: np.full(shape, x)
+    if _is_scalar_type(x):   # one element: every dimension is 1 (-1 included, as NumPy infers it)
+        n = len(shape) if isinstance(shape, types.BaseTuple) else 1
+        ones = "(" + "1, " * n + ")"
+        check = ("    for d in shape:\n        if d != 1 and d != -1:\n"
+                 "            raise ValueError('cannot reshape an array of size 1 into that shape')\n"
+                 if isinstance(shape, types.BaseTuple) else
+                 "    if shape != 1 and shape != -1:\n"
+                 "        raise ValueError('cannot reshape an array of size 1 into that shape')\n")
+        return _compile(f"def impl(x, shape):\n{check}    return np.full({ones}, x)\n", "impl")
     return lambda x, shape: np.ascontiguousarray(x).reshape(shape)
 
 
