@@ -21,7 +21,7 @@ import numpy as np
 from .api import vjp
 from .custom import custom_vjp
 from .ops.registry import define, when_imported
-from .tree import tree_flatten
+from .tree import tree_flatten, tree_unflatten
 
 
 # --------------------------------------------------------------------------- scipy.integrate.odeint
@@ -56,8 +56,8 @@ def _odeint_bwd(res, g):
     yt = np.asarray(yt, dtype=np.float64)
     g = np.reshape(np.asarray(g, dtype=np.float64), yt.shape)
     n_t, n_y = yt.shape
-    diff = [i for i, a in enumerate(args) if _is_float(a)]     # the args that get cotangents
-    sizes = [int(np.size(args[i])) for i in diff]
+    diff = [i for i, a in enumerate(args) if _is_float(a)]     # the args that get cotangents (pytrees too)
+    sizes = [sum(int(np.size(x)) for x in tree_flatten(args[i])[0]) for i in diff]
     n_p = int(np.sum(sizes))
 
     def rhs(y, s):
@@ -70,7 +70,7 @@ def _odeint_bwd(res, g):
         out, f_vjp = vjp(func, *prim, argnums=nums)
         cts = f_vjp(np.reshape(a, np.shape(out)))
         cy, cs = (cts[1], cts[0]) if tfirst else (cts[0], cts[1])
-        cargs = [np.reshape(np.asarray(c, dtype=np.float64), -1) for c in cts[2:]]
+        cargs = [np.reshape(np.asarray(x, dtype=np.float64), -1) for c in cts[2:] for x in tree_flatten(c)[0]]
         return (np.asarray(out, dtype=np.float64).reshape(n_y), np.reshape(np.asarray(cy, dtype=np.float64), n_y),
                 float(np.asarray(cs)), np.concatenate(cargs) if cargs else np.zeros(0))
 
@@ -100,11 +100,16 @@ def _odeint_bwd(res, g):
     d_t[0] = a_t0
     d_args = [None] * len(args)
     offset = 0
-    for i, n in zip(diff, sizes):
-        piece = a_p[offset:offset + n]
-        offset += n
-        d_args[i] = float(piece[0]) if np.ndim(args[i]) == 0 and not isinstance(args[i], np.ndarray) else \
-            np.reshape(piece, np.shape(args[i])).astype(np.result_type(args[i]))
+    for i in diff:
+        leaves, td = tree_flatten(args[i])
+        pieces = []
+        for x in leaves:
+            n = int(np.size(x))
+            piece = a_p[offset:offset + n]
+            offset += n
+            pieces.append(float(piece[0]) if np.ndim(x) == 0 and not isinstance(x, np.ndarray) else
+                          np.reshape(piece, np.shape(x)).astype(np.result_type(x)))
+        d_args[i] = tree_unflatten(td, pieces)
     d_y0 = np.reshape(a, np.shape(y0)) if isinstance(y0, np.ndarray) else (
         float(a[0]) if np.ndim(y0) == 0 else np.reshape(a, np.shape(y0)))
     return (None, None, d_y0, np.reshape(d_t, np.shape(t)), *d_args)

@@ -7,6 +7,7 @@ gradients central differences in float64.
 import gc
 
 import numpy as np
+import scipy.integrate
 import pytest
 
 import funcgrad
@@ -338,3 +339,57 @@ def test_containers_of_different_structure_on_branches_are_refused_in_user_terms
     msg = str(ei.value)
     assert "'out' is given containers of different structure" in msg and "test_regressions.py:" in msg
     assert "__" not in msg and "_v" not in msg
+
+
+def _ode_rhs(y, t, params):
+    h = y
+    for W, b in params:
+        h = np.tanh(h @ W + b)
+    return h
+
+
+def _ode_loss(params, y0, t):
+    return np.sum(scipy.integrate.odeint(_ode_rhs, y0, t, tuple((params,)), rtol=1e-10, atol=1e-10) ** 2)
+
+
+def test_odeint_with_a_list_of_layer_pairs_among_its_args():
+    # autograd's ode_net passes args=(params,), params a list of (W, b): the reverse pass crashed with
+    # AttributeError ('Tuple' object has no attribute 'id') and the adjoint method took np.size of the list
+    rs = np.random.RandomState(0)
+    params = [(rs.randn(2, 3) * .5, rs.randn(3) * .5), (rs.randn(3, 2) * .5, rs.randn(2) * .5)]
+    y0, t = np.array([0.5, -0.3]), np.linspace(0, 1, 4)
+    g = funcgrad.grad(_ode_loss, jit="auto")(params, y0, t)
+    assert isinstance(g, list) and all(isinstance(p, tuple) and len(p) == 2 for p in g)
+    for k in range(2):
+        for j in range(2):
+            def f(v, k=k, j=j):
+                ps = [list(p) for p in params]
+                ps[k][j] = v
+                return _ode_loss([tuple(p) for p in ps], y0, t)
+            want = numerical_vjp(f, (params[k][j],), 0, 1.0, 1e-6)
+            np.testing.assert_allclose(g[k][j], want, rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("kw", MODES)
+def test_reshape_and_ravel_of_a_float(kw):
+    # compiled whole, np.ravel(2.0) and np.reshape(b, (-1,)) raised "negative dimensions not allowed"
+    for f, want in ((lambda b: np.sum(np.ravel(b) * 2.0), 2.0), (lambda b: np.sum(np.reshape(b, (1, -1)) ** 2), 3.0)):
+        v, g = funcgrad.value_and_grad(f, **kw)(1.5)
+        assert v == pytest.approx(f(1.5)) and g == pytest.approx(want)
+    with pytest.raises(ValueError, match="reshape"):
+        funcgrad.grad(lambda b: np.sum(np.reshape(b * 1.0, (3,))), **kw)(2.0)
+
+
+def _vector_valued(x):
+    return np.sin(x) * x
+
+
+def test_hessian_and_hvp_refuse_a_function_that_is_not_scalar():
+    # they seeded the output tangent with 1 and returned the Hessian of the outputs' sum, silently
+    x = np.array([0.2, 0.5, 0.9])
+    with pytest.raises(TypeError, match=r"one real scalar output; .*_vector_valued returns an array of shape \(3,\)"):
+        funcgrad.hessian(_vector_valued)(x)
+    with pytest.raises(TypeError, match="hvp needs a function with one real scalar output"):
+        funcgrad.hvp(_vector_valued, (x,), (np.ones(3),))
+    H = funcgrad.hessian(lambda v: np.sum(_vector_valued(v)))(x)   # its sum is scalar: fine
+    np.testing.assert_allclose(H, np.diag(2 * np.cos(x) - x * np.sin(x)), atol=1e-10)

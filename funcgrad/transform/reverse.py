@@ -247,10 +247,15 @@ class Reverse(Activity):
                                              args=[ast.Tuple(elts=list(e.args), ctx=ast.Load()),
                                                    ast.Name(self.result_adjoint or self.adname(tname), ast.Load())],
                                              keywords=[])))
+        def acc(a, ct):   # a container argument (a list of (W, b) pairs) gets the same structure back
+            if isinstance(a, ast.Tuple):
+                for j, el in enumerate(a.elts):
+                    acc(el, ast.Subscript(value=ct, slice=ast.Constant(j), ctx=ast.Load()))
+            elif isinstance(a, ast.Name) and self.is_active(a):
+                self.accumulate(a.id, ct, out)
+
         for i, a in enumerate(e.args):
-            if self.is_active(a):
-                self.accumulate(a.id, ast.Subscript(value=ast.Name(res, ast.Load()), slice=ast.Constant(i),
-                                                    ctx=ast.Load()), out)
+            acc(a, ast.Subscript(value=ast.Name(res, ast.Load()), slice=ast.Constant(i), ctx=ast.Load()))
 
     def fill(self, prim: Primitive, call: ast.Call, tname, out, stmt):
         tpl = prim.template
