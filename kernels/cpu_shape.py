@@ -37,7 +37,7 @@ __all__ = [
     "hstack", "vstack", "dstack", "column_stack", "unjoin", "split_piece", "unsplit_piece",
     "diag", "undiag", "diagonal", "undiagonal", "tril", "triu", "kron", "kron_dx", "kron_dy",
     "inner", "inner_dx", "inner_dy", "einsum", "einsum_vjp", "einsum_tangent", "einsum_tangent_vjp", "einsum_tangent2", "take_along_axis", "untake_along_axis", "put_along_axis", "written_along_axis",
-    "gradient_along", "ungradient_along", "cross", "cross_dx", "cross_dy", "list_promote", "pick",
+    "gradient_along", "ungradient_along", "cross", "cross_dx", "cross_dy", "list_promote", "pick", "join_rows", "unjoin_rows",
     "astype", "asarray_dtype", "cast_like",
 ]
 
@@ -240,6 +240,98 @@ def _pick_ov(c, a, b):
     if isinstance(a, types.Array) and isinstance(b, types.Array) and (a.dtype != b.dtype or a.ndim != b.ndim):
         raise TypeError("the items of the list differ in dtype or rank")
     return lambda c, a, b: a if c else b
+
+
+# ----------------------------------------------------------------------------- stacks of a list grown at run time
+_ROW_KINDS = ("vstack", "hstack", "column_stack")
+
+
+def _row_kind(kind):
+    if kind not in _ROW_KINDS:
+        raise ValueError(f"np.{kind} of a list whose length is only known at run time is not supported")
+    return kind
+
+
+def _rows_perm(kind, nd):
+    """How ``np.<kind>`` of the rows of an array of ndim ``nd`` is that array rearranged: (permutation or None,
+    whether the result is ``a.T``). hstack (and column_stack) of rows with ndim >= 2 joins along axis 1."""
+    if kind in ("hstack", "column_stack") and nd >= 3:
+        return (1, 0) + tuple(range(2, nd))
+    return None
+
+
+def _rows_shape(kind, shape):
+    """The shape of ``np.<kind>`` of the rows of an array of ``shape`` (Python ints or source strings)."""
+    nd = len(shape)
+    n = shape[0]
+    if kind == "vstack":
+        return [n, 1] if nd == 1 else [shape[0], shape[1]] if nd == 2 else [f"{n} * {shape[1]}", *shape[2:]]
+    if nd >= 3:   # joined along axis 1
+        return [shape[1], f"{n} * {shape[2]}", *shape[3:]]
+    if kind == "column_stack":
+        return [1, n] if nd == 1 else [shape[1], n]
+    return [n] if nd == 1 else [f"{n} * {shape[1]}"]
+
+
+def join_rows(a, kind):
+    """``np.<kind>(lst)`` (vstack, hstack, column_stack) of a list grown at run time whose items are the rows of
+    ``a`` (the list's buffer): ``a`` reshaped or transposed."""
+    kind = _row_kind(kind)
+    if np.ndim(a) == 0 or np.shape(a)[0] == 0:
+        raise ValueError("need at least one array to concatenate")
+    return getattr(np, kind)(list(a))
+
+
+def unjoin_rows(g, a, kind):
+    """The VJP of :func:`join_rows` (linear in ``g``): ``g`` rearranged back into the rows of ``a``."""
+    kind = _row_kind(kind)
+    nd = np.ndim(a)
+    perm = _rows_perm(kind, nd)
+    if perm is not None:
+        sh = np.shape(a)
+        return np.ascontiguousarray(np.transpose(np.reshape(g, (sh[1], sh[0]) + tuple(sh[2:])), perm))
+    if kind == "column_stack" and nd == 2:
+        return np.ascontiguousarray(np.transpose(g))
+    return np.reshape(g, np.shape(a)).copy()
+
+
+def _shape_src(parts):
+    return "(" + ", ".join(str(p) for p in parts) + ",)"
+
+
+@overload(join_rows, prefer_literal=True)
+def _join_rows_ov(a, kind):
+    k = _row_kind(_lit(kind, "kind"))
+    nd = _nd(a)
+    if nd == 0:
+        raise TypeError("the list's items must be numbers or arrays")
+    dims = [f"a.shape[{i}]" for i in range(nd)]
+    perm = _rows_perm(k, nd)
+    src = ("def impl(a, kind):\n    if a.shape[0] == 0:\n"
+           "        raise ValueError('need at least one array to concatenate')\n")
+    if perm is not None:
+        src += f"    return np.ascontiguousarray(np.transpose(a, {perm})).reshape({_shape_src(_rows_shape(k, dims))})\n"
+    elif k == "column_stack" and nd == 2:
+        src += "    return np.ascontiguousarray(np.transpose(a))\n"
+    else:
+        src += f"    return np.ascontiguousarray(a).reshape({_shape_src(_rows_shape(k, dims))}).copy()\n"
+    return _compile(src)
+
+
+@overload(unjoin_rows, prefer_literal=True)
+def _unjoin_rows_ov(g, a, kind):
+    k = _row_kind(_lit(kind, "kind"))
+    nd = _nd(a)
+    perm = _rows_perm(k, nd)
+    if perm is not None:
+        src = ("def impl(g, a, kind):\n"
+               f"    h = np.ascontiguousarray(g).reshape({_shape_src(['a.shape[1]', 'a.shape[0]'] + [f'a.shape[{i}]' for i in range(2, nd)])})\n"
+               f"    return np.ascontiguousarray(np.transpose(h, {perm}))\n")
+    elif k == "column_stack" and nd == 2:
+        src = "def impl(g, a, kind):\n    return np.ascontiguousarray(np.transpose(g))\n"
+    else:
+        src = "def impl(g, a, kind):\n    return np.ascontiguousarray(g).reshape(a.shape).copy()\n"
+    return _compile(src)
 
 
 # ----------------------------------------------------------------------------- dtype casts

@@ -167,6 +167,36 @@ def comprehension_over_runtime_range(M):
     return np.sum(blocks) + gen + np.sum(np.array(rows))
 
 
+def row_stacks_of_runtime_lists(x, M):
+    """np.vstack / hstack / column_stack of lists grown in a runtime loop, items of ndim 0, 1 and 2."""
+    s, r, m = [], [], []
+    for i in range(M.shape[0]):
+        s.append(np.sum(M[i] * x))
+        r.append(np.sin(M[i] * x))
+        m.append(np.outer(M[i], x[:2]) * (i + 1.0))
+    w = [np.vstack(s), np.hstack(s), np.column_stack(s), np.vstack(r), np.hstack(r), np.column_stack(r),
+         np.vstack(m), np.hstack(m), np.column_stack(m)]
+    total = 0.0
+    for k, a in enumerate(w):
+        total = total + np.sum(a * np.cos(np.arange(a.size).reshape(a.shape) + k)) + a.shape[0] * a.shape[-1]
+    return total
+
+
+def _batch(it, nb, size):
+    idx = it % nb
+    return slice(idx * size, (idx + 1) * size)
+
+
+def runtime_slice_objects(w, M, it):
+    """slice(...) objects of runtime integers, made by a helper, bound to names, inside a loop and a tuple index."""
+    idx = _batch(it, 2, 2)
+    s = 0.0
+    for k in range(2):
+        j = slice(k, k + 2)
+        s = s + np.sum(np.tanh(np.outer(M[idx] @ w, w))[j, k]) + np.sum(M[idx, 1:3] * w[j])
+    return s + np.sum(M[slice(it % 3)] ** 2)
+
+
 def nested_runtime_comprehension(M):
     pairs = [M[i, j] * M[j, i] for i in range(M.shape[1]) for j in range(i + 1)]
     return np.sum(np.stack(pairs))
@@ -228,6 +258,8 @@ CASES = [
     (index_list_stays_int, (np.array([0.5, -1.0, 2.0]), 3), {}, (0,)),
     (comprehension_over_runtime_range, (M,), {}, (0,)),
     (nested_runtime_comprehension, (M[:3],), {}, (0,)),
+    (row_stacks_of_runtime_lists, (x3, M), {}, (0, 1)),
+    (runtime_slice_objects, (x3, M, 3), {}, (0, 1)),
     (var_args, (x3, x3 * 2.0, x3 + 1.0), {"scale": 2.0, "weight": 3.0}, (0, 1, 2)),
     (var_args, (x3,), {}, (0,)),
     (starred_targets, ([x3, x3 * 0.5, x3 + 1.0, (rng.normal(size=(3, 2)), rng.normal(size=2))],), {}, (0,)),
@@ -237,7 +269,7 @@ MIXED_DTYPES = {starts_with_an_int, ints_then_floats}   # lists whose items wide
 # whole-function Numba compiles cost seconds each: make test runs these cases' njit runs, make test-sweep all
 NJIT_IN_MAKE_TEST = {"append_in_runtime_loop", "append_with_items_before", "append_in_while_and_branch",
                      "read_back_inside_the_loop", "comprehension_over_runtime_range", "var_args", "ints_then_floats",
-                     "index_list_stays_int"}
+                     "index_list_stays_int", "row_stacks_of_runtime_lists"}
 
 
 def _construct_params():

@@ -534,6 +534,31 @@ def pick(y, c, a, b):
     t[y] = pick(c, t[a], t[b])
 
 
+def _sample_join_rows(draw, dt, st, array, shapes):
+    return (array(draw, (draw(st.integers(1, 3)),) + tuple(shapes(draw, 0, 3)), dt),
+            draw(st.sampled_from(["vstack", "hstack", "column_stack"]))), {}
+
+
+def _sample_unjoin_rows(draw, dt, st, array, shapes):
+    (a, kind), _ = _sample_join_rows(draw, dt, st, array, shapes)
+    return (array(draw, K.join_rows(np.zeros(np.shape(a)), kind).shape, dt), a, kind), {}
+
+
+@defvjp(None, sample=S.custom(_sample_join_rows))
+def join_rows(y, a, kind):
+    """``np.vstack(lst)`` (hstack, column_stack) of a list grown at run time, its items the rows of ``a``."""
+    d[a] = unjoin_rows(d[y], a, kind)
+    t[y] = join_rows(t[a], kind)
+
+
+@defvjp(None, sample=S.custom(_sample_unjoin_rows))
+def unjoin_rows(y, g, a, kind):
+    """``g`` rearranged back into the rows of ``a`` (the VJP of ``join_rows``)."""
+    d[a] = None   # read for its shape only
+    d[g] = join_rows(d[y], kind)
+    t[y] = unjoin_rows(t[g], a, kind)
+
+
 # --------------------------------------------------------------------- dtype casts
 def _sample_astype(draw, dt, st, array, shapes):
     return (array(draw, shapes(draw, 0), dt), np.dtype(dt).type), {}

@@ -301,6 +301,10 @@ class Calls:
             return self.call_prim(prim, args, kwargs, scope, out, node)
         if fn is slice and all(isinstance(a, Static) for a in args):
             return Static(slice(*[a.obj for a in args]))
+        if fn is slice and 1 <= len(args) <= 3 and not kwargs and all(isinstance(a, (Static, Dyn)) for a in args):
+            # slice(lo, hi) of runtime integers: kept as its three parts, written as lo:hi where it indexes
+            parts = [Static(None), args[0], Static(None)] if len(args) == 1 else list(args) + [Static(None)] * (3 - len(args))
+            return Struct("slice", parts)
         if fn is range:
             rargs = []
             for a in args:

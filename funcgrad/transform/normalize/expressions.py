@@ -48,6 +48,9 @@ class Expressions:
                 return call
             return self.external(o)
         if isinstance(val, Struct):
+            if val.kind == "slice":   # a slice object made at run time, as a value: slice(lo, hi, step)
+                return ast.Call(func=ast.Name("slice", ast.Load()),
+                                args=[self.as_expr(v, scope, node) for v in val.items], keywords=[])
             if val.kind in ("tuple", "list"):
                 return ast.Tuple(elts=[self.as_expr(v, scope, node) for v in val.items], ctx=ast.Load())
             raise error(scope.parsed, node, f"a {val.kind} cannot be used as an array value here",
@@ -383,11 +386,20 @@ class Expressions:
                             keywords=[])
             A.put(call, A.NONDIFF, np.array)
             return call
+        if isinstance(v, Struct) and v.kind == "slice":   # idx = slice(lo, hi); x[idx]
+            return self.slice_index(v, scope, sl)
         if isinstance(v, Struct):
-            return ast.Tuple(elts=[self.as_expr(x, scope, sl) for x in v.values()], ctx=ast.Load())
+            return ast.Tuple(elts=[self.slice_index(x, scope, sl) if isinstance(x, Struct) and x.kind == "slice"
+                                   else self.as_expr(x, scope, sl) for x in v.values()], ctx=ast.Load())
         if isinstance(v, Static) and isinstance(v.obj, list):
             return self.as_expr(Static(np.array(v.obj)), scope, sl)
         return self.as_expr(v, scope, sl)
+
+
+    def slice_index(self, v, scope, sl):
+        """A slice made at run time (``slice(i * b, (i + 1) * b)``) as the index ``lo:hi:step``."""
+        parts = [None if isinstance(q, Static) and q.obj is None else self.as_expr(q, scope, sl) for q in v.items]
+        return ast.Slice(lower=parts[0], upper=parts[1], step=parts[2])
 
 
 class _RuntimeIterable(Exception):

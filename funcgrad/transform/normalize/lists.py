@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...ops.numpy_shape import list_promote
+from ...ops.numpy_shape import join_rows, list_promote
 from ...ops.registry import lookup
 from ..fence import error
 from ..values import Dyn, Static, Struct
@@ -46,6 +46,10 @@ class RList:
 _GROWERS = ("append", "extend")
 # NumPy functions that take the list as a sequence of arrays
 _SEQUENCE_FUNCTIONS = {np.stack, np.array, np.asarray, np.asanyarray, np.concatenate}
+# np.vstack(lst) and friends of a list grown at run time: its buffer reshaped or transposed (``join_rows``)
+_ROW_STACKS = {np.vstack: "vstack", np.hstack: "hstack", np.column_stack: "column_stack"}
+if hasattr(np, "row_stack"):
+    _ROW_STACKS[np.row_stack] = "vstack"
 
 
 def grown_lists(stmts):
@@ -262,6 +266,13 @@ class RuntimeLists:
                                                   slice=ast.Slice(lower=ast.Constant(2), upper=None, step=None),
                                                   ctx=ast.Load()))
             return self.call_object(np.reshape, [arr, Dyn(shape)], {}, scope, out, node), args, kwargs
+        kind = _ROW_STACKS.get(fn)
+        if kind is not None and len(args) == 1 and isinstance(args[0], RList) and not kwargs:
+            arr = self.runtime_list_array(args[0], scope, out, node)
+            return self.call_prim(lookup(join_rows), [arr, Static(kind)], {}, scope, out, node), args, kwargs
+        if fn is np.dstack and args and isinstance(args[0], RList):
+            raise error(P, node, f"np.dstack of '{args[0].name}', a list whose length is only known when the "
+                                 "function runs, is not supported", "np.stack it along axis=-1 (items 2-D) instead")
         args = [self.runtime_list_array(a, scope, out, node) if isinstance(a, RList) else a for a in args]
         kwargs = {k: self.runtime_list_array(v, scope, out, node) if isinstance(v, RList) else v
                   for k, v in kwargs.items()}
