@@ -197,6 +197,29 @@ def runtime_slice_objects(w, M, it):
     return s + np.sum(M[slice(it % 3)] ** 2)
 
 
+def _layers(weights, sizes):
+    """A generator helper, as autograd's bayesian_neural_net writes its unpacking."""
+    k = len(weights)
+    for m, n in zip(sizes[:-1], sizes[1:]):
+        yield weights[:, :m * n].reshape((k, m, n)), weights[:, m * n:m * n + n].reshape((k, 1, n))
+        weights = weights[:, (m + 1) * n:]
+
+
+def _even_squares(x, n):
+    for i in range(n):
+        if i % 2:
+            continue
+        yield x[i] ** 2
+    yield from (np.sin(v) for v in x[:2])
+
+
+def generator_helpers(w, x):
+    inputs = np.expand_dims(x[:, None], 0)
+    for W, b in _layers(w, (1, 3, 1)):
+        inputs = np.tanh(np.einsum("mnd,mdo->mno", inputs, W) + b)
+    return np.sum(inputs) + sum(_even_squares(x, 3)) + np.sum(np.stack(list(_even_squares(x, len(x)))))
+
+
 def nested_runtime_comprehension(M):
     pairs = [M[i, j] * M[j, i] for i in range(M.shape[1]) for j in range(i + 1)]
     return np.sum(np.stack(pairs))
@@ -260,6 +283,7 @@ CASES = [
     (nested_runtime_comprehension, (M[:3],), {}, (0,)),
     (row_stacks_of_runtime_lists, (x3, M), {}, (0, 1)),
     (runtime_slice_objects, (x3, M, 3), {}, (0, 1)),
+    (generator_helpers, (rng.normal(size=(2, 10)), x3), {}, (0, 1)),
     (var_args, (x3, x3 * 2.0, x3 + 1.0), {"scale": 2.0, "weight": 3.0}, (0, 1, 2)),
     (var_args, (x3,), {}, (0,)),
     (starred_targets, ([x3, x3 * 0.5, x3 + 1.0, (rng.normal(size=(3, 2)), rng.normal(size=2))],), {}, (0,)),
@@ -348,6 +372,16 @@ def _add_to(lst, v):
     lst.append(v)
 
 
+def _echo(x, n):
+    for i in range(n):
+        got = yield x * i  # LINE: yield-value
+        x = x + got
+
+
+def yield_as_a_value(x, n):
+    return np.sum(np.stack(list(_echo(x, n))))
+
+
 REFUSALS = [
     (returns_the_list_as_aux, "return-aux", "returning 'ys', a list whose length is only known when the function "
                                             "runs", "np.stack(ys)"),
@@ -356,6 +390,7 @@ REFUSALS = [
     (starts_with_a_string, "str-start", "the list 'ys' grows in a loop or branch that runs at run time, and it "
                                         "holds this value", "one list per array"),
     (grown_by_a_helper, "helper-grows", "'lst.append(...)' inside a loop", "append to 'lst' directly"),
+    (yield_as_a_value, "yield-value", "a 'yield' whose value is used", "yield as a statement"),
 ]
 
 

@@ -19,8 +19,11 @@ _HINTS = {
     ast.With: ("'with' blocks are not supported in a differentiated function",
                "open files or contexts outside the function you differentiate"),
     ast.AsyncWith: ("'async with' is not supported", "use a plain function"),
-    ast.Yield: ("generators (yield) are not supported", "return an array or a tuple instead"),
-    ast.YieldFrom: ("generators (yield from) are not supported", "return an array or a tuple instead"),
+    # generators whose yields are statements are lists by now (parse): what is left uses a yield's value
+    ast.Yield: ("a 'yield' whose value is used (x = yield ...) is not supported",
+                "yield as a statement ('yield v'), or return a list"),
+    ast.YieldFrom: ("a 'yield from' whose value is used is not supported",
+                    "yield as a statement ('yield from it'), or return a list"),
     ast.Await: ("await is not supported", "use a plain function"),
     ast.Global: ("'global' is not supported: the function must be pure",
                  "return the new value instead of assigning a global"),
@@ -43,6 +46,8 @@ _HINTS = {
 
 
 def error(parsed, node, msg, hint=None, cls=UnsupportedSyntaxError):
+    # a generator helper returns the list of what it yields (parse): that list in the user's words
+    msg = msg.replace("'_yielded_items'", "the values a generator yields")
     lineno = getattr(node, "lineno", None)
     col = getattr(node, "col_offset", None)
     if issubclass(cls, NoDerivativeError):

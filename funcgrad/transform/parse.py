@@ -92,7 +92,76 @@ def _parse_code(fn, code):
         if hasattr(n, "col_offset"):
             n.col_offset += indent
     fdef.decorator_list = []
+    _generators_as_lists(fdef)
     return fdef, filename
+
+
+_YIELDED = "_yielded_items"
+
+
+def _own_nodes(fdef):
+    """The nodes of ``fdef``'s body, not looking into nested functions, lambdas or classes."""
+    stack = list(fdef.body)
+    while stack:
+        n = stack.pop()
+        yield n
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(n))
+
+
+class _YieldToAppend(ast.NodeTransformer):
+    def visit_FunctionDef(self, node):   # nested functions keep their own yields
+        return node
+
+    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+
+    def visit_Expr(self, node):
+        v = node.value
+        if isinstance(v, ast.Yield):
+            item = v.value if v.value is not None else ast.Constant(None)
+            new = ast.Expr(value=ast.Call(func=ast.Attribute(value=ast.Name(_YIELDED, ast.Load()), attr="append",
+                                                             ctx=ast.Load()), args=[item], keywords=[]))
+        elif isinstance(v, ast.YieldFrom):
+            new = ast.For(target=ast.Name(_YIELDED + "_v", ast.Store()), iter=v.value, body=[ast.Expr(value=ast.Call(
+                func=ast.Attribute(value=ast.Name(_YIELDED, ast.Load()), attr="append", ctx=ast.Load()),
+                args=[ast.Name(_YIELDED + "_v", ast.Load())], keywords=[]))], orelse=[])
+        else:
+            return node
+        for n in ast.walk(new):
+            if isinstance(n, (ast.stmt, ast.expr)) and not hasattr(n, "lineno"):
+                ast.copy_location(n, node)
+        return new
+
+    def visit_Return(self, node):
+        return ast.copy_location(ast.Return(value=ast.Name(_YIELDED, ast.Load())), node)
+
+
+def _generators_as_lists(fdef):
+    """A generator helper (``yield`` as a statement, ``yield from``) becomes a function that returns the list
+    of what it yields: its callers iterate it (``for W, b in layers(params)``), ``sum``, ``zip`` or ``list``
+    it, all of which read a list the same way, and a pure function has no effects to interleave. A
+    ``yield`` used as a value (``x = yield``) stays, and the fence refuses it at its line."""
+    for f in [fdef] + [n for n in ast.walk(fdef) if isinstance(n, ast.FunctionDef) and n is not fdef]:
+        own = list(_own_nodes(f))
+        yields = [n for n in own if isinstance(n, (ast.Yield, ast.YieldFrom))]
+        if not yields:
+            continue
+        stmt_yields = {id(n.value) for n in own if isinstance(n, ast.Expr) and isinstance(n.value, (ast.Yield,
+                                                                                                    ast.YieldFrom))}
+        if any(id(y) not in stmt_yields for y in yields):
+            continue
+        body = [_YieldToAppend().visit(s) for s in f.body]
+        first = f.body[0]
+        init = ast.copy_location(ast.Assign(targets=[ast.Name(_YIELDED, ast.Store())],
+                                            value=ast.List(elts=[], ctx=ast.Load())), first)
+        ast.copy_location(init.targets[0], first)
+        ast.copy_location(init.value, first)
+        last = f.body[-1]
+        ret = ast.Return(value=ast.Name(_YIELDED, ast.Load()))
+        ast.copy_location(ret, last)
+        ast.copy_location(ret.value, last)
+        f.body = [init] + body + [ret]
+        f.generator_yield = yields[0]   # the function itself, differentiated, is refused at its first yield
 
 
 def _parse_lambda(code, lines, filename):

@@ -70,6 +70,10 @@ class Normalizer(Statements, Expressions, Calls, Captures, RuntimeLists):
     def lower(self, arg_values_for) -> Lowered:
         p = self.root
         fence_check(p, allow_control_flow=self.allow_control_flow)
+        y = getattr(p.node, "generator_yield", None)
+        if y is not None:
+            raise error(p, y, "the function to differentiate is a generator (it yields): calling it makes an "
+                              "iterator, not a value", "return the value (a sum, or np.stack of a list of the items)")
         scope = Scope(p)
         params = []
         body: list = []

@@ -237,9 +237,13 @@ class RuntimeLists:
         P = scope.parsed
         if fn is len and len(args) == 1 and isinstance(args[0], RList):
             return Dyn(ast.Name(args[0].count, ast.Load())), args, kwargs
-        if fn in (list, tuple) and args and isinstance(args[0], RList):
-            raise error(P, node, f"{fn.__name__}() of '{args[0].name}', a list whose length is only known when the "
-                                 "function runs, is not supported", "use the list itself, or np.stack(...) of it")
+        if fn in (list, tuple) and len(args) == 1 and isinstance(args[0], RList) and not kwargs:
+            # a new list with the same items: a copy of the buffer's rows, with its own count
+            arr = self.runtime_list_array(args[0], scope, out, node)
+            cnt = self.names.fresh(scope.prefix + args[0].name + "_len")
+            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(cnt, ast.Store())],
+                                                    value=ast.Name(args[0].count, ast.Load())), node))
+            return RList(arr.expr.id, cnt, args[0].name, True), args, kwargs
         if fn in (isinstance, type) and args and isinstance(args[0], RList):
             if fn is type:
                 return Static(list), args, kwargs
