@@ -393,3 +393,26 @@ def test_hessian_and_hvp_refuse_a_function_that_is_not_scalar():
         funcgrad.hvp(_vector_valued, (x,), (np.ones(3),))
     H = funcgrad.hessian(lambda v: np.sum(_vector_valued(v)))(x)   # its sum is scalar: fine
     np.testing.assert_allclose(H, np.diag(2 * np.cos(x) - x * np.sin(x)), atol=1e-10)
+
+
+def _rows_of_three(params):
+    total = 0.0
+    for w, m, s in zip(params[0], params[1], params[2]):   # zip of three runtime arrays
+        total = total + np.sum(w * np.tanh(m) * s) + min(w, m, s) + max(w[0] * 2.0, m[0], s[0] * 0.5)
+    return total
+
+
+@pytest.mark.parametrize("kw", MODES[:2] + MODES[3:], ids=["auto", "python", "nojit"])
+def test_min_max_of_three_and_hvp_over_zip_of_three(kw):
+    """min/max of more than two values fold pairwise (the forward code of a zip over three runtime arrays says
+    range(min(a, b, c)); reverse over it, as hvp does, stopped at 'bad arguments to minimum')."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(3, 4, 1))
+    f = lambda x: _rows_of_three(x)   # noqa: E731
+    g = funcgrad.grad(f, **kw)(x)
+    np.testing.assert_allclose(g, numerical_vjp(f, (x,), 0, 1.0, 1e-6), rtol=1e-5, atol=1e-6)
+    v = rng.normal(size=x.shape)
+    hv = funcgrad.hvp(f, (x,), (v,), **kw)
+    eps = 1e-5
+    fd = (funcgrad.grad(f, **kw)(x + eps * v) - funcgrad.grad(f, **kw)(x - eps * v)) / (2 * eps)
+    np.testing.assert_allclose(hv, fd, rtol=1e-4, atol=1e-6)

@@ -273,6 +273,11 @@ class Calls:
         static = self.static_builtin(fn, args, kwargs, scope, out, node)
         if static is not None:
             return static
+        if (fn is min or fn is max) and len(args) > 2 and not kwargs:   # min(a, b, c): pairwise, left to right
+            acc = args[0]
+            for a in args[1:]:
+                acc = self.call_object(fn, [acc, a], {}, scope, out, node)
+            return acc
         fn = _BUILTIN_MAP.get(fn, fn) if isinstance(fn, types.BuiltinFunctionType) and len(args) != 1 or fn is abs else fn
         if isinstance(fn, CustomVJPFunction):
             return self.custom_vjp_call(fn, args, kwargs, scope, out, node)
