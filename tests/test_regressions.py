@@ -416,3 +416,25 @@ def test_min_max_of_three_and_hvp_over_zip_of_three(kw):
     eps = 1e-5
     fd = (funcgrad.grad(f, **kw)(x + eps * v) - funcgrad.grad(f, **kw)(x - eps * v)) / (2 * eps)
     np.testing.assert_allclose(hv, fd, rtol=1e-4, atol=1e-6)
+
+
+def _sample_diag(mean, log_std, rs):
+    return rs.randn(*mean.shape) * np.exp(log_std) + mean     # as autograd's variational_autoencoder writes it
+
+
+def _splats(x):
+    m = np.tanh(x) * 2.0
+    z = _sample_diag(m, m * 0.1, np.random.RandomState(1))
+    return np.sum(z ** 2) + np.sum(x.reshape(*x.shape[::-1]) * np.arange(6.0).reshape(3, 2))
+
+
+@pytest.mark.parametrize("kw", MODES[:2] + MODES[3:], ids=["auto", "python", "nojit"])
+def test_call_with_a_runtime_shape_unpacked(kw):
+    """rs.randn(*mean.shape) and x.reshape(*y.shape): the runtime shape tuple is passed on as it is; unpacking an
+    array's rows into a call stays refused at the user's line."""
+    x = np.linspace(-1, 1, 6).reshape(2, 3)
+    g = funcgrad.grad(_splats, **kw)(x)
+    np.testing.assert_allclose(g, numerical_vjp(_splats, (x,), 0, 1.0, 1e-6), rtol=1e-5, atol=1e-6)
+    with pytest.raises(funcgrad.errors.UnsupportedSyntaxError, match="unpacking over values only known") as ei:
+        funcgrad.grad(lambda x: np.sum(np.maximum(*x)), **kw)(x)
+    assert __file__ in str(ei.value)

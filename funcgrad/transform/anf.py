@@ -109,6 +109,8 @@ class ANF:
         return self.rename(copy.deepcopy(e))
 
     def arg(self, a, out, src):
+        if isinstance(a, ast.Starred):   # f(*x.shape): the tuple is the atom
+            return ast.Starred(value=self.atom(a.value, out, src), ctx=ast.Load())
         if isinstance(a, ast.Tuple):
             return ast.Tuple(elts=[self.arg(x, out, src) for x in a.elts], ctx=ast.Load())
         if _is_static(a):

@@ -152,6 +152,15 @@ class StaticArgumentNeeded(Exception):
         self.position = position
 
 
+class Splat(Dyn):
+    """``*t.shape`` among a call's arguments: a runtime tuple of sizes passed on as it is (``*expr``)."""
+
+
+def _is_shape(e):
+    return isinstance(e, ast.Attribute) and e.attr == "shape" or (
+        isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Slice) and _is_shape(e.value))
+
+
 class Calls:
     # ------------------------------------------------------------ calls
     def call(self, node, scope, out):
@@ -160,7 +169,11 @@ class Calls:
         args = []
         for a in node.args:
             if isinstance(a, ast.Starred):  # f(*args): the elements of a container known now
-                args.extend(self.static_items(self.expr(a.value, scope, out), a, scope))
+                v = self.expr(a.value, scope, out)
+                if isinstance(v, Dyn) and _is_shape(v.expr) and self.splat_ok(fval):
+                    args.append(Splat(v.expr))   # rs.randn(*x.shape), x.reshape(*y.shape): passed on as it is
+                    continue
+                args.extend(self.static_items(v, a, scope))
             else:
                 args.append(self.expr(a, scope, out))
         kwargs = {}
@@ -175,6 +188,23 @@ class Calls:
             else:
                 raise error(P, k.value, "'**' needs a dict known before the function runs", None)
         return self.call_value(fval, args, kwargs, scope, out, node)
+
+    def splat_ok(self, fval):
+        """Whether ``fval(*t.shape)`` can pass the runtime tuple on unexpanded: a call run as it is (a method of a
+        library object, a library function with no rule) or ``reshape``/``transpose``, which take the tuple."""
+        if isinstance(fval, _BoundMethod):
+            return fval.name in ("reshape", "transpose") or _METHODS.get(fval.name) is None
+        if not isinstance(fval, Static):
+            return False
+        fn = fval.obj
+        try:
+            if fn in _STATIC_BUILTINS or fn in _BUILTIN_MAP or fn in _NJIT_BUILTINS:
+                return False
+        except TypeError:   # unhashable
+            return False
+        return (callable(fn) and not isinstance(fn, (type, CustomVJPFunction)) and lookup(fn) is None
+                and lowering_for(fn) is None and definition(fn) is None
+                and not (isinstance(fn, types.FunctionType) and _is_user_code(fn)))
 
     def call_value(self, fval, args, kwargs, scope, out, node):
         P = scope.parsed
@@ -660,6 +690,11 @@ class Calls:
     def method(self, m: "_BoundMethod", args, kwargs, scope, out, node):
         P = scope.parsed
         name = m.name
+        if name in ("reshape", "transpose") and any(isinstance(a, Splat) for a in args):
+            if len(args) != 1:
+                raise error(P, node, f"{name}(...) of a runtime shape together with other sizes is not supported",
+                            f"build the shape as one tuple: x.{name}(y.shape[:1] + (n,))")
+            args = [Dyn(args[0].expr)]   # x.reshape(*y.shape) is x.reshape(y.shape)
         if name in ("reshape", "transpose") and len(args) > 1:
             args = [Struct("tuple", list(args))]
         if name == "transpose" and not args:

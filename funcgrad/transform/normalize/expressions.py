@@ -24,6 +24,8 @@ class Expressions:
     def as_expr(self, val, scope, node):
         """A value as an AST expression of the output code (static values become constants)."""
         if isinstance(val, Dyn):
+            if type(val).__name__ == "Splat":   # f(*x.shape) passed on to a call that runs as it is
+                return ast.Starred(value=val.expr, ctx=ast.Load())
             return val.expr
         if isinstance(val, Static):
             o = val.obj
