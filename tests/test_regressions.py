@@ -438,3 +438,29 @@ def test_call_with_a_runtime_shape_unpacked(kw):
     with pytest.raises(funcgrad.errors.UnsupportedSyntaxError, match="unpacking over values only known") as ei:
         funcgrad.grad(lambda x: np.sum(np.maximum(*x)), **kw)(x)
     assert __file__ in str(ei.value)
+
+
+def _show(ax, field, step):
+    if ax:
+        ax.imshow(field)
+        ax.set_title(f"step {step}")
+
+
+def _no_return_value(x, n):
+    ax = None
+    for t in range(3):
+        _show(ax, x, t)        # a helper that returns nothing, called for its effect (here none)
+        x = np.sin(x) * 1.5
+    flag = _show(ax, x, n)
+    return np.sum(x ** 2) + (1.0 if flag is None else 0.0)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=["auto", "python", "njit", "nojit"])
+def test_helper_that_returns_nothing_is_none(kw):
+    """A helper whose body runs no return statement gives None, as in Python (autograd's wing example calls its
+    plotting helper with ax=None from inside the simulation)."""
+    x = np.linspace(-1, 1, 4)
+    v, g = funcgrad.value_and_grad(_no_return_value, **kw)(x, 2)
+    assert v == pytest.approx(_no_return_value(x, 2))
+    np.testing.assert_allclose(g, numerical_vjp(lambda x: _no_return_value(x, 2), (x,), 0, 1.0, 1e-6),
+                               rtol=1e-5, atol=1e-6)

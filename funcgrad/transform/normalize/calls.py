@@ -894,8 +894,8 @@ class Calls:
         tag_file(out[start:], parsed.filename)
         self.inline_stack.pop()
         self.depth -= 1
-        if ret is None:
-            raise error(parsed, fdef, f"helper '{fdef.name}' returns nothing", "return a value")
+        if ret is None:   # no return statement runs: the call's value is None, as in Python (plot(ax, x) with ax None)
+            return Static(None)
         return ret
 
 
