@@ -464,3 +464,25 @@ def test_helper_that_returns_nothing_is_none(kw):
     assert v == pytest.approx(_no_return_value(x, 2))
     np.testing.assert_allclose(g, numerical_vjp(lambda x: _no_return_value(x, 2), (x,), 0, 1.0, 1e-6),
                                rtol=1e-5, atol=1e-6)
+
+
+_NB_DATA = np.array([1.0, 4.0, 2.0, 7.0, 3.0, 0.0, 5.0])
+
+
+def _nb_loglike(r, p):
+    return np.sum(np.log(r + _NB_DATA) * r + _NB_DATA * np.log(p) + r * np.log(1 - p))
+
+
+def _nb_rprime(r):
+    p = np.sum(_NB_DATA) / np.sum(r + _NB_DATA)         # a scalar computed inside, then differentiated at
+    w = np.tanh(r * _NB_DATA[:3])                        # an array computed inside
+    return funcgrad.grad(_nb_loglike)(r, p) + np.sum(funcgrad.grad(lambda v: np.sum(np.sin(v) * v))(w))
+
+
+@pytest.mark.parametrize("kw", MODES, ids=["auto", "python", "njit", "nojit"])
+def test_grad_inside_at_values_computed_inside(kw):
+    """grad(f)(r, p(r)) inside a differentiated function, p(r) computed there (autograd's
+    negative_binomial_maxlike): its kind and ndim follow from the primitives that make it."""
+    r = 2.0
+    d = funcgrad.grad(_nb_rprime, **kw)(r)
+    assert d == pytest.approx((_nb_rprime(r + 1e-6) - _nb_rprime(r - 1e-6)) / 2e-6, rel=1e-6)

@@ -8,6 +8,7 @@ import inspect
 import linecache
 import operator
 import types
+import warnings
 
 import numpy as np
 from numba.core.registry import cpu_target
@@ -23,6 +24,7 @@ from ..public_names import public_name
 from ..parse import MISSING, parse
 from ..values import Dyn, Static, Struct, leaves as _leaves, map_struct as _map_struct
 from ...tree import tree_flatten, tree_map, tree_unflatten
+from ..specs import leaf_spec
 from .lowerings import lower_call, lowering_for
 from .lists import has_runtime_list
 from .common import (_DictView, _is_metadata, lookup_getitem, _Partial, _NJIT_BUILTINS, _STATIC_BUILTINS, _is_static_tree, _is_user_code, LocalFunction, Scope, _BUILTIN_MAP, _BoundMethod, _Iter, _METHODS, _Range,
@@ -150,6 +152,18 @@ class StaticArgumentNeeded(Exception):
     def __init__(self, position):
         super().__init__(position)
         self.position = position
+
+
+def _probe_value(sp, n):
+    """An example value of spec ``sp`` whose arrays have every dimension ``n`` (0.5 in every entry)."""
+    tag = sp[0]
+    if tag == "const":
+        return sp[1]
+    if tag == "a":
+        return np.full((n,) * sp[2], 0.5).astype(sp[1]) if np.dtype(sp[1]).kind != "b" else np.ones((n,) * sp[2], bool)
+    if tag in ("e", "s"):
+        return np.dtype(sp[1]).type(0.5) if np.dtype(sp[1]).kind in "fc" else np.dtype(sp[1]).type(1)
+    return {"f": 0.5, "i": 1, "b": True, "c": 0.5 + 0j}[tag]
 
 
 class Splat(Dyn):
@@ -492,19 +506,84 @@ class Calls:
 
     def _spec_of(self, e):
         """The leaf spec of expression ``e`` where it is known now: an argument's, or ``("a", dtype, ndim)`` /
-        ``("e", dtype)`` of an array argument indexed by integer constants; else None."""
+        ``("e", dtype)`` of an array argument indexed by integer constants, or of a value computed from those by
+        primitives (:meth:`infer_spec`); else None."""
         if isinstance(e, ast.Name):
-            return self.param_specs.get(e.id)
+            sp = self.param_specs.get(e.id)
+            return sp if sp is not None else getattr(self, "value_specs", {}).get(e.id)
         prim = A.get(e, A.PRIM, None) if isinstance(e, ast.Call) else None
+        if prim is not None and prim is not lookup_getitem():
+            return self.infer_spec(e)
         if prim is None or prim is not lookup_getitem() or len(e.args) != 2:
             return None
         base = self._spec_of(e.args[0])
         idx = e.args[1].elts if isinstance(e.args[1], ast.Tuple) else [e.args[1]]
-        if base is None or base[0] != "a" or not all(isinstance(i, ast.Constant) and type(i.value) is int
-                                                     for i in idx) or len(idx) > base[2]:
+        if base is None or base[0] != "a":
             return None
-        rank = base[2] - len(idx)
+        rank, used = base[2], 0
+        for i in idx:   # integers drop an axis, slices (of any bounds) keep one, None adds one
+            if isinstance(i, ast.Constant) and type(i.value) is int:
+                rank, used = rank - 1, used + 1
+            elif isinstance(i, ast.Slice):
+                used += 1
+            elif isinstance(i, ast.Constant) and i.value is None:
+                rank += 1
+            elif isinstance(i, ast.Name) and (self._spec_of(i) or ("?",))[0] in ("i",) or (
+                    isinstance(i, ast.Name) and (self._spec_of(i) or ("?",))[0] in ("e", "s")
+                    and np.dtype(self._spec_of(i)[1]).kind in "iu"):
+                rank, used = rank - 1, used + 1
+            else:
+                return None
+        if used > base[2]:
+            return None
         return ("a", base[1], rank) if rank else ("e", base[1])
+
+    def infer_spec(self, e):
+        """The spec of a primitive call ``e`` whose arguments' specs are known (``np.sum(x) / np.sum(r + x)``): the
+        primitive run on small example arguments of two sizes; None where the results' specs differ (an ndim or
+        dtype that depends on sizes), an argument is not known, or the primitive fails on the examples."""
+        prim = A.get(e, A.PRIM, None) if isinstance(e, ast.Call) else None
+        budget = getattr(self, "_spec_budget", 400)
+        if prim is None or budget <= 0:
+            return None
+        self._spec_budget = budget - 1
+        arg_specs = []
+        for a in list(e.args) + [k.value for k in e.keywords]:
+            if isinstance(a, (ast.Constant, ast.Tuple)):
+                try:
+                    arg_specs.append(("const", ast.literal_eval(a)))
+                    continue
+                except ValueError:
+                    return None
+            sp = self._spec_of(a)
+            if sp is None or sp[0] == "static":
+                return None
+            arg_specs.append(sp)
+        got = []
+        for n in (2, 3):
+            ex = [_probe_value(sp, n) for sp in arg_specs]
+            pos, kw = ex[:len(e.args)], dict(zip([k.arg for k in e.keywords], ex[len(e.args):]))
+            try:
+                with np.errstate(all="ignore"), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    r = prim.impl(*pos, **kw)
+            except Exception:
+                return None
+            got.append(leaf_spec(r) if isinstance(r, (np.ndarray, np.generic, float, int, complex)) else None)
+        return got[0] if got[0] is not None and got[0] == got[1] else None
+
+    def remember_spec(self, outname, expr):
+        """``outname = expr`` outside loops and branches: the spec of the value, where it can be inferred, for a
+        ``grad(f)(value)`` later in the function (a name rebound inside a loop or branch forgets it)."""
+        specs = self.__dict__.setdefault("value_specs", {})
+        if getattr(self, "cf_depth", 0):
+            specs.pop(outname, None)
+            return
+        sp = self._spec_of(expr) if isinstance(expr, (ast.Call, ast.Name)) else None
+        if sp is None:
+            specs.pop(outname, None)
+        else:
+            specs[outname] = sp
 
     def nested_gradient(self, fn, args, kwargs, scope, out, node):
         """``grad(f)(x)`` (or ``value_and_grad``) inside a transformed function, where the signature of ``x`` is

@@ -9,7 +9,7 @@ import numpy as np
 from ...errors import UnsupportedSyntaxError
 from ..fence import error
 from ..parse import MISSING
-from ..specs import scalar_kind
+from ..specs import leaf_spec, scalar_kind
 from ..values import Dyn, Static, map_struct as _map_struct
 from .common import (_free_getter, _is_static_tree, _path_getter, _safe)
 
@@ -48,6 +48,7 @@ class Captures:
                 outname = self.names.fresh(name)
                 self.param_ranks[outname] = np.ndim(obj)
                 self.param_kinds[outname] = scalar_kind(obj)
+                self.__dict__.setdefault("value_specs", {})[outname] = leaf_spec(obj)   # for grad(f)(c) inside
                 self.captured[key] = outname
                 self.captured_list.append((outname, getter))
             return Dyn(ast.Name(self.captured[key], ast.Load()))

@@ -545,6 +545,7 @@ class Statements:
                             "only arrays, numbers and containers of them can be assigned inside loops and branches")
             if isinstance(val, Dyn):
                 outname = self.var_name(target.id, scope)
+                self.remember_spec(outname, val.expr)
                 a = ast.Assign(targets=[ast.Name(outname, ast.Store())], value=val.expr)
                 ast.copy_location(a, stmt)
                 out.append(a)
