@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import inspect
 import linecache
 
 import numpy as np
@@ -486,9 +487,33 @@ class _GradOfGrad:
         f, a = self._base(args)
         return _scalar_jvp_function(f, a, args, self.mode, self.jit, self.backend)
 
+    def _bind(self, args, kwargs):
+        """The arguments as every parameter of the innermost function (keywords and defaults resolved: the
+        generated jvp takes them all)."""
+        inner = self.inner
+        while isinstance(inner, _GradOfGrad):
+            inner = inner.inner
+        fn = getattr(inner, "fn", None)
+        try:
+            sig = inspect.signature(fn)
+        except (TypeError, ValueError):
+            if kwargs:
+                raise TypeError("grad of grad: keyword arguments need a function with a signature") from None
+            return tuple(args)
+        if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in sig.parameters.values()):
+            if kwargs:
+                raise TypeError("grad of grad: keyword arguments of a function with *args or **kwargs") from None
+            return tuple(args)
+        if not kwargs and len(args) == len(sig.parameters):   # bound already (keyword-only ones in order too)
+            return tuple(args)
+        ba = sig.bind(*args, **kwargs)
+        ba.apply_defaults()
+        return tuple(ba.arguments[n] for n in sig.parameters)
+
     def transform_at(self, args):
         """The ``grad`` transform this is at the signature of ``args`` (what a transformed function that calls
         this inlines: normalize builds its code for the signature it knows)."""
+        args = self._bind(args, {})   # (idempotent: callers bind first)
         w = self._as_function(args)
         g = self._outer.get(id(w))
         if g is None:
@@ -497,7 +522,8 @@ class _GradOfGrad:
         return g[1]
 
     @_user_facing
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        args = self._bind(args, kwargs)
         return self.transform_at(args)(*args)
 
 

@@ -460,3 +460,74 @@ def test_exported_under_autograds_names():
         assert callable(getattr(funcgrad, name))
     assert funcgrad.hessian_vector_product is funcgrad.hessian_tensor_product
     assert funcgrad.misc.flatten is flatten
+
+
+# ----------------------------------------------------------------------------- funcgrad.misc.fixed_points
+from funcgrad.misc.fixed_points import fixed_point  # noqa: E402
+
+
+def _descent_iter(a):
+    return lambda x: x - 0.05 * (x ** 2 - a)
+
+
+def _newton_iter(a):
+    return lambda x: 0.5 * (x + a / x)
+
+
+def _dist(x, y):
+    return np.abs(x - y)
+
+
+def _maxdist(x, y):
+    return np.max(np.abs(x - y))
+
+
+def _sqrt_by(it, tol):
+    def f(a, guess=10.0):
+        return fixed_point(it, a, guess, _dist, tol)
+    return f
+
+
+@pytest.mark.parametrize("it", [_descent_iter, _newton_iter], ids=["descent", "newton"])
+def test_fixed_point_value_and_implicit_derivative(it):
+    """The derivative of the fixed point is the implicit one (1 / (2 sqrt(a)) for sqrt), not the iterations'."""
+    f = _sqrt_by(it, 1e-12)
+    assert f(2.0) == pytest.approx(np.sqrt(2.0), rel=1e-9)
+    assert funcgrad.grad(f)(2.0) == pytest.approx(0.5 / np.sqrt(2.0), rel=1e-8)
+    A = np.array([2.0, 3.0, 5.0])
+    fa = lambda a: np.sum(fixed_point(it, a, np.full(3, 10.0), _maxdist, 1e-12) * A)  # noqa: E731
+    np.testing.assert_allclose(funcgrad.grad(fa)(A), A * 0.5 / np.sqrt(A), rtol=1e-8)
+
+
+def test_fixed_point_equals_autograds_bit_for_bit():
+    ag = pytest.importorskip("autograd", reason="autograd (optional oracle) not installed")
+    from autograd.misc.fixed_points import fixed_point as ag_fixed_point
+    import autograd.numpy as anp
+    f = _sqrt_by(_descent_iter, 1e-4)
+    g = lambda a, guess=10.0: ag_fixed_point(_descent_iter, a, guess, lambda x, y: anp.abs(x - y), 1e-4)  # noqa: E731
+    assert f(2.0) == g(2.0)
+    assert funcgrad.grad(f)(2.0) == pytest.approx(ag.grad(g)(2.0), rel=1e-12)
+
+
+def test_second_derivative_through_fixed_point_is_refused_at_the_callers_line():
+    f = _sqrt_by(_descent_iter, 1e-6)
+    with pytest.raises(funcgrad.NoDerivativeError, match="fixed_point") as ei:
+        funcgrad.grad(funcgrad.grad(f))(2.0)
+    assert __file__ in str(ei.value)
+
+
+def _with_default(a, scale=10.0, *, shift=0.5):
+    return np.sin(a) * scale + shift * a ** 3
+
+
+def test_grad_of_grad_uses_defaults_and_keywords():
+    """grad(grad(f)) of a function with default and keyword-only parameters (autograd's fixed_points example
+    calls grad(grad(sqrt)) with sqrt(a, guess=10.0)); it stopped at "name 'scale' is not defined"."""
+    gg = funcgrad.grad(funcgrad.grad(_with_default))
+    assert gg(2.0) == pytest.approx(-np.sin(2.0) * 10.0 + 3.0 * 2.0, rel=1e-12)
+    assert gg(2.0, 3.0) == pytest.approx(-np.sin(2.0) * 3.0 + 3.0 * 2.0, rel=1e-12)
+    assert gg(2.0, shift=1.0) == pytest.approx(-np.sin(2.0) * 10.0 + 6.0 * 2.0, rel=1e-12)
+    outer = funcgrad.grad(lambda a: gg(a) * a)      # inside a transform too
+    eps = 1e-5
+    assert outer(2.0) == pytest.approx((gg(2.0 + eps) * (2.0 + eps) - gg(2.0 - eps) * (2.0 - eps)) / (2 * eps),
+                                       rel=1e-6)

@@ -270,6 +270,8 @@ class Calls:
                 return made
         if hasattr(fn, "transform_at") and not isinstance(fn, type):   # grad of grad (forward_mode's object)
             try:
+                if hasattr(fn, "_bind"):   # every parameter of the innermost function, defaults included
+                    args, kwargs = list(fn._bind(tuple(args), dict(kwargs))), {}
                 t = fn.transform_at(self.example_args(fn, args, kwargs, scope, node))
             except (LookupError, TypeError):
                 t = None
