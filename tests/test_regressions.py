@@ -486,3 +486,24 @@ def test_grad_inside_at_values_computed_inside(kw):
     r = 2.0
     d = funcgrad.grad(_nb_rprime, **kw)(r)
     assert d == pytest.approx((_nb_rprime(r + 1e-6) - _nb_rprime(r - 1e-6)) / 2e-6, rel=1e-6)
+
+
+@funcgrad.custom_vjp
+def _lse(x):
+    m = np.max(x)
+    return m + np.log(np.sum(np.exp(x - m)))
+
+
+_lse.defvjp(lambda x: (_lse(x), (x, _lse(x))), lambda res, g: (g * np.exp(res[0] - res[1]),))
+
+
+def test_grad_of_grad_through_a_vjp_only_rule_is_refused_at_the_users_line():
+    """Reverse over reverse through a custom_vjp with no JVP rule: refused at the user's call of the inner grad,
+    never inside funcgrad's own source (it said "'raise' is not supported" at funcgrad/custom.py)."""
+    f = lambda x: _lse(np.sin(x))   # noqa: E731
+    x = np.linspace(-1, 1, 4)
+    np.testing.assert_allclose(funcgrad.grad(f)(x), numerical_vjp(f, (x,), 0, 1.0, 1e-6), rtol=1e-6, atol=1e-8)
+    with pytest.raises(funcgrad.NoDerivativeError, match="'_lse' has a VJP rule in Python only") as ei:
+        funcgrad.grad(lambda x: np.sum(funcgrad.grad(f)(x) * x))(x)  # LINE: vjp-only-twice
+    msg = str(ei.value)
+    assert f"{__file__}:" in msg and "custom.py" not in msg and "defjvp" in msg, msg

@@ -16,7 +16,7 @@ from numba.core.registry import cpu_target
 from .. import annotations as A
 from ...builtins import SUBSTITUTES as _AUTOGRAD_BUILTINS
 from ...custom import CustomFunction as CustomVJPFunction  # custom_vjp and custom_jvp functions
-from ...errors import UnsupportedSyntaxError
+from ...errors import FuncgradError, NoDerivativeError, UnsupportedSyntaxError
 from ...ops.numpy_shape import asarray_dtype as _asarray_dtype, astype as _astype
 from ...ops.registry import RUNTIME, Primitive, definition, lookup
 from ..fence import check as fence_check, error
@@ -259,6 +259,12 @@ class Calls:
             return self.method(_BoundMethod(args[0], args[1].obj, node), list(args[2:]), kwargs, scope, out, node)
         if fn in (operator.itemgetter, operator.attrgetter) and all(isinstance(a, Static) for a in args) and not kwargs:
             return Static(fn(*[a.obj for a in args]))   # a key function made in the function
+        if getattr(fn, "__func__", None) is CustomVJPFunction.bwd_from_args:   # generated code read again
+            cv = fn.__self__
+            raise error(P, node, f"{cv.kind} function '{cv._label}' has a VJP rule in Python only: a second "
+                                 "derivative through it needs a forward-mode rule",
+                        f"give it one with {cv._label}.defjvp(rule) (rule(primals, tangents) -> (out, tangent))",
+                        cls=NoDerivativeError)
         if getattr(fn, "_funcgrad_static_call", False) and all(
                 isinstance(a, Static) for a in list(args) + list(kwargs.values())):
             # grad(f) written inside the function: the transform object, made now
@@ -613,7 +619,18 @@ class Calls:
                     call.append(v)
         call += [Static(c) for c in cap]
         call += [Static(1.0)] + [Static(0.0)] * (len(built.out_atoms) - 1)
-        res = self.inline_function(built.py_fn, call, {}, out, node, scope)
+        try:
+            res = self.inline_function(built.py_fn, call, {}, out, node, scope)
+        except FuncgradError as e:   # a refusal inside the generated code: reported at the user's call of it
+            if getattr(e, "filename", None) == scope.parsed.filename:
+                raise
+            text = str(getattr(e, "msg", None) or e)
+            hint = getattr(e, "hint", None) or (text.split("\n  hint: ", 1)[1].split("\n")[0]
+                                                if "\n  hint: " in text else None)
+            first = text.split("\n")[0]
+            first = first.split(": ", 1)[1] if first.startswith(("<", "/")) and ": " in first else first
+            raise error(scope.parsed, node, f"differentiating this gradient again: {first}", hint,
+                        cls=NoDerivativeError if isinstance(e, NoDerivativeError) else UnsupportedSyntaxError) from None
         outs, grads = res.values()
         grads = grads.values()
         result, k = [], 0
