@@ -235,7 +235,7 @@ def jacobian(fun, argnum=0, *, jit=True, backend=None, mode=None):
             out.append(np.reshape(jac, np.shape(y) + x_shape))
         return out[0] if single else tuple(out)
 
-    jacobian_fn._funcgrad_inline = _fm.refuse_inline("jacobian")   # called inside a transform: refused there
+    jacobian_fn._funcgrad_inline = functools.partial(_fm.inline_jacobian, fun, argnum, "jacobian")  # inside: a loop
     return _named(jacobian_fn, "jacobian", fun, argnum)
 
 
@@ -243,7 +243,7 @@ def jacrev(fun, argnums=0, *, jit=True, backend=None, mode=None):
     """The Jacobian by reverse mode (JAX's name for autograd's ``jacobian``): one VJP per output element;
     shape ``out.shape + in.shape``, a tuple of them for a tuple ``argnums``."""
     jac = jacobian(fun, argnums, jit=jit, backend=backend, mode=mode)
-    jac._funcgrad_inline = _fm.refuse_inline("jacrev")
+    jac._funcgrad_inline = functools.partial(_fm.inline_jacobian, fun, argnums, "jacrev")
     return jac
 
 

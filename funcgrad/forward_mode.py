@@ -186,7 +186,7 @@ def jacfwd(fun, argnums=0, *, jit=True, backend=None, mode=None):
             J = np.stack(cols, axis=-1).reshape(np.shape(y) + x.shape)
             res.append(J)
         return res[0] if single else tuple(res)
-    jac._funcgrad_inline = refuse_inline("jacfwd")
+    jac._funcgrad_inline = functools.partial(inline_jacobian, fun, argnums, "jacfwd")   # inside a transform
     return jac
 
 
@@ -749,6 +749,56 @@ def inline_deriv(fun, argnum, nz, args, kwargs, scope, out, node):
         tans.append(z)
     res = _inline_jvp(nz, [Static(fun), Struct("tuple", list(args)), Struct("tuple", tans)], {}, scope, out, node)
     return res.values()[1]
+
+
+_JACOBIAN_LOOP = """
+_jac_n = _jac_x.size
+_jac_cols = []
+for _jac_k in range(_jac_n):
+    _jac_e = _jac_np.zeros(_jac_n)
+    _jac_e[_jac_k] = 1.0
+    _jac_y, _jac_t = _jac_jvp(_jac_f, ({prims},), ({tans},))
+    _jac_cols.append(_jac_t)
+_jac_s = _jac_np.stack(_jac_cols)
+_jac_J = _jac_np.reshape(_jac_np.moveaxis(_jac_s, 0, -1), _jac_s.shape[1:] + _jac_x.shape)
+"""
+
+
+def inline_jacobian(fun, argnum, what, nz, args, kwargs, scope, out, node):
+    """``jacobian(fun, argnum)(*args)`` (jacfwd, jacrev) inside a transformed function: one inlined ``jvp`` per
+    element of the argument, in a loop that runs at run time (the argument's size need not be known while
+    transforming, only its kind and ndim), the columns stacked as ``out.shape + in.shape``."""
+    if kwargs or not isinstance(argnum, int):
+        raise _refuse(scope, node, what, "only one integer argnum and positional arguments are supported there",
+                      None)
+    if not 0 <= argnum < len(args) or isinstance(args[argnum], Struct):
+        raise _refuse(scope, node, what, "the argument differentiated must be an array or a number there", None)
+    x = args[argnum]
+    try:
+        example = _example_leaf(nz, x)
+    except LookupError:
+        raise _refuse(scope, node, what, "the kinds and ndims of its inputs must be known while transforming; "
+                                         "here one is a value computed inside the function") from None
+    tans = [_zero_tangent_value(nz, a, scope, out, node) for a in args]
+    if np.ndim(example) == 0:   # a number: one jvp with tangent 1
+        tans[argnum] = Static(1.0)
+        return _inline_jvp(nz, [Static(fun), Struct("tuple", list(args)), Struct("tuple", tans)], {}, scope, out,
+                           node).values()[1]
+    inner = type(scope)(scope.parsed, scope, prefix=scope.prefix)
+    inner.vars.update({"_jac_x": x, "_jac_f": Static(fun), "_jac_jvp": Static(jvp), "_jac_np": Static(np)})
+    prims, tns = [], []
+    for i, a in enumerate(args):
+        inner.vars[f"_jac_a{i}"] = a
+        inner.vars[f"_jac_z{i}"] = tans[i]
+        prims.append(f"_jac_a{i}")
+        tns.append("_jac_np.reshape(_jac_e, _jac_x.shape)" if i == argnum else f"_jac_z{i}")
+    body = ast.parse(_JACOBIAN_LOOP.format(prims=", ".join(prims), tans=", ".join(tns))).body
+    for st in body:
+        for n in ast.walk(st):
+            if isinstance(n, (ast.stmt, ast.expr)):
+                ast.copy_location(n, node)
+    nz.block(body, inner, out)
+    return inner.vars["_jac_J"]
 
 
 def refuse_inline(what):

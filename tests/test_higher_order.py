@@ -287,3 +287,37 @@ def test_size_dependent_derivatives_inside_a_transform_are_refused_at_the_users_
     with pytest.raises(funcgrad.UnsupportedSyntaxError, match=rf"funcgrad\.{op} inside a transformed function") as e:
         funcgrad.grad(f)(X)
     assert e.value.filename == __file__
+
+
+# ----------------------------------------------------------------------------- jacobian inside a transform
+def _jac_fun(x):
+    return np.sin(np.outer(x, x)) + np.cos(np.dot(x, x))
+
+
+# the inner transforms run as Python when f is called for the central differences (compiling them whole is
+# seconds each); inside the differentiated function they are written out and follow its mode
+def _sum_sin_jacobian(x):
+    return np.sum(np.sin(funcgrad.jacobian(_jac_fun, jit=False)(x)))
+
+
+def _sum_sin_jacobian_of_jacobian(x):
+    return np.sum(np.sin(funcgrad.jacobian(funcgrad.jacobian(_jac_fun, jit=False), jit=False)(x)))
+
+
+def _jacfwd_and_jacrev_of_two_args(x, c):
+    jf = funcgrad.jacfwd(lambda a, b: np.tanh(a * b) * np.sum(a), 1, jit=False)(c, x)     # w.r.t. an array
+    jr = funcgrad.jacrev(lambda a, s: a ** 2 * s, 1, jit=False)(x, c)                     # w.r.t. a number
+    return np.sum(jf * jf) + np.sum(jr)
+
+
+@pytest.mark.parametrize("f,mode", [(_sum_sin_jacobian, "python"),
+                                    pytest.param(_sum_sin_jacobian, "auto", marks=pytest.mark.sweep),  # 35 s cold
+                                    (_sum_sin_jacobian_of_jacobian, "python"),
+                                    (lambda x: _jacfwd_and_jacrev_of_two_args(x, 0.7), "python")],
+                         ids=["jac-python", "jac-auto", "jac_jac-python", "fwd_rev-python"])
+def test_jacobian_inside_a_transform(f, mode):
+    """jacobian(f)(x) (jacfwd, jacrev, jacobian of jacobian) inside a differentiated function: one jvp per element
+    of x in a loop run at run time (autograd's test_jacobian_higher_order), differentiated again."""
+    x = np.array([0.3, -0.7, 0.2])
+    np.testing.assert_allclose(funcgrad.grad(f, mode=mode)(x), _fd_grad(f, x), rtol=1e-6, atol=1e-8)
+    assert funcgrad.jacobian(funcgrad.jacobian(_jac_fun, jit=False), jit=False)(x[:2]).shape == (2, 2, 2, 2)

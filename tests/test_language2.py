@@ -293,7 +293,7 @@ MIXED_DTYPES = {starts_with_an_int, ints_then_floats}   # lists whose items wide
 # whole-function Numba compiles cost seconds each: make test runs these cases' njit runs, make test-sweep all
 NJIT_IN_MAKE_TEST = {"append_in_runtime_loop", "append_with_items_before", "append_in_while_and_branch",
                      "read_back_inside_the_loop", "comprehension_over_runtime_range", "var_args", "ints_then_floats",
-                     "index_list_stays_int", "row_stacks_of_runtime_lists"}
+                     "index_list_stays_int"}
 
 
 def _construct_params():
