@@ -185,7 +185,12 @@ def _fname(fun):
     info = INFO.get(id(fun))
     if info is not None:
         return info["label"]
-    name = getattr(fun, "__qualname__", None) or getattr(fun, "__name__", None) or type(fun).__name__
+    mod = (getattr(fun, "__module__", None) or "").split(".")[0]
+    qual = getattr(fun, "__qualname__", None) or ""
+    if mod in ("numpy", "scipy") or (mod == "autograd" and qual.startswith("primitive.<locals>")):
+        return "lib:" + getattr(fun, "__name__", "?")  # NumPy's sqrt / autograd's wrapper of it: one label, not
+        # the example's own function of that name (fixed_points differentiates np.sqrt and its own sqrt)
+    name = qual or getattr(fun, "__name__", None) or type(fun).__name__
     code = getattr(fun, "__code__", None)
     if "<lambda>" in name and code is not None and os.path.abspath(code.co_filename).startswith(SCRIPT_DIR + os.sep):
         name += f"@{code.co_firstlineno}"   # (the example's lambdas: their line, the same in both copies)

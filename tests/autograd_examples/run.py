@@ -29,7 +29,7 @@ file, and the funcgrad copy reads the ORIGINAL text, so both libraries see the s
 Where it writes. Everything goes to ``EXAMPLES_OUT`` (default ``<SUITE_CACHE>/examples``, SUITE_CACHE
 defaulting to ``~/.cache/funcgrad-autograd-suite``): ``src/`` (both copies), ``runs/<name>/`` (each run's
 log, JSON state and the .npz of recorded arrays; nothing is pickled), ``results/<name>.json`` (the verdict
-and every compared call), ``summary.json`` (every example's row) and ``REPORT.md`` (the table, then each
+and every compared call), ``summary.json`` (a row for every example with a result there, so a run of a subset updates its rows; each row says the funcgrad commit it ran at) and ``REPORT.md`` (the table, then each
 failure's error and the line it names). The table is also printed.
 
 Statuses. MATCH: every gradient call recorded in both runs gave the same result, at least one was
@@ -294,14 +294,21 @@ def main(argv=None):
         msg = f" | {res['fg']['error'].get('first', '')[:150]}" if res["fg"]["error"] else ""
         print(f"  {name:<32} {res['status']:<26}{first} (funcgrad {res['fg']['wall']:.0f}s, autograd "
               f"{res['ag']['wall']:.0f}s){msg}", flush=True)
+    ran = [r["name"] for r in rows]
+    for name in sorted(examples):  # the report and summary: every example with a result (a subset updates its rows)
+        p = os.path.join(work, "results", name + ".json")
+        if name not in ran and os.path.exists(p):
+            with open(p) as fh:
+                rows.append(json.load(fh))
+    rows.sort(key=lambda r: r["name"])
     n_match = sum(r["status"] == "MATCH" for r in rows)
     print()
     print(table(rows))
     print(f"\n{n_match} of {len(rows)} examples MATCH  [{time.time() - t_all:.0f}s]")
     summary = {"autograd_version": VERSION, "funcgrad": head,
                "when": datetime.datetime.now().isoformat(timespec="seconds"),
-               "n_examples": len(rows), "n_match": n_match,
-               "examples": [{"name": r["name"], "status": r["status"], "fg_first_call_s": r["fg_first_call_s"],
+               "n_examples": len(rows), "n_match": n_match, "ran_now": ran,
+               "examples": [{"name": r["name"], "status": r["status"], "funcgrad": r.get("funcgrad_commit"), "fg_first_call_s": r["fg_first_call_s"],
                              "n_compared": r["n_compared"], "n_mismatch": r["n_mismatch"],
                              "fg_status": r["fg"]["status"], "ag_status": r["ag"]["status"],
                              "fg_error": (r["fg"]["error"] or {}).get("first")} for r in rows]}
