@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-sweep install clean fuzz autograd-suite
+.PHONY: demo test test-sweep install clean fuzz autograd-suite autograd-examples
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -45,6 +45,14 @@ fuzz: $(STAMP)
 # picks files, K=EXPR is pytest's -k; SUITE_OUT, SUITE_CACHE, SUITE_TIMEOUT: see tests/autograd_suite/run.py.
 autograd-suite: $(STAMP)
 	$(BIN)/python tests/autograd_suite/run.py $(if $(K),-k "$(K)")
+
+# HIPS autograd's example programs (29, from the same sdist), unedited but for rewritten imports, run
+# under funcgrad and under autograd (installed separately); the first calls of each gradient function are
+# compared at the same arguments. Prints MATCH/MISMATCH/ERROR and funcgrad's cold first-call time per
+# example, writes summary.json and REPORT.md. Not part of `make test` (~15 min). EXAMPLES=gmm,lstm picks;
+# EXAMPLES_OUT, EXAMPLES_TIMEOUT: see tests/autograd_examples/run.py.
+autograd-examples: $(STAMP)
+	$(BIN)/python tests/autograd_examples/run.py $(if $(EXAMPLES),--examples "$(EXAMPLES)")
 
 clean:
 	rm -rf $(VENV) build *.egg-info
