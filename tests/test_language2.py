@@ -296,10 +296,15 @@ NJIT_IN_MAKE_TEST = {"append_in_runtime_loop", "append_with_items_before", "appe
                      "index_list_stays_int"}
 
 
+# auto compiles these whole too (a loop over scalars), 25-65 s cold each: their auto runs are in make test-sweep
+AUTO_IN_SWEEP = {"row_stacks_of_runtime_lists", "generator_helpers", "runtime_slice_objects"}
+
+
 def _construct_params():
     for i, case in enumerate(CASES):
         for jit, jid in zip(JITS, JIT_IDS):
-            sweep = jit == "whole" and case[0].__name__ not in NJIT_IN_MAKE_TEST
+            sweep = (jit == "whole" and case[0].__name__ not in NJIT_IN_MAKE_TEST
+                     or jit == "auto" and case[0].__name__ in AUTO_IN_SWEEP)
             yield pytest.param(case, jit, id=f"{IDS[i]}-{jid}", marks=[pytest.mark.sweep] if sweep else [])
 
 
