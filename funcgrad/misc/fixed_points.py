@@ -41,15 +41,11 @@ def _bwd(res, g):
     f, a, x_star, distance, tol = res
     # Python mode: these small pullbacks are built for each call, and compiling them would cost more than they run
     _, pull_x = vjp(lambda x: f(a)(x), x_star, jit=False)
-    u = _iterate(lambda u: _add(pull_x(u)[0], g), np.zeros_like(np.asarray(x_star, dtype=float))
+    u = _iterate(lambda u: pull_x(u)[0] + g, np.zeros_like(np.asarray(x_star, dtype=float))
                  if np.ndim(x_star) else 0.0, distance, tol)
     _, pull_a = vjp(lambda a_, x: f(a_)(x), a, x_star, argnums=(0,), jit=False)
     (ga,) = pull_a(u)
     return None, ga, None, None, None
-
-
-def _add(x, y):
-    return x + y
 
 
 fixed_point.defvjp(_fwd, _bwd)

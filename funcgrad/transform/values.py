@@ -11,13 +11,17 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-__all__ = ["Dyn", "Static", "Struct", "leaves", "map_struct"]
+__all__ = ["Dyn", "Splat", "Static", "Struct", "leaves", "map_struct"]
 
 
 @dataclass
 class Dyn:
     """A runtime value: an AST expression over output-code names."""
     expr: ast.expr
+
+
+class Splat(Dyn):
+    """``*t.shape`` among a call's arguments: a runtime tuple of sizes passed on as it is (``*expr``)."""
 
 
 @dataclass

@@ -22,7 +22,7 @@ from ...ops.registry import RUNTIME, Primitive, definition, lookup
 from ..fence import check as fence_check, error
 from ..public_names import public_name
 from ..parse import MISSING, parse
-from ..values import Dyn, Static, Struct, leaves as _leaves, map_struct as _map_struct
+from ..values import Dyn, Splat, Static, Struct, leaves as _leaves, map_struct as _map_struct
 from ...tree import tree_flatten, tree_map, tree_unflatten
 from ..specs import leaf_spec
 from .lowerings import lower_call, lowering_for
@@ -166,8 +166,9 @@ def _probe_value(sp, n):
     return {"f": 0.5, "i": 1, "b": True, "c": 0.5 + 0j}[tag]
 
 
-class Splat(Dyn):
-    """``*t.shape`` among a call's arguments: a runtime tuple of sizes passed on as it is (``*expr``)."""
+def _is_int_spec(sp):
+    """Whether a leaf spec is an integer scalar (a Python int, or an integer NumPy scalar or array element)."""
+    return sp is not None and (sp[0] == "i" or sp[0] in ("e", "s") and np.dtype(sp[1]).kind in "iu")
 
 
 def _is_shape(e):
@@ -536,9 +537,7 @@ class Calls:
                 used += 1
             elif isinstance(i, ast.Constant) and i.value is None:
                 rank += 1
-            elif isinstance(i, ast.Name) and (self._spec_of(i) or ("?",))[0] in ("i",) or (
-                    isinstance(i, ast.Name) and (self._spec_of(i) or ("?",))[0] in ("e", "s")
-                    and np.dtype(self._spec_of(i)[1]).kind in "iu"):
+            elif isinstance(i, ast.Name) and _is_int_spec(self._spec_of(i)):   # x[k] with k an integer
                 rank, used = rank - 1, used + 1
             else:
                 return None

@@ -11,7 +11,7 @@ from ...ops.registry import lookup
 from .. import annotations as A
 from ..fence import error
 from ..parse import MISSING
-from ..values import Dyn, Static, Struct
+from ..values import Dyn, Splat, Static, Struct
 from .common import (CustomVJP, LocalFunction, Scope, _BoundMethod, _DictView, _Iter, _OPS, _Range, _attr_getter,
                      _is_metadata, _is_static_tree, _np_attr, lookup_getitem)
 from .constants import (_const_binop, _const_compare, _const_unary)
@@ -24,7 +24,7 @@ class Expressions:
     def as_expr(self, val, scope, node):
         """A value as an AST expression of the output code (static values become constants)."""
         if isinstance(val, Dyn):
-            if type(val).__name__ == "Splat":   # f(*x.shape) passed on to a call that runs as it is
+            if isinstance(val, Splat):   # f(*x.shape) passed on to a call that runs as it is
                 return ast.Starred(value=val.expr, ctx=ast.Load())
             return val.expr
         if isinstance(val, Static):
