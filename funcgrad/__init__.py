@@ -8,6 +8,7 @@ Public API (everything else is internal):
 * autograd's operators: :func:`jacobian`, :func:`elementwise_grad`, :func:`deriv`,
   :func:`holomorphic_grad`; ``funcgrad.builtins`` (also ``funcgrad.tuple``, ...);
 * pytrees: :func:`tree_flatten`, :func:`tree_unflatten`, :func:`tree_map`, ...;
+* devices: :func:`devices`, :func:`device_put`, :func:`device_get` (arrays on the GPU: numba.cuda);
 * errors: :class:`UnsupportedSyntaxError`, :class:`NoDerivativeError`, ...
 """
 from .api import grad, value_and_grad, vjp, jit, custom_vjp, custom_jvp, stop_gradient, source
@@ -17,8 +18,9 @@ from . import testing
 from .tree import (tree_flatten, tree_unflatten, tree_leaves, tree_structure, tree_map,
                    register_pytree_node)
 from .errors import (FuncgradError, UnsupportedSyntaxError, NoDerivativeError, TreeStructureError,
-                     TransformError, CompileError, FuncgradWarning)
+                     TransformError, CompileError, FuncgradWarning, DeviceError)
 from . import nn, optim, data, checkpoint, initializers  # (funcgrad.dist: import it explicitly)
+from .kernels.cuda_backend import devices, device_put, device_get
 from . import misc, autograd_api  # autograd's misc helpers and operators under its names (autograd_api.__all__)
 from .autograd_api import *  # noqa: F401,F403,E402  make_vjp, make_hvp, hessian_vector_product, ...
 from . import integrate as _integrate  # noqa: F401  (scipy.integrate.odeint, read by the transformer)
@@ -30,7 +32,8 @@ __all__ = [
     "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure", "tree_map",
     "register_pytree_node",
     "FuncgradError", "UnsupportedSyntaxError", "NoDerivativeError", "TreeStructureError", "TransformError",
-    "CompileError", "FuncgradWarning",
+    "CompileError", "FuncgradWarning", "DeviceError",
+    "devices", "device_put", "device_get",
     "nn", "optim", "data", "checkpoint", "initializers", "testing",
 ]
 __version__ = "0.1.0"

@@ -31,10 +31,11 @@ import numpy as np
 from numba.core import errors as _numba_errors
 
 from .custom import CustomFunction, custom_jvp, custom_vjp, stop_gradient
-from .errors import (ArgumentTypeError, CompileError, FuncgradError, FuncgradWarning, NoDerivativeError,
+from .errors import (ArgumentTypeError, CompileError, DeviceError, FuncgradError, FuncgradWarning, NoDerivativeError,
                      TransformError, TreeStructureError, UnsupportedSyntaxError)
-from .kernels.base import get_backend
+from .kernels.base import get_backend, is_device_array
 from .kernels import cpu_backend as _cpu_backend  # noqa: F401  registers the "cpu" backend
+from .kernels.cuda_backend import CUDA as _CUDA
 from .ops.registry import by_name, lookup
 from .transform.public_names import public_name
 from .transform.normalize.calls import StaticArgumentNeeded
@@ -285,6 +286,9 @@ class _Transformed:
             trees.append(td)
             flat.append(leaves)
             key.append((td, specs, diff))
+        if any(is_device_array(x) for leaves in flat for x in leaves):
+            _check_one_place(args, names, flat, fname)
+            key.append(_ON_DEVICE)   # the same code, generated for (and run by) the GPU backend
         key = tuple(key)
         if key not in self.cache:
             self._check_differentiable(args, names, nums, flat, trees, fname)
@@ -302,7 +306,14 @@ class _Transformed:
     @staticmethod
     def _runtime_leaves(flat, key):
         """The leaves passed to the generated code (the others are fixed into it)."""
-        return [x for leaves, (_, specs, _) in zip(flat, key) for x, sp in zip(leaves, specs) if sp[0] != "static"]
+        return [x for leaves, (_, specs, _) in zip(flat, _host_key(key)) for x, sp in zip(leaves, specs)
+                if sp[0] != "static"]
+
+    def _backend_for(self, sig):
+        """The GPU backend for arguments on the device (unless a backend was named), else this transform's."""
+        if getattr(sig, "on_device", False) and self.backend.name == "cpu":
+            return _CUDA
+        return self.backend
 
     def _check_differentiable(self, args, names, nums, flat, trees, fname):
         for i in nums:
@@ -325,21 +336,24 @@ class _Transformed:
 
     def _signature_of(self, names, nums, flat, trees, key):
         """What a specialization depends on: specs and static leaves only (never the arrays themselves)."""
+        on_device = bool(key) and key[-1] is _ON_DEVICE
+        if on_device:
+            key = key[:-1]
         specs = [s for (_, s, _) in key]
         return Signature(names=list(names), trees=list(trees), specs=specs,
                          statics={(i, j): x for i, leaves in enumerate(flat) for j, x in enumerate(leaves)
                                   if specs[i][j][0] == "static"},
-                         diff=tuple(nums))
+                         diff=tuple(nums), on_device=on_device)
 
     def _build(self, sig, force_mode=None):
         policy = force_mode or ("nojit" if _jit_disabled() else self.policy)
         fn = self._by_arity(len(sig.names)) if self._by_arity is not None else self.fn
-        return build(fn, sig, self.backend, policy, kind="primal" if self.kind == "primal" else "vjp")
+        return build(fn, sig, self._backend_for(sig), policy, kind="primal" if self.kind == "primal" else "vjp")
 
     def _promote(self, position, flat, key):
         """Make the ``position``-th runtime argument leaf a specialization key (see StaticArgumentNeeded)."""
         k = 0
-        for i, (leaves, (td, specs, _)) in enumerate(zip(flat, key)):
+        for i, (leaves, (td, specs, _)) in enumerate(zip(flat, _host_key(key))):
             for j, sp in enumerate(specs):
                 if sp[0] != "static":
                     if k == position:
@@ -439,6 +453,50 @@ class _Transformed:
     def _call_vjp(self, args, cotangent_fn):
         built, single, nums, flat, trees, cap, key = self._lookup(args)
         return built, single, nums, flat, trees, self._runtime_leaves(flat, key), cap, key
+
+
+class _OnDevice:
+    """The last item of a cache key whose arguments live on the GPU."""
+
+    def __repr__(self):
+        return "<on device>"
+
+
+_ON_DEVICE = _OnDevice()
+
+
+def _host_key(key):
+    return key[:-1] if key and key[-1] is _ON_DEVICE else key
+
+
+def _device_cotangent(c, o):
+    """A cotangent for GPU output ``o``: a device array of its shape (a host number is broadcast on the device);
+    a NumPy array is refused (no implicit copy)."""
+    K = _CUDA.namespace()
+    if not is_device_array(o):
+        raise DeviceError(f"vjp: the output is a host value ({type(o).__name__}); give a host cotangent")
+    if not is_device_array(c):
+        if isinstance(c, np.ndarray) and c.ndim:
+            raise DeviceError("vjp: the cotangent is a NumPy array in host memory for a GPU output; move it with "
+                              "funcgrad.device_put(...)")
+        return K.full(tuple(o.shape), c, o.dtype)
+    c = K.as_device(c)
+    if tuple(c.shape) != tuple(o.shape):
+        raise ValueError(f"vjp: a cotangent of shape {tuple(c.shape)} was given for an output of shape "
+                         f"{tuple(o.shape)}")
+    return c if c.dtype == o.dtype else K.astype(c, o.dtype)
+
+
+def _check_one_place(args, names, flat, fname):
+    """Arguments on the GPU and NumPy arrays (host memory) in one call: refused, naming the host argument."""
+    for i, leaves in enumerate(flat):
+        for j, x in enumerate(leaves):
+            if isinstance(x, np.ndarray) and x.ndim > 0:
+                where = f"argument {i} ({names[i]})" if i < len(names) else f"argument {i}"
+                raise DeviceError(
+                    f"{fname}: {where} is a NumPy array in host memory (shape {x.shape}) while other arguments "
+                    "are GPU arrays; funcgrad does not copy between host and device behind your back. Move it "
+                    "with funcgrad.device_put(...) or pass every array on the host (funcgrad.device_get(...)).")
 
 
 _FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)')
@@ -745,7 +803,7 @@ class _ValueAndGrad(_Transformed):
         # value seed: 1 for the (first) scalar output, 0 for aux outputs
         # run once with the seed; the primal value determines the seed's dtype
         if getattr(built, "seed_dtype", None) is None:
-            fl = [x for i in nums for x in flat[i]]
+            fl = [x.dtype if is_device_array(x) else x for i in nums for x in flat[i]]
             built.seed_dtype = np.result_type(*fl) if fl else np.dtype(np.float64)
             if built.seed_dtype.kind == "c":   # complex inputs, real output: a real seed
                 built.seed_dtype = np.finfo(built.seed_dtype).dtype
@@ -970,6 +1028,9 @@ class _VJP(_Transformed):
                 raise TreeStructureError(f"vjp: the cotangent has structure {ct_td!r} but the output has {out_td!r}")
             seeds = []
             for c, o in zip(ct_leaves, out_leaves):
+                if is_device_array(o) or is_device_array(c):
+                    seeds.append(_device_cotangent(c, o))
+                    continue
                 c = np.asarray(c, dtype=np.asarray(o).dtype)
                 if c.shape != np.shape(o):
                     raise ValueError(f"vjp: a cotangent of shape {c.shape} was given for an output of shape "

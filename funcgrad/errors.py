@@ -62,5 +62,16 @@ class CompileError(TransformError):
     """Numba could not compile the generated code of a function forced to ``mode="njit"``."""
 
 
+class DeviceError(FuncgradError, TypeError):
+    """Host and device arrays mixed in one call or one operation, or GPU code asked for something the GPU
+    backend does not run (yet); at the user's line where one is known."""
+
+    def __init__(self, msg, filename=None, lineno=None, text=None):
+        self.filename, self.lineno, self.text, self.msg = filename, lineno, text, msg
+        loc = f"{filename}:{lineno}: " if filename else ""
+        src = f"\n    {text.strip()}" if text else ""
+        super().__init__(f"{loc}{msg}{src}")
+
+
 class FuncgradWarning(UserWarning):
     """Something funcgrad did differently from what was asked, and why (e.g. an ``auto`` fallback)."""

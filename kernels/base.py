@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import types
 
-__all__ = ["Backend", "register_backend", "get_backend", "set_default_backend", "backends", "STRATEGIES"]
+import numpy as np
+
+__all__ = ["Backend", "is_device_array", "register_backend", "get_backend", "set_default_backend", "backends", "STRATEGIES"]
 
 STRATEGIES = ("njit", "python", "nojit")
 
@@ -38,6 +40,16 @@ class Backend:
     def accepts(self, x) -> bool:
         """True for an array this backend computes on."""
         return isinstance(x, self.array_types)
+
+    def supports(self, name) -> bool:
+        """Whether kernel ``name`` exists here (a backend that covers fewer primitives than the CPU's says no,
+        and the build refuses the call at the user's line)."""
+        return True
+
+    def effective_strategy(self, strategy: str) -> str:
+        """The strategy that ``compile`` really runs for ``strategy`` (a backend that has no whole-function
+        compiler runs "njit" as Python: its errors are then never taken for Numba's)."""
+        return strategy
 
     def compile(self, base_fn, strategy: str, externals: dict, cache: bool = True):
         """A callable running generated function ``base_fn`` under ``strategy``, with ``K`` and
@@ -97,3 +109,16 @@ def get_backend(name_or_backend=None) -> Backend:
 
 def backends() -> dict:
     return dict(_BACKENDS)
+
+
+_HOST_TYPES = (np.ndarray, float, int, bool, complex, str, type(None))
+
+
+def is_device_array(x) -> bool:
+    """An array in GPU memory: a numba.cuda device array (also the simulator's) or any object exposing
+    ``__cuda_array_interface__`` (CuPy arrays, torch CUDA tensors). Imports nothing."""
+    t = type(x)
+    if t in _HOST_TYPES or isinstance(x, np.generic):
+        return False
+    return hasattr(t, "__cuda_array_interface__") or (t.__name__ == "FakeCUDAArray" and
+                                                      t.__module__.startswith(("numba", "numba_cuda")))

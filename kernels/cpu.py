@@ -63,6 +63,11 @@ where = np.where
 outer = np.outer
 equal = np.equal
 logical_not = np.logical_not
+# Python's operators, for backends whose generated code spells them as calls (operators_as_syntax=False)
+op_eq, op_ne, op_lt, op_le, op_gt, op_ge = (_operator.eq, _operator.ne, _operator.lt, _operator.le, _operator.gt,
+                                            _operator.ge)
+op_and, op_or, op_invert, op_mod, op_floordiv = (_operator.and_, _operator.or_, _operator.invert, _operator.mod,
+                                                 _operator.floordiv)
 
 _FUNCS_WITH_OVERLOADS = []
 _ndarray = np.ndarray

@@ -2,6 +2,11 @@ import atexit
 import os
 import tempfile
 
+# GPU tests (tests/test_cuda.py) run on Numba's CUDA simulator unless FUNCGRAD_TEST_GPU=1 says a GPU is there;
+# the variable must be set before Numba loads
+if os.environ.get("FUNCGRAD_TEST_GPU") != "1":
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
 # generated sources and Numba's disk cache go to a per-run directory unless the caller chose one
 os.environ.setdefault("FUNCGRAD_CACHE_DIR", os.path.join(tempfile.gettempdir(), "funcgrad-test-cache"))
 

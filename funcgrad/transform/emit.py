@@ -45,7 +45,16 @@ class _Pretty(ast.NodeTransformer):
 
 
 _KERNEL_OPS = {ast.Add: "add", ast.Sub: "subtract", ast.Mult: "multiply", ast.Div: "divide", ast.Pow: "power",
-               ast.MatMult: "matmul"}
+               ast.MatMult: "matmul", ast.Mod: "op_mod", ast.FloorDiv: "op_floordiv", ast.BitAnd: "op_and",
+               ast.BitOr: "op_or"}
+# comparisons keep Python's meaning on host values (tuples, strings); on arrays they are elementwise
+_KERNEL_CMP = {ast.Eq: "op_eq", ast.NotEq: "op_ne", ast.Lt: "op_lt", ast.LtE: "op_le", ast.Gt: "op_gt",
+               ast.GtE: "op_ge"}
+
+
+def _k(name, *args):
+    return ast.Call(func=ast.Attribute(value=ast.Name("K", ast.Load()), attr=name, ctx=ast.Load()),
+                    args=list(args), keywords=[])
 
 
 class _AsKernels(ast.NodeTransformer):
@@ -67,8 +76,22 @@ class _AsKernels(ast.NodeTransformer):
         return ast.Call(func=ast.Attribute(value=ast.Name("K", ast.Load()), attr=name, ctx=ast.Load()),
                         args=[node.left, node.right], keywords=[])
 
+    def visit_Compare(self, node):
+        """``a < b`` (``a < b < c``) as ``K.less`` (joined by ``K.logical_and``): elementwise on device arrays."""
+        self.generic_visit(node)
+        if not all(type(op) in _KERNEL_CMP for op in node.ops):
+            return node
+        left, out = node.left, None
+        for op, right in zip(node.ops, node.comparators):
+            c = _k(_KERNEL_CMP[type(op)], left, right)
+            out = c if out is None else _k("op_and", out, c)
+            left = right
+        return out
+
     def visit_UnaryOp(self, node):
         self.generic_visit(node)
+        if isinstance(node.op, ast.Invert):
+            return _k("op_invert", node.operand)
         if isinstance(node.op, ast.USub) and not isinstance(node.operand, ast.Constant):
             return ast.Call(func=ast.Attribute(value=ast.Name("K", ast.Load()), attr="negative", ctx=ast.Load()),
                             args=[node.operand], keywords=[])

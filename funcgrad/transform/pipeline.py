@@ -8,11 +8,14 @@ between passes to stderr.
 from __future__ import annotations
 
 import ast
+import linecache
 import os
 import sys
 from dataclasses import dataclass
 
-from ..ops.registry import register_kernels
+from ..errors import DeviceError
+from ..kernels.base import Backend
+from ..ops.registry import by_name, register_kernels
 from ..tree import tree_unflatten
 from .aliases import check_aliases
 from .anf import anf
@@ -21,6 +24,7 @@ from .infer import infer_ranks
 from .emit import externals_fingerprint, module_source, render_block, write_module
 from .normalize import normalize
 from .parse import parse
+from .public_names import public_name
 from .reverse import basic_index, reverse
 from .specs import spec_kind
 from .values import Dyn, Static, Struct, map_struct
@@ -83,6 +87,7 @@ class Signature:
     specs: list               # per argument: tuple of leaf specs
     statics: dict             # (argument, leaf) -> object, for static leaves
     diff: tuple               # differentiated argument indices
+    on_device: bool = False   # the arrays are GPU arrays (the cuda backend builds it)
 
 
 def _sanitize(s):
@@ -141,6 +146,24 @@ def _calls_flagged(stmts, backend, flag):
     return any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "K"
                and getattr(getattr(K, n.attr, None), flag, False)
                for n in ast.walk(ast.Module(body=list(stmts), type_ignores=[])))
+
+
+def _check_supported(src, backend, line_map):
+    """Refuse, at the user's line, generated code calling a kernel ``backend`` does not have."""
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "K" \
+                and not backend.supports(node.attr):
+            where = line_map.get(node.lineno) or (None, None)
+            prim = by_name(node.attr)
+            label = node.attr
+            if prim is not None:
+                key = prim.key
+                label = prim.name if (getattr(key, "__module__", None) or "").startswith("funcgrad") \
+                    else public_name(key)
+            text = linecache.getline(where[0], where[1]) if where[0] else None
+            raise DeviceError(f"{label} (or its derivative) is not available on the {backend.name} backend yet; "
+                              "compute this part on the host (funcgrad.device_get) or write it with the "
+                              "operations the GPU backend runs (README: the GPU)", where[0], where[1], text)
 
 
 def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flow=True):
@@ -203,11 +226,14 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
     for k, (f, ln) in list(line_map.items()):   # code funcgrad generated (second order): the user's line it came from
         line_map[k] = GENERATED_LINES.get(f, {}).get(ln, (f, ln))
     GENERATED_LINES[mod.__file__] = line_map
+    if type(backend).supports is not Backend.supports:
+        _check_supported(src, backend, line_map)
     if backend not in _KERNELS_READABLE:   # generated code calls K.<name>: let funcgrad read it back
         register_kernels(backend.namespace(True))
         register_kernels(backend.namespace(False))
         _KERNELS_READABLE.add(backend)
     mode = choose_strategy(jit, low.has_loops, low.opaque_calls or _calls_flagged(body, backend, "python_only"))
+    mode = backend.effective_strategy(mode)
     cache = not _calls_flagged(body, backend, "uncacheable")
     compiled = backend.compile(getattr(mod, fname), mode, low.externals, cache=cache)
     primal = backend.compile(getattr(mod, name), mode, low.externals, cache=cache) if kind != "primal" else compiled

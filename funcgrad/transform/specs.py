@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kernels.base import is_device_array
+
 __all__ = ["leaf_spec", "scalar_kind", "is_float_leaf", "is_static_leaf"]
 
 
@@ -34,6 +36,8 @@ def leaf_spec(x):
         return ("c",)
     if isinstance(x, np.generic):
         return ("s", x.dtype.str)
+    if is_device_array(x):   # a GPU array: the same code as for a NumPy array (the cuda backend runs it)
+        return ("a", np.dtype(x.dtype).str, len(x.shape))
     if isinstance(x, (str, type(None))):
         return ("static", repr(x))
     return ("static", _static_key(x))
@@ -77,7 +81,7 @@ def scalar_kind(x):
 
 def is_float_leaf(x):
     """A leaf that can be differentiated: real or complex floating point (complex follows autograd)."""
-    if isinstance(x, (np.ndarray, np.generic)):
+    if isinstance(x, (np.ndarray, np.generic)) or is_device_array(x):
         return np.issubdtype(x.dtype, np.inexact)
     return isinstance(x, (float, complex))
 

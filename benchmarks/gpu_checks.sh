@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The GPU checks, on a machine with an NVIDIA GPU, numba-cuda, CuPy, PyTorch and JAX already installed
+# (no network needed): tests/test_cuda.py on the hardware (FUNCGRAD_TEST_GPU=1, no simulator), then
+# benchmarks/gpu_step.py. funcgrad runs from a copy laid out as the installed package (kernels/ as
+# funcgrad/kernels), so no pip install is needed. Logs go to $OUT (or ./gpu-out).
+set -u
+OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
+PY=${PY:-python3}
+W=$(mktemp -d)
+if ls .whl/*.whl >/dev/null 2>&1; then   # wheels carried along (e.g. a NumPy that the machine's Numba supports)
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$W/site" .whl/*.whl
+  export PYTHONPATH="$W/site"
+fi
+cp -r funcgrad tests benchmarks pyproject.toml "$W"/ && cp -r kernels "$W/funcgrad/kernels" && cp -r dist "$W/funcgrad/dist"
+cd "$W"
+export PYTHONPATH="$W${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false FUNCGRAD_CACHE_DIR="$W/cache"
+unset NUMBA_ENABLE_CUDASIM
+{ nvidia-smi -L; $PY -c "import numba, numpy, cupy; from numba import cuda; print('numba', numba.__version__, 'numpy', numpy.__version__, 'cupy', cupy.__version__, 'numba.cuda', cuda.__file__)"; } 2>&1 | tee "$OUT/env.txt"
+FUNCGRAD_TEST_GPU=1 timeout ${TEST_TIMEOUT:-300} $PY -m pytest -q -rs -p no:cacheprovider -n ${NPROC:-4} --tb=short tests/test_cuda.py 2>&1 | tee "$OUT/tests.txt" | tail -50
+timeout ${BENCH_TIMEOUT:-240} $PY benchmarks/gpu_step.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt" | tail -40

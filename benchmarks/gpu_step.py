@@ -1,0 +1,236 @@
+"""One MLP training step on the GPU: funcgrad (numba.cuda backend) vs PyTorch CUDA vs JAX (GPU).
+
+float32, ReLU MLP, softmax cross-entropy, forward + backward + SGD, for two sizes:
+784-512-512-10 at batch 128 and 784-2048-2048-10 at batch 1024. Every implementation
+runs the same step on the same device; they are timed in alternating blocks (funcgrad for
+N steps, PyTorch for N steps, JAX for N steps, repeated R rounds; each step ends with a
+device synchronisation) and the table gives the minimum of the block medians, as ratios
+to PyTorch measured in the same run, plus the kernel launches (and cuBLAS calls) of one
+funcgrad step. Before timing, funcgrad's gradient is checked against PyTorch's.
+
+LeNet on the GPU is not there yet (conv2d and the pools have no CUDA kernels): the script
+says so instead of timing it.
+
+Usage: python benchmarks/gpu_step.py [--rounds 5] [--block 20]
+       python benchmarks/gpu_step.py --simulate      (Numba's CUDA simulator, tiny sizes: checks the script)
+"""
+import argparse
+import os
+import sys
+import time
+
+if "--simulate" in sys.argv:
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+
+import numpy as np  # noqa: E402
+
+import funcgrad  # noqa: E402
+from funcgrad import nn  # noqa: E402
+
+LR = 0.01
+
+
+def loss(params, x, y):
+    (W1, b1), (W2, b2), (W3, b3) = params
+    h1 = nn.relu(x @ W1 + b1)
+    h2 = nn.relu(h1 @ W2 + b2)
+    logp = nn.log_softmax(h2 @ W3 + b3, axis=-1)
+    return -np.mean(np.sum(logp * y, axis=1))
+
+
+def init(sizes, seed=0):
+    rng = np.random.default_rng(seed)
+    return [((rng.standard_normal((a, b)) * np.sqrt(2.0 / a)).astype(np.float32), np.zeros(b, np.float32))
+            for a, b in zip(sizes[:-1], sizes[1:])]
+
+
+def data(batch, d_in, d_out, seed=1):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((batch, d_in)).astype(np.float32)
+    y = np.eye(d_out, dtype=np.float32)[rng.integers(0, d_out, batch)]
+    return x, y
+
+
+def funcgrad_step_fn(sizes, x, y, alloc=None):
+    from funcgrad.kernels import cuda as K
+    state = {"p": funcgrad.device_put(init(sizes))}
+    dx, dy = funcgrad.device_put((x, y))
+    vg = funcgrad.value_and_grad(loss)
+
+    def step():
+        if alloc:
+            K.set_allocator(alloc)
+        v, g = vg(state["p"], dx, dy)
+        state["p"] = [(K.add_scaled(W, gW, -LR), K.add_scaled(b, gb, -LR)) for (W, b), (gW, gb) in zip(state["p"], g)]
+        K.cuda.synchronize()
+        return v
+
+    def grads():
+        return funcgrad.device_get(vg(funcgrad.device_put(init(sizes)), dx, dy)[1])
+
+    return step, grads, K
+
+
+def torch_step_fn(sizes, x, y):
+    import torch
+    dev = torch.device("cuda")
+    ps = [(torch.tensor(W, device=dev, requires_grad=True), torch.tensor(b, device=dev, requires_grad=True))
+          for W, b in init(sizes)]
+    tx, ty = torch.tensor(x, device=dev), torch.tensor(y, device=dev)
+
+    def fwd(ps):
+        h = tx
+        for i, (W, b) in enumerate(ps):
+            h = h @ W + b
+            if i < len(ps) - 1:
+                h = torch.relu(h)
+        return -(torch.log_softmax(h, 1) * ty).sum(1).mean()
+
+    def step():
+        lv = fwd(ps)
+        for W, b in ps:
+            W.grad = b.grad = None
+        lv.backward()
+        with torch.no_grad():
+            for W, b in ps:
+                W.sub_(LR * W.grad)
+                b.sub_(LR * b.grad)
+        torch.cuda.synchronize()
+
+    def grads():
+        fresh = [(torch.tensor(W, device=dev, requires_grad=True), torch.tensor(b, device=dev, requires_grad=True))
+                 for W, b in init(sizes)]
+        fwd(fresh).backward()
+        return [(W.grad.cpu().numpy(), b.grad.cpu().numpy()) for W, b in fresh]
+
+    return step, grads, torch.__version__
+
+
+def jax_step_fn(sizes, x, y):
+    import jax
+    import jax.numpy as jnp
+
+    def jloss(p, x, y):
+        h = x
+        for i, (W, b) in enumerate(p):
+            h = h @ W + b
+            if i < len(p) - 1:
+                h = jax.nn.relu(h)
+        return -jnp.mean(jnp.sum(jax.nn.log_softmax(h, 1) * y, 1))
+
+    @jax.jit
+    def jstep(p, x, y):
+        g = jax.grad(jloss)(p, x, y)
+        return jax.tree_util.tree_map(lambda a, b: a - LR * b, p, g)
+
+    gpu = [d for d in jax.devices() if d.platform == "gpu"]
+    if not gpu:
+        raise ImportError("JAX sees no GPU")
+    state = {"p": jax.device_put(init(sizes), gpu[0])}
+    jx, jy = jax.device_put((x, y), gpu[0])
+
+    def step():
+        state["p"] = jstep(state["p"], jx, jy)
+        jax.block_until_ready(state["p"])
+
+    return step, None, jax.__version__
+
+
+def timed_blocks(fns, rounds, block):
+    """Alternating blocks: each function ``block`` steps in a row, in turn, ``rounds`` times;
+    per function the minimum over rounds of the block's median step time."""
+    best = {k: float("inf") for k in fns}
+    for _ in range(rounds):
+        for k, f in fns.items():
+            ts = []
+            for _ in range(block):
+                t = time.perf_counter()
+                f()
+                ts.append(time.perf_counter() - t)
+            best[k] = min(best[k], float(np.median(ts)))
+    return best
+
+
+def run(sizes, batch, rounds, block, simulate):
+    x, y = data(batch, sizes[0], sizes[-1])
+    from funcgrad.kernels import cuda as K
+    allocs = ["cupy", "numba"] if K._cupy() is not None else ["numba"]
+    fns, names = {}, {}
+    for alloc in allocs:   # CuPy's caching pool vs numba.cuda's own allocations, for the record
+        step, grads, _ = funcgrad_step_fn(sizes, x, y, alloc)
+        t0 = time.perf_counter()
+        step()
+        first = time.perf_counter() - t0
+        before = K.LAUNCHES[0]
+        step()
+        launches = K.LAUNCHES[0] - before
+        fns[f"funcgrad-{alloc}"] = step
+        names[f"funcgrad-{alloc}"] = f"funcgrad value_and_grad + SGD ({alloc} alloc)"
+        if alloc == allocs[0]:
+            fg_grads, fg_first, fg_launches = grads, first, launches
+    if not simulate:
+        try:
+            t_step, t_grads, tv = torch_step_fn(sizes, x, y)
+            ref, got = t_grads(), fg_grads()
+            for (W, b), (gW, gb) in zip(ref, got):
+                np.testing.assert_allclose(gW, W, rtol=2e-3, atol=2e-5)
+                np.testing.assert_allclose(gb, b, rtol=2e-3, atol=2e-5)
+            t_step()
+            fns["torch"] = t_step
+            names["torch"] = f"PyTorch {tv} CUDA eager"
+        except ImportError:
+            pass
+        try:
+            j_step, _, jv = jax_step_fn(sizes, x, y)
+            j_step()
+            fns["jax"] = j_step
+            names["jax"] = f"JAX {jv} jit (GPU)"
+        except ImportError:
+            pass
+    best = timed_blocks(fns, rounds, block)
+    ref = best.get("torch")
+    label = "-".join(map(str, sizes))
+    print(f"\nMLP step {label}, batch {batch}, float32; min over {rounds} rounds of the median of {block} steps")
+    print(f"{'implementation':46s} {'ms/step':>9s} {'vs PyTorch':>11s}")
+    for k, t in best.items():
+        r = f"{t / ref:10.2f}x" if ref else "         -"
+        print(f"{names[k]:46s} {t * 1e3:9.3f} {r}")
+    print(f"funcgrad: {fg_launches} kernel launches + cuBLAS calls per step; first step (transform + kernel "
+          f"compiles) {fg_first:.1f} s")
+    return best
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--block", type=int, default=20)
+    ap.add_argument("--simulate", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="cProfile 20 funcgrad steps of the small MLP first")
+    args = ap.parse_args()
+    from funcgrad.kernels import cuda as K
+    if args.simulate:
+        print("CUDA simulator (NUMBA_ENABLE_CUDASIM=1): tiny sizes, no peers, timings meaningless")
+        run([8, 6, 6, 3], 4, 1, 2, True)
+    else:
+        dev = K.cuda.get_current_device()
+        name = dev.name.decode() if isinstance(dev.name, bytes) else dev.name
+        print(f"device: {name}; cuBLAS through CuPy: {'yes' if K._cupy() is not None else 'no (tiled kernel)'}")
+        if args.profile:
+            import cProfile
+            import pstats
+            x, y = data(128, 784, 10)
+            step = funcgrad_step_fn([784, 512, 512, 10], x, y)[0]
+            step()
+            pr = cProfile.Profile()
+            pr.enable()
+            for _ in range(20):
+                step()
+            pr.disable()
+            pstats.Stats(pr).sort_stats("tottime").print_stats(22)
+        run([784, 512, 512, 10], 128, args.rounds, args.block, False)
+        run([784, 2048, 2048, 10], 1024, args.rounds, args.block, False)
+    print("\nLeNet step: not measured (conv2d and the pools have no CUDA kernels yet)")
+
+
+if __name__ == "__main__":
+    main()

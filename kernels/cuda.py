@@ -1,0 +1,1186 @@
+"""The CUDA kernel namespace ``K``: the names generated code calls, on numba.cuda device arrays.
+
+Owns the compute behind the primitives the GPU backend runs (see
+:mod:`funcgrad.kernels.cuda_backend`). Every array this module returns is a
+C-contiguous numba.cuda device array; every kernel is generated from a small
+template the first time a (template, operand kinds, rank) is met, compiled by
+``numba.cuda.jit`` and reused:
+
+* **elementwise** (``add``, ``tanh``, ``where``...): one thread per output element,
+  grid-stride; each operand is *flat* (same shape as the output: read at the
+  thread's index), a *scalar* (a host number, passed by value in the output's
+  dtype), or *broadcast* (read through element strides that are 0 on the
+  broadcast axes). NumPy's promotion decides the output dtype;
+* **reductions** over ``axis``/``keepdims``: one thread per output element walking
+  the reduced axes (coalesced for the batch-axis sums of bias gradients); a full
+  reduction is a two-pass shared-memory tree and returns a **host scalar** (the
+  loss: the only device-to-host copy of a training step);
+* **matmul** through cuBLAS (CuPy's, over ``__cuda_array_interface__``, no copy)
+  when CuPy is installed, else a tiled shared-memory GEMM (what the CUDA simulator
+  runs in CI);
+* **axis kernels** (``softmax``, ``log_softmax``, ``logsumexp`` and their VJPs): one
+  thread per row of the (outer, axis, inner) view.
+
+Operands are device arrays and host numbers. A NumPy array (host memory) meeting
+a device array is refused with :class:`DeviceMismatchError`: funcgrad never
+copies between host and device behind the user's back.
+"""
+from __future__ import annotations
+
+import builtins as _b
+import math
+import operator
+import threading
+
+import numpy as np
+import numba
+from numba import config, cuda
+
+from ..errors import DeviceError as DeviceMismatchError
+
+SIM = bool(config.ENABLE_CUDASIM)
+
+if SIM:   # the simulator's device arrays
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray as _DevArray
+else:
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray as _DevArray
+
+__all__ = ["DeviceMismatchError", "is_device_array", "as_device", "SIM"]
+
+_TPB = 32 if SIM else 256           # threads per block (the simulator runs one Python thread per CUDA thread)
+_MAX_BLOCKS = 4 if SIM else 65535
+_LOCK = threading.Lock()
+
+
+# ----------------------------------------------------------------------------- operands
+def is_device_array(x) -> bool:
+    """A numba.cuda device array, or any object exposing ``__cuda_array_interface__`` (CuPy, torch)."""
+    return isinstance(x, (_DevArray, Lazy)) or (not SIM and hasattr(x, "__cuda_array_interface__"))
+
+
+def as_device(x):
+    """``x`` as a numba.cuda device array (no copy for objects exposing ``__cuda_array_interface__``)."""
+    if type(x) is Lazy:
+        return x.value()
+    if isinstance(x, _DevArray):
+        return x
+    return cuda.as_cuda_array(x)
+
+
+def _host_scalar(x):
+    return isinstance(x, (bool, int, float, complex, np.generic)) or (isinstance(x, np.ndarray) and x.ndim == 0)
+
+
+def _operand(x, what="an operand"):
+    """A device array (made C-contiguous) or a host scalar; a host array is refused."""
+    if type(x) is Lazy:
+        return x.value()
+    if getattr(x, "_fg_flat", None) is not None:   # made here: contiguous
+        return x
+    if isinstance(x, _DevArray):
+        return x if _is_c(x) else _contiguous(x)
+    if _host_scalar(x):
+        return x[()] if isinstance(x, np.ndarray) else x
+    if hasattr(x, "__cuda_array_interface__"):
+        return _operand(cuda.as_cuda_array(x), what)
+    if isinstance(x, (np.ndarray, list, tuple)):
+        raise DeviceMismatchError(
+            f"a host (NumPy) array of shape {np.shape(x)} meets GPU arrays in one operation; funcgrad does not copy "
+            "between host and device on its own: move it first with funcgrad.device_put(x, 'cuda'), or keep every "
+            "array of the call on the host")
+    raise DeviceMismatchError(f"{what} of type {type(x).__name__} cannot be used in GPU code")
+
+
+def _is_c(a):
+    if a.ndim <= 1:
+        return a.ndim == 0 or a.strides[0] == a.dtype.itemsize or a.shape[0] <= 1
+    expect = a.dtype.itemsize
+    for n, s in zip(reversed(a.shape), reversed(a.strides)):
+        if n != 1 and s != expect:
+            return False
+        expect *= n
+    return True
+
+
+def _shape(x):
+    return tuple(x.shape) if isinstance(x, (_DevArray, Lazy)) else ()
+
+
+#: where new arrays come from: "numba" (cuMemAlloc through numba.cuda) or "cupy" (CuPy's memory pool, no
+#: allocation call per array); set by :func:`set_allocator`, default "cupy" when CuPy is installed
+_ALLOC = [None]
+
+
+def set_allocator(kind):
+    """"numba" or "cupy" (CuPy's caching pool: a training step allocates nothing from the driver)."""
+    if kind not in ("numba", "cupy"):
+        raise ValueError(f"allocator must be 'numba' or 'cupy'; received {kind!r}")
+    if kind == "cupy" and _cupy() is None:
+        raise DeviceMismatchError("the 'cupy' allocator needs CuPy (pip install 'funcgrad[cuda]') and a GPU")
+    _ALLOC[0] = kind
+
+
+def _empty(shape, dtype):
+    shape = tuple(int(s) for s in shape)
+    if _ALLOC[0] is None:
+        _ALLOC[0] = "cupy" if _cupy() is not None else "numba"
+    n = _size(shape)
+    if _ALLOC[0] == "cupy":
+        flat = cuda.as_cuda_array(_CUPY[0].empty((n,), dtype=np.dtype(dtype)), sync=False)
+    else:
+        flat = cuda.device_array((n,), dtype=np.dtype(dtype))
+    if len(shape) == 1:
+        return flat
+    out = flat.reshape(shape)
+    try:
+        out._fg_flat = flat   # the flat view kernels index, made once
+    except AttributeError:    # pragma: no cover - a device array type without a __dict__
+        pass
+    return out
+
+
+def _flat(a):
+    if a.ndim == 1:
+        return a
+    f = getattr(a, "_fg_flat", None)
+    if f is not None:
+        return f
+    n = 1
+    for s in a.shape:
+        n *= s
+    try:
+        return a.reshape((n,))
+    except NotImplementedError:   # numba's contiguity test rejects odd strides of length-1 axes: copy
+        return _contiguous(a).reshape((n,))
+
+
+def _size(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+#: kernel launches (and cuBLAS calls) since import: benchmarks/gpu_step.py reports launches per step
+LAUNCHES = [0]
+
+
+def _launch(n):
+    LAUNCHES[0] += 1
+    blocks = _b.max(1, _b.min((n + _TPB - 1) // _TPB, _MAX_BLOCKS))
+    return blocks, _TPB
+
+
+def _elem_strides(shape):
+    st, acc = [], 1
+    for s in reversed(shape):
+        st.append(acc)
+        acc *= s
+    return tuple(reversed(st))
+
+
+def _compile(src, name, extra=None):
+    ns = {"cuda": cuda, "math": math}
+    if extra:
+        ns.update(extra)
+    exec(compile(src, f"<funcgrad cuda kernel {name}>", "exec"), ns)
+    return cuda.jit(ns[name])
+
+
+# ----------------------------------------------------------------------------- elementwise
+# expression templates: {0}, {1}, {2} are the operands (already read); results cast on store
+_UNARY = {
+    "exp": "math.exp({0})", "log": "math.log({0})", "log1p": "math.log1p({0})", "expm1": "math.expm1({0})",
+    "sqrt": "math.sqrt({0})", "sin": "math.sin({0})", "cos": "math.cos({0})", "tan": "math.tan({0})",
+    "tanh": "math.tanh({0})", "sinh": "math.sinh({0})", "cosh": "math.cosh({0})", "arctan": "math.atan({0})",
+    "arcsin": "math.asin({0})", "arccos": "math.acos({0})", "arcsinh": "math.asinh({0})",
+    "arccosh": "math.acosh({0})", "arctanh": "math.atanh({0})", "absolute": "abs({0})", "fabs": "abs({0})",
+    "negative": "-{0}", "square": "{0} * {0}", "reciprocal": "1.0 / {0}", "exp2": "2.0 ** {0}",
+    "log2": "math.log({0}) / 0.6931471805599453", "log10": "math.log({0}) / 2.302585092994046",
+    "sign": "(1.0 if {0} > 0 else (-1.0 if {0} < 0 else ({0} if {0} != {0} else 0.0)))",
+    "logical_not": "not {0}", "invert": "~{0}", "copy": "{0}", "stop_gradient": "{0}",
+    "sigmoid": "(1.0 / (1.0 + math.exp(-{0})) if {0} >= 0 else math.exp({0}) / (1.0 + math.exp({0})))",
+    "relu": "({0} if {0} > 0 else 0.0 * abs({0}))",
+    "softplus": "(max({0}, 0.0) + math.log1p(math.exp(-abs({0}))))",
+    "deg2rad": "{0} * 0.017453292519943295", "rad2deg": "{0} * 57.29577951308232",
+}
+_BINARY = {
+    "add": "{0} + {1}", "subtract": "{0} - {1}", "multiply": "{0} * {1}", "divide": "{0} / {1}",
+    "true_divide": "{0} / {1}", "power": "{0} ** {1}",
+    "maximum": "({0} if ({0} >= {1} or {0} != {0}) else {1})",
+    "minimum": "({0} if ({0} <= {1} or {0} != {0}) else {1})",
+    "fmax": "({0} if ({0} >= {1} or {1} != {1}) else {1})", "fmin": "({0} if ({0} <= {1} or {1} != {1}) else {1})",
+    "remainder": "{0} % {1}", "floor_divide": "{0} // {1}", "bitwise_and": "{0} & {1}", "bitwise_or": "{0} | {1}",
+    "arctan2": "math.atan2({0}, {1})", "hypot": "math.hypot({0}, {1})",
+    "equal": "{0} == {1}", "not_equal": "{0} != {1}", "less": "{0} < {1}", "less_equal": "{0} <= {1}",
+    "greater": "{0} > {1}", "greater_equal": "{0} >= {1}", "logical_and": "({0} and {1})",
+    "logical_or": "({0} or {1})",
+    "logaddexp": "(max({0}, {1}) + math.log1p(math.exp(-abs({0} - {1}))) if {0} != {1} else {0} + 0.6931471805599453)",
+    "relu_grad": "({0} if {1} > 0 else 0.0 * abs({0}))",                   # relu_grad(g, x)
+    "sigmoid_grad": "{0} * {1} * (1.0 - {1})",                          # sigmoid_grad(g, y)
+    "mask": "{0}",                                                       # mask(c, like): cast on store
+}
+_TERNARY = {
+    "where": "({1} if {0} else {2})",
+    "clip": "({1} if {0} < {1} else ({2} if {0} > {2} else {0}))",
+    "in_range": "(1.0 if ({0} >= {1} and {0} <= {2}) else 0.0)",
+    "tie_weight": "((1.0 if {0} == {2} else 0.0) * (0.5 if {0} == {1} else 1.0))",
+    "add_scaled": "{0} + {2} * {1}",          # add_scaled(p, u, s) = p + s * u: an optimizer step in one pass
+}
+_BOOL_OUT = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
+             "logical_or", "logical_not"}
+_FLOAT_OUT = set(_UNARY) - {"absolute", "negative", "square", "sign", "logical_not", "invert", "copy", "stop_gradient",
+                            "relu", "fabs"} | {"divide", "true_divide", "arctan2", "hypot", "logaddexp"}
+
+_EW_KERNELS: dict = {}
+
+
+def _ew_kernel(expr, kinds, ndim):
+    """The kernel computing ``expr`` (of the values ``v0``, ``v1``...) for every element of a flat output."""
+    key = (expr, kinds, ndim)
+    k = _EW_KERNELS.get(key)
+    if k is not None:
+        return k
+    args = ["out", "n"]
+    if "b" in kinds:
+        args.append("shape")
+    reads = []
+    for j, kd in enumerate(kinds):
+        args.append(f"a{j}")
+        if kd == "b":
+            args.append(f"s{j}")
+    body = ["    start = cuda.grid(1)", "    step = cuda.gridsize(1)", "    for i in range(start, n, step):"]
+    if "b" in kinds:
+        body.append("        r = i")
+        for d in range(ndim - 1, -1, -1):
+            body.append(f"        c{d} = r % shape[{d}]")
+            body.append(f"        r = r // shape[{d}]")
+    for j, kd in enumerate(kinds):
+        if kd == "f":
+            reads.append(f"a{j}[i]")
+        elif kd == "s":
+            reads.append(f"a{j}")
+        else:
+            off = " + ".join(f"c{d} * s{j}[{d}]" for d in range(ndim)) or "0"
+            reads.append(f"a{j}[{off}]")
+    for j, r in enumerate(reads):
+        body.append(f"        v{j} = {r}")
+    body.append(f"        out[i] = {expr}")
+    src = "def ew_k(" + ", ".join(args) + "):\n" + "\n".join(body) + "\n"
+    with _LOCK:
+        k = _EW_KERNELS[key] = _compile(src, "ew_k", _CASTS)
+    return k
+
+
+_CASTS = {"float64": numba.float64, "float32": numba.float32, "int64": numba.int64, "int32": numba.int32,
+          "uint64": numba.uint64, "uint8": numba.uint8, "int8": numba.int8, "int16": numba.int16,
+          "complex128": numba.complex128, "complex64": numba.complex64}
+
+
+def _is_arr(o):
+    return isinstance(o, (_DevArray, Lazy))
+
+
+def _result_dtype(name, ops):
+    def dt_of(o):
+        return o.dtype if _is_arr(o) else o
+    arrays = [o.dtype for o in ops if _is_arr(o)]
+    scalars = [o for o in ops if not _is_arr(o)]
+    if name in _BOOL_OUT:
+        return np.dtype(np.bool_)
+    if name == "where":
+        return np.result_type(*[dt_of(o) for o in ops[1:]])
+    if name == "mask":
+        return np.result_type(dt_of(ops[1]))
+    if name == "add_scaled":
+        return np.result_type(dt_of(ops[0]))
+    if name in ("relu_grad", "sigmoid_grad"):
+        return np.result_type(*[dt_of(o) for o in ops])
+    if name in ("in_range", "clip"):
+        return np.result_type(dt_of(ops[0]))
+    if name == "tie_weight":
+        return np.result_type(dt_of(ops[2]))
+    dt = np.result_type(*arrays, *scalars)
+    if name in _FLOAT_OUT and dt.kind in "biu":
+        dt = np.dtype(np.float64)
+    return dt
+
+
+#: elementwise operations are fused: each returns a :class:`Lazy` expression, computed by one generated kernel
+#: when something else needs its values (a reduction, a matmul, the function's result)
+_FUSE = [True]
+_MAX_NODES = 24   # an expression this large is computed at once (Python loops must not grow one forever)
+
+
+class Lazy:
+    """An elementwise expression of device arrays and host numbers, not yet computed.
+
+    Kernels that need values (anything but elementwise operations) call :meth:`value`, which runs one
+    generated kernel for the whole expression and keeps the result; shape, dtype and ``[...]`` work as on a
+    device array."""
+
+    __slots__ = ("template", "args", "shape", "dtype", "nodes", "_value")
+
+    def __init__(self, template, args, shape, dtype, nodes):
+        self.template, self.args, self.shape, self.dtype, self.nodes = template, args, shape, dtype, nodes
+        self._value = None
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return _size(self.shape)
+
+    def value(self):
+        if self._value is None:
+            self._value = _materialize(self)
+            self.args = None   # the operands' memory can go
+        return self._value
+
+    def __getitem__(self, idx):
+        return self.value()[idx]
+
+    def __len__(self):
+        return self.shape[0]
+
+    @property
+    def T(self):
+        return transpose(self.value())
+
+    def copy_to_host(self, *a, **k):
+        return self.value().copy_to_host(*a, **k)
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.value().__cuda_array_interface__
+
+    def __repr__(self):
+        return f"<funcgrad lazy device array shape={self.shape} dtype={self.dtype}>"
+
+
+def _materialize(root):
+    leaves, seen = [], {}
+
+    def leaf(x):
+        key = id(x)
+        j = seen.get(key)
+        if j is None or not isinstance(x, _DevArray):
+            j = seen[key] = len(leaves)
+            leaves.append(x)
+        return f"v{j}"
+
+    def expr(n):
+        if type(n) is Lazy:
+            if n._value is not None:
+                return leaf(n._value)
+            inner = "(" + n.template.format(*[expr(a) for a in n.args]) + ")"
+            cast = n.dtype.name
+            return f"{cast}({inner})" if cast in _CASTS else inner
+        return leaf(n)
+
+    e = expr(root)
+    shape = root.shape
+    out = _empty(shape, root.dtype)
+    n = _size(shape)
+    if n == 0:
+        return out
+    ndim = len(shape)
+    kinds, args = [], []
+    for o in leaves:
+        if not isinstance(o, _DevArray):
+            kinds.append("s")
+            args.append(o)
+        elif tuple(o.shape) == shape:
+            kinds.append("f")
+            args.append(_flat(o))
+        else:
+            st = _elem_strides(o.shape)
+            lead = ndim - o.ndim
+            bst = tuple(0 if d < lead or o.shape[d - lead] == 1 else st[d - lead] for d in range(ndim))
+            kinds.append("b")
+            args.extend((_flat(o), bst))
+    k = _ew_kernel(e, tuple(kinds), ndim)
+    b, t = _launch(n)
+    head = [_flat(out), n] + ([tuple(int(s) for s in shape)] if "b" in kinds else [])
+    k[b, t](*head, *args)
+    return out
+
+
+def materialize(tree):
+    """``tree`` (nested tuples and lists) with every :class:`Lazy` computed."""
+    if type(tree) is Lazy:
+        return tree.value()
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(materialize(t) for t in tree)
+    return tree
+
+
+def _elementwise(name, template, *ops):
+    ops = [o if type(o) is Lazy else _operand(o) for o in ops]
+    if not any(_is_arr(o) for o in ops):   # all host scalars: NumPy computes it
+        return getattr(np, name)(*ops) if hasattr(np, name) else _host_fallback(name, *ops)
+    dt = _result_dtype(name, ops)
+    shape = np.broadcast_shapes(*[_shape(o) for o in ops])
+    if dt.kind == "f":   # host numbers in the result's precision, as NumPy's weak scalars
+        ops = [dt.type(o) if not _is_arr(o) and not isinstance(o, (bool, np.bool_)) else o for o in ops]
+    nodes = 1 + _b.sum(o.nodes for o in ops if type(o) is Lazy)
+    node = Lazy(template, ops, tuple(int(s) for s in shape), dt, nodes)
+    if not _FUSE[0] or nodes >= _MAX_NODES:
+        return node.value()
+    return node
+
+
+def _host_fallback(name, *ops):
+    if name == "sigmoid":
+        x = ops[0]
+        return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+    if name == "relu":
+        return ops[0] if ops[0] > 0 else 0.0 * _b.abs(ops[0])
+    if name == "relu_grad":
+        return ops[0] if ops[1] > 0 else 0.0 * _b.abs(ops[0])
+    if name == "sigmoid_grad":
+        return ops[0] * ops[1] * (1.0 - ops[1])
+    if name == "mask":
+        return np.result_type(ops[1]).type(ops[0])
+    if name == "in_range":
+        return 1.0 if ops[1] <= ops[0] <= ops[2] else 0.0
+    if name == "tie_weight":
+        return (1.0 if ops[0] == ops[2] else 0.0) * (0.5 if ops[0] == ops[1] else 1.0)
+    if name == "softplus":
+        return float(np.logaddexp(0.0, ops[0]))
+    if name in ("copy", "stop_gradient"):
+        return ops[0]
+    raise DeviceMismatchError(f"{name} of host values in GPU code")  # pragma: no cover
+
+
+def _make_ew(name, template):
+    def f(*ops):
+        return _elementwise(name, template, *ops)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"NumPy's {name}, elementwise on device arrays (broadcasting)."
+    return f
+
+
+for _n, _t in {**_UNARY, **_BINARY, **_TERNARY}.items():
+    globals()[_n] = _make_ew(_n, _t)
+    __all__.append(_n)
+abs = absolute  # noqa: A001
+
+
+def _python_op(pyop, kernel):
+    """Python's operator on host values (tuples, strings, numbers keep their meaning), the elementwise
+    kernel where an operand is a device array."""
+    def f(a, b):
+        if _is_arr(a) or _is_arr(b) or hasattr(a, "__cuda_array_interface__") \
+                or hasattr(b, "__cuda_array_interface__"):
+            return kernel(a, b)
+        return pyop(a, b)
+    return f
+
+
+op_eq = _python_op(operator.eq, equal)            # noqa: F821  (made by the loop above)
+op_ne = _python_op(operator.ne, not_equal)        # noqa: F821
+op_lt = _python_op(operator.lt, less)             # noqa: F821
+op_le = _python_op(operator.le, less_equal)       # noqa: F821
+op_gt = _python_op(operator.gt, greater)          # noqa: F821
+op_ge = _python_op(operator.ge, greater_equal)    # noqa: F821
+op_mod = _python_op(operator.mod, remainder)      # noqa: F821
+op_floordiv = _python_op(operator.floordiv, floor_divide)   # noqa: F821
+
+
+def _bool_or_bits(logical, bitwise):
+    def f(a, b):
+        a, b = _operand(a), _operand(b)
+        dts = [o.dtype for o in (a, b) if isinstance(o, _DevArray)]
+        return (logical if all(d == np.bool_ for d in dts) else bitwise)(a, b)
+    return f
+
+
+op_and = _python_op(operator.and_, _bool_or_bits(logical_and, bitwise_and))   # noqa: F821
+op_or = _python_op(operator.or_, _bool_or_bits(logical_or, bitwise_or))       # noqa: F821
+
+
+def op_invert(a):
+    """``~a``: logical not of a bool array, bitwise not of integers; Python's ``~`` on host values."""
+    if not (_is_arr(a) or hasattr(a, "__cuda_array_interface__")):
+        return operator.invert(a)
+    a = _operand(a)
+    return logical_not(a) if a.dtype == np.bool_ else invert(a)   # noqa: F821
+
+
+# ----------------------------------------------------------------------------- copies and views
+_GATHER: dict = {}
+
+
+def _gather_kernel(ndim):
+    k = _GATHER.get(ndim)
+    if k is None:
+        lines = ["def gather_k(out, n, shape, x, st):", "    start = cuda.grid(1)", "    step = cuda.gridsize(1)",
+                 "    for i in range(start, n, step):", "        r = i"]
+        for d in range(ndim - 1, -1, -1):
+            lines += [f"        c{d} = r % shape[{d}]", f"        r = r // shape[{d}]"]
+        off = " + ".join(f"c{d} * st[{d}]" for d in range(ndim)) or "0"
+        lines.append(f"        out[i] = x[{off}]")
+        with _LOCK:
+            k = _GATHER[ndim] = _compile("\n".join(lines) + "\n", "gather_k")
+    return k
+
+
+def _gather(x, shape, st, dtype=None):
+    """A new C-contiguous array of ``shape``: element c reads flat ``x`` at sum(c * st)."""
+    out = _empty(shape, dtype or x.dtype)
+    n = _size(shape)
+    if n:
+        b, t = _launch(n)
+        _gather_kernel(len(shape))[b, t](_flat(out), n, tuple(int(s) for s in shape), _flat(x),
+                                         tuple(int(s) for s in st))
+    return out
+
+
+_STRIDED: dict = {}
+
+
+def _contiguous(x):
+    """A C-contiguous copy of a strided device array (a slice's view)."""
+    nd = x.ndim
+    k = _STRIDED.get(nd)
+    if k is None:
+        lines = ["def strided_k(out, n, shape, x):", "    start = cuda.grid(1)", "    step = cuda.gridsize(1)",
+                 "    for i in range(start, n, step):", "        r = i"]
+        for d in range(nd - 1, -1, -1):
+            lines += [f"        c{d} = r % shape[{d}]", f"        r = r // shape[{d}]"]
+        lines.append(f"        out[i] = x[{', '.join(f'c{d}' for d in range(nd))}]")
+        with _LOCK:
+            k = _STRIDED[nd] = _compile("\n".join(lines) + "\n", "strided_k")
+    out = _empty(x.shape, x.dtype)
+    n = _size(x.shape)
+    if n:
+        b, t = _launch(n)
+        k[b, t](_flat(out), n, tuple(x.shape), x)
+    return out
+
+
+def broadcast_to(x, shape):
+    x = _operand(x)
+    shape = tuple(int(s) for s in shape)
+    if not isinstance(x, _DevArray):
+        return full(shape, x)
+    if tuple(x.shape) == shape:
+        return x
+    nd = len(shape)
+    st = _elem_strides(x.shape)
+    lead = nd - x.ndim
+    bst = tuple(0 if d < lead or x.shape[d - lead] == 1 else st[d - lead] for d in range(nd))
+    return _gather(x, shape, bst)
+
+
+def full(shape, value, dtype=None):
+    dt = np.dtype(dtype) if dtype is not None else np.result_type(value)
+    out = _empty(shape, dt)
+    if out.size:
+        _fill(out, value)
+    return out
+
+
+def _fill(out, value):
+    k = _EW_KERNELS.get(("fill",))
+    if k is None:
+        k = _EW_KERNELS[("fill",)] = _compile(
+            "def fill_k(out, n, v):\n    start = cuda.grid(1)\n    step = cuda.gridsize(1)\n"
+            "    for i in range(start, n, step):\n        out[i] = v\n", "fill_k")
+    b, t = _launch(out.size)
+    k[b, t](_flat(out), out.size, out.dtype.type(value))
+
+
+def zeros_like(x):
+    x = _operand(x)
+    if not isinstance(x, _DevArray):
+        return 0.0 * x
+    return full(x.shape, 0, x.dtype)
+
+
+def ones_like(x):
+    x = _operand(x)
+    if not isinstance(x, _DevArray):
+        return 1.0 + 0.0 * x
+    return full(x.shape, 1, x.dtype)
+
+
+def reshape(x, shape):
+    x = _operand(x)
+    if not isinstance(x, _DevArray):
+        return np.reshape(x, shape)
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    shape = list(int(s) for s in shape)
+    if -1 in shape:
+        i = shape.index(-1)
+        rest = _size(shape[:i] + shape[i + 1:])
+        shape[i] = x.size // rest if rest else 0
+    if _size(shape) != x.size:
+        raise ValueError(f"cannot reshape an array of size {x.size} into shape {tuple(shape)}")
+    try:
+        return x.reshape(tuple(shape)) if x.ndim else _flat(x).reshape(tuple(shape))
+    except NotImplementedError:   # (see _flat)
+        return _contiguous(x).reshape(tuple(shape))
+
+
+def ravel(x):
+    return reshape(x, (-1,))
+
+
+def transpose(x, axes=None):
+    x = _operand(x)
+    if not isinstance(x, _DevArray):
+        return x
+    nd = x.ndim
+    axes = tuple(range(nd))[::-1] if axes is None else tuple(int(a) % nd for a in axes)
+    st = _elem_strides(x.shape)
+    return _gather(x, tuple(x.shape[a] for a in axes), tuple(st[a] for a in axes))
+
+
+def untranspose(g, axes=None):
+    g = _operand(g)
+    if axes is None or not isinstance(g, _DevArray):
+        return transpose(g)
+    inv = [0] * len(axes)
+    for i, a in enumerate(axes):
+        inv[int(a) % len(axes)] = i
+    return transpose(g, inv)
+
+
+def expand_dims(x, axis):
+    x = _operand(x)
+    shape = list(_shape(x))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    nd = len(shape) + len(axes)
+    for a in sorted(int(a) % nd for a in axes):
+        shape.insert(a, 1)
+    return reshape(x, shape) if isinstance(x, _DevArray) else np.reshape(x, shape)
+
+
+def squeeze(x, axis=None):
+    x = _operand(x)
+    sh = _shape(x)
+    if axis is None:
+        new = [s for s in sh if s != 1]
+    else:
+        axes = {int(a) % len(sh) for a in ((axis,) if isinstance(axis, (int, np.integer)) else axis)}
+        new = [s for i, s in enumerate(sh) if i not in axes]
+    return reshape(x, new) if isinstance(x, _DevArray) else np.reshape(x, new)
+
+
+def getitem(x, idx):
+    """Basic indexing (ints, slices, None, Ellipsis) of a device array; the result is a contiguous copy
+    (a full integer index gives a host scalar)."""
+    x = _operand(x)
+    items = idx if isinstance(idx, tuple) else (idx,)
+    for it in items:
+        if not (it is None or it is Ellipsis or isinstance(it, (slice, int, np.integer))):
+            raise DeviceMismatchError("indexing a GPU array with an integer or boolean array is not available on the "
+                                      "GPU backend yet; index on the host (funcgrad.device_get) or use basic slices")
+    nones = [i for i, it in enumerate(items) if it is None]
+    core = tuple(it for it in items if it is not None)
+    if any(it is Ellipsis for it in core):   # numba's device arrays take no Ellipsis: spell it as slices
+        i = next(j for j, it in enumerate(core) if it is Ellipsis)
+        fill = x.ndim - (len(core) - 1)
+        core = core[:i] + (slice(None),) * fill + core[i + 1:]
+    r = x[core] if core else x
+    if not isinstance(r, _DevArray):
+        return r
+    if nones:   # None inserts a length-1 axis
+        shape = list(r.shape)
+        pos = 0
+        out_shape = []
+        for it in items:
+            if it is None:
+                out_shape.append(1)
+            elif it is Ellipsis:
+                k = r.ndim - _b.sum(1 for j in core if j is not Ellipsis and not isinstance(j, (int, np.integer)))
+                out_shape.extend(shape[pos:pos + k])
+                pos += k
+            elif isinstance(it, slice):
+                out_shape.append(shape[pos])
+                pos += 1
+        out_shape.extend(shape[pos:])
+        r = _contiguous(r) if not _is_c(r) else r
+        return reshape(r, out_shape)
+    return r if _is_c(r) else _contiguous(r)
+
+
+# ----------------------------------------------------------------------------- reductions
+_RED_INIT = {"sum": "0", "mean": "0", "prod": "1", "max": "-math.inf", "min": "math.inf"}
+_RED_STEP = {"sum": "acc += v", "mean": "acc += v", "prod": "acc *= v",
+             "max": "acc = v if (v > acc or v != v) else acc", "min": "acc = v if (v < acc or v != v) else acc"}
+_RED: dict = {}
+
+
+def _norm_axes(axis, nd):
+    if axis is None:
+        return tuple(range(nd))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -nd <= a < nd:
+            raise np.exceptions.AxisError(a, nd)
+        out.append(a % nd)
+    return tuple(sorted(set(out)))
+
+
+def _axis_reduce_kernel(op, nk, nr):
+    key = (op, nk, nr)
+    k = _RED.get(key)
+    if k is None:
+        lines = ["def red_k(out, n, kshape, kst, x, rshape, rst, nr, scale):",
+                 "    start = cuda.grid(1)", "    step = cuda.gridsize(1)",
+                 "    for i in range(start, n, step):", "        r = i", "        base = 0"]
+        for d in range(nk - 1, -1, -1):
+            lines += [f"        base += (r % kshape[{d}]) * kst[{d}]", f"        r = r // kshape[{d}]"]
+        lines += [f"        acc = {_RED_INIT[op]}", "        for j in range(nr):", "            q = j",
+                  "            off = base"]
+        for d in range(nr - 1, -1, -1):
+            lines += [f"            off += (q % rshape[{d}]) * rst[{d}]", f"            q = q // rshape[{d}]"]
+        lines += ["            v = x[off]", "            " + _RED_STEP[op]]
+        lines.append("        out[i] = acc * scale" if op == "mean" else "        out[i] = acc")
+        with _LOCK:
+            k = _RED[key] = _compile("\n".join(lines) + "\n", "red_k")
+    return k
+
+
+_FULL: dict = {}
+
+
+def _full_reduce_kernel(op):
+    k = _FULL.get(op)
+    if k is None:
+        src = f"""
+def full_k(x, n, partial):
+    sm = cuda.shared.array({_TPB}, dtype=partial_dtype)
+    t = cuda.threadIdx.x
+    acc = {_RED_INIT[op]}
+    i = cuda.blockIdx.x * cuda.blockDim.x + t
+    step = cuda.gridDim.x * cuda.blockDim.x
+    while i < n:
+        v = x[i]
+        {_RED_STEP[op]}
+        i += step
+    sm[t] = acc
+    cuda.syncthreads()
+    s = {_TPB // 2}
+    while s > 0:
+        if t < s:
+            acc = sm[t]
+            v = sm[t + s]
+            {_RED_STEP[op]}
+            sm[t] = acc
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sm[0]
+"""
+        k = _FULL[op] = {"src": src}
+    return k
+
+
+def _full_reduce(op, x, dt):
+    """The reduction of every element of ``x`` as a host scalar of dtype ``dt`` (two kernel passes)."""
+    rec = _full_reduce_kernel(op)
+    acc_dt = np.dtype(np.float64) if dt.kind in "fc" or op == "mean" else np.dtype(np.int64)
+    if dt == np.float32 and op in ("max", "min"):
+        acc_dt = dt
+    k = rec.get(acc_dt)
+    if k is None:
+        with _LOCK:
+            k = rec[acc_dt] = _compile(rec["src"], "full_k", {"partial_dtype": numba.from_dtype(acc_dt)})
+    src = _flat(x)
+    n = x.size
+    blocks = _b.max(1, _b.min((n + _TPB - 1) // _TPB, 1024 if not SIM else 2))
+    part = cuda.device_array(blocks, dtype=acc_dt)
+    LAUNCHES[0] += 1 + (blocks > 1)
+    k[blocks, _TPB](src, n, part)
+    if blocks > 1:
+        fin = cuda.device_array(1, dtype=acc_dt)
+        k[1, _TPB](part, blocks, fin)
+        part = fin
+    v = part.copy_to_host()[0]
+    if op == "mean":
+        v = v / n if n else np.nan
+    return dt.type(v)
+
+
+def _reduce(op, x, axis=None, keepdims=False, dtype=None):
+    x = _operand(x)
+    if not isinstance(x, _DevArray):
+        return getattr(np, op)(x, axis=axis, keepdims=keepdims)
+    nd = x.ndim
+    axes = _norm_axes(axis, nd)
+    if dtype is not None:
+        dt = np.dtype(dtype)
+    elif op == "mean":
+        dt = x.dtype if x.dtype.kind in "fc" else np.dtype(np.float64)
+    elif op in ("sum", "prod") and x.dtype.kind in "biu":
+        dt = np.dtype(np.int64) if x.dtype.kind != "u" else np.dtype(np.uint64)
+    else:
+        dt = x.dtype
+    if op in ("max", "min") and any(x.shape[a] == 0 for a in axes):
+        raise ValueError(f"zero-size array to reduction operation {op} which has no identity")
+    kshape = tuple(s for i, s in enumerate(x.shape) if i not in axes)
+    if len(axes) == nd and not keepdims:
+        return _full_reduce(op, x, dt) if x.size else dt.type(0 if op != "prod" else 1) if op != "mean" else dt.type(np.nan)
+    out_shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape)) if keepdims else kshape
+    out = _empty(out_shape, dt)
+    n = _size(kshape)
+    if n == 0:
+        return out
+    st = _elem_strides(x.shape)
+    rshape = tuple(x.shape[a] for a in axes)
+    nr = _size(rshape)
+    k = _axis_reduce_kernel(op, len(kshape), len(rshape))
+    b, t = _launch(n)
+    k[b, t](_flat(out), n, tuple(int(s) for s in kshape) or (1,),
+            tuple(int(st[i]) for i in range(nd) if i not in axes) or (0,), _flat(x),
+            tuple(int(s) for s in rshape) or (1,), tuple(int(st[a]) for a in axes) or (0,), nr,
+            1.0 / nr if nr else math.nan)
+    return out
+
+
+def sum(x, axis=None, keepdims=False, dtype=None):  # noqa: A001
+    return _reduce("sum", x, axis, keepdims, dtype)
+
+
+def mean(x, axis=None, keepdims=False, dtype=None):
+    return _reduce("mean", x, axis, keepdims, dtype)
+
+
+def prod(x, axis=None, keepdims=False, dtype=None):
+    return _reduce("prod", x, axis, keepdims, dtype)
+
+
+def max(x, axis=None, keepdims=False):  # noqa: A001
+    return _reduce("max", x, axis, keepdims)
+
+
+def min(x, axis=None, keepdims=False):  # noqa: A001
+    return _reduce("min", x, axis, keepdims)
+
+
+amax, amin = max, min
+
+
+def reduced_count(x, axis=None):
+    sh = _shape(_operand(x))
+    n = 1
+    for a in _norm_axes(axis, len(sh)):
+        n *= sh[a]
+    return n
+
+
+def unbroadcast(g, x):
+    """Sum ``g`` down to the shape of ``x`` (undo NumPy broadcasting)."""
+    g, x = _operand(g), _operand(x)
+    gs, xs = _shape(g), _shape(x)
+    if gs == xs:
+        return g
+    if not isinstance(g, _DevArray):
+        return full(xs, g)
+    if not xs:
+        r = sum(g)
+        return r if not isinstance(x, _DevArray) else full((), r)
+    lead = len(gs) - len(xs)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(xs) if n == 1 and gs[lead + i] != 1)
+    return reshape(sum(g, axis=axes), xs)
+
+
+def unreduce(g, x, axis=None, keepdims=False):
+    """Broadcast the reduced ``g`` back to the shape of ``x`` (undo a reduction)."""
+    g, x = _operand(g), _operand(x)
+    xs = _shape(x)
+    if not isinstance(g, _DevArray):
+        return full(xs, g, np.result_type(g, *([x.dtype] if isinstance(x, _DevArray) else []))) if xs else g
+    if not keepdims and axis is not None:
+        axes = _norm_axes(axis, len(xs))
+        g = reshape(g, tuple(1 if i in axes else n for i, n in enumerate(xs)))
+    return broadcast_to(g, xs)
+
+
+# ----------------------------------------------------------------------------- matmul
+_CUPY = []
+
+
+def _cupy():
+    """CuPy (for cuBLAS), or None: absent, or the simulator (its arrays have no __cuda_array_interface__)."""
+    if not _CUPY:
+        cp = None
+        if not SIM:
+            try:
+                import cupy as cp   # optional: cuBLAS through CuPy; without it the tiled kernel runs
+            except Exception:       # noqa: BLE001  (not installed, or no CUDA runtime it can load)
+                cp = None
+        _CUPY.append(cp)
+    return _CUPY[0]
+
+
+_TILE = 16 if not SIM else 4
+_GEMM: dict = {}
+
+
+def _gemm_kernel(ta, tb):
+    key = (ta, tb)
+    k = _GEMM.get(key)
+    if k is None:
+        a_at = "a[k0 + tx, row]" if ta else "a[row, k0 + tx]"
+        b_at = "b[col, k0 + ty]" if tb else "b[k0 + ty, col]"
+        src = f"""
+def gemm_k(a, b, c, M, N, K):
+    sa = cuda.shared.array(({_TILE}, {_TILE}), dtype=acc_t)
+    sb = cuda.shared.array(({_TILE}, {_TILE}), dtype=acc_t)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    row = cuda.blockIdx.y * {_TILE} + ty
+    col = cuda.blockIdx.x * {_TILE} + tx
+    acc = 0.0
+    for k0 in range(0, K, {_TILE}):
+        if row < M and k0 + tx < K:
+            sa[ty, tx] = {a_at}
+        else:
+            sa[ty, tx] = 0.0
+        if col < N and k0 + ty < K:
+            sb[ty, tx] = {b_at}
+        else:
+            sb[ty, tx] = 0.0
+        cuda.syncthreads()
+        for kk in range({_TILE}):
+            acc += sa[ty, kk] * sb[kk, tx]
+        cuda.syncthreads()
+    if row < M and col < N:
+        c[row, col] = acc
+"""
+        k = {"src": src}
+        _GEMM[key] = k
+    return k
+
+
+def _gemm(a, b, ta=False, tb=False, tiled=False):
+    """``op(a) @ op(b)`` of 2-D device arrays (``op`` transposes where ``ta``/``tb``): cuBLAS when CuPy is
+    there, else (or with ``tiled``) the shared-memory kernel."""
+    M = a.shape[1] if ta else a.shape[0]
+    K = a.shape[0] if ta else a.shape[1]
+    N = b.shape[0] if tb else b.shape[1]
+    dt = np.result_type(a.dtype, b.dtype)
+    if a.dtype != dt:
+        a = _cast_to(a, dt)
+    if b.dtype != dt:
+        b = _cast_to(b, dt)
+    cp = _cupy()
+    LAUNCHES[0] += 1
+    if cp is not None and dt.kind == "f" and not tiled:
+        A = cp.asarray(a)
+        B = cp.asarray(b)
+        C = cp.matmul(A.T if ta else A, B.T if tb else B)
+        return cuda.as_cuda_array(C, sync=False)   # both libraries use the legacy default stream: ordered
+    out = _empty((M, N), dt)
+    if M == 0 or N == 0:
+        return out
+    if K == 0:
+        _fill(out, 0)
+        return out
+    rec = _gemm_kernel(ta, tb)
+    k = rec.get(dt)
+    if k is None:
+        with _LOCK:
+            k = rec[dt] = _compile(rec["src"], "gemm_k", {"acc_t": numba.from_dtype(dt)})
+    grid = ((N + _TILE - 1) // _TILE, (M + _TILE - 1) // _TILE)
+    k[grid, (_TILE, _TILE)](a, b, out, M, N, K)
+    return out
+
+
+def _cast_to(x, dt):
+    return _materialize(Lazy("{0}", [x], tuple(x.shape), np.dtype(dt), 1))
+
+
+def astype(x, dtype):
+    x = _operand(x)
+    if not isinstance(x, _DevArray):
+        return np.dtype(dtype).type(x)
+    return x if x.dtype == np.dtype(dtype) else _cast_to(x, np.dtype(dtype))
+
+
+def _need2d(name, *xs):
+    for x in xs:
+        if not isinstance(x, _DevArray):
+            raise DeviceMismatchError(f"{name} of a host number and a GPU array: multiply instead")
+        if x.ndim > 2:
+            raise DeviceMismatchError(f"{name} of arrays of rank 3 or more is not available on the GPU backend yet "
+                                      "(received shapes " + ", ".join(str(tuple(v.shape)) for v in xs) + ")")
+
+
+def matmul(x, y):
+    x, y = _operand(x), _operand(y)
+    _need2d("matmul", x, y)
+    if x.ndim == 0 or y.ndim == 0:
+        raise ValueError("matmul: Input operand does not have enough dimensions")
+    a = reshape(x, (1, x.shape[0])) if x.ndim == 1 else x
+    b = reshape(y, (y.shape[0], 1)) if y.ndim == 1 else y
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"matmul: shapes {tuple(x.shape)} and {tuple(y.shape)} are not aligned "
+                         f"({a.shape[1]} != {b.shape[0]})")
+    r = _gemm(a, b)
+    if x.ndim == 1 and y.ndim == 1:
+        return sum(r)
+    if x.ndim == 1:
+        return reshape(r, (r.shape[1],))
+    if y.ndim == 1:
+        return reshape(r, (r.shape[0],))
+    return r
+
+
+def matmul_dx(g, x, y):
+    g, x, y = _operand(g), _operand(x), _operand(y)
+    _need2d("matmul", x, y)
+    if y.ndim == 1:
+        return outer(g, y) if x.ndim == 2 else multiply(g, y)
+    if x.ndim == 2:
+        return _gemm(g, y, tb=True)
+    return reshape(_gemm(reshape(g, (1, g.shape[0])), y, tb=True), (x.shape[0],))
+
+
+def matmul_dy(g, x, y):
+    g, x, y = _operand(g), _operand(x), _operand(y)
+    _need2d("matmul", x, y)
+    if x.ndim == 1:
+        return outer(x, g) if y.ndim == 2 else multiply(g, x)
+    if y.ndim == 2:
+        return _gemm(x, g, ta=True)
+    return reshape(_gemm(x, reshape(g, (g.shape[0], 1)), ta=True), (y.shape[0],))
+
+
+def outer(x, y):
+    x, y = _operand(x), _operand(y)
+    if not isinstance(x, _DevArray) or not isinstance(y, _DevArray):
+        return multiply(x, y)
+    return multiply(reshape(x, (x.size, 1)), reshape(y, (1, y.size)))
+
+
+dot = matmul
+
+
+def dot_dx(g, x, y):
+    return matmul_dx(g, x, y)
+
+
+def dot_dy(g, x, y):
+    return matmul_dy(g, x, y)
+
+
+# ----------------------------------------------------------------------------- axis kernels (softmax family)
+_AXIS: dict = {}
+_AXIS_SRC = {
+    "softmax": ("x", """
+        m = -math.inf
+        for j in range(n):
+            v = x[base + j * I]
+            if v > m:
+                m = v
+        s = 0.0
+        for j in range(n):
+            s += math.exp(x[base + j * I] - m)
+        for j in range(n):
+            out[base + j * I] = math.exp(x[base + j * I] - m) / s"""),
+    "log_softmax": ("x", """
+        m = -math.inf
+        for j in range(n):
+            v = x[base + j * I]
+            if v > m:
+                m = v
+        s = 0.0
+        for j in range(n):
+            s += math.exp(x[base + j * I] - m)
+        lse = m + math.log(s)
+        for j in range(n):
+            out[base + j * I] = x[base + j * I] - lse"""),
+    "softmax_grad": ("g, y", """
+        s = 0.0
+        for j in range(n):
+            s += g[base + j * I] * y[base + j * I]
+        for j in range(n):
+            out[base + j * I] = y[base + j * I] * (g[base + j * I] - s)"""),
+    "log_softmax_grad": ("g, y", """
+        s = 0.0
+        for j in range(n):
+            s += g[base + j * I]
+        for j in range(n):
+            out[base + j * I] = g[base + j * I] - math.exp(y[base + j * I]) * s"""),
+}
+
+
+def _axis3(shape, axis):
+    nd = len(shape)
+    ax = int(axis) % nd if nd else 0
+    O = _size(shape[:ax])
+    I = _size(shape[ax + 1:])
+    return ax, O, shape[ax] if nd else 1, I
+
+
+def _axis_op(name, axis, *arrays):
+    arrays = [_operand(a) for a in arrays]
+    for a in arrays:
+        if not isinstance(a, _DevArray):
+            raise DeviceMismatchError(f"{name} of a host value in GPU code")
+    ref = arrays[-1]
+    ax, O, n, I = _axis3(tuple(ref.shape), axis)
+    k = _AXIS.get(name)
+    if k is None:
+        params, body = _AXIS_SRC[name]
+        src = (f"def axis_k(out, {params}, O, n, I):\n    start = cuda.grid(1)\n    step = cuda.gridsize(1)\n"
+               f"    for t in range(start, O * I, step):\n        base = (t // I) * n * I + t % I{body}\n")
+        with _LOCK:
+            k = _AXIS[name] = _compile(src, "axis_k")
+    out = _empty(ref.shape, ref.dtype)
+    if O * I:
+        b, t = _launch(O * I)
+        k[b, t](_flat(out), *[_flat(a) for a in arrays], O, n, I)
+    return out
+
+
+def softmax(x, axis=-1):
+    return _axis_op("softmax", axis, x)
+
+
+def log_softmax(x, axis=-1):
+    return _axis_op("log_softmax", axis, x)
+
+
+def softmax_grad(g, y, axis=-1):
+    return _axis_op("softmax_grad", axis, g, y)
+
+
+def log_softmax_grad(g, y, axis=-1):
+    return _axis_op("log_softmax_grad", axis, g, y)
+
+
+def logsumexp(x, axis=-1):
+    x = _operand(x)
+    m = max(x, axis=axis, keepdims=True)
+    s = sum(exp(subtract(x, m)), axis=axis, keepdims=True)
+    return squeeze(add(log(s), m), axis=axis)
+
+
+def logsumexp_grad(g, x, y, axis=-1):
+    g, x, y = _operand(g), _operand(x), _operand(y)
+    ge = expand_dims(g, axis)
+    ye = expand_dims(y, axis)
+    return multiply(ge, exp(subtract(x, ye)))
+
+
+# ----------------------------------------------------------------------------- the namespace
+def names():
+    """Every kernel name this namespace defines (the GPU backend's coverage)."""
+    return {n for n, v in globals().items() if callable(v) and not n.startswith("_")
+            and getattr(v, "__module__", None) == __name__ and n not in _NOT_KERNELS}
+
+
+_NOT_KERNELS = {"is_device_array", "as_device", "names", "DeviceMismatchError", "add_scaled", "set_allocator",
+                "materialize", "Lazy"}
