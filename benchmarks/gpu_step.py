@@ -61,7 +61,8 @@ def funcgrad_step_fn(sizes, x, y, alloc=None):
         if alloc:
             K.set_allocator(alloc)
         v, g = vg(state["p"], dx, dy)
-        state["p"] = [(K.add_scaled(W, gW, -LR), K.add_scaled(b, gb, -LR)) for (W, b), (gW, gb) in zip(state["p"], g)]
+        state["p"] = K.materialize([(K.add_scaled(W, gW, -LR), K.add_scaled(b, gb, -LR))
+                                    for (W, b), (gW, gb) in zip(state["p"], g)])
         K.cuda.synchronize()
         return v
 

@@ -412,6 +412,8 @@ def materialize(tree):
     """``tree`` (nested tuples and lists) with every :class:`Lazy` computed."""
     if type(tree) is Lazy:
         return tree.value()
+    if isinstance(tree, tuple) and type(tree) is not tuple and hasattr(tree, "_fields"):   # a NamedTuple
+        return type(tree)(*(materialize(t) for t in tree))
     if isinstance(tree, (tuple, list)):
         return type(tree)(materialize(t) for t in tree)
     return tree

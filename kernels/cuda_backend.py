@@ -68,8 +68,8 @@ class CUDABackend(Backend):
         fn = super().compile(base_fn, "python", externals, cache=cache)
         materialize = _kernels().materialize
 
-        def run(*args):
-            return materialize(fn(*args))
+        def run(*args):   # (a lazy argument is computed once here, not again in every expression using it)
+            return materialize(fn(*materialize(args)))
         run.__name__ = run.__qualname__ = base_fn.__name__
         run.__wrapped__ = fn
         return run
