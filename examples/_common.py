@@ -83,6 +83,8 @@ def fit(args, meta, loader, opt, params, loss, evaluate, train, test, hparams, d
     ckpt_path = checkpoint_path(args)
     opt_state = opt.init(params)
     value_and_grad = funcgrad.value_and_grad(loss)
+    device = getattr(args, "device", "cpu")
+    on_gpu = device != "cpu"
 
     start = 0
     history = {"train_loss": [], "train_acc": [], "test_loss": [], "test_acc": []}
@@ -92,6 +94,8 @@ def fit(args, meta, loader, opt, params, loss, evaluate, train, test, hparams, d
         history = meta["history"]
         print(f"resumed from {ckpt_path} after epoch {start}")
     print(describe(params))
+    if on_gpu:   # parameters and optimizer state live on the GPU; batches are copied there as they come
+        params, opt_state = funcgrad.device_put((params, opt_state), device)
 
     t_start = time.perf_counter()
     for epoch in range(start, args.epochs):
@@ -99,16 +103,20 @@ def fit(args, meta, loader, opt, params, loss, evaluate, train, test, hparams, d
         loader.set_epoch(epoch)  # the shuffle order is a function of (seed, epoch): resumable
         bar = tqdm(loader, desc=f"epoch {epoch + 1}/{args.epochs}", unit="batch", leave=False)
         for x, targets in bar:
+            if on_gpu:
+                x, targets = funcgrad.device_put((x, targets), device)
             value, grads = value_and_grad(params, x, targets)
             updates, opt_state = opt.update(grads, opt_state, params)
             params = optim.apply_updates(params, updates)
             bar.set_postfix(loss=f"{float(value):.4f}", refresh=False)
         bar.close()
 
-        scores = evaluate(params, *train) + evaluate(params, *test)
+        host_params, host_state = funcgrad.device_get((params, opt_state)) if on_gpu else (params, opt_state)
+        scores = evaluate(host_params, *train) + evaluate(host_params, *test)
         for k, v in zip(history, scores):
             history[k].append(v)
-        checkpoint.save(ckpt_path, {"params": params, "opt_state": opt_state, "epoch": epoch + 1, "seed": args.seed},
+        checkpoint.save(ckpt_path, {"params": host_params, "opt_state": host_state, "epoch": epoch + 1,
+                                    "seed": args.seed},
                         metadata={"epoch": epoch + 1, "seed": args.seed, "history": history,
                                   "args": {k: getattr(args, k) for k in hparams}})
         (l, m), f = names, f".{digits}f"
@@ -120,4 +128,4 @@ def fit(args, meta, loader, opt, params, loss, evaluate, train, test, hparams, d
         plot_curves(history, png, f"{plot_title} (seed {args.seed})", **plot_kw)
     print(f"trained {args.epochs - start} epoch(s) in {time.perf_counter() - t_start:.1f} s; "
           f"checkpoint {ckpt_path}, curves {png}")
-    return params
+    return funcgrad.device_get(params) if on_gpu else params

@@ -3,6 +3,7 @@
     python examples/mlp_digits.py                        # 20 epochs, about 98% test accuracy
     python examples/mlp_digits.py --epochs 30 --out runs/mlp
     python examples/mlp_digits.py --resume --epochs 30   # continue from runs/mlp_digits/checkpoint.npz
+    python examples/mlp_digits.py --device cuda          # on a GPU (pip install 'funcgrad[cuda]')
 
 The model is 64 -> 256 (relu) -> 10 over the flattened images. The loss is a
 plain NumPy function of a dict of parameters; ``funcgrad.value_and_grad`` reads
@@ -32,14 +33,14 @@ from _common import checkpoint_path, fit, resume_args  # noqa: E402  (examples/_
 HIDDEN = 256
 
 
-def init_params(seed, dtype=np.float32):
+def init_params(seed, dtype=np.float32, hidden=HIDDEN):
     """He-uniform hidden layer (it feeds a ReLU), Glorot output layer, zero biases."""
     s = np.random.default_rng(seed).integers(0, 2**31 - 1, 2)
     return {
-        "w1": initializers.kaiming_uniform(int(s[0]), (64, HIDDEN), nonlinearity="relu", dtype=dtype,
+        "w1": initializers.kaiming_uniform(int(s[0]), (64, hidden), nonlinearity="relu", dtype=dtype,
                                            in_axis=0, out_axis=1),
-        "b1": np.zeros(HIDDEN, dtype),
-        "w2": initializers.glorot_uniform(int(s[1]), (HIDDEN, 10), dtype=dtype, in_axis=0, out_axis=1),
+        "b1": np.zeros(hidden, dtype),
+        "w2": initializers.glorot_uniform(int(s[1]), (hidden, 10), dtype=dtype, in_axis=0, out_axis=1),
         "b2": np.zeros(10, dtype),
     }
 
@@ -75,10 +76,15 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=None, help="split, initialization and shuffling (default 0)")
     ap.add_argument("--out", default="runs/mlp_digits", help="checkpoint and curves go here")
     ap.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.npz")
+    ap.add_argument("--device", default="cpu", help="'cpu', or 'cuda' / 'cuda:N' to train on a GPU (numba.cuda)")
+    ap.add_argument("--limit", type=int, default=None, help="use only the first LIMIT images (quick runs)")
+    ap.add_argument("--hidden", type=int, default=HIDDEN, help="hidden units")
     args = ap.parse_args(argv)
     meta = resume_args(args, checkpoint_path(args), HPARAMS)
 
     X, y = load_digits()  # (1797, 64) float32 in [0, 1], int64 labels
+    if args.limit:
+        X, y = X[:args.limit], y[:args.limit]
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.2, seed=args.seed, stratify=y)
     loader = DataLoader(ArrayDataset(X_train, y_train), batch_size=args.batch_size, shuffle=True, seed=args.seed)
 
@@ -91,8 +97,8 @@ def main(argv=None):
         return (f"MLP on digits: {n_params} parameters, {len(X_train)} train / {len(X_test)} test images, "
                 f"batch {args.batch_size}, Adam lr {args.lr} x {args.lr_decay}/epoch, seed {args.seed}")
 
-    params = fit(args, meta, loader, optim.adam(lr), init_params(args.seed), loss, evaluate, (X_train, y_train),
-                 (X_test, y_test), HPARAMS, describe, f"MLP 64-{HIDDEN}-10 on 8x8 digits")
+    params = fit(args, meta, loader, optim.adam(lr), init_params(args.seed, hidden=args.hidden), loss, evaluate, (X_train, y_train),
+                 (X_test, y_test), HPARAMS, describe, f"MLP 64-{args.hidden}-10 on 8x8 digits")
     _, test_acc = evaluate(params, X_test, y_test)
     print(f"final test accuracy: {test_acc:.4f}")
 

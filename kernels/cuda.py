@@ -1177,6 +1177,123 @@ def logsumexp_grad(g, x, y, axis=-1):
     return multiply(ge, exp(subtract(x, ye)))
 
 
+# ----------------------------------------------------------------------------- softmax cross-entropy
+_CE: dict = {}
+_CE_BODY = {
+    # per row i of (N, C) logits z: lse, then the loss / the cotangent of the logits / of the targets
+    "loss_int": """
+        k = y[i]
+        if k < 0 or k >= C:
+            bad[0] = 1
+            out[i] = math.nan
+        else:
+            out[i] = lse - z[i * C + k]""",
+    "loss_prob": """
+        acc = 0.0
+        for j in range(C):
+            acc += y[i * C + j] * (lse - z[i * C + j])
+        out[i] = acc""",
+    "grad_int": """
+        gi = scale * G
+        for j in range(C):
+            out[i * C + j] = gi * math.exp(z[i * C + j] - lse)
+        k = y[i]
+        if k >= 0 and k < C:
+            out[i * C + k] -= gi""",
+    "grad_prob": """
+        gi = scale * G
+        st = 0.0
+        for j in range(C):
+            st += y[i * C + j]
+        for j in range(C):
+            out[i * C + j] = gi * (math.exp(z[i * C + j] - lse) * st - y[i * C + j])""",
+    "gradt_prob": """
+        gi = scale * G
+        for j in range(C):
+            out[i * C + j] = gi * (lse - z[i * C + j])""",
+}
+
+
+def _ce_kernel(kind, g_vector):
+    key = (kind, g_vector)
+    k = _CE.get(key)
+    if k is None:
+        G = "g[i]" if g_vector else "g"
+        body = _CE_BODY[kind].replace("G", G)
+        src = ("def ce_k(out, z, y, g, scale, bad, N, C):\n    start = cuda.grid(1)\n    step = cuda.gridsize(1)\n"
+               "    for i in range(start, N, step):\n        m = -math.inf\n        for j in range(C):\n"
+               "            if z[i * C + j] > m:\n                m = z[i * C + j]\n        s = 0.0\n"
+               "        for j in range(C):\n            s += math.exp(z[i * C + j] - m)\n"
+               "        lse = m + math.log(s)" + body + "\n")
+        with _LOCK:
+            k = _CE[key] = _compile(src, "ce_k")
+    return k
+
+
+def _ce_args(logits, labels, name):
+    z, y = _operand(logits), _operand(labels)
+    if not isinstance(z, _DevArray) or not isinstance(y, _DevArray) or z.ndim != 2:
+        raise DeviceMismatchError(f"{name} on the GPU takes (N, C) logits and labels on the device")
+    is_int = y.dtype.kind in "iu"
+    if (is_int and tuple(y.shape) != (z.shape[0],)) or (not is_int and tuple(y.shape) != tuple(z.shape)):
+        raise ValueError(f"{name}: labels of shape {tuple(y.shape)} for logits of shape {tuple(z.shape)}")
+    return z, y, is_int
+
+
+def _ce_run(kind, out, z, y, g, scale):
+    N, C = z.shape
+    g_vec = isinstance(g, _DevArray)
+    bad = _empty((1,), np.int32)
+    _fill(bad, 0)
+    b, t = _launch(N)
+    _ce_kernel(kind, g_vec)[b, t](_flat(out), _flat(z), _flat(y), _flat(g) if g_vec else z.dtype.type(g),
+                                  z.dtype.type(scale), bad, N, C)
+    return bad
+
+
+def _check_labels(bad, name):
+    if bad.copy_to_host()[0]:
+        raise IndexError(f"{name}: a label is out of range")
+
+
+def cross_entropy(logits, labels, reduction="mean"):
+    z, y, is_int = _ce_args(logits, labels, "cross_entropy")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none'; received {reduction!r}")
+    rows = _empty((z.shape[0],), z.dtype)
+    if z.shape[0]:
+        bad = _ce_run("loss_int" if is_int else "loss_prob", rows, z, y, 0.0, 1.0)
+        if is_int:
+            _check_labels(bad, "cross_entropy")
+    if reduction == "none":
+        return rows
+    return sum(rows) if reduction == "sum" else mean(rows)
+
+
+def _ce_scale(z, reduction):
+    return 1.0 / z.shape[0] if reduction == "mean" and z.shape[0] else 1.0
+
+
+def cross_entropy_grad(g, logits, labels, reduction="mean"):
+    z, y, is_int = _ce_args(logits, labels, "cross_entropy")
+    g = _operand(g)
+    out = _empty(z.shape, z.dtype)
+    if z.size:
+        _ce_run("grad_int" if is_int else "grad_prob", out, z, y, g, _ce_scale(z, reduction))
+    return out
+
+
+def cross_entropy_grad_target(g, logits, labels, reduction="mean"):
+    z, y, is_int = _ce_args(logits, labels, "cross_entropy")
+    if is_int:
+        return full(tuple(y.shape), 0, z.dtype)
+    g = _operand(g)
+    out = _empty(z.shape, z.dtype)
+    if z.size:
+        _ce_run("gradt_prob", out, z, y, g, _ce_scale(z, reduction))
+    return out
+
+
 # ----------------------------------------------------------------------------- the namespace
 def names():
     """Every kernel name this namespace defines (the GPU backend's coverage)."""

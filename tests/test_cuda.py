@@ -355,3 +355,85 @@ def test_arrays_of_other_libraries_are_taken_without_a_copy():
     x = sym(3, 4)
     g = funcgrad.grad(lambda a: np.sum(np.tanh(a)))(cp.asarray(x))
     close(g, 1 - np.tanh(x) ** 2)
+
+
+# ------------------------------------------------------------------------------------------------- optimizers
+from funcgrad import optim  # noqa: E402
+
+OPTIMIZERS = {
+    "sgd": lambda: optim.sgd(0.1),
+    "sgd-momentum-wd": lambda: optim.sgd(0.1, momentum=0.9, weight_decay=0.01),
+    "nesterov": lambda: optim.sgd(0.1, momentum=0.9, nesterov=True),
+    "adam": lambda: optim.adam(0.01),
+    "adamw-amsgrad": lambda: optim.adamw(0.01, weight_decay=0.1, amsgrad=True),
+    "rmsprop-centered": lambda: optim.rmsprop(0.01, centered=True),
+    "adagrad": lambda: optim.adagrad(0.1),
+    "clipped-adam": lambda: optim.chain(optim.clip_by_global_norm(0.5), optim.adam(0.01)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_optimizer_steps_on_the_device_equal_the_cpu(name, dtype):
+    params, x, y = _mlp_data(dtype)
+    opt = OPTIMIZERS[name]()
+    vg = funcgrad.value_and_grad(mlp_loss)
+    p_h, s_h = params, opt.init(params)
+    p_d, s_d = put(params), opt.init(put(params))
+    xd, yd = put(x), put(y)
+    for _ in range(3):
+        _, g = vg(p_h, x, y)
+        u, s_h = opt.update(g, s_h, p_h)
+        p_h = optim.apply_updates(p_h, u)
+        _, gd = vg(p_d, xd, yd)
+        ud, s_d = opt.update(gd, s_d, p_d)
+        p_d = optim.apply_updates(p_d, ud)
+    tol = 1e-10 if dtype == np.float64 else 1e-5
+    for a, b in zip(funcgrad.tree_leaves(p_d), funcgrad.tree_leaves(p_h)):
+        assert funcgrad.kernels.base.is_device_array(a) and not isinstance(a, K.Lazy)
+        assert a.dtype == dtype
+        close(a, b, rtol=tol, atol=tol)
+    for a in funcgrad.tree_leaves(s_d):
+        assert not isinstance(a, np.ndarray) or a.ndim == 0     # the state stays on the device
+
+
+def test_an_optimizer_refuses_host_gradients_for_device_parameters():
+    params, x, y = _mlp_data()
+    opt = optim.adam(0.01)
+    state = opt.init(put(params))
+    g = funcgrad.grad(mlp_loss)(params, x, y)
+    with pytest.raises(TypeError, match="host memory"):
+        opt.update(g, state, put(params))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("labels", ["int", "prob"])
+def test_cross_entropy_and_its_cotangents(reduction, labels):
+    from funcgrad.kernels import cpu
+    z = sym(5, 4)
+    y = np.array([0, 3, 1, 1, 2]) if labels == "int" else RNG.dirichlet(np.ones(4), size=5)
+    g = 0.7 if reduction != "none" else sym(5)
+    close(K.cross_entropy(put(z), put(y), reduction), cpu.cross_entropy(z, y, reduction))
+    gd = put(g) if reduction == "none" else g
+    close(K.cross_entropy_grad(gd, put(z), put(y), reduction), cpu.cross_entropy_grad(g, z, y, reduction))
+    close(K.cross_entropy_grad_target(gd, put(z), put(y), reduction),
+          cpu.cross_entropy_grad_target(g, z, y, reduction))
+
+
+def test_cross_entropy_refuses_a_label_out_of_range():
+    with pytest.raises(IndexError, match="out of range"):
+        K.cross_entropy(put(sym(3, 4)), put(np.array([0, 4, 1])))
+
+
+def ce_loss(params, x, labels):
+    W, b = params
+    return nn.cross_entropy(x @ W + b, labels)
+
+
+def test_grad_of_an_nn_loss_with_integer_labels_on_the_device():
+    params, x = (sym(4, 3), sym(3)), sym(6, 4)
+    labels = np.array([0, 1, 2, 2, 1, 0])
+    g0 = funcgrad.grad(ce_loss)(params, x, labels)
+    g = funcgrad.grad(ce_loss)(put(params), put(x), put(labels))
+    for a, b in zip(g, g0):
+        close(a, b, atol=1e-12)

@@ -161,3 +161,27 @@ def test_resume_without_checkpoint_starts_fresh(tmp_path):
     out = _finish(_start("linear_regression.py", "--epochs", 1, "--out", tmp_path, "--resume", log=tmp_path / "err"),
                   "linear_regression.py --resume (no checkpoint)")
     assert "starting from scratch" in out and [int(e) for e, _ in _epoch_lines(out)] == [1], out
+
+
+def test_mlp_digits_trains_on_the_gpu_as_on_the_cpu(tmp_path):
+    # --device cuda, on Numba's CUDA simulator here (a tiny model: the simulator runs a Python thread per CUDA
+    # thread); the parameters it ends with are the CPU run's, to float32 rounding
+    args = ("--epochs", 1, "--limit", 50, "--hidden", 4, "--batch-size", 20)
+    cpu = _start("mlp_digits.py", *args, "--out", tmp_path / "cpu", log=tmp_path / "cpu.err")
+    out_cpu = _finish(cpu, "mlp_digits.py on the CPU")
+    env = _env()
+    env["NUMBA_ENABLE_CUDASIM"] = "1"
+    gpu = subprocess.Popen([sys.executable, str(EXAMPLES / "mlp_digits.py"), *map(str, args), "--device", "cuda",
+                            "--out", str(tmp_path / "gpu")], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                           stderr=open(tmp_path / "gpu.err", "w"), text=True)
+    gpu.log = tmp_path / "gpu.err"
+    out_gpu = _finish(gpu, "mlp_digits.py --device cuda")
+    assert _final_metric(out_gpu) == _final_metric(out_cpu), (out_cpu, out_gpu)
+    a = checkpoint.load(tmp_path / "cpu" / "checkpoint.npz")
+    b = checkpoint.load(tmp_path / "gpu" / "checkpoint.npz")
+    la, lb = tree_flatten(a)[0], tree_flatten(b)[0]
+    assert len(la) == len(lb) > 4
+    for x, y in zip(la, lb):
+        x, y = np.asarray(x), np.asarray(y)
+        assert x.dtype == y.dtype and x.shape == y.shape
+        np.testing.assert_allclose(y, x, rtol=1e-4, atol=1e-5)

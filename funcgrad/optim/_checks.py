@@ -13,6 +13,8 @@ from typing import Callable, Union
 import numpy as np
 
 from funcgrad.errors import TreeStructureError
+from funcgrad.kernels.base import is_device_array as on_device
+from funcgrad.kernels.cuda_backend import CUDA
 from funcgrad.tree import assert_same_structure, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 Schedule = Callable[[int], float]
@@ -52,6 +54,9 @@ def flat_leaves(tree, opt: str, what: str = "params"):
     leaves, td = tree_flatten(tree)
     arrs = []
     for x in leaves:
+        if on_device(x):   # a GPU array: updated by GPU kernels (DK)
+            arrs.append(DK().as_device(x))
+            continue
         a = np.asarray(x)
         if a.dtype == object:
             raise TypeError(f"{opt}: {what} contain a non-numeric leaf of type {type(x).__name__}")
@@ -98,12 +103,28 @@ def zeros_like_params(params, opt: str, fill: float = 0.0):
         if not np.issubdtype(a.dtype, np.floating):
             raise TypeError(f"{opt}: params{path} has dtype {a.dtype}; optimizers need floating-point "
                             "parameters (cast with .astype(np.float32))")
-        out.append(np.full(a.shape, fill, dtype=a.dtype))
+        out.append(DK().full(tuple(a.shape), fill, a.dtype) if on_device(a) else np.full(a.shape, fill, dtype=a.dtype))
     return tree_unflatten(td, out)
 
 
 def cast(g: np.ndarray, like_dtype) -> np.ndarray:
+    if on_device(g):
+        return g if g.dtype == like_dtype else DK().astype(g, like_dtype)
     return g if g.dtype == like_dtype else g.astype(like_dtype)
+
+
+def DK():
+    """The GPU kernel namespace (funcgrad.kernels.cuda): leaves on the device are updated with it, each
+    update's elementwise arithmetic fused into one kernel per result."""
+    return CUDA.namespace()
+
+
+def dev_leaf(g, like):
+    """``g`` (a GPU array, or a host number) in the dtype of the GPU array ``like``: a NumPy array here is refused."""
+    if not on_device(g) and isinstance(g, np.ndarray) and g.ndim:
+        raise TypeError("a gradient in host memory (a NumPy array) for a parameter on the GPU; move it with "
+                        "funcgrad.device_put")
+    return cast(DK().as_device(g), like.dtype) if on_device(g) else g
 
 
 def fresh(ufunc, a, b, dtype=None) -> np.ndarray:

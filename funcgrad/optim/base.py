@@ -17,7 +17,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from funcgrad.tree import tree_map
-from ._checks import check_grads
+from ._checks import DK, check_grads, dev_leaf, on_device
 
 __all__ = ["GradientTransformation", "EmptyState", "identity", "apply_updates"]
 
@@ -43,6 +43,9 @@ def apply_updates(params, updates):
     check_grads(updates, params, "apply_updates")  # names the key path on mismatch
 
     def add(p, u):
+        if on_device(p):   # on the GPU: one kernel, the parameter's dtype kept
+            K = DK()
+            return K.materialize(K.add(K.as_device(p), dev_leaf(u, p)))
         pa = np.asarray(p)
         out = np.add(pa, u)
         if isinstance(p, np.ndarray):

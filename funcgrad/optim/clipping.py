@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from funcgrad.tree import tree_flatten, tree_map
-from ._checks import check_hparam, float_dtype, fresh
+from ._checks import DK, check_hparam, float_dtype, fresh, on_device
 from .base import EmptyState, GradientTransformation
 
 __all__ = ["global_norm", "clip_by_global_norm"]
@@ -16,6 +16,11 @@ def global_norm(tree) -> float:
     """sqrt of the sum of squares of every leaf (float64 accumulation)."""
     total = 0.0
     for x in tree_flatten(tree)[0]:
+        if on_device(x):   # a GPU reduction: one host number comes back
+            K = DK()
+            a = K.as_device(x)
+            total += float(K.sum(K.multiply(a, a), dtype=np.float64)) if a.size else 0.0
+            continue
         a = np.asarray(x)
         total += float(np.vdot(a, a).real) if a.size else 0.0
     return math.sqrt(total)
@@ -34,6 +39,7 @@ def clip_by_global_norm(max_norm: float) -> GradientTransformation:
         coef = max_norm / (norm + 1e-6)
         if coef >= 1.0:
             return grads, state
-        return tree_map(lambda g: fresh(np.multiply, g, coef, float_dtype(np.asarray(g))), grads), state
+        return tree_map(lambda g: DK().materialize(DK().multiply(g, g.dtype.type(coef))) if on_device(g)
+                        else fresh(np.multiply, g, coef, float_dtype(np.asarray(g))), grads), state
 
     return GradientTransformation(lambda params: EmptyState(), update)

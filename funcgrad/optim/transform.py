@@ -21,8 +21,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from funcgrad.tree import assert_same_structure, tree_flatten, tree_map, tree_unflatten
-from ._checks import (ScalarOrSchedule, as_schedule, cast, check_grads, check_hparam, float_dtype, fresh,
-                      need_params, zeros_like_params)
+from ._checks import (DK, ScalarOrSchedule, as_schedule, cast, check_grads, check_hparam, dev_leaf, float_dtype,
+                      fresh, need_params, on_device, zeros_like_params)
 from .base import EmptyState, GradientTransformation
 
 __all__ = ["scale", "scale_by_learning_rate", "add_decayed_weights", "trace", "scale_by_adam", "scale_by_rms",
@@ -62,7 +62,8 @@ def scale(step_size: float) -> GradientTransformation:
     f = float(step_size)
 
     def update(grads, state, params=None):
-        return tree_map(lambda g: fresh(np.multiply, g, f, float_dtype(np.asarray(g))), grads), state
+        return tree_map(lambda g: _dev_mul(g, f) if on_device(g) else fresh(np.multiply, g, f,
+                                                                              float_dtype(np.asarray(g))), grads), state
     return GradientTransformation(lambda params: EmptyState(), update)
 
 
@@ -72,9 +73,16 @@ def scale_by_learning_rate(lr: ScalarOrSchedule) -> GradientTransformation:
 
     def update(grads, state, params=None):
         f = -sched(state.count)
-        u = tree_map(lambda g: fresh(np.multiply, g, f, float_dtype(np.asarray(g))), grads)
+        u = tree_map(lambda g: _dev_mul(g, f) if on_device(g) else fresh(np.multiply, g, f,
+                                                                         float_dtype(np.asarray(g))), grads)
         return u, ScaleByScheduleState(state.count + 1)
     return GradientTransformation(lambda params: ScaleByScheduleState(0), update)
+
+
+def _dev_mul(g, f):
+    K = DK()
+    g = K.as_device(g)
+    return K.materialize(K.multiply(g, g.dtype.type(f) if g.dtype.kind == "f" else f))
 
 
 def add_decayed_weights(weight_decay: float = 0.0, mask=None) -> GradientTransformation:
@@ -99,7 +107,10 @@ def add_decayed_weights(weight_decay: float = 0.0, mask=None) -> GradientTransfo
                 assert_same_structure(mt, params, root="mask")
         out = []
         for gi, pi, mi in zip(g, p, m):
-            if mi and wd != 0.0:
+            if mi and wd != 0.0 and on_device(pi):
+                K = DK()
+                out.append(K.materialize(K.add(K.multiply(K.as_device(pi), wd), dev_leaf(gi, pi))))
+            elif mi and wd != 0.0:
                 pa = np.asarray(pi)
                 o = fresh(np.multiply, pa, wd)
                 np.add(o, gi, out=o, casting="same_kind")
@@ -160,6 +171,12 @@ def trace(decay: float, dampening: float = 0.0, nesterov: bool = False) -> Gradi
         first = state.count == 0
 
         def step(buf, g):
+            if on_device(buf):
+                K = DK()
+                g = dev_leaf(g, buf)
+                new = K.materialize(K.add(g, 0.0) if first else
+                                    K.add(K.multiply(buf, decay), K.multiply(g, 1.0 - damp) if damp else g))
+                return new, (K.materialize(K.add(K.multiply(new, decay), g)) if nesterov else new)
             g = cast(np.asarray(g), buf.dtype)
             if first:
                 new = np.array(g, dtype=buf.dtype, copy=True)
@@ -202,6 +219,15 @@ def scale_by_adam(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
         bc2_sqrt = math.sqrt(1.0 - b2 ** count)
 
         def step(m, v, g, v_max=None):
+            if on_device(m):
+                K = DK()
+                g = dev_leaf(g, m)
+                m = K.materialize(K.add(K.multiply(m, b1), K.multiply(g, 1.0 - b1)))
+                v = K.materialize(K.add(K.multiply(v, b2), K.multiply(K.multiply(g, g), 1.0 - b2)))
+                if v_max is not None:
+                    v_max = K.materialize(K.maximum(v_max, v))
+                den = K.add(K.divide(K.sqrt(v if v_max is None else v_max), bc2_sqrt), eps)
+                return m, v, v_max, K.materialize(K.divide(K.divide(m, den), bc1))
             g = cast(np.asarray(g), m.dtype)
             tmp = np.empty_like(m)
             m = _ema(m, g, b1, tmp)
@@ -241,6 +267,15 @@ def scale_by_rms(decay: float = 0.99, eps: float = 1e-8, centered: bool = False)
         check_grads(grads, state.square_avg, opt, "the optimizer state")
 
         def step(s, g, a=None):
+            if on_device(s):
+                K = DK()
+                g = dev_leaf(g, s)
+                s = K.materialize(K.add(K.multiply(s, decay), K.multiply(K.multiply(g, g), 1.0 - decay)))
+                var = s
+                if a is not None:
+                    a = K.materialize(K.add(K.multiply(a, decay), K.multiply(g, 1.0 - decay)))
+                    var = K.subtract(s, K.multiply(a, a))
+                return s, a, K.materialize(K.divide(g, K.add(K.sqrt(var), eps)))
             g = cast(np.asarray(g), s.dtype)
             out = np.empty_like(s)
             s = _ema_sq(s, g, decay, out)
@@ -280,6 +315,11 @@ def scale_by_rss(initial_accumulator_value: float = 0.0, eps: float = 1e-10) -> 
         check_grads(grads, state.sum, opt, "the optimizer state")
 
         def step(s, g):
+            if on_device(s):
+                K = DK()
+                g = dev_leaf(g, s)
+                s = K.materialize(K.add(s, K.multiply(g, g)))
+                return s, K.materialize(K.divide(g, K.add(K.sqrt(s), eps)))
             g = cast(np.asarray(g), s.dtype)
             out = fresh(np.multiply, g, g)
             s = fresh(np.add, s, out)
