@@ -8,8 +8,7 @@ device synchronisation) and the table gives the minimum of the block medians, as
 to PyTorch measured in the same run, plus the kernel launches (and cuBLAS calls) of one
 funcgrad step. Before timing, funcgrad's gradient is checked against PyTorch's.
 
-LeNet on the GPU is not there yet (conv2d and the pools have no CUDA kernels): the script
-says so instead of timing it.
+Then the LeNet-5 step of benchmarks/lenet_step.py (batch 64, 1x28x28) against PyTorch the same way.
 
 Usage: python benchmarks/gpu_step.py [--rounds 5] [--block 20]
        python benchmarks/gpu_step.py --simulate      (Numba's CUDA simulator, tiny sizes: checks the script)
@@ -137,6 +136,92 @@ def jax_step_fn(sizes, x, y):
     return step, None, jax.__version__
 
 
+LENET = {"c1w": (6, 1, 5, 5), "c1b": (6,), "c2w": (16, 6, 5, 5), "c2b": (16,), "f1w": (256, 120), "f1b": (120,),
+         "f2w": (120, 84), "f2b": (84,), "f3w": (84, 10), "f3b": (10,)}
+
+
+def lenet_loss(p, x, labels):
+    """LeNet-5 on 1x28x28 (as benchmarks/lenet_step.py): conv 6@5x5, pool, conv 16@5x5, pool, 120, 84, 10."""
+    h = nn.max_pool2d(nn.relu(nn.conv2d(x, p["c1w"], p["c1b"])), 2)
+    h = nn.max_pool2d(nn.relu(nn.conv2d(h, p["c2w"], p["c2b"])), 2)
+    h = np.reshape(h, (h.shape[0], 256))
+    h = nn.relu(h @ p["f1w"] + p["f1b"])
+    h = nn.relu(h @ p["f2w"] + p["f2b"])
+    return nn.cross_entropy(h @ p["f3w"] + p["f3b"], labels)
+
+
+def lenet_init(seed=0):
+    rng = np.random.default_rng(seed)
+    return {k: (np.zeros(s, np.float32) if k.endswith("b") else
+                rng.uniform(-1, 1, s).astype(np.float32) / np.sqrt(np.prod(s[1:]) if len(s) == 4 else s[0]))
+            for k, s in LENET.items()}
+
+
+def run_lenet(batch, rounds, block, simulate):
+    from funcgrad.kernels import cuda as K
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((batch, 1, 28, 28)).astype(np.float32)
+    labels = rng.integers(0, 10, batch)
+    vg = funcgrad.value_and_grad(lenet_loss)
+    dx, dl = funcgrad.device_put((x, labels))
+    state = {"p": funcgrad.device_put(lenet_init())}
+
+    def fg_step():
+        _, g = vg(state["p"], dx, dl)
+        state["p"] = K.materialize({k: K.add_scaled(v, g[k], -LR) for k, v in state["p"].items()})
+        K.cuda.synchronize()
+
+    t0 = time.perf_counter()
+    fg_step()
+    first = time.perf_counter() - t0
+    before = K.LAUNCHES[0]
+    fg_step()
+    launches = K.LAUNCHES[0] - before
+    fns, names = {"funcgrad": fg_step}, {"funcgrad": "funcgrad value_and_grad + SGD"}
+    if not simulate:
+        try:
+            import torch
+            import torch.nn.functional as F
+            dev = torch.device("cuda")
+            tp = {k: torch.tensor(v, device=dev, requires_grad=True) for k, v in lenet_init().items()}
+            tx, ty = torch.tensor(x, device=dev), torch.tensor(labels, device=dev)
+
+            def tloss(p):
+                h = F.max_pool2d(torch.relu(F.conv2d(tx, p["c1w"], p["c1b"])), 2)
+                h = F.max_pool2d(torch.relu(F.conv2d(h, p["c2w"], p["c2b"])), 2).reshape(batch, 256)
+                h = torch.relu(torch.relu(h @ p["f1w"] + p["f1b"]) @ p["f2w"] + p["f2b"])
+                return F.cross_entropy(h @ p["f3w"] + p["f3b"], ty)
+
+            fresh = {k: torch.tensor(v, device=dev, requires_grad=True) for k, v in lenet_init().items()}
+            tloss(fresh).backward()
+            got = funcgrad.device_get(vg(funcgrad.device_put(lenet_init()), dx, dl)[1])
+            for k in fresh:
+                np.testing.assert_allclose(got[k], fresh[k].grad.cpu().numpy(), rtol=2e-3, atol=2e-5)
+
+            def t_step():
+                lv = tloss(tp)
+                for v in tp.values():
+                    v.grad = None
+                lv.backward()
+                with torch.no_grad():
+                    for v in tp.values():
+                        v.sub_(LR * v.grad)
+                torch.cuda.synchronize()
+
+            t_step()
+            fns["torch"], names["torch"] = t_step, f"PyTorch {torch.__version__} CUDA eager"
+        except ImportError:
+            pass
+    best = timed_blocks(fns, rounds, block)
+    ref = best.get("torch")
+    print(f"\nLeNet-5 step, batch {batch}, float32; min over {rounds} rounds of the median of {block} steps")
+    print(f"{'implementation':46s} {'ms/step':>9s} {'vs PyTorch':>11s}")
+    for k, t in best.items():
+        r = f"{t / ref:10.2f}x" if ref else "         -"
+        print(f"{names[k]:46s} {t * 1e3:9.3f} {r}")
+    print(f"funcgrad: {launches} kernel launches + cuBLAS calls per step; first step {first:.1f} s")
+
+
 def timed_blocks(fns, rounds, block):
     """Alternating blocks: each function ``block`` steps in a row, in turn, ``rounds`` times;
     per function the minimum over rounds of the block's median step time."""
@@ -230,7 +315,10 @@ def main():
             pstats.Stats(pr).sort_stats("tottime").print_stats(22)
         run([784, 512, 512, 10], 128, args.rounds, args.block, False)
         run([784, 2048, 2048, 10], 1024, args.rounds, args.block, False)
-    print("\nLeNet step: not measured (conv2d and the pools have no CUDA kernels yet)")
+    if args.simulate:   # (minutes on the simulator even at batch 1; tests/test_cuda.py checks the kernels)
+        print("\nLeNet step: measured on a GPU only")
+    else:
+        run_lenet(64, args.rounds, args.block, False)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
     python examples/lenet_digits.py                        # 12 epochs, about 99% test accuracy
     python examples/lenet_digits.py --epochs 20 --out runs/lenet
     python examples/lenet_digits.py --resume --epochs 20   # continue from runs/lenet_digits/checkpoint.npz
+    python examples/lenet_digits.py --device cuda          # on a GPU (pip install 'funcgrad[cuda]')
 
 The model is LeNet-5's pattern shrunk to 1x8x8 inputs (padding keeps the 3x3
 convolutions from eating the tiny images):
@@ -38,17 +39,19 @@ from _common import checkpoint_path, fit, resume_args  # noqa: E402  (examples/_
 
 # --------------------------------------------------------------------------- model
 
-def init_params(seed, dtype=np.float32):
-    """He-uniform weights for the ReLU layers, Glorot for the output layer, zero biases."""
+def init_params(seed, dtype=np.float32, channels=(32, 64, 128)):
+    """He-uniform weights for the ReLU layers, Glorot for the output layer, zero biases (``channels``: of the
+    two convolutions and the hidden dense layer)."""
+    c1, c2, hid = channels
     s = np.random.default_rng(seed).integers(0, 2**31 - 1, 4)
 
     def he(k, shape, **kw):
         return initializers.kaiming_uniform(int(s[k]), shape, nonlinearity="relu", dtype=dtype, **kw)
     return {
-        "conv1": {"w": he(0, (32, 1, 3, 3)), "b": np.zeros(32, dtype)},
-        "conv2": {"w": he(1, (64, 32, 3, 3)), "b": np.zeros(64, dtype)},
-        "fc1": {"w": he(2, (64 * 2 * 2, 128), in_axis=0, out_axis=1), "b": np.zeros(128, dtype)},
-        "fc2": {"w": initializers.glorot_uniform(int(s[3]), (128, 10), dtype=dtype, in_axis=0, out_axis=1),
+        "conv1": {"w": he(0, (c1, 1, 3, 3)), "b": np.zeros(c1, dtype)},
+        "conv2": {"w": he(1, (c2, c1, 3, 3)), "b": np.zeros(c2, dtype)},
+        "fc1": {"w": he(2, (c2 * 2 * 2, hid), in_axis=0, out_axis=1), "b": np.zeros(hid, dtype)},
+        "fc2": {"w": initializers.glorot_uniform(int(s[3]), (hid, 10), dtype=dtype, in_axis=0, out_axis=1),
                 "b": np.zeros(10, dtype)},
     }
 
@@ -89,10 +92,16 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=None, help="split, initialization and shuffling (default 0)")
     ap.add_argument("--out", default="runs/lenet_digits", help="checkpoint and curves go here")
     ap.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.npz")
+    ap.add_argument("--device", default="cpu", help="'cpu', or 'cuda' / 'cuda:N' to train on a GPU (numba.cuda)")
+    ap.add_argument("--limit", type=int, default=None, help="use only the first LIMIT images (quick runs)")
+    ap.add_argument("--channels", default="32,64,128", help="conv1,conv2,dense widths")
     args = ap.parse_args(argv)
     meta = resume_args(args, checkpoint_path(args), HPARAMS)
 
     X, y = load_digits(images=True)  # (1797, 1, 8, 8) float32 in [0, 1], int64 labels
+    if args.limit:
+        X, y = X[:args.limit], y[:args.limit]
+    channels = tuple(int(c) for c in args.channels.split(","))
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.2, seed=args.seed, stratify=y)
     loader = DataLoader(ArrayDataset(X_train, y_train), batch_size=args.batch_size, shuffle=True, seed=args.seed)
 
@@ -105,7 +114,7 @@ def main(argv=None):
         return (f"LeNet on digits: {n_params} parameters, {len(X_train)} train / {len(X_test)} test images, "
                 f"batch {args.batch_size}, Adam lr {args.lr} x {args.lr_decay}/epoch, seed {args.seed}")
 
-    params = fit(args, meta, loader, optim.adam(lr), init_params(args.seed), loss, evaluate, (X_train, y_train),
+    params = fit(args, meta, loader, optim.adam(lr), init_params(args.seed, channels=channels), loss, evaluate, (X_train, y_train),
                  (X_test, y_test), HPARAMS, describe, "LeNet on 8x8 digits")
     _, test_acc = evaluate(params, X_test, y_test)
     print(f"final test accuracy: {test_acc:.4f}")

@@ -1294,6 +1294,303 @@ def cross_entropy_grad_target(g, logits, labels, reduction="mean"):
     return out
 
 
+# ----------------------------------------------------------------------------- convolution and pools (NCHW, OIHW)
+# Direct kernels, one thread per element of the result, gathering (no atomics: every result element is
+# written by one thread, so repeated contributions add up in a fixed order).
+_NN_SRC = {
+    "conv": """
+def conv_k(out, x, w, b, has_b, N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw):
+    start = cuda.grid(1)
+    step = cuda.gridsize(1)
+    for t in range(start, N * O * OH * OW, step):
+        ow = t % OW
+        oh = (t // OW) % OH
+        o = (t // (OW * OH)) % O
+        n = t // (OW * OH * O)
+        acc = b[o] if has_b else 0.0 * b[0]
+        for c in range(C):
+            for i in range(KH):
+                h = oh * sh - ph + i * dh
+                if h < 0 or h >= H:
+                    continue
+                for j in range(KW):
+                    q = ow * sw - pw + j * dw
+                    if q >= 0 and q < W:
+                        acc += x[((n * C + c) * H + h) * W + q] * w[((o * C + c) * KH + i) * KW + j]
+        out[t] = acc
+""",
+    "conv_dx": """
+def conv_dx_k(out, dy, w, N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw):
+    start = cuda.grid(1)
+    step = cuda.gridsize(1)
+    for t in range(start, N * C * H * W, step):
+        q = t % W
+        h = (t // W) % H
+        c = (t // (W * H)) % C
+        n = t // (W * H * C)
+        acc = 0.0 * w[0]
+        for o in range(O):
+            for i in range(KH):
+                a = h + ph - i * dh
+                if a < 0 or a % sh != 0 or a // sh >= OH:
+                    continue
+                oh = a // sh
+                for j in range(KW):
+                    e = q + pw - j * dw
+                    if e >= 0 and e % sw == 0 and e // sw < OW:
+                        acc += dy[((n * O + o) * OH + oh) * OW + e // sw] * w[((o * C + c) * KH + i) * KW + j]
+        out[t] = acc
+""",
+    "conv_dw": """
+def conv_dw_k(out, dy, x, N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw):
+    start = cuda.grid(1)
+    step = cuda.gridsize(1)
+    for t in range(start, O * C * KH * KW, step):
+        j = t % KW
+        i = (t // KW) % KH
+        c = (t // (KW * KH)) % C
+        o = t // (KW * KH * C)
+        acc = 0.0 * x[0]
+        for n in range(N):
+            for oh in range(OH):
+                h = oh * sh - ph + i * dh
+                if h < 0 or h >= H:
+                    continue
+                for ow in range(OW):
+                    q = ow * sw - pw + j * dw
+                    if q >= 0 and q < W:
+                        acc += dy[((n * O + o) * OH + oh) * OW + ow] * x[((n * C + c) * H + h) * W + q]
+        out[t] = acc
+""",
+    # the (first) maximum of window (p, oh, ow) of plane p: its flat index h * W + w, -1 if all padding
+    "argmax": """
+@cuda.jit(device=True)
+def window_argmax(x, p, oh, ow, H, W, kh, kw, sh, sw, ph, pw):
+    best = -1
+    m = x[0]
+    for i in range(kh):
+        h = oh * sh - ph + i
+        if h < 0 or h >= H:
+            continue
+        for j in range(kw):
+            q = ow * sw - pw + j
+            if q < 0 or q >= W:
+                continue
+            v = x[(p * H + h) * W + q]
+            if best < 0 or v > m:
+                m = v
+                best = h * W + q
+    return best
+""",
+    "maxpool": """
+def maxpool_k(out, x, P, H, W, OH, OW, kh, kw, sh, sw, ph, pw):
+    start = cuda.grid(1)
+    step = cuda.gridsize(1)
+    for t in range(start, P * OH * OW, step):
+        ow = t % OW
+        oh = (t // OW) % OH
+        p = t // (OW * OH)
+        k = window_argmax(x, p, oh, ow, H, W, kh, kw, sh, sw, ph, pw)
+        out[t] = x[p * H * W + k] if k >= 0 else -math.inf
+""",
+    "maxpool_grad": """
+def maxpool_grad_k(out, dy, x, P, H, W, OH, OW, kh, kw, sh, sw, ph, pw):
+    start = cuda.grid(1)
+    step = cuda.gridsize(1)
+    for t in range(start, P * H * W, step):
+        q = t % W
+        h = (t // W) % H
+        p = t // (W * H)
+        acc = 0.0 * dy[0]
+        for oh in range(OH):
+            if h < oh * sh - ph or h >= oh * sh - ph + kh:
+                continue
+            for ow in range(OW):
+                if q < ow * sw - pw or q >= ow * sw - pw + kw:
+                    continue
+                if window_argmax(x, p, oh, ow, H, W, kh, kw, sh, sw, ph, pw) == h * W + q:
+                    acc += dy[(p * OH + oh) * OW + ow]
+        out[t] = acc
+""",
+    "maxpool_select": """
+def maxpool_select_k(out, g, x, P, H, W, OH, OW, kh, kw, sh, sw, ph, pw):
+    start = cuda.grid(1)
+    step = cuda.gridsize(1)
+    for t in range(start, P * OH * OW, step):
+        ow = t % OW
+        oh = (t // OW) % OH
+        p = t // (OW * OH)
+        k = window_argmax(x, p, oh, ow, H, W, kh, kw, sh, sw, ph, pw)
+        out[t] = g[p * H * W + k] if k >= 0 else 0.0 * g[0]
+""",
+    "avgpool": """
+def avgpool_k(out, x, P, H, W, OH, OW, kh, kw, sh, sw, ph, pw):
+    start = cuda.grid(1)
+    step = cuda.gridsize(1)
+    for t in range(start, P * OH * OW, step):
+        ow = t % OW
+        oh = (t // OW) % OH
+        p = t // (OW * OH)
+        acc = 0.0 * x[0]
+        for i in range(kh):
+            h = oh * sh - ph + i
+            if h < 0 or h >= H:
+                continue
+            for j in range(kw):
+                q = ow * sw - pw + j
+                if q >= 0 and q < W:
+                    acc += x[(p * H + h) * W + q]
+        out[t] = acc / (kh * kw)
+""",
+    "avgpool_grad": """
+def avgpool_grad_k(out, dy, P, H, W, OH, OW, kh, kw, sh, sw, ph, pw):
+    start = cuda.grid(1)
+    step = cuda.gridsize(1)
+    for t in range(start, P * H * W, step):
+        q = t % W
+        h = (t // W) % H
+        p = t // (W * H)
+        acc = 0.0 * dy[0]
+        for oh in range(OH):
+            if h < oh * sh - ph or h >= oh * sh - ph + kh:
+                continue
+            for ow in range(OW):
+                if q >= ow * sw - pw and q < ow * sw - pw + kw:
+                    acc += dy[(p * OH + oh) * OW + ow]
+        out[t] = acc / (kh * kw)
+""",
+}
+_NN: dict = {}
+
+
+def _nn_kernel(name):
+    k = _NN.get(name)
+    if k is None:
+        extra = {}
+        if name.startswith("maxpool"):
+            ns = {"cuda": cuda, "math": math}
+            exec(compile(_NN_SRC["argmax"], "<funcgrad cuda kernel window_argmax>", "exec"), ns)
+            extra["window_argmax"] = ns["window_argmax"]
+        with _LOCK:
+            k = _NN[name] = _compile(_NN_SRC[name], name + "_k", extra)
+    return k
+
+
+def _pair(v, what):
+    if isinstance(v, (int, np.integer)):
+        return int(v), int(v)
+    v = tuple(int(a) for a in v)
+    if len(v) != 2:
+        raise ValueError(f"{what} must be an int or a pair; received {v!r}")
+    return v
+
+
+def _conv_geom(x_shape, w_shape, stride, padding, dilation):
+    N, C, H, W = x_shape
+    O, Cw, KH, KW = w_shape
+    if Cw != C:
+        raise ValueError(f"conv2d: the input has {C} channels but the weight expects {Cw}")
+    sh, sw = _pair(stride, "stride")
+    ph, pw = _pair(padding, "padding")
+    dh, dw = _pair(dilation, "dilation")
+    OH = (H + 2 * ph - dh * (KH - 1) - 1) // sh + 1
+    OW = (W + 2 * pw - dw * (KW - 1) - 1) // sw + 1
+    if OH <= 0 or OW <= 0:
+        raise ValueError("conv2d: the kernel is larger than the padded input")
+    return N, C, H, W, O, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw
+
+
+def _run_nn(name, out, n, *args):
+    if n:
+        b, t = _launch(n)
+        _nn_kernel(name)[b, t](_flat(out), *args)
+    return out
+
+
+def conv2d(x, w, b=None, stride=1, padding=0, dilation=1):
+    x, w = _operand(x), _operand(w)
+    g = _conv_geom(tuple(x.shape), tuple(w.shape), stride, padding, dilation)
+    N, C, H, W, O, KH, KW, OH, OW = g[:9]
+    dt = np.result_type(x.dtype, w.dtype)
+    has_b = b is not None
+    bb = _operand(b) if has_b else full((1,), 0, dt)
+    out = _empty((N, O, OH, OW), dt)
+    return _run_nn("conv", out, N * O * OH * OW, _flat(x), _flat(w), _flat(bb), has_b, *g)
+
+
+def conv2d_input_grad(dy, w, x_shape, stride=1, padding=0, dilation=1):
+    dy, w = _operand(dy), _operand(w)
+    g = _conv_geom(tuple(int(s) for s in x_shape), tuple(w.shape), stride, padding, dilation)
+    N, C, H, W = g[:4]
+    out = _empty((N, C, H, W), dy.dtype)
+    return _run_nn("conv_dx", out, N * C * H * W, _flat(dy), _flat(w), *g)
+
+
+def conv2d_weight_grad(dy, x, w_shape, stride=1, padding=0, dilation=1):
+    dy, x = _operand(dy), _operand(x)
+    g = _conv_geom(tuple(x.shape), tuple(int(s) for s in w_shape), stride, padding, dilation)
+    O, C, KH, KW = (g[4], g[1], g[5], g[6])
+    out = _empty((O, C, KH, KW), dy.dtype)
+    return _run_nn("conv_dw", out, O * C * KH * KW, _flat(dy), _flat(x), *g)
+
+
+def channel_sum(x):
+    x = _operand(x)
+    return sum(x, axis=tuple(i for i in range(x.ndim) if i != 1))
+
+
+def channel_broadcast(g, shape):
+    g = _operand(g)
+    shape = tuple(int(s) for s in shape)
+    return broadcast_to(reshape(g, (1, shape[1]) + (1,) * (len(shape) - 2)), shape)
+
+
+def _pool_geom(x_shape, kernel_size, stride, padding):
+    N, C, H, W = x_shape
+    kh, kw = _pair(kernel_size, "kernel_size")
+    sh, sw = _pair(stride, "stride") if stride is not None else (kh, kw)
+    ph, pw = _pair(padding, "padding")
+    OH = (H + 2 * ph - kh) // sh + 1
+    OW = (W + 2 * pw - kw) // sw + 1
+    if OH <= 0 or OW <= 0:
+        raise ValueError("pool: window larger than the padded input")
+    return N, C, H, W, OH, OW, kh, kw, sh, sw, ph, pw
+
+
+def _pool(name, x, kernel_size, stride, padding, out_like_input=False, extra=()):
+    N, C, H, W, OH, OW, *k = _pool_geom(tuple(x.shape), kernel_size, stride, padding)
+    out = _empty((N, C, H, W) if out_like_input else (N, C, OH, OW), x.dtype)
+    n = N * C * (H * W if out_like_input else OH * OW)
+    return _run_nn(name, out, n, *extra, N * C, H, W, OH, OW, *k)
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0):
+    x = _operand(x)
+    return _pool("maxpool", x, kernel_size, stride, padding, extra=(_flat(x),))
+
+
+def max_pool2d_grad(dy, x, kernel_size, stride=None, padding=0):
+    dy, x = _operand(dy), _operand(x)
+    return _pool("maxpool_grad", x, kernel_size, stride, padding, True, (_flat(dy), _flat(x)))
+
+
+def max_pool2d_select(g, x, kernel_size, stride=None, padding=0):
+    g, x = _operand(g), _operand(x)
+    return _pool("maxpool_select", x, kernel_size, stride, padding, extra=(_flat(g), _flat(x)))
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0):
+    x = _operand(x)
+    return _pool("avgpool", x, kernel_size, stride, padding, extra=(_flat(x),))
+
+
+def avg_pool2d_grad(dy, x_shape, kernel_size, stride=None, padding=0):
+    dy = _operand(dy)
+    N, C, H, W, OH, OW, *k = _pool_geom(tuple(int(s) for s in x_shape), kernel_size, stride, padding)
+    out = _empty((N, C, H, W), dy.dtype)
+    return _run_nn("avgpool_grad", out, N * C * H * W, _flat(dy), N * C, H, W, OH, OW, *k)
+
+
 # ----------------------------------------------------------------------------- the namespace
 def names():
     """Every kernel name this namespace defines (the GPU backend's coverage)."""

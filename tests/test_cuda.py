@@ -434,3 +434,58 @@ def test_grad_of_an_nn_loss_with_integer_labels_on_the_device():
     g = funcgrad.grad(ce_loss)(put(params), put(x), put(labels))
     for a, b in zip(g, g0):
         close(a, b, atol=1e-12)
+
+
+@pytest.mark.parametrize("stride, padding, dilation", [(1, 0, 1), (2, 1, 1), ((1, 2), (0, 1), (2, 1))])
+def test_conv2d_and_its_cotangents(stride, padding, dilation):
+    from funcgrad.kernels import cpu
+    x, w, b = sym(2, 3, 6, 5), sym(4, 3, 3, 2), sym(4)
+    y = cpu.conv2d(x, w, b, stride, padding, dilation)
+    close(K.conv2d(put(x), put(w), put(b), stride, padding, dilation), y, atol=1e-12)
+    close(K.conv2d(put(x), put(w), None, stride, padding, dilation), cpu.conv2d(x, w, None, stride, padding, dilation),
+          atol=1e-12)
+    dy = sym(*y.shape)
+    close(K.conv2d_input_grad(put(dy), put(w), x.shape, stride, padding, dilation),
+          cpu.conv2d_input_grad(dy, w, x.shape, stride, padding, dilation), atol=1e-12)
+    close(K.conv2d_weight_grad(put(dy), put(x), w.shape, stride, padding, dilation),
+          cpu.conv2d_weight_grad(dy, x, w.shape, stride, padding, dilation), atol=1e-12)
+    close(K.channel_sum(put(dy)), cpu.channel_sum(dy), atol=1e-12)
+    close(K.channel_broadcast(put(b), y.shape), cpu.channel_broadcast(b, y.shape))
+
+
+@pytest.mark.parametrize("kernel_size, stride, padding", [(2, None, 0), (3, 2, 1), ((2, 3), (1, 2), (1, 0))])
+def test_pools_and_their_cotangents(kernel_size, stride, padding):
+    from funcgrad.kernels import cpu
+    x = sym(2, 2, 6, 7)
+    x[0, 0, :2, :2] = 0.5   # a tie: the first maximum takes the cotangent
+    y = cpu.max_pool2d(x, kernel_size, stride, padding)
+    close(K.max_pool2d(put(x), kernel_size, stride, padding), y)
+    dy = sym(*y.shape)
+    close(K.max_pool2d_grad(put(dy), put(x), kernel_size, stride, padding),
+          cpu.max_pool2d_grad(dy, x, kernel_size, stride, padding), atol=1e-12)
+    g = sym(*x.shape)
+    close(K.max_pool2d_select(put(g), put(x), kernel_size, stride, padding),
+          cpu.max_pool2d_select(g, x, kernel_size, stride, padding))
+    ya = cpu.avg_pool2d(x, kernel_size, stride, padding)
+    close(K.avg_pool2d(put(x), kernel_size, stride, padding), ya, atol=1e-12)
+    dya = sym(*ya.shape)
+    close(K.avg_pool2d_grad(put(dya), x.shape, kernel_size, stride, padding),
+          cpu.avg_pool2d_grad(dya, x.shape, kernel_size, stride, padding), atol=1e-12)
+
+
+def lenet_like(params, x, labels):
+    h = nn.relu(nn.conv2d(x, params["w1"], params["b1"], padding=1))
+    h = nn.max_pool2d(h, 2)
+    h = nn.avg_pool2d(nn.conv2d(h, params["w2"], params["b2"]), 2)
+    h = h.reshape(h.shape[0], -1)
+    return nn.cross_entropy(h @ params["w3"] + params["b3"], labels)
+
+
+def test_grad_of_a_small_convnet_on_the_device():
+    params = {"w1": sym(3, 1, 3, 3), "b1": sym(3), "w2": sym(2, 3, 3, 3), "b2": sym(2), "w3": sym(2, 3),
+              "b3": sym(3)}
+    x, labels = sym(2, 1, 8, 8), np.array([0, 2])
+    g0 = funcgrad.grad(lenet_like)(params, x, labels)
+    g = funcgrad.grad(lenet_like)(put(params), put(x), put(labels))
+    for k in params:
+        close(g[k], g0[k], atol=1e-12)

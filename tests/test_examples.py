@@ -163,19 +163,21 @@ def test_resume_without_checkpoint_starts_fresh(tmp_path):
     assert "starting from scratch" in out and [int(e) for e, _ in _epoch_lines(out)] == [1], out
 
 
-def test_mlp_digits_trains_on_the_gpu_as_on_the_cpu(tmp_path):
+@pytest.mark.parametrize("script, size", [("mlp_digits.py", ("--hidden", 4)),
+                                          ("lenet_digits.py", ("--channels", "2,3,4"))])
+def test_examples_train_on_the_gpu_as_on_the_cpu(tmp_path, script, size):
     # --device cuda, on Numba's CUDA simulator here (a tiny model: the simulator runs a Python thread per CUDA
     # thread); the parameters it ends with are the CPU run's, to float32 rounding
-    args = ("--epochs", 1, "--limit", 50, "--hidden", 4, "--batch-size", 20)
-    cpu = _start("mlp_digits.py", *args, "--out", tmp_path / "cpu", log=tmp_path / "cpu.err")
-    out_cpu = _finish(cpu, "mlp_digits.py on the CPU")
+    args = ("--epochs", 1, "--limit", 50, "--batch-size", 20, *size)
+    cpu = _start(script, *args, "--out", tmp_path / "cpu", log=tmp_path / "cpu.err")
+    out_cpu = _finish(cpu, f"{script} on the CPU")
     env = _env()
     env["NUMBA_ENABLE_CUDASIM"] = "1"
-    gpu = subprocess.Popen([sys.executable, str(EXAMPLES / "mlp_digits.py"), *map(str, args), "--device", "cuda",
+    gpu = subprocess.Popen([sys.executable, str(EXAMPLES / script), *map(str, args), "--device", "cuda",
                             "--out", str(tmp_path / "gpu")], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                            stderr=open(tmp_path / "gpu.err", "w"), text=True)
     gpu.log = tmp_path / "gpu.err"
-    out_gpu = _finish(gpu, "mlp_digits.py --device cuda")
+    out_gpu = _finish(gpu, f"{script} --device cuda")
     assert _final_metric(out_gpu) == _final_metric(out_cpu), (out_cpu, out_gpu)
     a = checkpoint.load(tmp_path / "cpu" / "checkpoint.npz")
     b = checkpoint.load(tmp_path / "gpu" / "checkpoint.npz")
