@@ -171,12 +171,7 @@ def run_lenet(batch, rounds, block, simulate):
         state["p"] = K.materialize({k: K.add_scaled(v, g[k], -LR) for k, v in state["p"].items()})
         K.cuda.synchronize()
 
-    t0 = time.perf_counter()
-    fg_step()
-    first = time.perf_counter() - t0
-    before = K.LAUNCHES[0]
-    fg_step()
-    launches = K.LAUNCHES[0] - before
+    first, launches = _first_and_launches(fg_step, K)
     fns, names = {"funcgrad": fg_step}, {"funcgrad": "funcgrad value_and_grad + SGD"}
     if not simulate:
         try:
@@ -213,13 +208,28 @@ def run_lenet(batch, rounds, block, simulate):
         except ImportError:
             pass
     best = timed_blocks(fns, rounds, block)
+    _table(f"LeNet-5 step, batch {batch}, float32; min over {rounds} rounds of the median of {block} steps",
+           best, names)
+    print(f"funcgrad: {launches} kernel launches + cuBLAS calls per step; first step {first:.1f} s")
+
+
+def _first_and_launches(step, K):
+    """(seconds of the first step: transform and kernel compiles, kernel launches of the second)."""
+    t0 = time.perf_counter()
+    step()
+    first = time.perf_counter() - t0
+    before = K.LAUNCHES[0]
+    step()
+    return first, K.LAUNCHES[0] - before
+
+
+def _table(title, best, names):
     ref = best.get("torch")
-    print(f"\nLeNet-5 step, batch {batch}, float32; min over {rounds} rounds of the median of {block} steps")
+    print(f"\n{title}")
     print(f"{'implementation':46s} {'ms/step':>9s} {'vs PyTorch':>11s}")
     for k, t in best.items():
         r = f"{t / ref:10.2f}x" if ref else "         -"
         print(f"{names[k]:46s} {t * 1e3:9.3f} {r}")
-    print(f"funcgrad: {launches} kernel launches + cuBLAS calls per step; first step {first:.1f} s")
 
 
 def timed_blocks(fns, rounds, block):
@@ -244,12 +254,7 @@ def run(sizes, batch, rounds, block, simulate):
     fns, names = {}, {}
     for alloc in allocs:   # CuPy's caching pool vs numba.cuda's own allocations, for the record
         step, grads, _ = funcgrad_step_fn(sizes, x, y, alloc)
-        t0 = time.perf_counter()
-        step()
-        first = time.perf_counter() - t0
-        before = K.LAUNCHES[0]
-        step()
-        launches = K.LAUNCHES[0] - before
+        first, launches = _first_and_launches(step, K)
         fns[f"funcgrad-{alloc}"] = step
         names[f"funcgrad-{alloc}"] = f"funcgrad value_and_grad + SGD ({alloc} alloc)"
         if alloc == allocs[0]:
@@ -274,13 +279,9 @@ def run(sizes, batch, rounds, block, simulate):
         except ImportError:
             pass
     best = timed_blocks(fns, rounds, block)
-    ref = best.get("torch")
     label = "-".join(map(str, sizes))
-    print(f"\nMLP step {label}, batch {batch}, float32; min over {rounds} rounds of the median of {block} steps")
-    print(f"{'implementation':46s} {'ms/step':>9s} {'vs PyTorch':>11s}")
-    for k, t in best.items():
-        r = f"{t / ref:10.2f}x" if ref else "         -"
-        print(f"{names[k]:46s} {t * 1e3:9.3f} {r}")
+    _table(f"MLP step {label}, batch {batch}, float32; min over {rounds} rounds of the median of {block} steps",
+           best, names)
     print(f"funcgrad: {fg_launches} kernel launches + cuBLAS calls per step; first step (transform + kernel "
           f"compiles) {fg_first:.1f} s")
     return best
