@@ -1077,6 +1077,12 @@ def _index_add_ov(out, idx, g):
     return general
 
 
+def index_put(out, idx, v):
+    """``out[idx] = v`` in place; returns ``out`` (for backends whose generated code spells writes as calls)."""
+    out[idx] = v
+    return out
+
+
 @_register
 def untake(g, x, idx):
     """Zeros like ``x`` with ``g`` added at ``idx`` (the VJP of ``x[idx]``; repeated indices accumulate)."""

@@ -31,6 +31,7 @@ import builtins as _b
 import math
 import operator
 import threading
+import weakref
 
 import numpy as np
 import numba
@@ -319,11 +320,12 @@ class Lazy:
     generated kernel for the whole expression and keeps the result; shape, dtype and ``[...]`` work as on a
     device array."""
 
-    __slots__ = ("template", "args", "shape", "dtype", "nodes", "_value")
+    __slots__ = ("template", "args", "shape", "dtype", "nodes", "_value", "__weakref__")
 
     def __init__(self, template, args, shape, dtype, nodes):
         self.template, self.args, self.shape, self.dtype, self.nodes = template, args, shape, dtype, nodes
         self._value = None
+        _PENDING.add(self)
 
     @property
     def ndim(self):
@@ -337,6 +339,7 @@ class Lazy:
         if self._value is None:
             self._value = _materialize(self)
             self.args = None   # the operands' memory can go
+            _PENDING.discard(self)
         return self._value
 
     def __getitem__(self, idx):
@@ -358,6 +361,17 @@ class Lazy:
 
     def __repr__(self):
         return f"<funcgrad lazy device array shape={self.shape} dtype={self.dtype}>"
+
+
+_PENDING = weakref.WeakSet()   # expressions not computed yet (an in-place write computes them first)
+
+
+def _before_write():
+    """Compute every pending expression: one may read memory that an in-place write is about to change
+    (NumPy would have computed it before the write)."""
+    for n in list(_PENDING):
+        n.value()
+    _PENDING.clear()
 
 
 def _materialize(root):
@@ -674,15 +688,175 @@ def squeeze(x, axis=None):
     return reshape(x, new) if isinstance(x, _DevArray) else np.reshape(x, new)
 
 
+_ROWS: dict = {}
+_ROWS_SRC = {
+    "gather": """
+def rows_k(out, x, base, B, n):
+    start = cuda.grid(1)
+    step = cuda.gridsize(1)
+    for t in range(start, n * B, step):
+        out[t] = x[base[t // B] * B + t % B]
+""",
+    "put": """
+def rows_k(out, g, base, B, n):
+    start = cuda.grid(1)
+    step = cuda.gridsize(1)
+    for t in range(start, n * B, step):
+        out[base[t // B] * B + t % B] = g[t]
+""",
+    "scatter": """
+def rows_k(out, g, base, B, n):
+    start = cuda.grid(1)
+    step = cuda.gridsize(1)
+    for t in range(start, n * B, step):
+        cuda.atomic.add(out, base[t // B] * B + t % B, g[t])
+""",
+}
+
+
+def _advanced(idx):
+    """An index of integer/boolean arrays (lists) over the leading axes, or None for a basic index."""
+    items = idx if isinstance(idx, tuple) else (idx,)
+    if all(it is None or it is Ellipsis or isinstance(it, (slice, int, np.integer)) for it in items):
+        return None
+    return items
+
+
+def _leading_blocks(shape, items, what):
+    """For an index of integer arrays over the leading axes of ``shape``: (the flat offset of each selected
+    block, in units of the block size, as a device int64 array; the index's shape; the block shape). The
+    index arrays are read on the host (they are index data, usually constants of the function)."""
+    arrs = []
+    for it in items:
+        if is_device_array(it):
+            it = as_device(it).copy_to_host()
+        a = np.asarray(it)
+        if a.dtype == np.bool_:
+            if len(items) != 1:
+                raise DeviceMismatchError(f"{what}: a boolean mask mixed with other indices is not available on "
+                                          "the GPU backend yet")
+            arrs.extend(np.nonzero(a))
+            lead = a.ndim
+            break
+        if a.dtype.kind not in "iu":
+            raise DeviceMismatchError(f"{what}: a GPU array indexed by {a.dtype} values; integer arrays, boolean "
+                                      "masks over the leading axes, ints and slices are what the GPU backend takes")
+        arrs.append(a)
+    else:
+        lead = len(arrs)
+    if lead > len(shape):
+        raise IndexError(f"too many indices for an array of {len(shape)} dimensions")
+    arrs = np.broadcast_arrays(*arrs)
+    flat = np.zeros(arrs[0].shape, np.int64)
+    for d, a in enumerate(arrs):
+        n = shape[d]
+        if a.size and (a.min() < -n or a.max() >= n):
+            raise IndexError(f"index {int(a.max()) if a.max() >= n else int(a.min())} is out of bounds for axis "
+                             f"{d} with size {n}")
+        flat = flat * n + np.where(a < 0, a + n, a)
+    return cuda.to_device(np.ascontiguousarray(flat.ravel())), arrs[0].shape, tuple(shape[lead:])
+
+
+def _rows(kind, out, src, base, B, n):
+    k = _ROWS.get(kind)
+    if k is None:
+        with _LOCK:
+            k = _ROWS[kind] = _compile(_ROWS_SRC[kind], "rows_k")
+    if n * B:
+        b, t = _launch(n * B)
+        k[b, t](_flat(out), _flat(src), base, B, n)
+    return out
+
+
+def untake(g, x, idx):
+    """Zeros like ``x`` with ``g`` added at ``idx`` (the VJP of ``x[idx]``): repeated indices accumulate
+    (atomic adds)."""
+    g, x = _operand(g), _operand(x)
+    items = _advanced(idx)
+    if items is None or any(isinstance(it, (slice, type(None))) or it is Ellipsis for it in items):
+        raise DeviceMismatchError("the cotangent of this indexing is not available on the GPU backend yet "
+                                  "(integer arrays over the leading axes are)")
+    base, ishape, block = _leading_blocks(tuple(x.shape), items, "indexing")
+    out = full(tuple(x.shape), 0, x.dtype)
+    gb = broadcast_to(g, ishape + block) if tuple(_shape(g)) != ishape + block else g
+    if not isinstance(gb, _DevArray):
+        gb = full(ishape + block, gb, x.dtype)
+    return _rows("scatter", out, astype(gb, x.dtype), base, _size(block), _size(ishape))
+
+
+def index_add(out, idx, g):
+    """``out[idx] += g`` in place with ``np.add.at`` semantics (a repeated index accumulates); returns ``out``.
+    The positions are worked out on the host (an integer per element of ``out``)."""
+    out, g = _operand(out), _operand(g)
+    _before_write()
+    pos = _positions(out, idx)
+    flat = np.ascontiguousarray(pos.ravel())
+    if not flat.size:
+        return out
+    gb = broadcast_to(g, pos.shape) if isinstance(g, _DevArray) else full(pos.shape, g, out.dtype)
+    return _rows("scatter", out, astype(gb, out.dtype), cuda.to_device(flat), 1, flat.size)
+
+
+def _positions(out, idx):
+    items = idx if isinstance(idx, tuple) else (idx,)
+    host = tuple(as_device(it).copy_to_host() if is_device_array(it) else it for it in items)
+    pos = np.arange(out.size, dtype=np.int64).reshape(tuple(out.shape))[host if isinstance(idx, tuple) else host[0]]
+    return np.asarray(pos)
+
+
+def index_put(out, idx, v):
+    """``out[idx] = v`` in place (an in-place write inside a differentiated function); returns ``out``. An index
+    that names an element twice is refused (which write wins is NumPy's order, not a GPU's)."""
+    out, v = _operand(out), _operand(v)
+    _before_write()
+    pos = _positions(out, idx)
+    flat = np.ascontiguousarray(pos.ravel())
+    if not flat.size:
+        return out
+    if np.unique(flat).size != flat.size:
+        raise DeviceMismatchError("an assignment through an index that repeats an element is not available on the "
+                                  "GPU backend (NumPy keeps the last write)")
+    vb = broadcast_to(v, pos.shape) if isinstance(v, _DevArray) else full(pos.shape, v, out.dtype)
+    return _rows("put", out, astype(vb, out.dtype), cuda.to_device(flat), 1, flat.size)
+
+
+def written(dx, idx):
+    """``dx[idx]`` where each element written by ``x[idx] = v`` counts once: for a repeated index only its last
+    occurrence (the write that stays) gets the cotangent, earlier ones get zero."""
+    dx = _operand(dx)
+    pos = _positions(dx, idx)
+    flat = np.ascontiguousarray(pos.ravel())
+    if not flat.size:
+        return _empty(pos.shape, dx.dtype)
+    _, first_from_end = np.unique(flat[::-1], return_index=True)
+    keep = np.zeros(flat.size, dtype=dx.dtype)
+    keep[flat.size - 1 - first_from_end] = 1
+    piece = _rows("gather", _empty(pos.shape, dx.dtype), dx, cuda.to_device(flat), 1, flat.size)
+    return multiply(piece, cuda.to_device(keep.reshape(pos.shape)))
+
+
+def match_complex(g, x):
+    """``g`` as the cotangent of ``x`` (real arrays only on the GPU: ``g`` itself)."""
+    g, x = _operand(g), _operand(x)
+    for v in (g, x):
+        if isinstance(v, _DevArray) and v.dtype.kind == "c":
+            raise DeviceMismatchError("complex arrays are not available on the GPU backend yet")
+    return g
+
+
 def getitem(x, idx):
-    """Basic indexing (ints, slices, None, Ellipsis) of a device array; the result is a contiguous copy
-    (a full integer index gives a host scalar)."""
+    """``x[idx]`` of a device array: basic indices (ints, slices, None, Ellipsis) as a contiguous copy (a full
+    integer index gives a host scalar); integer arrays or a boolean mask over the leading axes gather."""
     x = _operand(x)
     items = idx if isinstance(idx, tuple) else (idx,)
-    for it in items:
-        if not (it is None or it is Ellipsis or isinstance(it, (slice, int, np.integer))):
-            raise DeviceMismatchError("indexing a GPU array with an integer or boolean array is not available on the "
-                                      "GPU backend yet; index on the host (funcgrad.device_get) or use basic slices")
+    adv = _advanced(idx)
+    if adv is not None:
+        if any(isinstance(it, (slice, type(None))) or it is Ellipsis for it in adv):
+            raise DeviceMismatchError("indexing a GPU array with integer arrays mixed with slices is not available "
+                                      "on the GPU backend yet; integer arrays over the leading axes are")
+        base, ishape, block = _leading_blocks(tuple(x.shape), adv, "indexing")
+        out = _empty(ishape + block, x.dtype)
+        return _rows("gather", out, x, base, _size(block), _size(ishape))
     nones = [i for i, it in enumerate(items) if it is None]
     core = tuple(it for it in items if it is not None)
     if any(it is Ellipsis for it in core):   # numba's device arrays take no Ellipsis: spell it as slices

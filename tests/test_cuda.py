@@ -162,8 +162,40 @@ def test_shapes_and_indexing():
                 (None, 1), (slice(None), None, slice(0, 2))]:
         close(K.getitem(put(x), idx), x[idx])
     assert K.getitem(put(x), (1, 2, 3)) == x[1, 2, 3]
-    with pytest.raises(funcgrad.DeviceError, match="integer or boolean array"):
-        K.getitem(put(x), np.array([0, 1]))
+    with pytest.raises(funcgrad.DeviceError, match="mixed with slices"):
+        K.getitem(put(x), (slice(None), np.array([0, 1])))
+
+
+@pytest.mark.parametrize("idx", [np.array([0, 2, 2, 1, 0]), [1, -1, 1], (np.array([0, 1, 1]), np.array([2, 0, 2])),
+                                 np.array([[0, 1], [1, 1]]), np.array([True, False, True])])
+def test_integer_array_indexing_and_its_repeated_index_cotangent(idx):
+    from funcgrad.kernels import cpu
+    x = sym(3, 4, 2)
+    y = x[idx]
+    close(K.getitem(put(x), idx), y)
+    g = sym(*y.shape)
+    close(K.untake(put(g), put(x), idx), cpu.untake(g, x, idx), atol=1e-12)   # repeats accumulate
+    if isinstance(idx, np.ndarray):
+        close(K.getitem(put(x), put(idx)), y)                                   # a device index array
+
+
+def test_an_index_out_of_range_is_refused():
+    with pytest.raises(IndexError, match="out of bounds"):
+        K.getitem(put(sym(3, 2)), np.array([0, 3]))
+
+
+def gathers(x, table):
+    idx = np.array([0, 2, 2, 4, 0, 0])       # repeated indices: the cotangent accumulates (np.add.at)
+    rows = table[np.array([1, 1, 0])]
+    return np.sum(x[idx] ** 2) + np.sum(rows * rows[::-1])
+
+
+def test_grad_through_integer_indexing_on_the_device():
+    x, table = sym(5), sym(3, 4)
+    g0 = funcgrad.grad(gathers, argnums=(0, 1))(x, table)
+    g = funcgrad.grad(gathers, argnums=(0, 1))(put(x), put(table))
+    for a, b in zip(g, g0):
+        close(a, b, atol=1e-12)
 
 
 @pytest.mark.parametrize("axis", [-1, 0, 1])
@@ -489,3 +521,18 @@ def test_grad_of_a_small_convnet_on_the_device():
     g = funcgrad.grad(lenet_like)(put(params), put(x), put(labels))
     for k in params:
         close(g[k], g0[k], atol=1e-12)
+
+
+def writes_in_place(x):
+    y = x * 1.0
+    y[0] = 2.0
+    y[1:3] = y[1:3] * x[0]
+    y[np.array([3, 4])] += 1.5 * x[1]
+    return np.sum(y * x)
+
+
+def test_in_place_writes_on_the_device():
+    x = sym(6)
+    close(funcgrad.grad(writes_in_place)(put(x)), funcgrad.grad(writes_in_place)(x), atol=1e-12)
+    with pytest.raises(funcgrad.DeviceError, match="repeats an element"):
+        K.index_put(put(sym(4)), np.array([1, 1]), 0.0)

@@ -52,6 +52,17 @@ _KERNEL_CMP = {ast.Eq: "op_eq", ast.NotEq: "op_ne", ast.Lt: "op_lt", ast.LtE: "o
                ast.GtE: "op_ge"}
 
 
+def _index_value(idx):
+    """An index written as a value (``::-1`` -> ``slice(None, None, -1)``), to pass it to a kernel."""
+    if isinstance(idx, ast.Slice):
+        none = ast.Constant(None)
+        return ast.Call(func=ast.Name("slice", ast.Load()), args=[idx.lower or none, idx.upper or none,
+                                                                   idx.step or none], keywords=[])
+    if isinstance(idx, ast.Tuple):
+        return ast.Tuple(elts=[_index_value(e) for e in idx.elts], ctx=ast.Load())
+    return idx
+
+
 def _k(name, *args):
     return ast.Call(func=ast.Attribute(value=ast.Name("K", ast.Load()), attr=name, ctx=ast.Load()),
                     args=list(args), keywords=[])
@@ -64,8 +75,12 @@ class _AsKernels(ast.NodeTransformer):
     def visit_Call(self, node):
         self.generic_visit(node)
         prim = A.get(node, A.PRIM, None)
-        if prim is not None and prim.operator == "[]":
-            return ast.Subscript(value=node.args[0], slice=node.args[1], ctx=ast.Load())
+        if prim is not None and prim.operator == "[]":   # the backend's arrays index themselves only in part
+            idx = node.args[1]
+            if isinstance(idx, ast.Slice) or (isinstance(idx, ast.Tuple) and any(isinstance(e, ast.Slice)
+                                                                                   for e in idx.elts)):
+                return ast.Subscript(value=node.args[0], slice=idx, ctx=ast.Load())   # (slices are syntax)
+            return _k("getitem", node.args[0], idx)
         return node
 
     def visit_BinOp(self, node):
@@ -75,6 +90,28 @@ class _AsKernels(ast.NodeTransformer):
             return node
         return ast.Call(func=ast.Attribute(value=ast.Name("K", ast.Load()), attr=name, ctx=ast.Load()),
                         args=[node.left, node.right], keywords=[])
+
+    def visit_Assign(self, node):
+        """``y[idx] = v`` (an in-place write) as ``y = K.index_put(y, idx, v)``."""
+        self.generic_visit(node)
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript) and \
+                isinstance(node.targets[0].value, ast.Name):
+            t = node.targets[0]
+            return ast.copy_location(ast.Assign(targets=[ast.Name(t.value.id, ast.Store())],
+                                                value=_k("index_put", ast.Name(t.value.id, ast.Load()),
+                                                         _index_value(t.slice), node.value)), node)
+        return node
+
+    def visit_AugAssign(self, node):
+        """``g[idx] += v`` (an adjoint accumulating into part of a cotangent) as
+        ``g = K.index_add(g, idx, v)``: in place, as NumPy's ``+=`` (np.add.at where indices repeat)."""
+        self.generic_visit(node)
+        t = node.target
+        if isinstance(node.op, ast.Add) and isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+            return ast.copy_location(ast.Assign(targets=[ast.Name(t.value.id, ast.Store())],
+                                                value=_k("index_add", ast.Name(t.value.id, ast.Load()),
+                                                         _index_value(t.slice), node.value)), node)
+        return node
 
     def visit_Compare(self, node):
         """``a < b`` (``a < b < c``) as ``K.less`` (joined by ``K.logical_and``): elementwise on device arrays."""
