@@ -38,6 +38,7 @@ import numba
 from numba import config, cuda
 
 from ..errors import DeviceError as DeviceMismatchError
+from .base import is_device_array
 
 SIM = bool(config.ENABLE_CUDASIM)
 
@@ -54,11 +55,6 @@ _LOCK = threading.Lock()
 
 
 # ----------------------------------------------------------------------------- operands
-def is_device_array(x) -> bool:
-    """A numba.cuda device array, or any object exposing ``__cuda_array_interface__`` (CuPy, torch)."""
-    return isinstance(x, (_DevArray, Lazy)) or (not SIM and hasattr(x, "__cuda_array_interface__"))
-
-
 def as_device(x):
     """``x`` as a numba.cuda device array (no copy for objects exposing ``__cuda_array_interface__``)."""
     if type(x) is Lazy:
@@ -180,6 +176,22 @@ def _elem_strides(shape):
     return tuple(reversed(st))
 
 
+def _unravel(ndim):
+    """Kernel source lines turning the flat output index ``i`` into coordinates ``c0``..: C order over ``shape``."""
+    lines = ["        r = i"]
+    for d in range(ndim - 1, -1, -1):
+        lines += [f"        c{d} = r % shape[{d}]", f"        r = r // shape[{d}]"]
+    return lines
+
+
+def _bstrides(shape, nd):
+    """Element strides reading a C-contiguous array of ``shape`` broadcast to ``nd`` dimensions (0 on the
+    broadcast axes)."""
+    st = _elem_strides(shape)
+    lead = nd - len(shape)
+    return tuple(0 if d < lead or shape[d - lead] == 1 else st[d - lead] for d in range(nd))
+
+
 def _compile(src, name, extra=None):
     ns = {"cuda": cuda, "math": math}
     if extra:
@@ -252,10 +264,7 @@ def _ew_kernel(expr, kinds, ndim):
             args.append(f"s{j}")
     body = ["    start = cuda.grid(1)", "    step = cuda.gridsize(1)", "    for i in range(start, n, step):"]
     if "b" in kinds:
-        body.append("        r = i")
-        for d in range(ndim - 1, -1, -1):
-            body.append(f"        c{d} = r % shape[{d}]")
-            body.append(f"        r = r // shape[{d}]")
+        body += _unravel(ndim)
     for j, kd in enumerate(kinds):
         if kd == "f":
             reads.append(f"a{j}[i]")
@@ -410,11 +419,8 @@ def _materialize(root):
             kinds.append("f")
             args.append(_flat(o))
         else:
-            st = _elem_strides(o.shape)
-            lead = ndim - o.ndim
-            bst = tuple(0 if d < lead or o.shape[d - lead] == 1 else st[d - lead] for d in range(ndim))
             kinds.append("b")
-            args.extend((_flat(o), bst))
+            args.extend((_flat(o), _bstrides(tuple(o.shape), ndim)))
     k = _ew_kernel(e, tuple(kinds), ndim)
     b, t = _launch(n)
     head = [_flat(out), n] + ([tuple(int(s) for s in shape)] if "b" in kinds else [])
@@ -527,31 +533,15 @@ def op_invert(a):
 
 
 # ----------------------------------------------------------------------------- copies and views
-_GATHER: dict = {}
-
-
-def _gather_kernel(ndim):
-    k = _GATHER.get(ndim)
-    if k is None:
-        lines = ["def gather_k(out, n, shape, x, st):", "    start = cuda.grid(1)", "    step = cuda.gridsize(1)",
-                 "    for i in range(start, n, step):", "        r = i"]
-        for d in range(ndim - 1, -1, -1):
-            lines += [f"        c{d} = r % shape[{d}]", f"        r = r // shape[{d}]"]
-        off = " + ".join(f"c{d} * st[{d}]" for d in range(ndim)) or "0"
-        lines.append(f"        out[i] = x[{off}]")
-        with _LOCK:
-            k = _GATHER[ndim] = _compile("\n".join(lines) + "\n", "gather_k")
-    return k
-
-
-def _gather(x, shape, st, dtype=None):
-    """A new C-contiguous array of ``shape``: element c reads flat ``x`` at sum(c * st)."""
-    out = _empty(shape, dtype or x.dtype)
+def _gather(x, shape, st):
+    """A new C-contiguous array of ``shape``: element c reads flat ``x`` at sum(c * st) (the elementwise
+    copy kernel with ``x`` as a strided operand)."""
+    out = _empty(shape, x.dtype)
     n = _size(shape)
     if n:
         b, t = _launch(n)
-        _gather_kernel(len(shape))[b, t](_flat(out), n, tuple(int(s) for s in shape), _flat(x),
-                                         tuple(int(s) for s in st))
+        _ew_kernel("v0", ("b",), len(shape))[b, t](_flat(out), n, tuple(int(v) for v in shape), _flat(x),
+                                                    tuple(int(v) for v in st))
     return out
 
 
@@ -564,9 +554,7 @@ def _contiguous(x):
     k = _STRIDED.get(nd)
     if k is None:
         lines = ["def strided_k(out, n, shape, x):", "    start = cuda.grid(1)", "    step = cuda.gridsize(1)",
-                 "    for i in range(start, n, step):", "        r = i"]
-        for d in range(nd - 1, -1, -1):
-            lines += [f"        c{d} = r % shape[{d}]", f"        r = r // shape[{d}]"]
+                 "    for i in range(start, n, step):"] + _unravel(nd)
         lines.append(f"        out[i] = x[{', '.join(f'c{d}' for d in range(nd))}]")
         with _LOCK:
             k = _STRIDED[nd] = _compile("\n".join(lines) + "\n", "strided_k")
@@ -585,11 +573,7 @@ def broadcast_to(x, shape):
         return full(shape, x)
     if tuple(x.shape) == shape:
         return x
-    nd = len(shape)
-    st = _elem_strides(x.shape)
-    lead = nd - x.ndim
-    bst = tuple(0 if d < lead or x.shape[d - lead] == 1 else st[d - lead] for d in range(nd))
-    return _gather(x, shape, bst)
+    return _gather(x, shape, _bstrides(tuple(x.shape), len(shape)))
 
 
 def full(shape, value, dtype=None):
@@ -1767,9 +1751,14 @@ def avg_pool2d_grad(dy, x_shape, kernel_size, stride=None, padding=0):
 
 # ----------------------------------------------------------------------------- the namespace
 def names():
-    """Every kernel name this namespace defines (the GPU backend's coverage)."""
-    return {n for n, v in globals().items() if callable(v) and not n.startswith("_")
-            and getattr(v, "__module__", None) == __name__ and n not in _NOT_KERNELS}
+    """Every kernel name this namespace defines (the GPU backend's coverage; fixed once the module is loaded)."""
+    if not _NAMES:
+        _NAMES.update(n for n, v in globals().items() if callable(v) and not n.startswith("_")
+                      and getattr(v, "__module__", None) == __name__ and n not in _NOT_KERNELS)
+    return _NAMES
+
+
+_NAMES: set = set()
 
 
 _NOT_KERNELS = {"is_device_array", "as_device", "names", "DeviceMismatchError", "add_scaled", "set_allocator",

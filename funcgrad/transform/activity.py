@@ -95,7 +95,7 @@ class Activity:
                 and tpl.undeclared(p, forward)]
 
     def no_rule_error(self, prim, p, stmt, what="a differentiated value flows into it"):
-        return self.nd_error(stmt, f"'{_display_name(prim)}' has no derivative with respect to its argument "
+        return self.nd_error(stmt, f"'{display_name(prim)}' has no derivative with respect to its argument "
                                    f"'{p}', and {what}",
                              hint=f"keep '{p}' independent of the differentiated inputs "
                                   "(funcgrad.stop_gradient), or give the call a rule with funcgrad.custom_vjp")
@@ -108,7 +108,7 @@ class Activity:
         return NoDerivativeError(f"{msg}\n  hint: {hint}", fn, line, _line_text(fn, line))
 
 
-def _display_name(prim):
+def display_name(prim):
     """A primitive as the user calls it: ``np.clip``, ``scipy.stats.poisson.logpmf``, ``funcgrad.nn.relu``;
     a rule declared without a key of its own (``defvjp(None)``) is named by the keys aliased to it."""
     for key in (prim.key, *prim.extra_keys):

@@ -24,7 +24,7 @@ from .infer import infer_ranks
 from .emit import externals_fingerprint, module_source, render_block, write_module
 from .normalize import normalize
 from .parse import parse
-from .public_names import public_name
+from .activity import display_name
 from .reverse import basic_index, reverse
 from .specs import spec_kind
 from .values import Dyn, Static, Struct, map_struct
@@ -155,15 +155,20 @@ def _check_supported(src, backend, line_map):
                 and not backend.supports(node.attr):
             where = line_map.get(node.lineno) or (None, None)
             prim = by_name(node.attr)
-            label = node.attr
-            if prim is not None:
-                key = prim.key
-                label = prim.name if (getattr(key, "__module__", None) or "").startswith("funcgrad") \
-                    else public_name(key)
+            # a function users call is named as they call it; a helper kernel of some derivative is not named
+            # at all (its name is funcgrad's, not the user's)
+            what = (f"{display_name(prim)} (or its derivative)" if prim is not None and not _internal(prim)
+                    else "the derivative of this line")
             text = linecache.getline(where[0], where[1]) if where[0] else None
-            raise DeviceError(f"{label} (or its derivative) is not available on the {backend.name} backend yet; "
-                              "compute this part on the host (funcgrad.device_get) or write it with the "
-                              "operations the GPU backend runs (README: the GPU)", where[0], where[1], text)
+            raise DeviceError(f"{what} is not available on the {backend.name} backend yet; compute this part on "
+                              "the host (funcgrad.device_get) or write it with the operations the GPU backend runs "
+                              "(README: On the GPU)", where[0], where[1], text)
+
+
+def _internal(prim):
+    """A primitive no user calls by name (a piece of some derivative: unbroadcast, index_add...)."""
+    return all(k is None or (getattr(k, "__module__", None) or "").startswith("funcgrad.ops")
+               for k in (prim.key, *prim.extra_keys))
 
 
 def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flow=True):
