@@ -184,14 +184,17 @@ def _augmented_operand(s):
     return None
 
 
-def check_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index, filename_of, subscripts=True):
+def check_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index, filename_of, subscripts=True, origins=None):
     """Refuse in-place writes of ``fdef`` (ANF) that another live name may see (see the module docstring).
 
     ``outputs``: the names returned; ``ranks``: name -> ndim (a scalar read by indexing is a copy);
     ``basic_index(idx, ranks)``: whether an index selects a view; ``filename_of(stmt)``: the user's file
     when the statement does not record it. ``subscripts=False`` checks ``x += v`` only: code that mirrors
-    NumPy's views (the primal, the forward pass) is right under ``x[i] = v`` through an alias.
+    NumPy's views (the primal, the forward pass) is right under ``x[i] = v`` through an alias. ``origins``:
+    generated name -> the user's words for it (normalize's record), so a message names what the user wrote.
     """
+    origins = origins or {}
+
     params = [a.arg for a in fdef.args.args]
     live = _Liveness()
     live.block(list(fdef.body), set(outputs))
@@ -200,26 +203,35 @@ def check_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index, filename_o
         fn = A.get(stmt, A.FILE, None) or filename_of(stmt)
         line = getattr(stmt, "lineno", None)
         text = linecache.getline(fn, line) if fn and line else None
-        b, o = _user(base), _user(other)
+        (b, b_id), (o, _) = user_words(base, origins), user_words(other, origins)
         if A.get(stmt, A.AUGMENTED, False):
-            msg = (f"'+=' (and the like) writes into the array '{b}' holds, and another name holding that array "
-                   f"{'' if o == b else f'({o}) '}is used afterwards: funcgrad does not differentiate writes "
-                   "seen through another name")
-            hint = f"write {b} = {b} + ... (a new array), or copy the array before the other name takes it"
+            (b, b_id) = user_words(stmt.targets[0].id, origins)   # the name the user wrote before the operator
+            msg = (f"'+=' (and the like) on {b} writes into the array it holds, and another name holding that "
+                   f"array {'' if o == b else f'({o}) '}is used afterwards: funcgrad does not differentiate "
+                   "writes seen through another name")
+            b_id = b_id or "y"
+            hint = f"write {b_id} = {b_id} + ... (a new array), or copy the array before the other name takes it"
         else:
-            msg = (f"this in-place write to '{b}' also changes '{o}', which shares its memory and is used "
+            msg = (f"this in-place write to {b} also changes {o}, which shares its memory and is used "
                    "afterwards: funcgrad does not differentiate writes seen through another name")
-            hint = (f"copy before writing ({b} = {b}.copy()), or build a new array (np.where, np.concatenate) "
-                    "instead of writing in place")
+            b_id = b_id or "y"
+            hint = (f"copy before writing ({b_id} = {b_id}.copy()), or build a new array (np.where, "
+                    "np.concatenate) instead of writing in place")
         return UnsupportedSyntaxError(msg, fn, line, None, text or None, hint=hint)
 
     pts = {p: frozenset({("param", p)}) for p in params}
     _PointsTo(live.after, [o for o in outputs], ranks, basic_index, error, subscripts).block(list(fdef.body), pts)
 
 
-def _user(name):
+def user_words(name, origins):
+    """``(words, identifier)`` naming variable ``name`` of the generated code as the user wrote it (``origins``:
+    normalize's record; see ``normalize.common.shown_as``)."""
+    if name in origins:
+        return origins[name]
     if name in ("_ret", "__ret"):
-        return "the returned value"
+        return "the returned value", None
     if "_iterated" in name:   # normalize's hold of a for loop's iterable (evaluated once, as Python does)
-        return "the array the loop iterates over"
-    return name
+        return "the array the loop iterates over", None
+    if name.startswith("_") or "__" in name:   # a temporary of the generated code: no name of the user's
+        return "a value computed earlier", None
+    return f"'{name}'", name

@@ -16,6 +16,10 @@ _REDUCTIONS = {"sum", "mean", "max", "min", "prod", "var", "std", "ptp", "nansum
                "average"}
 
 
+_FILLED = frozenset(["ones", "zeros", "empty", "full"])
+_SCALAR_TYPES = frozenset(["float64", "float32", "int64", "int32", "intp", "bool_", "complex128"])
+
+
 def infer_ranks(stmts, ranks):
     """ndim of every name where it can be known (None where not); loops iterate to a fixpoint."""
     def rk(e):
@@ -48,6 +52,15 @@ def infer_ranks(stmts, ranks):
             if prim is None:
                 if isinstance(e.func, ast.Name) and e.func.id in ("int", "float", "len", "min", "max", "abs"):
                     return 0
+                if isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name) and \
+                        e.func.value.id == "np" and e.args:
+                    f, a0 = e.func.attr, e.args[0]
+                    if f in _FILLED:   # np.ones((2, 3)): the shape's length
+                        if isinstance(a0, ast.Tuple):
+                            return len(a0.elts)
+                        return 1 if rk(a0) == 0 else None
+                    if f in _SCALAR_TYPES and len(e.args) == 1:   # np.float64(a) keeps an array an array
+                        return rk(a0)
                 return None
             args = [rk(a) for a in e.args]
             kw = {k.arg: k.value for k in e.keywords}

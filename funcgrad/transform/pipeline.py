@@ -201,7 +201,7 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
     if kind != "vjp":   # x += v into an array another name holds: NumPy writes in place, the code rebinds x
         check_aliases(a, [o.id for o in atoms if isinstance(o, ast.Name)],
                       infer_ranks(list(a.body), dict(low.ranks or {})), basic_index,
-                      lambda st: parsed.filename, subscripts=False)
+                      lambda st: parsed.filename, subscripts=False, origins=low.origins)
     if kind == "primal":
         body = list(a.body) + [ast.Return(value=_returns(atoms))]
         src = module_source(header, [(name, params, body)], None, line_map,
@@ -217,7 +217,8 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         src = module_source(header, [(fname, params + fw.params, body), (name, params, primal_body)],
                             None, line_map, operators=backend.operators_as_syntax)
     else:
-        adj = reverse(a, list(diff_leaves), atoms, src_lookup, param_ranks=low.ranks, param_kinds=low.kinds)
+        adj = reverse(a, list(diff_leaves), atoms, src_lookup, param_ranks=low.ranks, param_kinds=low.kinds,
+                      origins=low.origins)
         g_params = adj.g_params
         ret = ast.Return(value=ast.Tuple(elts=[_returns(adj.outputs), ast.Tuple(elts=adj.grads, ctx=ast.Load())],
                                          ctx=ast.Load()))

@@ -660,8 +660,9 @@ def _rev_loop(R, s, out):
 
 
 def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_params=(), int_params=(),
-            param_ranks=None, param_kinds=None):
-    """Build the primal + adjoint of an ANF function (see the module docstring)."""
+            param_ranks=None, param_kinds=None, origins=None):
+    """Build the primal + adjoint of an ANF function (see the module docstring); ``origins`` names generated
+    variables in the user's words in messages."""
     params = [a.arg for a in fdef.args.args]
     all_names = names_in(fdef) | set(params)
     namer = Namer(all_names)
@@ -680,7 +681,7 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
     R.cplx = maybe_complex(body, dict(param_kinds or {}), params)
     R.cplx |= {R.adname(n) for n in R.cplx}
     check_aliases(fdef, [o.id for o in output_atoms if isinstance(o, ast.Name)], R.ranks, _basic_index,
-                  lambda st: src_lookup(st)[0])
+                  lambda st: src_lookup(st)[0], origins=origins)
     R.mark(body)
     R.d_to_name = {R.adname(n): n for n in all_names | set(loops.counters) | set(loops.iters)}
     adj = []

@@ -11,15 +11,18 @@ and the arguments they fail at, to ``FUZZ_OUT`` (default ``fuzz-failures/``).
 It ends with a summary: right / refused by message / invalid / failures by class.
 
 Options (environment or command line): ``--n``, ``--seed``, ``--out``,
-``--shrink``, ``--timeout`` (seconds per program), ``--modes`` (comma list),
+``--shrink``, ``--timeout`` (seconds per program), ``--jobs`` (programs checked at once, each in its own
+worker process; default 1), ``--modes`` (comma list),
 ``--features`` (comma list to keep) / ``--without`` (comma list to drop).
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import multiprocessing as mp
 import os
+import queue
 import re
 import sys
 import tempfile
@@ -152,7 +155,10 @@ def main(argv=None):
     ap.add_argument("--without", default=env.get("FUZZ_WITHOUT", ""))
     ap.add_argument("--max-stmts", type=int, default=int(env.get("FUZZ_MAX_STMTS", 3)))
     ap.add_argument("--only", type=int, default=None, help="check program number ONLY alone, verbosely")
+    ap.add_argument("--jobs", type=int, default=int(env.get("FUZZ_JOBS", 1)))
     a = ap.parse_args(argv)
+    if a.jobs < 1:
+        ap.error("--jobs must be at least 1")
 
     feats = frozenset(a.features.split(",")) if a.features else ALL_FEATURES
     unknown = (feats | frozenset(filter(None, a.without.split(",")))) - ALL_FEATURES
@@ -162,7 +168,11 @@ def main(argv=None):
     modes = tuple(a.modes.split(","))
     os.makedirs(a.out, exist_ok=True)
     os.environ.setdefault("FUNCGRAD_CACHE_DIR", os.path.join(tempfile.gettempdir(), "funcgrad-fuzz-cache"))
-    worker = Worker(cfg, modes, a.timeout)
+    worker = Worker(cfg, modes, a.timeout)      # shrinks failures (its process starts on first use)
+    checkers = [Worker(cfg, modes, a.timeout) for _ in range(a.jobs)]
+    pool = queue.Queue()
+    for w in checkers:
+        pool.put(w)
 
     seeds = [a.only] if a.only is not None else range(a.n)
     counts = collections.Counter()
@@ -172,12 +182,21 @@ def main(argv=None):
     shrunk_per_class = collections.Counter()
     t0 = time.monotonic()
     summary_path = os.path.join(a.out, "SUMMARY.txt")
+
+    def check_one(i):
+        drawer = RandomDrawer(a.seed + i)
+        prog = generate(drawer, cfg)
+        w = pool.get()
+        try:
+            return i, prog, drawer.choices, w.check(prog)
+        finally:
+            pool.put(w)
+
+    ex = concurrent.futures.ThreadPoolExecutor(a.jobs)
     try:
-        for i in seeds:
-            drawer = RandomDrawer(a.seed + i)
-            prog = generate(drawer, cfg)
-            choices = drawer.choices
-            out = worker.check(prog)
+        futures = [ex.submit(check_one, i) for i in seeds]
+        for fut in concurrent.futures.as_completed(futures):
+            i, prog, choices, out = fut.result()
             counts[out.status] += 1
             if a.only is not None:
                 print(prog.source)
@@ -208,8 +227,12 @@ def main(argv=None):
                 _write_summary(summary_path, counts, refused, invalid, classes, el)
     except KeyboardInterrupt:
         print("interrupted", flush=True)
+        for f in futures:
+            f.cancel()
     finally:
-        worker.stop()
+        ex.shutdown(wait=False, cancel_futures=True)
+        for w in [worker] + checkers:
+            w.stop()
     el = time.monotonic() - t0
     text = _write_summary(summary_path, counts, refused, invalid, classes, el)
     print(text)

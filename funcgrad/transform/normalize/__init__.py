@@ -103,7 +103,8 @@ class Normalizer(Statements, Expressions, Calls, Captures, RuntimeLists):
         self.lowered_ranks = self.param_ranks
         return Lowered(node=fdef, params=params, captured=list(self.captured_list), output=out, ranks=self.param_ranks, kinds=self.param_kinds,
                        externals=self.externals, static_key=tuple(self.static_key),
-                       has_loops=self.has_loops, filename=p.filename, opaque_calls=self.opaque_calls)
+                       has_loops=self.has_loops, filename=p.filename, opaque_calls=self.opaque_calls,
+                       origins=dict(self.names.origins))
 
 
 def _pack_var_arguments(bound):

@@ -28,7 +28,7 @@ from ..specs import leaf_spec
 from .lowerings import lower_call, lowering_for
 from .lists import has_runtime_list
 from .common import (_DictView, _is_metadata, lookup_getitem, _Partial, _NJIT_BUILTINS, _STATIC_BUILTINS, _is_static_tree, _is_user_code, LocalFunction, Scope, _BUILTIN_MAP, _BoundMethod, _Iter, _METHODS, _Range,
-                     _default_value, _np_attr, _static_value, tag_file)
+                     _default_value, _np_attr, _static_value, tag_file, shown_as)
 
 # operator.add(a, b) is a + b (autograd's tests pass operator functions as the function to check)
 _OPERATOR_BINOPS = {operator.add: ast.Add, operator.sub: ast.Sub, operator.mul: ast.Mult, operator.truediv: ast.Div,
@@ -981,7 +981,7 @@ class Calls:
                 raise error(scope.parsed, node, f"{fdef.name}() missing required argument '{n_}'", None)
         for k, v in bound.items():
             if isinstance(v, Dyn) and not isinstance(v.expr, (ast.Name, ast.Constant)):
-                tmp = self.names.fresh(scope.prefix + k)
+                tmp = self.names.fresh(scope.prefix + k, shown=shown_as(k, scope))
                 out.append(ast.copy_location(ast.Assign(targets=[ast.Name(tmp, ast.Store())], value=v.expr), node))
                 v = Dyn(ast.Name(tmp, ast.Load()))
             scope.vars[k] = v

@@ -48,6 +48,7 @@ class Lowered:
     ranks: dict = field(default_factory=dict)
     kinds: dict = field(default_factory=dict)
     opaque_calls: bool = False   # calls whole-function Numba cannot compile
+    origins: dict = field(default_factory=dict)   # generated name -> the user's words for it (messages)
 
 
 # ---------------------------------------------------------------- method map
@@ -81,8 +82,9 @@ _NJIT_BUILTINS = {print, len, abs, min, max, round, int, float, bool, range}
 class Names:
     def __init__(self):
         self.used = set()
+        self.origins: dict = {}   # a generated name -> the user's words for it (for messages)
 
-    def fresh(self, base):
+    def fresh(self, base, shown=None):
         base = "".join(c if (c.isalnum() or c == "_") else "_" for c in str(base)) or "v"
         if base[0].isdigit():
             base = "v" + base
@@ -95,6 +97,8 @@ class Names:
             name = f"{base}_{i}"
             i += 1
         self.used.add(name)
+        if shown is not None and shown[1] != name:
+            self.origins[name] = shown
         return name
 
 
@@ -237,6 +241,18 @@ def _describe(v):
 def _user_name(name):
     """A variable name as the user wrote it (``__ret`` is the function's result)."""
     return "the returned value" if name == "__ret" else name
+
+
+def shown_as(name, scope, path=()):
+    """How a message names variable ``name`` of ``scope`` (item ``path`` of it): ``(words, identifier)``, the
+    user's words with the helper it lives in (``'p' (in h)``, ``item 1 of the value h returns``) and the
+    identifier the user can write (None for a returned value)."""
+    helper = scope.prefix[:-1] if scope.prefix else None
+    if name == "__ret":
+        whole = f"the value {helper} returns" if helper else "the returned value"
+        return (f"item {']['.join(str(k) for k in path)} of {whole}" if path else whole), None
+    shown = name + "".join(f"[{k!r}]" for k in path)
+    return (f"'{shown}' (in {helper})" if helper else f"'{shown}'"), shown
 
 
 def tag_file(stmts, filename):

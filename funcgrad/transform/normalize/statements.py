@@ -17,7 +17,8 @@ from .lists import RList
 from ...ops.numpy_shape import pick
 from ...ops.registry import lookup
 from .common import (_DictView, _item_assigned, LocalFunction, _Iter, _Range, _assigned, _contains, _describe, _is_array_producing,
-                     _load, _safe, _target_names, _user_name, lookup_getitem)
+                     _load, _safe, _target_names, _user_name, lookup_getitem,
+                     shown_as)
 
 
 def _known_now(it):
@@ -278,7 +279,8 @@ class Statements:
             if not isinstance(v, (Dyn, Static)):
                 raise error(scope.parsed, node, f"'{name}' holds a function inside a container that changes in a "
                                                 "loop or branch", "keep functions out of containers that change")
-            outname = self.names.fresh(scope.prefix + name + "".join(f"_{_safe(str(k))}" for k in path))
+            outname = self.names.fresh(scope.prefix + name + "".join(f"_{_safe(str(k))}" for k in path),
+                                       shown=shown_as(name, scope, path))
             self.owned_leaves.add(outname)
             expr = self.as_expr(v, scope, node)
             out.append(ast.copy_location(ast.Assign(targets=[ast.Name(outname, ast.Store())], value=expr), node))
@@ -649,7 +651,7 @@ class Statements:
         if isinstance(cur, Dyn) and isinstance(cur.expr, ast.Name) and getattr(self, "_owned", {}).get(
                 cur.expr.id) == key:
             return cur.expr.id
-        outname = self.names.fresh(scope.prefix + name)
+        outname = self.names.fresh(scope.prefix + name, shown=shown_as(name, scope))
         self._owned = getattr(self, "_owned", {})
         self._owned[outname] = key
         return outname
