@@ -28,6 +28,10 @@ Guarantees:
   refused at save with the key path of the offending leaf.
 * ``load(path, like=template)`` checks structure, leaf kinds, shapes and
   dtypes against ``template`` and names the key path of the first difference.
+* GPU arrays (numba.cuda, or anything exposing ``__cuda_array_interface__``) are
+  copied to the host by ``save`` and stored as NumPy arrays; ``load`` returns
+  host arrays, puts back on the GPU the leaves whose ``like`` leaf is a GPU
+  array, and with ``device="cuda"`` / ``"cuda:N"`` puts every array there.
 """
 from __future__ import annotations
 
@@ -42,7 +46,8 @@ from typing import Any
 import numpy as np
 
 from .errors import FuncgradError, TreeStructureError
-from .tree import assert_same_structure, tree_flatten_with_path
+from .kernels.base import is_device_array
+from .tree import assert_same_structure, tree_flatten_with_path, tree_map
 
 __all__ = ["save", "load", "load_metadata", "CheckpointError"]
 
@@ -119,6 +124,9 @@ class _Encoder:
             return {"t": "array", "i": self._array(np.asarray(x), where)}
         if isinstance(x, np.generic):
             return {"t": "npscalar", "i": self._array(np.asarray(x), where)}
+        if is_device_array(x):   # a GPU array: stored from a host copy
+            from .kernels.cuda_backend import device_get
+            return {"t": "array", "i": self._array(device_get(x), where)}
         if _is_namedtuple(x):
             return {"t": "namedtuple", "cls": _class_name(t, where), "fields": list(t._fields),
                     "c": [self.encode(v, f"{where}.{f}") for f, v in zip(t._fields, x)]}
@@ -317,13 +325,18 @@ def load_metadata(path):
     return _read(path)[1]["metadata"]
 
 
-def load(path, like=None, with_metadata: bool = False):
+def load(path, like=None, with_metadata: bool = False, device=None):
     """Read a checkpoint written by :func:`save`.
 
     ``like``: optional template tree; the loaded tree must have its structure, and array leaves its
-    shapes and dtypes (TreeStructureError naming the key path otherwise).
+    shapes and dtypes (TreeStructureError naming the key path otherwise); a leaf whose ``like`` leaf is a
+    GPU array is put on the GPU. ``device``: ``"cuda"`` / ``"cuda:N"`` puts every array leaf on that GPU,
+    ``"cpu"`` keeps every leaf in host memory, ``None`` (default) follows ``like``.
     Returns the tree, or ``(tree, metadata)`` when ``with_metadata``.
     """
+    if device not in (None, "cpu"):
+        from .kernels.cuda_backend import _device_index
+        _device_index(device)   # a bad name fails before the file is read
     path, header, arrays = _read(path)
     try:
         tree = _decode(header["tree"], arrays, "tree")
@@ -334,7 +347,18 @@ def load(path, like=None, with_metadata: bool = False):
                               f"{type(e).__name__}: {e}") from None
     if like is not None:
         _check_like(path, tree, like)
+    if device not in (None, "cpu"):
+        from .kernels.cuda_backend import device_put
+        tree = device_put(tree, device)
+    elif device is None and like is not None and any(is_device_array(x) for x in _leaves(like)):
+        from .kernels.cuda_backend import device_put
+        tree = tree_map(lambda a, t: device_put(a) if is_device_array(t) and isinstance(a, np.ndarray) else a,
+                        tree, like)
     return (tree, header["metadata"]) if with_metadata else tree
+
+
+def _leaves(tree):
+    return [leaf for _, leaf in tree_flatten_with_path(tree)[0]]
 
 
 def _check_like(path, tree, like):
@@ -347,11 +371,11 @@ def _check_like(path, tree, like):
     want, _ = tree_flatten_with_path(like)
     for (p, a), (_, b) in zip(got, want):
         where = f"checkpoint{p}"
-        if isinstance(b, (np.ndarray, np.generic)):
+        if isinstance(b, (np.ndarray, np.generic)) or is_device_array(b):
             if not isinstance(a, (np.ndarray, np.generic)):
                 raise TreeStructureError(f"checkpoint.load: {path}: {where} is a {type(a).__name__}, "
                                          f"the template has an array")
-            if a.shape != b.shape or a.dtype != b.dtype:
+            if a.shape != tuple(b.shape) or a.dtype != np.dtype(b.dtype):
                 raise TreeStructureError(f"checkpoint.load: {path}: {where} has shape {a.shape} dtype {a.dtype}, "
                                          f"the template has shape {b.shape} dtype {b.dtype}")
         elif type(a) is not type(b):

@@ -133,7 +133,18 @@ class _Raised:
         self.exc = exc
 
 
-def _produce(dataset, batches, q: queue.Queue, stop: threading.Event):
+def _fetcher(dataset, device):
+    """``idx -> batch``: ``dataset[idx]``, its arrays copied to ``device`` when one is given."""
+    if device is None:
+        return dataset.__getitem__
+    from .kernels.cuda_backend import device_put
+
+    def fetch(idx):
+        return device_put(dataset[idx], device)
+    return fetch
+
+
+def _produce(fetch, batches, q: queue.Queue, stop: threading.Event):
     """Thread body; must not reference the iterator object (so abandoning it triggers its cleanup)."""
     def put(item):
         while not stop.is_set():
@@ -148,7 +159,7 @@ def _produce(dataset, batches, q: queue.Queue, stop: threading.Event):
         for idx in batches:
             if stop.is_set():
                 return
-            if not put(dataset[idx]):
+            if not put(fetch(idx)):
                 return
     except BaseException as e:  # noqa: BLE001 - re-raised in the consumer
         put(_Raised(e))
@@ -159,16 +170,17 @@ def _produce(dataset, batches, q: queue.Queue, stop: threading.Event):
 class _LoaderIterator:
     """Iterator over one epoch; a background thread fills a bounded queue."""
 
-    def __init__(self, dataset, batches, prefetch: int):
+    def __init__(self, dataset, batches, prefetch: int, device=None):
         self._done = False
         self._thread = None
+        fetch = _fetcher(dataset, device)
         if prefetch <= 0:
-            self._sync = (dataset[idx] for idx in batches)
+            self._sync = (fetch(idx) for idx in batches)
             return
         self._sync = None
         self._queue: queue.Queue = queue.Queue(maxsize=prefetch)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=_produce, args=(dataset, batches, self._queue, self._stop),
+        self._thread = threading.Thread(target=_produce, args=(fetch, batches, self._queue, self._stop),
                                         name="funcgrad-DataLoader", daemon=True)
         self._thread.start()
 
@@ -228,11 +240,13 @@ class DataLoader:
     advances at every ``iter()`` (or set it with :meth:`set_epoch`). ``sampler``: an iterable of
     indices with ``len()`` (e.g. :class:`DistributedSampler`; exclusive with ``shuffle``;
     :meth:`set_epoch` is forwarded to it). ``prefetch``: batches built ahead in a background
-    thread (0 builds them in the caller's thread).
+    thread (0 builds them in the caller's thread). ``device``: ``"cuda"`` or ``"cuda:N"`` copies each
+    batch's arrays to that GPU as it is built (in the background thread, so the copy of the next batch
+    overlaps the current step); ``None`` (default) or ``"cpu"`` keeps them in host memory.
     """
 
     def __init__(self, dataset, batch_size: int = 1, shuffle: bool = False, seed: int = 0,
-                 drop_last: bool = False, prefetch: int = 2, sampler=None):
+                 drop_last: bool = False, prefetch: int = 2, sampler=None, device=None):
         if isinstance(dataset, (tuple, list)):
             raise TypeError(f"DataLoader: received a {type(dataset).__name__} of {len(dataset)} items; "
                             "wrap arrays in ArrayDataset(X, y) so they are batched together")
@@ -250,6 +264,16 @@ class DataLoader:
         self.seed, self.drop_last, self.prefetch = _check_seed(seed, "DataLoader"), bool(drop_last), int(prefetch)
         self.sampler = sampler
         self.epoch = 0
+        if device == "cpu":
+            device = None
+        if device is not None:
+            from .kernels.cuda_backend import _device_index
+            try:
+                _device_index(device)
+            except ValueError:
+                raise ValueError(f"DataLoader: unknown device {device!r}: use None or 'cpu' (host memory), "
+                                 "'cuda' or 'cuda:N' (funcgrad.devices() lists them)") from None
+        self.device = device
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch the next ``iter()`` produces (forwarded to the sampler when it has ``set_epoch``)."""
@@ -280,7 +304,7 @@ class DataLoader:
         bs = self.batch_size
         stop = (len(order) // bs) * bs if self.drop_last else len(order)
         batches = [order[i:i + bs] for i in range(0, stop, bs)]
-        return _LoaderIterator(self.dataset, batches, self.prefetch)
+        return _LoaderIterator(self.dataset, batches, self.prefetch, self.device)
 
 
 # --------------------------------------------------------------------------- splitting

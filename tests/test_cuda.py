@@ -536,3 +536,41 @@ def test_in_place_writes_on_the_device():
     close(funcgrad.grad(writes_in_place)(put(x)), funcgrad.grad(writes_in_place)(x), atol=1e-12)
     with pytest.raises(funcgrad.DeviceError, match="repeats an element"):
         K.index_put(put(sym(4)), np.array([1, 1]), 0.0)
+
+
+# ------------------------------------------------------------------------------------------------- toolkit I/O
+def test_checkpoints_of_device_parameters_copy_to_the_host_and_back(tmp_path):
+    from funcgrad import checkpoint
+    params = {"W": sym(3, 2), "b": np.float32(0.5), "layers": [sym(2), 7]}
+    dev = put(params)
+    path = tmp_path / "p.npz"
+    checkpoint.save(path, dev, metadata={"step": 3})
+    host = checkpoint.load(path)                        # no template: host arrays
+    assert isinstance(host["W"], np.ndarray) and isinstance(host["layers"][0], np.ndarray)
+    np.testing.assert_array_equal(host["W"], params["W"])
+    back = checkpoint.load(path, like=dev)              # the template's GPU leaves go back to the GPU
+    assert funcgrad.kernels.base.is_device_array(back["W"])
+    assert funcgrad.kernels.base.is_device_array(back["layers"][0])
+    close(back["W"], params["W"], 0, 0)
+    assert back["layers"][1] == 7 and back["b"] == np.float32(0.5)
+    everywhere = checkpoint.load(path, device="cuda")
+    assert funcgrad.kernels.base.is_device_array(everywhere["layers"][0])
+    assert not funcgrad.kernels.base.is_device_array(checkpoint.load(path, like=dev, device="cpu")["W"])
+    with pytest.raises(ValueError, match="unknown device"):
+        checkpoint.load(path, device="gpu0")
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_the_data_loader_puts_batches_on_the_device(prefetch):
+    from funcgrad.data import ArrayDataset, DataLoader
+    X, y = sym(10, 3), np.arange(10)
+    ref = list(DataLoader(ArrayDataset(X, y), batch_size=4, shuffle=True, seed=1, prefetch=prefetch))
+    got = list(DataLoader(ArrayDataset(X, y), batch_size=4, shuffle=True, seed=1, prefetch=prefetch,
+                          device="cuda"))
+    assert len(got) == len(ref) == 3
+    for (gx, gy), (rx, ry) in zip(got, ref):
+        assert funcgrad.kernels.base.is_device_array(gx) and funcgrad.kernels.base.is_device_array(gy)
+        close(gx, rx, 0, 0)
+        close(gy, ry, 0, 0)
+    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+        DataLoader(ArrayDataset(X, y), device="tpu")
