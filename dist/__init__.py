@@ -11,13 +11,15 @@ Modules: ``comm`` (world, waits, failure detection, abort), ``deadline``
 ``speculation`` (ring_allreduce's speculative rounds), ``shm`` (the node
 shared-memory region), ``ring`` (ring allreduce), ``buckets`` (pytree
 allreduce/broadcast), ``ddp`` (data-parallel trainer), ``ps`` (parameter
-server), ``checkpoint`` (checkpoint files), ``errors`` (exception types).
+server), ``checkpoint`` (checkpoint files), ``device`` (one GPU per rank: :func:`local_device`,
+GPU trees staged through pinned host buffers), ``errors`` (exception types).
 """
 from .errors import (DistError, CommTimeout, CommMismatchError, ParameterDivergenceError,
                      MPIUnavailableError, WorkerFailure, RankFailure, NonFiniteGradientError)
 from .comm import World, world, default_timeout, install_abort_hook
 from .ring import ring_allreduce
 from .buckets import allreduce_tree, broadcast_tree
+from .device import local_device
 from .ddp import DataParallel, data_parallel_step, params_checksum, check_params_in_sync
 from .ps import ParameterServer
 
@@ -25,7 +27,7 @@ __all__ = [
     "World", "world", "default_timeout", "install_abort_hook",
     "ring_allreduce", "allreduce_tree", "broadcast_tree",
     "DataParallel", "data_parallel_step", "params_checksum", "check_params_in_sync",
-    "ParameterServer",
+    "ParameterServer", "local_device",
     "DistError", "CommTimeout", "CommMismatchError", "ParameterDivergenceError",
     "MPIUnavailableError", "WorkerFailure", "RankFailure", "NonFiniteGradientError",
 ]

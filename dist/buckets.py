@@ -27,6 +27,7 @@ import funcgrad.tree as ftree
 from .agreement import tree_detail
 from .comm import World, world
 from .errors import CommMismatchError
+from .device import STAGING, has_device_leaves
 from .ring import OPS, ring_allreduce
 
 __all__ = ["allreduce_tree", "broadcast_tree", "tree_signature"]
@@ -111,9 +112,16 @@ def allreduce_tree(tree, op="mean", bucket_bytes=DEFAULT_BUCKET_BYTES, *, timeou
     with ``check=False`` only when the ranks are known to agree) and one
     :func:`ring_allreduce` per bucket. Bucket buffers are allocated on the
     first call with a given tree layout and reused afterwards. In a world of
-    size 1 the leaves are returned as copies.
+    size 1 the leaves are returned as copies. GPU leaves are reduced through pinned host buffers and
+    come back as GPU arrays (:mod:`funcgrad.dist.device`).
     """
     w = comm if comm is not None else world()
+    leaves, treedef = ftree.tree_flatten(tree)
+    if has_device_leaves(leaves):
+        host = ftree.tree_unflatten(treedef, STAGING.to_host(leaves, "allreduce"))
+        red = allreduce_tree(host, op, bucket_bytes, timeout=timeout, check=check, comm=w,
+                             _expect_signature=_expect_signature)
+        return ftree.tree_unflatten(treedef, STAGING.to_device(ftree.tree_leaves(red), leaves))
     if op not in OPS:
         raise ValueError(f"allreduce_tree: op must be 'sum' or 'mean', received {op!r}")
     if not bucket_bytes or bucket_bytes <= 0:
@@ -158,10 +166,14 @@ def broadcast_tree(tree, root=0, *, timeout=None, comm: World | None = None):
     All ranks pass a tree of the same structure, shapes and dtypes (e.g. the
     freshly initialised parameters); a mismatch raises
     :class:`CommMismatchError` on every rank. One ``Ibcast`` of one packed
-    byte buffer.
+    byte buffer. GPU leaves travel through pinned host buffers and come back as GPU arrays.
     """
     w = comm if comm is not None else world()
     leaves, treedef = ftree.tree_flatten(tree)
+    if has_device_leaves(leaves):
+        host = ftree.tree_unflatten(treedef, STAGING.to_host(leaves, "broadcast"))
+        out = broadcast_tree(host, root, timeout=timeout, comm=w)
+        return ftree.tree_unflatten(treedef, STAGING.to_device(ftree.tree_leaves(out), leaves))
     arrays = [_as_leaf_array(l) for l in leaves]
     if w.comm is None or w.size == 1:
         if root != 0:

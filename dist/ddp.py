@@ -27,6 +27,8 @@ import numpy as np
 import funcgrad.tree as ftree
 from funcgrad.api import value_and_grad as _value_and_grad
 from funcgrad.data import DistributedSampler
+from funcgrad.kernels.base import is_device_array
+from funcgrad.kernels.cuda_backend import CUDA
 from funcgrad.optim import apply_updates as _optim_apply_updates
 
 from . import _mpit
@@ -34,6 +36,7 @@ from . import checkpoint as _ckpt
 from .agreement import tree_detail
 from .buckets import DEFAULT_BUCKET_BYTES, _plan_for, allreduce_tree, broadcast_tree
 from .comm import World, world
+from .device import STAGING, has_device_leaves
 from .errors import CommMismatchError, NonFiniteGradientError, ParameterDivergenceError
 from .ring import _small_bytes, ring_allreduce
 
@@ -121,7 +124,7 @@ def apply_updates(params, updates):
 def params_checksum(params) -> int:
     """crc32 over every leaf's bytes in canonical order (plus shapes), as a non-negative int."""
     crc = 0
-    for leaf in ftree.tree_leaves(params):
+    for leaf in STAGING.to_host(ftree.tree_leaves(params), "checksum"):
         a = np.ascontiguousarray(np.asarray(leaf))
         crc = zlib.crc32(f"{a.dtype.str}{a.shape}".encode(), crc)
         crc = zlib.crc32(a.reshape(-1).view(np.uint8), crc)
@@ -162,6 +165,19 @@ def _split(batch, k):
     return out
 
 
+def _scaled(a, wgt):
+    if is_device_array(a):
+        return CUDA.namespace().multiply(a, wgt)
+    return np.asarray(a) * wgt
+
+
+def _plus_scaled(acc, b, wgt):
+    if is_device_array(b):
+        K = CUDA.namespace()
+        return K.add(acc, K.multiply(b, wgt))
+    return acc + np.asarray(b) * wgt
+
+
 def _local_grads(grad_fn, params, batch, accum_steps, micro_batches, returns_loss):
     """This rank's gradient (averaged over its micro-batches) and loss (or None)."""
     if micro_batches is not None:
@@ -186,9 +202,9 @@ def _local_grads(grad_fn, params, batch, accum_steps, micro_batches, returns_los
         if len(mbs) == 1:
             acc = g
         elif acc is None:
-            acc = ftree.tree_map(lambda a: np.asarray(a) * wgt, g)
+            acc = ftree.tree_map(lambda a: _scaled(a, wgt), g)
         else:
-            acc = ftree.tree_map(lambda a, b: a + np.asarray(b) * wgt, acc, g)
+            acc = ftree.tree_map(lambda a, b: _plus_scaled(a, b, wgt), acc, g)
     return acc, loss
 
 
@@ -216,7 +232,14 @@ def data_parallel_step(grad_fn, optimizer, params, opt_state, *batch, accum_step
 
 def _reduce_and_apply(w, optimizer, params, opt_state, acc, loss, returns_loss, bucket_bytes, timeout,
                       _sig_state, nonfinite="raise", step=None):
-    """The generic step after the local gradient: allreduce_tree, optimizer leaf by leaf."""
+    """The generic step after the local gradient: allreduce_tree, optimizer leaf by leaf. GPU gradients are
+    staged to pinned host buffers once here (the reduction and the non-finite check read those); the
+    reduced gradient goes back to the GPU for the optimizer, so GPU parameters stay on the GPU."""
+    on_device = None
+    g0, gtd = ftree.tree_flatten(acc)
+    if has_device_leaves(g0):
+        on_device = g0
+        acc = ftree.tree_unflatten(gtd, STAGING.to_host(g0, "gradients"))
     # the loss rides in the gradients' bucket (same dtype) instead of costing a bucket of its own
     gdt = {np.asarray(l).dtype for l in ftree.tree_leaves(acc)}
     ldt = gdt.pop() if len(gdt) == 1 else np.dtype(np.float64)
@@ -247,6 +270,8 @@ def _reduce_and_apply(w, optimizer, params, opt_state, acc, loss, returns_loss, 
             _sig_state["skipped"] = step
         return params, opt_state, (float(red["loss"]) if returns_loss else None)   # skipped
     grads = red["g"]
+    if on_device is not None:
+        grads = ftree.tree_unflatten(gtd, STAGING.to_device(ftree.tree_leaves(grads), on_device))
     updates, opt_state = optimizer.update(grads, opt_state, params)
     params = apply_updates(params, updates)
     return params, opt_state, (float(red["loss"]) if returns_loss else None)

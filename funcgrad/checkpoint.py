@@ -47,6 +47,7 @@ import numpy as np
 
 from .errors import FuncgradError, TreeStructureError
 from .kernels.base import is_device_array
+from .kernels.cuda_backend import _device_index, device_get, device_put
 from .tree import assert_same_structure, tree_flatten_with_path, tree_map
 
 __all__ = ["save", "load", "load_metadata", "CheckpointError"]
@@ -125,7 +126,6 @@ class _Encoder:
         if isinstance(x, np.generic):
             return {"t": "npscalar", "i": self._array(np.asarray(x), where)}
         if is_device_array(x):   # a GPU array: stored from a host copy
-            from .kernels.cuda_backend import device_get
             return {"t": "array", "i": self._array(device_get(x), where)}
         if _is_namedtuple(x):
             return {"t": "namedtuple", "cls": _class_name(t, where), "fields": list(t._fields),
@@ -335,7 +335,6 @@ def load(path, like=None, with_metadata: bool = False, device=None):
     Returns the tree, or ``(tree, metadata)`` when ``with_metadata``.
     """
     if device not in (None, "cpu"):
-        from .kernels.cuda_backend import _device_index
         _device_index(device)   # a bad name fails before the file is read
     path, header, arrays = _read(path)
     try:
@@ -348,10 +347,8 @@ def load(path, like=None, with_metadata: bool = False, device=None):
     if like is not None:
         _check_like(path, tree, like)
     if device not in (None, "cpu"):
-        from .kernels.cuda_backend import device_put
         tree = device_put(tree, device)
     elif device is None and like is not None and any(is_device_array(x) for x in _leaves(like)):
-        from .kernels.cuda_backend import device_put
         tree = tree_map(lambda a, t: device_put(a) if is_device_array(t) and isinstance(a, np.ndarray) else a,
                         tree, like)
     return (tree, header["metadata"]) if with_metadata else tree

@@ -31,6 +31,8 @@ from typing import Iterator
 
 import numpy as np
 
+from .kernels.cuda_backend import _device_index, device_put
+
 __all__ = [
     "ArrayDataset", "DataLoader", "DistributedSampler", "train_test_split",
     "load_digits", "to_images", "read_idx", "load_mnist", "IDXFormatError",
@@ -137,7 +139,6 @@ def _fetcher(dataset, device):
     """``idx -> batch``: ``dataset[idx]``, its arrays copied to ``device`` when one is given."""
     if device is None:
         return dataset.__getitem__
-    from .kernels.cuda_backend import device_put
 
     def fetch(idx):
         return device_put(dataset[idx], device)
@@ -267,7 +268,6 @@ class DataLoader:
         if device == "cpu":
             device = None
         if device is not None:
-            from .kernels.cuda_backend import _device_index
             try:
                 _device_index(device)
             except ValueError:

@@ -115,7 +115,7 @@ def device_put(tree, device="cuda"):
         n = len(K.cuda.gpus)
         if idx >= n:
             raise DeviceError(f"device {device!r} does not exist: funcgrad.devices() lists {devices()}")
-        if K.cuda.get_current_device().id != idx:
+        if getattr(K.cuda.get_current_device(), "id", 0) != idx:   # (the simulator's device has no id)
             K.cuda.select_device(idx)
 
     def put(x):

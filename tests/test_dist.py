@@ -94,6 +94,19 @@ def test_data_parallel_matches_single_process(p, tmp_path):
     assert maxdiff < 1e-10
 
 
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(150)
+def test_data_parallel_on_gpus_matches_the_cpu(tmp_path):
+    """One GPU per rank (local_device), GPU gradients staged through pinned host buffers: the GPU run equals
+    the CPU run and one process (1e-12), parameters and optimizer state stay on the GPU, GPU trees reduce
+    and broadcast, checksum and checkpoint + resume work. On the CUDA simulator unless FUNCGRAD_TEST_GPU=1."""
+    pytest.importorskip("numba.cuda", reason="numba.cuda (numba-cuda) is not installed")
+    env = {} if os.environ.get("FUNCGRAD_TEST_GPU") == "1" else {"NUMBA_ENABLE_CUDASIM": "1"}
+    out = ok(run_mpi(2, MPI_DIR / "gpu_ddp.py", tmp_path, timeout=140, comm_timeout=60, env=env), "GPU DDP OK p=2")
+    assert float(out.split("maxdiff=")[1].split()[0]) < 1e-12
+
+
 # ---------------------------------------------------------------- parameter server
 @needs_mpi
 @pytest.mark.mpi
