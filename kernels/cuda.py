@@ -1168,20 +1168,129 @@ def astype(x, dtype):
     return x if x.dtype == np.dtype(dtype) else _cast_to(x, np.dtype(dtype))
 
 
-def _need2d(name, *xs):
+def _need2d(name, *xs, nd_ok=False):
     for x in xs:
         if not isinstance(x, _DevArray):
             raise DeviceMismatchError(f"{name} of a host number and a GPU array: multiply instead")
-        if x.ndim > 2:
+        if x.ndim > 2 and not nd_ok:
             raise DeviceMismatchError(f"{name} of arrays of rank 3 or more is not available on the GPU backend yet "
                                       "(received shapes " + ", ".join(str(tuple(v.shape)) for v in xs) + ")")
 
 
+_BGEMM: dict = {}
+_BGEMM_SRC = f"""
+def bgemm_k(a, b, c, M, N, K):
+    sa = cuda.shared.array(({_TILE}, {_TILE}), dtype=acc_t)
+    sb = cuda.shared.array(({_TILE}, {_TILE}), dtype=acc_t)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    z = cuda.blockIdx.z
+    row = cuda.blockIdx.y * {_TILE} + ty
+    col = cuda.blockIdx.x * {_TILE} + tx
+    acc = 0.0
+    for k0 in range(0, K, {_TILE}):
+        if row < M and k0 + tx < K:
+            sa[ty, tx] = a[z, row, k0 + tx]
+        else:
+            sa[ty, tx] = 0.0
+        if col < N and k0 + ty < K:
+            sb[ty, tx] = b[z, k0 + ty, col]
+        else:
+            sb[ty, tx] = 0.0
+        cuda.syncthreads()
+        for kk in range({_TILE}):
+            acc += sa[ty, kk] * sb[kk, tx]
+        cuda.syncthreads()
+    if row < M and col < N:
+        c[z, row, col] = acc
+"""
+
+
+def _bgemm(a, b, tiled=False):
+    """``a[z] @ b[z]`` for every ``z`` of C-contiguous 3-D device arrays ``a`` (B, M, K) and ``b`` (B, K, N):
+    CuPy's batched cuBLAS when there, else (or with ``tiled``) the tiled kernel with one grid layer per ``z``."""
+    Bn, M, K = a.shape
+    N = b.shape[2]
+    dt = np.result_type(a.dtype, b.dtype)
+    if a.dtype != dt:
+        a = _cast_to(a, dt)
+    if b.dtype != dt:
+        b = _cast_to(b, dt)
+    cp = _cupy()
+    LAUNCHES[0] += 1
+    if cp is not None and dt.kind == "f" and not tiled:
+        return cuda.as_cuda_array(cp.matmul(cp.asarray(a), cp.asarray(b)), sync=False)
+    out = _empty((Bn, M, N), dt)
+    if Bn == 0 or M == 0 or N == 0:
+        return out
+    if K == 0:
+        _fill(out, 0)
+        return out
+    k = _BGEMM.get(dt)
+    if k is None:
+        with _LOCK:
+            k = _BGEMM[dt] = _compile(_BGEMM_SRC, "bgemm_k", {"acc_t": numba.from_dtype(dt)})
+    grid = ((N + _TILE - 1) // _TILE, (M + _TILE - 1) // _TILE, Bn)
+    k[grid, (_TILE, _TILE, 1)](a, b, out, M, N, K)
+    return out
+
+
+def _swap_last(x):
+    nd = x.ndim
+    return transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def _promote_mm(x, y):
+    """NumPy's matmul promotion: a 1-D ``x`` is a row (1, K), a 1-D ``y`` a column (K, 1)."""
+    xp = reshape(x, (1, x.shape[0])) if x.ndim == 1 else x
+    yp = reshape(y, (y.shape[0], 1)) if y.ndim == 1 else y
+    return xp, yp
+
+
+def _mm_nd(x, y, tiled=False):
+    """``x @ y`` where an operand has rank 3 or more: batch axes broadcast, 1-D operands promoted and their
+    axis removed again (NumPy's matmul). A 2-D right operand is one GEMM over the left's rows."""
+    xp, yp = _promote_mm(x, y)
+    xs, ys = tuple(xp.shape), tuple(yp.shape)   # (device shapes take no negative index)
+    if xs[-1] != ys[-2]:
+        raise ValueError(f"matmul: shapes {tuple(x.shape)} and {tuple(y.shape)} are not aligned "
+                         f"({xs[-1]} != {ys[-2]})")
+    M, K, N = xs[-2], xs[-1], ys[-1]
+    batch = tuple(np.broadcast_shapes(xs[:-2], ys[:-2]))
+    nb = int(np.prod(batch, dtype=np.int64))
+    if yp.ndim == 2 and not tiled:    # (..., M, K) @ (K, N): the batch folds into the rows
+        r = _gemm(_operand(reshape(xp, (int(np.prod(xs[:-1], dtype=np.int64)), K))), yp)
+    else:
+        a = reshape(broadcast_to(xp, batch + (M, K)), (nb, M, K))
+        b = reshape(broadcast_to(yp, batch + (K, N)), (nb, K, N))
+        r = _bgemm(_operand(a), _operand(b), tiled=tiled)
+    r = reshape(r, batch + (M, N))
+    if x.ndim == 1:
+        r = reshape(r, batch + (N,))
+    elif y.ndim == 1:
+        r = reshape(r, batch + (M,))
+    return r
+
+
+def _mm_nd_grads(g, x, y):
+    """Cotangents of ``x`` and ``y`` in ``x @ y`` with an operand of rank 3 or more."""
+    xp, yp = _promote_mm(x, y)
+    gs = tuple(g.shape)
+    if x.ndim == 1:
+        g = reshape(g, gs[:-1] + (1, gs[-1]))
+    elif y.ndim == 1:
+        g = reshape(g, gs + (1,))
+    g = _operand(g)
+    return g, xp, yp
+
+
 def matmul(x, y):
     x, y = _operand(x), _operand(y)
-    _need2d("matmul", x, y)
+    _need2d("matmul", x, y, nd_ok=True)
     if x.ndim == 0 or y.ndim == 0:
         raise ValueError("matmul: Input operand does not have enough dimensions")
+    if x.ndim > 2 or y.ndim > 2:
+        return _mm_nd(x, y)
     a = reshape(x, (1, x.shape[0])) if x.ndim == 1 else x
     b = reshape(y, (y.shape[0], 1)) if y.ndim == 1 else y
     if a.shape[1] != b.shape[0]:
@@ -1199,7 +1308,10 @@ def matmul(x, y):
 
 def matmul_dx(g, x, y):
     g, x, y = _operand(g), _operand(x), _operand(y)
-    _need2d("matmul", x, y)
+    _need2d("matmul", x, y, nd_ok=True)
+    if x.ndim > 2 or y.ndim > 2:
+        gp, xp, yp = _mm_nd_grads(g, x, y)
+        return reshape(unbroadcast(_mm_nd(gp, _operand(_swap_last(yp))), xp), tuple(x.shape))
     if y.ndim == 1:
         return outer(g, y) if x.ndim == 2 else multiply(g, y)
     if x.ndim == 2:
@@ -1209,7 +1321,10 @@ def matmul_dx(g, x, y):
 
 def matmul_dy(g, x, y):
     g, x, y = _operand(g), _operand(x), _operand(y)
-    _need2d("matmul", x, y)
+    _need2d("matmul", x, y, nd_ok=True)
+    if x.ndim > 2 or y.ndim > 2:
+        gp, xp, yp = _mm_nd_grads(g, x, y)
+        return reshape(unbroadcast(_mm_nd(_operand(_swap_last(xp)), gp), yp), tuple(y.shape))
     if x.ndim == 1:
         return outer(x, g) if y.ndim == 2 else multiply(g, x)
     if y.ndim == 2:
@@ -1224,14 +1339,20 @@ def outer(x, y):
     return multiply(reshape(x, (x.size, 1)), reshape(y, (1, y.size)))
 
 
-dot = matmul
+def dot(x, y):
+    """``np.dot`` of 1-D and 2-D operands (its N-D rule differs from matmul's and is not on the GPU yet)."""
+    x, y = _operand(x), _operand(y)
+    _need2d("dot", x, y)
+    return matmul(x, y)
 
 
 def dot_dx(g, x, y):
+    _need2d("dot", _operand(x), _operand(y))
     return matmul_dx(g, x, y)
 
 
 def dot_dy(g, x, y):
+    _need2d("dot", _operand(x), _operand(y))
     return matmul_dy(g, x, y)
 
 

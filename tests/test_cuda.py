@@ -122,7 +122,10 @@ def test_unbroadcast_and_unreduce():
 
 
 @pytest.mark.parametrize("xs, ys", [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)),
-                                    ((1, 7), (7, 1)), ((17, 9), (9, 6))])
+                                    ((1, 7), (7, 1)), ((17, 9), (9, 6)),
+                                    ((2, 3, 4), (4, 5)), ((2, 3, 4), (2, 4, 3)), ((5, 1, 3, 4), (2, 4, 6)),
+                                    ((4,), (2, 4, 3)), ((2, 3, 4), (4,)), ((3, 4), (2, 4, 5)),
+                                    ((2, 1, 3, 4), (1, 3, 4, 2))])
 def test_matmul_and_its_cotangents(xs, ys):
     x, y = sym(*xs), sym(*ys)
     z = x @ y
@@ -144,9 +147,29 @@ def test_the_tiled_gemm_the_simulator_runs(ta, tb):
         close(r, (a.T if ta else a) @ (b.T if tb else b), rtol=tol, atol=tol)
 
 
-def test_matmul_of_rank_three_is_refused_in_words():
+def test_the_batched_tiled_gemm_the_simulator_runs():
+    a, b = sym(2, 3, 5, 7), sym(3, 7, 6)          # broadcast batch axes, K not a multiple of the tile
+    for dt, tol in ((np.float64, 1e-12), (np.float32, 1e-5)):
+        r = K._mm_nd(put(a.astype(dt)), put(b.astype(dt)), tiled=True)
+        assert r.dtype == dt
+        close(r, a @ b, rtol=tol, atol=tol)
+    with pytest.raises(ValueError, match="not aligned"):
+        K.matmul(put(sym(2, 3, 4)), put(sym(2, 5, 3)))
+
+
+def test_grad_through_a_batched_matmul_on_the_device_equals_the_cpu():
+    def f(x, W, v):
+        return np.sum(np.tanh(x @ W) @ v)
+    x, W, v = sym(2, 3, 4), sym(2, 4, 5), sym(5)
+    ref = funcgrad.grad(f, argnums=(0, 1, 2))(x, W, v)
+    got = funcgrad.grad(f, argnums=(0, 1, 2))(*put((x, W, v)))
+    for a, b in zip(got, ref):
+        close(a, b, atol=1e-12)
+
+
+def test_np_dot_of_rank_three_is_refused_in_words():
     with pytest.raises(funcgrad.DeviceError, match="rank 3"):
-        K.matmul(put(sym(2, 3, 4)), put(sym(4, 5)))
+        K.dot(put(sym(2, 3, 4)), put(sym(4, 5)))
 
 
 def test_shapes_and_indexing():
