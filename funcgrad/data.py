@@ -31,7 +31,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .kernels.cuda_backend import _device_index, device_put
+from .kernels.cuda_backend import _device_index, current_device, device_put
 
 __all__ = [
     "ArrayDataset", "DataLoader", "DistributedSampler", "train_test_split",
@@ -139,6 +139,7 @@ def _fetcher(dataset, device):
     """``idx -> batch``: ``dataset[idx]``, its arrays copied to ``device`` when one is given."""
     if device is None:
         return dataset.__getitem__
+    device = current_device(device)   # the GPU this thread uses, for the prefetch thread too
 
     def fetch(idx):
         return device_put(dataset[idx], device)

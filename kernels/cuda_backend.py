@@ -94,6 +94,14 @@ def devices():
     return [f"cuda:{i}" for i in range(n)]
 
 
+def current_device(device="cuda"):
+    """``device`` with ``"cuda"`` resolved to the calling thread's current GPU (``"cuda:N"``): another thread
+    (a data loader's) must use the device this thread selected, not its own default, device 0."""
+    if _device_index(device) is not None:
+        return device
+    return f"cuda:{getattr(_kernels().cuda.get_current_device(), 'id', 0)}"
+
+
 def _device_index(device):
     if device in ("cuda", "gpu"):
         return None
