@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks, on a machine with an NVIDIA GPU, numba-cuda, CuPy, PyTorch and JAX already installed
 # (no network needed): tests/test_cuda.py on the hardware (FUNCGRAD_TEST_GPU=1, no simulator), then
-# benchmarks/gpu_step.py. funcgrad runs from a copy laid out as the installed package (kernels/ as
+# benchmarks/gpu_step.py, then the two-rank data-parallel step on the GPU. funcgrad runs from a copy laid out as the installed package (kernels/ as
 # funcgrad/kernels), so no pip install is needed. Logs go to $OUT (or ./gpu-out).
 set -u
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
@@ -19,3 +19,13 @@ unset NUMBA_ENABLE_CUDASIM
 { nvidia-smi -L; $PY -c "import numba, numpy, cupy; from numba import cuda; print('numba', numba.__version__, 'numpy', numpy.__version__, 'cupy', cupy.__version__, 'numba.cuda', cuda.__file__)"; } 2>&1 | tee "$OUT/env.txt"
 FUNCGRAD_TEST_GPU=1 timeout ${TEST_TIMEOUT:-300} $PY -m pytest -q -rs -p no:cacheprovider -n ${NPROC:-4} --tb=short tests/test_cuda.py 2>&1 | tee "$OUT/tests.txt" | tail -50
 timeout ${BENCH_TIMEOUT:-240} $PY benchmarks/gpu_step.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt" | tail -40
+# two ranks sharing the GPU(s) (local_device: rank mod GPUs), when mpi4py and an mpiexec are there (carry the
+# mpi4py and mpich wheels in .whl/: the machine has no network)
+MPIEXEC=${MPIEXEC:-$(command -v mpiexec || echo "$W/site/bin/mpiexec")}
+if [ -x "$MPIEXEC" ] && $PY -c "import mpi4py" 2>/dev/null; then
+  FUNCGRAD_COMM_TIMEOUT=60 timeout ${DIST_TIMEOUT:-180} "$MPIEXEC" -n 2 $PY -m mpi4py tests/mpi/gpu_ddp.py "$W" 2>&1 \
+    | tee "$OUT/gpu_ddp.txt" | tail -20
+else
+  echo "no mpiexec or mpi4py here: the two-rank GPU data-parallel check (tests/mpi/gpu_ddp.py) did not run" \
+    | tee "$OUT/gpu_ddp.txt"
+fi
