@@ -706,6 +706,15 @@ def _advanced(idx):
     return items
 
 
+def _mixed(items):
+    """Advanced indices that are not all over the leading axes: slices, None or Ellipsis among them, or a
+    boolean mask beside other indices (NumPy's placement rules then decide the result's axes)."""
+    if any(isinstance(it, (slice, type(None))) or it is Ellipsis for it in items):
+        return True
+    return len(items) > 1 and any(np.dtype(getattr(it, "dtype", None) or np.asarray(it).dtype) == np.bool_
+                                  for it in items if not isinstance(it, (int, np.integer)))
+
+
 def _leading_blocks(shape, items, what):
     """For an index of integer arrays over the leading axes of ``shape``: (the flat offset of each selected
     block, in units of the block size, as a device int64 array; the index's shape; the block shape). The
@@ -757,9 +766,14 @@ def untake(g, x, idx):
     (atomic adds)."""
     g, x = _operand(g), _operand(x)
     items = _advanced(idx)
-    if items is None or any(isinstance(it, (slice, type(None))) or it is Ellipsis for it in items):
-        raise DeviceMismatchError("the cotangent of this indexing is not available on the GPU backend yet "
-                                  "(integer arrays over the leading axes are)")
+    if items is None or _mixed(items):   # any index: NumPy's positions, one per element of g
+        pos = _positions(x, idx)
+        flat = np.ascontiguousarray(pos.ravel())
+        out = full(tuple(x.shape), 0, x.dtype)
+        if not flat.size:
+            return out
+        gb = broadcast_to(g, pos.shape) if isinstance(g, _DevArray) else full(pos.shape, g, x.dtype)
+        return _rows("scatter", out, astype(gb, x.dtype), cuda.to_device(flat), 1, flat.size)
     base, ishape, block = _leading_blocks(tuple(x.shape), items, "indexing")
     out = full(tuple(x.shape), 0, x.dtype)
     gb = broadcast_to(g, ishape + block) if tuple(_shape(g)) != ishape + block else g
@@ -835,9 +849,10 @@ def getitem(x, idx):
     items = idx if isinstance(idx, tuple) else (idx,)
     adv = _advanced(idx)
     if adv is not None:
-        if any(isinstance(it, (slice, type(None))) or it is Ellipsis for it in adv):
-            raise DeviceMismatchError("indexing a GPU array with integer arrays mixed with slices is not available "
-                                      "on the GPU backend yet; integer arrays over the leading axes are")
+        if _mixed(adv):   # integer arrays with slices: NumPy's positions, one per element of the result
+            pos = _positions(x, idx)
+            flat = np.ascontiguousarray(pos.ravel())
+            return _rows("gather", _empty(pos.shape, x.dtype), x, cuda.to_device(flat), 1, flat.size)
         base, ishape, block = _leading_blocks(tuple(x.shape), adv, "indexing")
         out = _empty(ishape + block, x.dtype)
         return _rows("gather", out, x, base, _size(block), _size(ishape))

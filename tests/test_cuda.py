@@ -185,12 +185,15 @@ def test_shapes_and_indexing():
                 (None, 1), (slice(None), None, slice(0, 2))]:
         close(K.getitem(put(x), idx), x[idx])
     assert K.getitem(put(x), (1, 2, 3)) == x[1, 2, 3]
-    with pytest.raises(funcgrad.DeviceError, match="mixed with slices"):
-        K.getitem(put(x), (slice(None), np.array([0, 1])))
 
 
 @pytest.mark.parametrize("idx", [np.array([0, 2, 2, 1, 0]), [1, -1, 1], (np.array([0, 1, 1]), np.array([2, 0, 2])),
-                                 np.array([[0, 1], [1, 1]]), np.array([True, False, True])])
+                                 np.array([[0, 1], [1, 1]]), np.array([True, False, True]),
+                                 # mixed with slices, None, Ellipsis, ints (NumPy's placement of the new axes)
+                                 (slice(None), np.array([3, 0, 3])), (slice(1, None), np.array([1, 1]), 0),
+                                 (np.array([0, 2, 0]), slice(None), np.array([1, 0, 1])),
+                                 (Ellipsis, np.array([1, 1, 0])), (None, slice(None), np.array([[2, 2], [0, 1]])),
+                                 (np.array([True, False, True]), slice(None), np.array([0, 1]))])
 def test_integer_array_indexing_and_its_repeated_index_cotangent(idx):
     from funcgrad.kernels import cpu
     x = sym(3, 4, 2)
@@ -597,3 +600,12 @@ def test_the_data_loader_puts_batches_on_the_device(prefetch):
         close(gy, ry, 0, 0)
     with pytest.raises(ValueError, match="unknown device 'tpu'"):
         DataLoader(ArrayDataset(X, y), device="tpu")
+
+
+def test_grad_through_integer_arrays_mixed_with_slices_on_the_device_equals_the_cpu():
+    cols, rows = np.array([2, 0, 2]), np.array([1, 1])
+
+    def f(x):
+        return np.sum(np.sin(x[:, cols]) ** 2) + np.sum(x[rows, 1:] * x[0, 1:])
+    x = sym(3, 4)
+    close(funcgrad.grad(f)(put(x)), funcgrad.grad(f)(x), atol=1e-12)
