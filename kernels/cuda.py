@@ -1354,20 +1354,65 @@ def outer(x, y):
     return multiply(reshape(x, (x.size, 1)), reshape(y, (1, y.size)))
 
 
+def _dot_parts(x, y):
+    """np.dot of N-D operands as one GEMM: ``x`` as (rows, J), ``y`` with its second-to-last axis first as
+    (J, cols); the result's shape ``x.shape[:-1] + y.shape[:-2] + y.shape[-1:]``."""
+    xs, ys = tuple(x.shape), tuple(y.shape)
+    J = xs[-1]
+    if len(ys) == 1:   # against a vector: the last axis of x summed, as a (J, 1) column
+        if ys[0] != J:
+            raise ValueError(f"shapes {xs} and {ys} not aligned: {J} (dim {len(xs) - 1}) != {ys[0]} (dim 0)")
+        return _operand(reshape(x, (_size(xs[:-1]), J))), _operand(reshape(y, (J, 1))), (0, 1), xs[:-1]
+    if ys[-2] != J:
+        raise ValueError(f"shapes {xs} and {ys} not aligned: {J} (dim {len(xs) - 1}) != {ys[-2]} (dim {len(ys) - 2})")
+    perm = (len(ys) - 2,) + tuple(i for i in range(len(ys)) if i != len(ys) - 2)
+    yt = _operand(reshape(transpose(y, perm), (J, _size(ys) // J if J else _size(ys[:-2] + ys[-1:]))))
+    x2 = _operand(reshape(x, (_size(xs[:-1]), J)))
+    return x2, yt, perm, xs[:-1] + ys[:-2] + ys[-1:]
+
+
+def _dot_nd(x, y):
+    return x.ndim > 2 or y.ndim > 2 and x.ndim > 1
+
+
 def dot(x, y):
-    """``np.dot`` of 1-D and 2-D operands (its N-D rule differs from matmul's and is not on the GPU yet)."""
+    """``np.dot``: 1-D and 2-D operands as matmul; an operand of rank 3 or more by NumPy's dot rule (the last
+    axis of ``x`` against the second-to-last of ``y``) as one GEMM."""
     x, y = _operand(x), _operand(y)
-    _need2d("dot", x, y)
+    _need2d("dot", x, y, nd_ok=True)
+    if _dot_nd(x, y):
+        x2, yt, _, shape = _dot_parts(x, y)
+        return reshape(_gemm(x2, yt), shape)
+    if y.ndim > 2:   # a vector against a stack: v @ y[..., :, m] for every leading index
+        return reshape(dot(reshape(x, (1, x.shape[0])), y), tuple(y.shape)[:-2] + tuple(y.shape)[-1:])
     return matmul(x, y)
 
 
 def dot_dx(g, x, y):
-    _need2d("dot", _operand(x), _operand(y))
+    g, x, y = _operand(g), _operand(x), _operand(y)
+    _need2d("dot", x, y, nd_ok=True)
+    if x.ndim > 2 or y.ndim > 2:
+        xp = reshape(x, (1, x.shape[0])) if x.ndim == 1 else x
+        x2, yt, _, shape = _dot_parts(xp, y)
+        g2 = _operand(reshape(g, (x2.shape[0], yt.shape[1])))
+        return reshape(_gemm(g2, yt, tb=True), tuple(x.shape))
     return matmul_dx(g, x, y)
 
 
 def dot_dy(g, x, y):
-    _need2d("dot", _operand(x), _operand(y))
+    g, x, y = _operand(g), _operand(x), _operand(y)
+    _need2d("dot", x, y, nd_ok=True)
+    if x.ndim > 2 or y.ndim > 2:
+        xp = reshape(x, (1, x.shape[0])) if x.ndim == 1 else x
+        x2, yt, perm, shape = _dot_parts(xp, y)
+        g2 = _operand(reshape(g, (x2.shape[0], yt.shape[1])))
+        dyt = _gemm(x2, g2, ta=True)                       # (J, cols)
+        ys = tuple(y.shape) if y.ndim > 1 else (y.shape[0], 1)
+        moved = tuple(ys[p] for p in perm)
+        inv = [0] * len(perm)
+        for i, p_ in enumerate(perm):
+            inv[p_] = i
+        return reshape(transpose(reshape(dyt, moved), tuple(inv)), tuple(y.shape))
     return matmul_dy(g, x, y)
 
 

@@ -167,9 +167,18 @@ def test_grad_through_a_batched_matmul_on_the_device_equals_the_cpu():
         close(a, b, atol=1e-12)
 
 
-def test_np_dot_of_rank_three_is_refused_in_words():
-    with pytest.raises(funcgrad.DeviceError, match="rank 3"):
-        K.dot(put(sym(2, 3, 4)), put(sym(4, 5)))
+@pytest.mark.parametrize("xs, ys", [((2, 3, 4), (4, 5)), ((2, 3, 4), (2, 4, 3)), ((3, 4), (2, 4, 5)),
+                                    ((4,), (2, 4, 3)), ((2, 3, 4), (4,)), ((2, 1, 3), (5, 3, 2)), ((3, 4), (4,))])
+def test_np_dot_of_any_rank_and_its_cotangents(xs, ys):
+    from funcgrad.kernels import cpu
+    x, y = sym(*xs), sym(*ys)
+    z = np.dot(x, y)
+    g = sym(*np.shape(z))
+    close(K.dot(put(x), put(y)), z, atol=1e-12)
+    close(K.dot_dx(put(g), put(x), put(y)), cpu.dot_dx(g, x, y), atol=1e-12)
+    close(K.dot_dy(put(g), put(x), put(y)), cpu.dot_dy(g, x, y), atol=1e-12)
+    with pytest.raises(ValueError, match="not aligned"):
+        K.dot(put(sym(2, 3, 4)), put(sym(2, 5, 3)))
 
 
 def test_shapes_and_indexing():
