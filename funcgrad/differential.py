@@ -213,6 +213,7 @@ def jacobian(fun, argnum=0, *, jit=True, backend=None, mode=None):
     tk = _transform_kwargs(jit, backend, mode)
 
     def jacobian_fn(*args, **kwargs):
+        _api.refuse_device_args(args, "jacobian (jacrev)")
         single, nums, y, pull = _vjp_at(fun, args, kwargs, argnum, tk)
         fname = getattr(fun, "__name__", "fun")
         if len(tree_flatten(y)[0]) != 1 or isinstance(y, (tuple, list, dict)):

@@ -59,6 +59,7 @@ class _JVP(_Transformed):
                 out = self._fast_run(plan, primals, tangents)
                 if out is not _api._MISS:
                     return out
+        _api.refuse_device_args((primals, tangents), "forward mode (jvp, jacfwd, linearize, hvp, hessian)")
         self.argnums = _float_argnums(primals)
         built, single, nums, flat, trees, cap, key = self._lookup(primals)
         leaves = [x for ls in flat for x in ls if not is_static_leaf(x)]
@@ -163,6 +164,7 @@ def jacfwd(fun, argnums=0, *, jit=True, backend=None, mode=None):
     """The Jacobian by forward mode: one ``jvp`` per input element; shape ``out.shape + in.shape``."""
     @_user_facing
     def jac(*args):
+        _api.refuse_device_args(args, "jacfwd")
         single = isinstance(argnums, int)
         nums = (argnums,) if single else tuple(argnums)
         res = []

@@ -486,6 +486,7 @@ def _check_grads_args(f, args, order=1, modes=("rev",), atol=None, rtol=None, ep
         raise TypeError(f"check_grads(f, args): args must be a tuple of f's arguments; received "
                         f"{type(args).__name__}")
     args = tuple(args)
+    _api.refuse_device_args(args, "check_grads (central differences on the host)")
     modes = _modes(modes)
     name = getattr(f, "__name__", "[unknown name]")
     if argnums is None:  # every argument made only of floating-point values, as JAX differentiates them all

@@ -618,3 +618,27 @@ def test_grad_through_integer_arrays_mixed_with_slices_on_the_device_equals_the_
         return np.sum(np.sin(x[:, cols]) ** 2) + np.sum(x[rows, 1:] * x[0, 1:])
     x = sym(3, 4)
     close(funcgrad.grad(f)(put(x)), funcgrad.grad(f)(x), atol=1e-12)
+
+
+def test_forward_mode_and_host_only_transforms_refuse_gpu_arrays_in_words():
+    def f(x):
+        return np.sum(np.tanh(x) ** 2)
+
+    def g(x):
+        return np.tanh(x) * 2.0
+    x = put(sym(3))
+    for call in (lambda: funcgrad.jvp(f, (x,), (x,)), lambda: funcgrad.jacfwd(g)(x), lambda: funcgrad.jacrev(g)(x),
+                 lambda: funcgrad.hessian(f)(x), lambda: funcgrad.hvp(f, (x,), (x,)), lambda: funcgrad.linearize(f, x),
+                 lambda: funcgrad.testing.check_grads(f, (x,))):
+        with pytest.raises(funcgrad.DeviceError, match="not available on the GPU backend yet"):
+            call()
+
+
+def test_grad_of_grad_on_the_device_equals_the_cpu():
+    def f(x):
+        return np.sum(np.tanh(x) ** 3)
+
+    def first(y):
+        return funcgrad.grad(f)(y)[0] * 2.0
+    x = sym(3)
+    close(funcgrad.grad(first)(put(x)), funcgrad.grad(first)(x), atol=1e-12)
