@@ -1944,3 +1944,300 @@ _NAMES: set = set()
 
 _NOT_KERNELS = {"is_device_array", "as_device", "names", "DeviceMismatchError", "add_scaled", "set_allocator",
                 "materialize", "Lazy"}
+
+
+# ----------------------------------------------------------------------------- nn: activations, losses, norms
+# Composed from the kernels above (fused elementwise expressions and axis reductions), with the CPU kernels'
+# semantics (kernels/cpu_nn.py): the same clamps, the same reductions, the same dropout masks.
+_NN_EW = {
+    "_leaky_relu_e": "({0} if {0} > 0 else {1} * {0})",                           # (x, slope)
+    "_leaky_relu_g": "({0} if {1} > 0 else {2} * {0})",                           # (g, x, slope)
+    "_elu_e": "({0} if {0} > 0 else {1} * math.expm1({0}))",                      # (x, alpha)
+    "_elu_g": "({0} if {1} > 0 else {0} * {2} * math.exp({1}))",                  # (g, x, alpha)
+    "gelu": "0.5 * {0} * (1.0 + math.erf({0} * 0.7071067811865476))",
+    "gelu_grad": "{0} * (0.5 * (1.0 + math.erf({1} * 0.7071067811865476)) + {1} * 0.3989422804014327 * "
+                 "math.exp(-0.5 * {1} * {1}))",
+    "gelu_grad2": "{0} * 0.3989422804014327 * math.exp(-0.5 * {1} * {1}) * (2.0 - {1} * {1})",
+    "_huber_e": "(0.5 * abs({0} - {1}) * abs({0} - {1}) if abs({0} - {1}) <= {2} else "
+                "{2} * (abs({0} - {1}) - 0.5 * {2}))",                             # (p, t, delta)
+    "_huber_g": "(({0} - {1}) if abs({0} - {1}) <= {2} else ({2} if {0} - {1} > 0 else -{2}))",
+    "_clog": "(math.log({0}) if {0} > 3.720075976020836e-44 else -100.0)",       # log clamped at -100 (PyTorch)
+    "_bce_g": "({0} - {1}) / max({0} * (1.0 - {0}), 1e-12)",                    # (p, t)
+    "_bcel_e": "(max({0}, 0.0) - {0} * {1} + math.log1p(math.exp(-abs({0}))))",  # (z, t)
+}
+for _n, _t in _NN_EW.items():
+    globals()[_n] = _make_ew(_n, _t)
+    if not _n.startswith("_"):
+        __all__.append(_n)
+
+
+def _host_nn(name, *args, **kw):
+    """An nn kernel on host values only (no device array among them): the CPU kernel computes it."""
+    from . import cpu_nn
+    return getattr(cpu_nn, name)(*args, **kw)
+
+
+def leaky_relu(x, negative_slope=0.01):
+    x = _operand(x)
+    return _leaky_relu_e(x, float(negative_slope)) if _is_arr(x) else _host_nn("leaky_relu", x, negative_slope)
+
+
+def leaky_relu_grad(g, x, negative_slope=0.01):
+    g, x = _operand(g), _operand(x)
+    if not (_is_arr(g) or _is_arr(x)):
+        return _host_nn("leaky_relu_grad", g, x, negative_slope)
+    return _leaky_relu_g(g, x, float(negative_slope))
+
+
+def elu(x, alpha=1.0):
+    x = _operand(x)
+    return _elu_e(x, float(alpha)) if _is_arr(x) else _host_nn("elu", x, alpha)
+
+
+def elu_grad(g, x, alpha=1.0):
+    g, x = _operand(g), _operand(x)
+    if not (_is_arr(g) or _is_arr(x)):
+        return _host_nn("elu_grad", g, x, alpha)
+    return _elu_g(g, x, float(alpha))
+
+
+def _reduced(e, reduction, name):
+    if reduction == "none":
+        return _operand(e)
+    if reduction == "sum":
+        return sum(e)
+    if reduction == "mean":
+        n = _size(_shape(e))
+        return sum(e) / _b.max(n, 1)
+    raise ValueError(f"{name}: reduction must be 'none', 'sum' or 'mean', got {reduction!r}")
+
+
+def _scale(reduction, n, name):
+    if reduction == "mean":
+        return 1.0 / _b.max(n, 1)
+    if reduction in ("sum", "none"):
+        return 1.0
+    raise ValueError(f"{name}: reduction must be 'none', 'sum' or 'mean', got {reduction!r}")
+
+
+def _loss_grad(core, g, scale):
+    """``scale * g * core`` (``g`` a host number for a reduced loss, a device array for ``reduction='none'``)."""
+    g = _operand(g)
+    return _operand(multiply(multiply(core, scale), g))
+
+
+def mse(a, b, reduction="mean"):
+    return _reduced(square(subtract(_operand(a), _operand(b))), reduction, "mse")
+
+
+def mse_grad(g, a, b, reduction="mean"):
+    a, b = _operand(a), _operand(b)
+    return _loss_grad(multiply(subtract(a, b), 2.0), g, _scale(reduction, _size(_shape(a)), "mse_grad"))
+
+
+def huber(a, b, delta=1.0, reduction="mean"):
+    return _reduced(_huber_e(_operand(a), _operand(b), float(delta)), reduction, "huber")
+
+
+def huber_grad(g, a, b, delta=1.0, reduction="mean"):
+    a, b = _operand(a), _operand(b)
+    return _loss_grad(_huber_g(a, b, float(delta)), g, _scale(reduction, _size(_shape(a)), "huber_grad"))
+
+
+def binary_cross_entropy(probs, target, reduction="mean"):
+    p, t = _operand(probs), _operand(target)
+    e = negative(add(multiply(t, _clog(p)), multiply(subtract(1.0, t), _clog(subtract(1.0, p)))))
+    return _reduced(e, reduction, "binary_cross_entropy")
+
+
+def binary_cross_entropy_grad(g, probs, target, reduction="mean"):
+    p, t = _operand(probs), _operand(target)
+    return _loss_grad(_bce_g(p, t), g, _scale(reduction, _size(_shape(p)), "binary_cross_entropy_grad"))
+
+
+def binary_cross_entropy_grad_target(g, probs, target, reduction="mean"):
+    p = _operand(probs)
+    core = subtract(_clog(subtract(1.0, p)), _clog(p))
+    return _loss_grad(core, g, _scale(reduction, _size(_shape(p)), "binary_cross_entropy_grad_target"))
+
+
+def binary_cross_entropy_with_logits(logits, target, reduction="mean"):
+    return _reduced(_bcel_e(_operand(logits), _operand(target)), reduction, "binary_cross_entropy_with_logits")
+
+
+def binary_cross_entropy_with_logits_grad(g, logits, target, reduction="mean"):
+    z, t = _operand(logits), _operand(target)
+    return _loss_grad(subtract(sigmoid(z), t), g,
+                      _scale(reduction, _size(_shape(z)), "binary_cross_entropy_with_logits_grad"))
+
+
+def binary_cross_entropy_with_logits_grad_target(g, logits, target, reduction="mean"):
+    z = _operand(logits)
+    return _loss_grad(negative(z), g,
+                      _scale(reduction, _size(_shape(z)), "binary_cross_entropy_with_logits_grad_target"))
+
+
+def _label_rows(lp, labels, name):
+    """(row indices, labels) as host int arrays, labels checked against the class count."""
+    y = as_device(labels).copy_to_host() if is_device_array(labels) else np.asarray(labels)
+    N, C = tuple(lp.shape)
+    if y.size and (y.min() < 0 or y.max() >= C):
+        raise IndexError(f"{name}: label out of range")
+    return np.arange(N), y
+
+
+def nll(logp, labels, reduction="mean"):
+    lp = _operand(logp)
+    rows, y = _label_rows(lp, labels, "nll")
+    return _reduced(negative(getitem(lp, (rows, y))), reduction, "nll")
+
+
+def nll_grad(g, logp, labels, reduction="mean"):
+    lp = _operand(logp)
+    rows, y = _label_rows(lp, labels, "nll")
+    s = _scale(reduction, lp.shape[0], "nll_grad")
+    g = _operand(g)
+    vals = multiply(g, -s) if _is_arr(g) else full((lp.shape[0],), -s * g, lp.dtype)
+    return untake(vals, lp, (rows, y))
+
+
+def _norm_parts(x, axes, eps):
+    """``x - mean`` and ``1 / sqrt(var + eps)`` over ``axes`` (biased variance), both keeping the axes."""
+    mu = mean(x, axis=axes, keepdims=True)
+    xc = _operand(subtract(x, mu))
+    var = mean(square(xc), axis=axes, keepdims=True)
+    return xc, _operand(divide(1.0, sqrt(add(var, eps))))
+
+
+def layer_norm(x, gamma, beta, eps=1e-5):
+    x = _operand(x)
+    xc, inv = _norm_parts(x, -1, float(eps))
+    return _operand(add(multiply(multiply(xc, inv), _operand(gamma)), _operand(beta)))
+
+
+def layer_norm_grad_input(dy, x, gamma, eps=1e-5):
+    x, dy = _operand(x), _operand(dy)
+    D = tuple(x.shape)[-1]
+    xc, inv = _norm_parts(x, -1, float(eps))
+    xh = _operand(multiply(xc, inv))
+    gh = _operand(multiply(dy, _operand(gamma)))
+    s1 = sum(gh, axis=-1, keepdims=True)
+    s2 = sum(multiply(gh, xh), axis=-1, keepdims=True)
+    return _operand(multiply(inv, subtract(subtract(gh, divide(s1, D)), multiply(xh, divide(s2, D)))))
+
+
+def _rows_of(a):
+    """``a`` as (rows, last axis)."""
+    s = tuple(a.shape)
+    return _operand(reshape(a, (_size(s[:-1]), s[-1])))
+
+
+def layer_norm_grad_gamma(dy, x, eps=1e-5):
+    x, dy = _operand(x), _operand(dy)
+    xc, inv = _norm_parts(x, -1, float(eps))
+    return sum(_rows_of(_operand(multiply(dy, multiply(xc, inv)))), axis=0)
+
+
+def layer_norm_grad_beta(dy):
+    return sum(_rows_of(_operand(dy)), axis=0)
+
+
+def _ncs(x):
+    s = tuple(x.shape)
+    N, C = s[0], s[1]
+    return _operand(reshape(x, (N, C, _size(s) // _b.max(N * C, 1)))), N, C
+
+
+def _per_channel(v, C):
+    return _operand(reshape(_operand(v), (1, C, 1)))
+
+
+def _bn_stats(x3, C, running_mean, running_var, train, eps):
+    if train:
+        xc, inv = _norm_parts(x3, (0, 2), eps)
+        return xc, inv
+    xc = _operand(subtract(x3, _per_channel(running_mean, C)))
+    return xc, _operand(divide(1.0, sqrt(add(_per_channel(running_var, C), eps))))
+
+
+def batch_norm(x, gamma, beta, running_mean, running_var, train=True, eps=1e-5):
+    x = _operand(x)
+    x3, N, C = _ncs(x)
+    xc, inv = _bn_stats(x3, C, running_mean, running_var, train, float(eps))
+    out = add(multiply(multiply(xc, inv), _per_channel(gamma, C)), _per_channel(beta, C))
+    return _operand(reshape(_operand(out), tuple(x.shape)))
+
+
+def batch_norm_grad_input(dy, x, gamma, running_mean, running_var, train=True, eps=1e-5):
+    x = _operand(x)
+    x3, N, C = _ncs(x)
+    dy3 = _operand(reshape(_operand(dy), tuple(x3.shape)))
+    xc, inv = _bn_stats(x3, C, running_mean, running_var, train, float(eps))
+    gi = _operand(multiply(_per_channel(gamma, C), inv))
+    if not train:
+        return _operand(reshape(_operand(multiply(dy3, gi)), tuple(x.shape)))
+    M = N * tuple(x3.shape)[2]
+    xh = _operand(multiply(xc, inv))
+    s1 = sum(dy3, axis=(0, 2), keepdims=True)
+    s2 = sum(multiply(dy3, xh), axis=(0, 2), keepdims=True)
+    out = multiply(gi, subtract(subtract(dy3, divide(s1, M)), multiply(xh, divide(s2, M))))
+    return _operand(reshape(_operand(out), tuple(x.shape)))
+
+
+def batch_norm_grad_gamma(dy, x, running_mean, running_var, train=True, eps=1e-5):
+    x = _operand(x)
+    x3, N, C = _ncs(x)
+    dy3 = _operand(reshape(_operand(dy), tuple(x3.shape)))
+    xc, inv = _bn_stats(x3, C, running_mean, running_var, train, float(eps))
+    return sum(multiply(dy3, multiply(xc, inv)), axis=(0, 2))
+
+
+def batch_norm_stats(x, running_mean, running_var, momentum=0.1):
+    """New running statistics after one training batch, stacked (2, C): [mean, unbiased var] blended."""
+    x = _operand(x)
+    x3, N, C = _ncs(x)
+    M = N * tuple(x3.shape)[2]
+    m = mean(x3, axis=(0, 2))
+    v = mean(square(subtract(x3, reshape(m, (1, C, 1)))), axis=(0, 2))
+    corr = M / (M - 1.0) if M > 1 else 1.0
+    rm, rv = _operand(running_mean), _operand(running_var)
+    new_m = _operand(add(multiply(rm, 1.0 - momentum), multiply(m, momentum)))
+    new_v = _operand(add(multiply(rv, 1.0 - momentum), multiply(v, momentum * corr)))
+    out = _empty((2, C), rm.dtype)
+    index_put(out, 0, new_m)
+    index_put(out, 1, new_v)
+    return out
+
+
+def _ids_on_host(ids, V, name):
+    h = as_device(ids).copy_to_host() if is_device_array(ids) else np.asarray(ids)
+    if h.size and (h.min() < 0 or h.max() >= V):
+        raise IndexError(f"{name}: id out of range")
+    return h
+
+
+def embedding(table, ids):
+    table = _operand(table)
+    return getitem(table, _ids_on_host(ids, table.shape[0], "embedding"))
+
+
+def embedding_grad(dy, ids, table_shape):
+    V, D = (int(s) for s in table_shape)
+    h = _ids_on_host(ids, V, "embedding")
+    dy = _operand(dy)
+    out = full((V, D), 0, dy.dtype)
+    flat = np.ascontiguousarray(h.reshape(-1).astype(np.int64))
+    if flat.size and D:
+        _rows("scatter", out, dy, cuda.to_device(flat), D, flat.size)
+    return out
+
+
+def dropout(x, rate, seed):
+    """The CPU kernel's dropout (the mask a function of ``seed`` and the element index, so both backends drop
+    the same elements): the scaled mask is made on the host, the product on the device."""
+    x = _operand(x)
+    if not _is_arr(x):
+        return _host_nn("dropout", x, rate, seed)
+    from . import cpu_nn
+    mask = cpu_nn.dropout(np.ones(tuple(x.shape), dtype=x.dtype), float(rate), int(seed))
+    return _operand(multiply(x, cuda.to_device(mask)))

@@ -642,3 +642,77 @@ def test_grad_of_grad_on_the_device_equals_the_cpu():
         return funcgrad.grad(f)(y)[0] * 2.0
     x = sym(3)
     close(funcgrad.grad(first)(put(x)), funcgrad.grad(first)(x), atol=1e-12)
+
+
+# ------------------------------------------------------------------------------------------------- nn on the device
+_X, _T = sym(4, 3), RNG.uniform(0.1, 0.9, (4, 3))
+_LAB = np.array([0, 2, 1, 2])
+
+
+def _losses(reduction):
+    r = reduction
+    return {
+        "mse": (lambda x, t: nn.mse(x, t, r), (_X, _T)),
+        "huber": (lambda x, t: nn.huber(x * 3.0, t, 0.4, r), (_X, _T)),
+        "nll": (lambda x, l: nn.nll(nn.log_softmax(x), l, r), (_X, _LAB)),
+        "bce": (lambda x, t: nn.binary_cross_entropy(nn.sigmoid(x), t, r), (_X, _T)),
+        "bce_target": (lambda t, x: nn.binary_cross_entropy(nn.sigmoid(x), t, r), (_T, _X)),
+        "bce_logits": (lambda x, t: nn.binary_cross_entropy_with_logits(x * 4.0, t, r), (_X, _T)),
+        "bce_logits_target": (lambda t, x: nn.binary_cross_entropy_with_logits(x, t * t, r), (_T, _X)),
+    }
+
+
+@pytest.mark.parametrize("name, reduction", [(n, r) for n in ["mse", "huber", "nll", "bce", "bce_target", "bce_logits",
+                                                                "bce_logits_target"] for r in ["mean", "none"]]
+                         + [("mse", "sum"), ("nll", "sum")])
+def test_nn_losses_and_their_gradients_on_the_device(name, reduction):
+    f, args = _losses(reduction)[name]
+
+    def loss(a, b):
+        return np.sum(np.sin(f(a, b)))    # "none": a different cotangent per element
+    v, g = funcgrad.value_and_grad(loss)(*put(args))
+    v_ref, g_ref = funcgrad.value_and_grad(loss)(*args)
+    assert abs(v - v_ref) < 1e-12
+    close(g, g_ref, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["elu", "gelu", "leaky_relu", "layer_norm", "dropout", "batch_norm",
+                                  "batch_norm_eval"])
+def test_nn_activations_and_norms_on_the_device(name):
+    x, g, b = sym(3, 2, 2, 3), RNG.uniform(0.5, 1.5, 3), sym(3)
+    rm, rv = sym(2), RNG.uniform(0.5, 1.5, 2)
+    fs = {
+        "elu": lambda x, g, b: np.sum(nn.elu(x * 2.0, 0.7) * b),
+        "gelu": lambda x, g, b: np.sum(nn.gelu(x * 2.0) ** 2 * b),
+        "leaky_relu": lambda x, g, b: np.sum(nn.leaky_relu(x, 0.2) ** 2 * b),
+        "layer_norm": lambda x, g, b: np.sum(np.sin(nn.layer_norm(x, g, b))),
+        "dropout": lambda x, g, b: np.sum(nn.dropout(x * b, 0.5, 7) ** 2),
+        "batch_norm": lambda x, g, b: np.sum(np.sin(nn.batch_norm(x[:, :2], g[:2], b[:2], rm, rv))),
+        "batch_norm_eval": lambda x, g, b: np.sum(np.sin(nn.batch_norm(x[:, :2], g[:2], b[:2], rm, rv, False))),
+    }
+    f = fs[name]
+    args = (x, g, b)
+    dev = put(args)
+    if name.startswith("batch_norm"):
+        rm, rv = put((rm, rv))
+        got = funcgrad.grad(f, argnums=(0, 1, 2))(*dev)
+        rm, rv = get((rm, rv))
+    else:
+        got = funcgrad.grad(f, argnums=(0, 1, 2))(*dev)
+    for a, r in zip(got, funcgrad.grad(f, argnums=(0, 1, 2))(*args)):
+        close(a, r, atol=1e-11)
+
+
+def test_batch_norm_stats_and_embedding_on_the_device():
+    from funcgrad.kernels import cpu_nn
+    x, rm, rv = sym(3, 2, 4), sym(2), RNG.uniform(0.5, 1.5, 2)
+    close(K.batch_norm_stats(put(x), put(rm), put(rv), 0.3), cpu_nn.batch_norm_stats(x, rm, rv, 0.3), atol=1e-12)
+    table, ids = sym(5, 3), np.array([[1, 0], [3, 1]])
+
+    def f(t):
+        return np.sum(np.sin(nn.embedding(t, ids)))
+    close(funcgrad.grad(f)(put(table)), funcgrad.grad(f)(table), atol=1e-12)   # id 1 twice: accumulated
+    with pytest.raises(IndexError, match="out of range"):
+        K.embedding(put(table), np.array([0, 5]))
+    with pytest.raises(IndexError, match="label out of range"):
+        K.nll(put(_X), np.array([0, 3, 1, 1]))
