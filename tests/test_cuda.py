@@ -716,3 +716,21 @@ def test_batch_norm_stats_and_embedding_on_the_device():
         K.embedding(put(table), np.array([0, 5]))
     with pytest.raises(IndexError, match="label out of range"):
         K.nll(put(_X), np.array([0, 3, 1, 1]))
+
+
+def test_every_layer_of_a_serial_model_trains_on_the_device_as_on_the_cpu():
+    init, apply = nn.serial(nn.Conv2D(2, 3, padding=1), nn.BatchNorm(), nn.Relu, nn.MaxPool2D(2), nn.Flatten,
+                            nn.Dense(4), nn.Tanh, nn.Dropout(0.3), nn.Dense(3))
+    _, params = init(0, (2, 1, 4, 4))            # the initializers make host arrays; device_put moves them
+    x, y = sym(2, 1, 4, 4), np.array([0, 2])
+
+    def loss(p, x, y):
+        return nn.cross_entropy(apply(p, x, train=True, seed=3), y)
+    v, g = funcgrad.value_and_grad(loss)(*put((params, x, y)))
+    v_ref, g_ref = funcgrad.value_and_grad(loss)(params, x, y)
+    assert abs(v - v_ref) < 1e-12
+    leaves, ref = funcgrad.tree.tree_leaves(g), funcgrad.tree.tree_leaves(g_ref)
+    assert len(leaves) == len(ref) == 10
+    for a, b in zip(leaves, ref):
+        assert funcgrad.kernels.base.is_device_array(a)
+        close(a, b, atol=1e-12)
