@@ -1102,18 +1102,17 @@ _TILE = 16 if not SIM else 4
 _GEMM: dict = {}
 
 
-def _gemm_kernel(ta, tb):
-    key = (ta, tb)
-    k = _GEMM.get(key)
-    if k is None:
-        a_at = "a[k0 + tx, row]" if ta else "a[row, k0 + tx]"
-        b_at = "b[col, k0 + ty]" if tb else "b[k0 + ty, col]"
-        src = f"""
-def gemm_k(a, b, c, M, N, K):
+def _tiled_src(name, a_at, b_at, batched=False):
+    """A tiled shared-memory GEMM kernel ``name(a, b, c, M, N, K)``: ``a_at``/``b_at`` read the operands (a
+    batched kernel takes batch item ``z`` from the grid's third axis)."""
+    z = "\n    z = cuda.blockIdx.z" if batched else ""
+    c_at = "c[z, row, col]" if batched else "c[row, col]"
+    return f"""
+def {name}(a, b, c, M, N, K):
     sa = cuda.shared.array(({_TILE}, {_TILE}), dtype=acc_t)
     sb = cuda.shared.array(({_TILE}, {_TILE}), dtype=acc_t)
     tx = cuda.threadIdx.x
-    ty = cuda.threadIdx.y
+    ty = cuda.threadIdx.y{z}
     row = cuda.blockIdx.y * {_TILE} + ty
     col = cuda.blockIdx.x * {_TILE} + tx
     acc = 0.0
@@ -1131,9 +1130,17 @@ def gemm_k(a, b, c, M, N, K):
             acc += sa[ty, kk] * sb[kk, tx]
         cuda.syncthreads()
     if row < M and col < N:
-        c[row, col] = acc
+        {c_at} = acc
 """
-        k = {"src": src}
+
+
+def _gemm_kernel(ta, tb):
+    key = (ta, tb)
+    k = _GEMM.get(key)
+    if k is None:
+        a_at = "a[k0 + tx, row]" if ta else "a[row, k0 + tx]"
+        b_at = "b[col, k0 + ty]" if tb else "b[k0 + ty, col]"
+        k = {"src": _tiled_src("gemm_k", a_at, b_at)}
         _GEMM[key] = k
     return k
 
@@ -1193,32 +1200,7 @@ def _need2d(name, *xs, nd_ok=False):
 
 
 _BGEMM: dict = {}
-_BGEMM_SRC = f"""
-def bgemm_k(a, b, c, M, N, K):
-    sa = cuda.shared.array(({_TILE}, {_TILE}), dtype=acc_t)
-    sb = cuda.shared.array(({_TILE}, {_TILE}), dtype=acc_t)
-    tx = cuda.threadIdx.x
-    ty = cuda.threadIdx.y
-    z = cuda.blockIdx.z
-    row = cuda.blockIdx.y * {_TILE} + ty
-    col = cuda.blockIdx.x * {_TILE} + tx
-    acc = 0.0
-    for k0 in range(0, K, {_TILE}):
-        if row < M and k0 + tx < K:
-            sa[ty, tx] = a[z, row, k0 + tx]
-        else:
-            sa[ty, tx] = 0.0
-        if col < N and k0 + ty < K:
-            sb[ty, tx] = b[z, k0 + ty, col]
-        else:
-            sb[ty, tx] = 0.0
-        cuda.syncthreads()
-        for kk in range({_TILE}):
-            acc += sa[ty, kk] * sb[kk, tx]
-        cuda.syncthreads()
-    if row < M and col < N:
-        c[z, row, col] = acc
-"""
+_BGEMM_SRC = _tiled_src("bgemm_k", "a[z, row, k0 + tx]", "b[z, k0 + ty, col]", batched=True)
 
 
 def _bgemm(a, b, tiled=False):
