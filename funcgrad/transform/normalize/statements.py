@@ -337,11 +337,25 @@ class Statements:
         if isinstance(s, ast.While):
             self.has_loops = True
             self.prepare_cf(s.body, scope, out, s)
+            start = len(out)
             test = self.expr(s.test, scope, out)
             body = []
+            if len(out) == start:   # the test is one expression: Python re-evaluates it before every iteration
+                self.block_cf(s.body, scope, body)
+                out.append(ast.copy_location(ast.While(test=self.as_expr(test, scope, s),
+                                                       body=body or [ast.Pass()], orelse=[]), s))
+                return None
+            # the test needed statements (a conditional expression, an inlined helper): they run before the
+            # loop and again at the end of every iteration (continue is a flag by now, and the one break left
+            # ends the body, so nothing skips them), and the loop tests the value they leave
+            flag = self.names.fresh("_while_test")
+            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(flag, ast.Store())],
+                                                    value=self.as_expr(test, scope, s)), s))
             self.block_cf(s.body, scope, body)
-            out.append(ast.copy_location(ast.While(test=self.as_expr(test, scope, s), body=body or [ast.Pass()],
-                                                   orelse=[]), s))
+            again = self.expr(s.test, scope, body)
+            body.append(ast.copy_location(ast.Assign(targets=[ast.Name(flag, ast.Store())],
+                                                     value=self.as_expr(again, scope, s)), s))
+            out.append(ast.copy_location(ast.While(test=ast.Name(flag, ast.Load()), body=body, orelse=[]), s))
             return None
         if isinstance(s, ast.For):
             return self.for_loop(s, scope, out)
