@@ -39,6 +39,7 @@ from numba import config, cuda
 
 from ..errors import DeviceError as DeviceMismatchError
 from .base import is_device_array
+from . import cpu_nn as _cpu_nn
 
 SIM = bool(config.ENABLE_CUDASIM)
 
@@ -1955,8 +1956,7 @@ for _n, _t in _NN_EW.items():
 
 def _host_nn(name, *args, **kw):
     """An nn kernel on host values only (no device array among them): the CPU kernel computes it."""
-    from . import cpu_nn
-    return getattr(cpu_nn, name)(*args, **kw)
+    return getattr(_cpu_nn, name)(*args, **kw)
 
 
 def leaky_relu(x, negative_slope=0.01):
@@ -2220,6 +2220,5 @@ def dropout(x, rate, seed):
     x = _operand(x)
     if not _is_arr(x):
         return _host_nn("dropout", x, rate, seed)
-    from . import cpu_nn
-    mask = cpu_nn.dropout(np.ones(tuple(x.shape), dtype=x.dtype), float(rate), int(seed))
+    mask = _cpu_nn.dropout(np.ones(tuple(x.shape), dtype=x.dtype), float(rate), int(seed))
     return _operand(multiply(x, cuda.to_device(mask)))
