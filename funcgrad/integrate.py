@@ -13,12 +13,21 @@ the :func:`funcgrad.custom_vjp` function ``_odeint``, and calls of scipy's odein
 scipy.integrate is imported), which fixes the options (static) and passes the arrays
 positionally. ``full_output`` is refused (its result is not an array). Called directly,
 :func:`odeint` is scipy's odeint.
+
+Forward mode (``jvp``, ``jacfwd``, ``hessian``, ``hvp``) uses the JVP rule ``_odeint_jvp``: the forward
+sensitivities integrated beside the state (see the section below). That rule is a custom_vjp function
+too, whose VJP is the adjoint method on the augmented system, so reverse mode over forward mode (the
+order-2 checks, ``grad`` of a function calling ``jvp``) goes through it.
 """
 from __future__ import annotations
+
+import linecache
 
 import numpy as np
 
 from .api import vjp
+from .errors import FuncgradError
+from .forward_mode import jvp
 from .custom import custom_vjp
 from .ops.registry import define, when_imported
 from .tree import tree_flatten, tree_unflatten
@@ -48,6 +57,46 @@ def _is_float(v):
     return bool(leaves) and all(np.issubdtype(np.result_type(x), np.floating) for x in leaves)
 
 
+def _call(func, tfirst, y, s, args):
+    return func(s, y, *args) if tfirst else func(y, s, *args)
+
+
+def _rhs_vjp(func, tfirst, y, s, args, diff, a):
+    """``f(y, s)`` (flat) and the cotangents of ``y`` (flat), ``s`` (a float) and the args numbered ``diff``
+    (trees like them) for the output cotangent ``a``."""
+    prim = (s, y) + tuple(args) if tfirst else (y, s) + tuple(args)
+    nums = (0, 1) + tuple(2 + i for i in diff)
+    out, f_vjp = vjp(func, *prim, argnums=nums)
+    cts = f_vjp(np.reshape(a, np.shape(out)))
+    cy, cs = (cts[1], cts[0]) if tfirst else (cts[0], cts[1])
+    return (np.ravel(np.asarray(out, dtype=np.float64)), np.ravel(np.asarray(cy, dtype=np.float64)),
+            float(np.asarray(cs)), list(cts[2:]))
+
+
+def _aug_options(options):
+    """The options of an augmented system: no Jacobian or band of the user's, y first, per-component
+    tolerances made scalar."""
+    aug = dict(zip(_OPTIONS, options), Dfun=None, col_deriv=0, ml=None, mu=None, tcrit=None, tfirst=False)
+    for k in ("rtol", "atol"):
+        if aug[k] is not None and np.ndim(aug[k]):
+            aug[k] = float(np.min(aug[k]))
+    return tuple(aug[k] for k in _OPTIONS)
+
+
+def _tree_add(a, b):
+    if a is None:
+        return b
+    la, td = tree_flatten(a)
+    return tree_unflatten(td, [x + y for x, y in zip(la, tree_flatten(b)[0])])
+
+
+def _like(x, flat):
+    """``flat`` (a float or an array) in the shape and kind of the argument ``x``."""
+    if isinstance(x, np.ndarray) or np.ndim(x):
+        return np.reshape(np.asarray(flat, dtype=np.float64), np.shape(x))
+    return float(np.reshape(flat, -1)[0])
+
+
 def _odeint_bwd(res, g):
     """Cotangents of (func, options, y0, t, *args) by the adjoint method (see the module docstring)."""
     func, options, y0, t, args, yt = res
@@ -60,37 +109,20 @@ def _odeint_bwd(res, g):
     sizes = [sum(int(np.size(x)) for x in tree_flatten(args[i])[0]) for i in diff]
     n_p = int(np.sum(sizes))
 
-    def rhs(y, s):
-        return np.asarray(func(s, y, *args) if tfirst else func(y, s, *args), dtype=np.float64).reshape(n_y)
-
-    def rhs_vjp(y, s, a):
-        """f(y, s) and the cotangents of y, s and the differentiated args for the cotangent ``a``."""
-        prim = (s, y) + tuple(args) if tfirst else (y, s) + tuple(args)
-        nums = (0, 1) + tuple(2 + i for i in diff)
-        out, f_vjp = vjp(func, *prim, argnums=nums)
-        cts = f_vjp(np.reshape(a, np.shape(out)))
-        cy, cs = (cts[1], cts[0]) if tfirst else (cts[0], cts[1])
-        cargs = [np.reshape(np.asarray(x, dtype=np.float64), -1) for c in cts[2:] for x in tree_flatten(c)[0]]
-        return (np.asarray(out, dtype=np.float64).reshape(n_y), np.reshape(np.asarray(cy, dtype=np.float64), n_y),
-                float(np.asarray(cs)), np.concatenate(cargs) if cargs else np.zeros(0))
-
     def augmented(state, s):
         y, a = state[:n_y], state[n_y:2 * n_y]
-        f, cy, cs, cp = rhs_vjp(y, s, -a)
-        return np.concatenate([f, cy, [cs], cp])
+        f, cy, cs, cts = _rhs_vjp(func, tfirst, y, s, args, diff, -a)
+        cp = [np.reshape(np.asarray(x, dtype=np.float64), -1) for c in cts for x in tree_flatten(c)[0]]
+        return np.concatenate([f, cy, [cs]] + cp)
 
-    # the augmented system: no Jacobian or band of the user's, y first, per-component tolerances made scalar
-    aug = dict(zip(_OPTIONS, options), Dfun=None, col_deriv=0, ml=None, mu=None, tcrit=None, tfirst=False)
-    for k in ("rtol", "atol"):
-        if aug[k] is not None and np.ndim(aug[k]):
-            aug[k] = float(np.min(aug[k]))
-    aug_options = tuple(aug[k] for k in _OPTIONS)
+    aug_options = _aug_options(options)
     a = g[-1].copy()
     a_t0 = 0.0
     a_p = np.zeros(n_p)
     d_t = np.zeros(n_t)
     for i in range(n_t - 1, 0, -1):
-        d_t[i] = float(np.dot(rhs(yt[i], t[i]), g[i]))       # moving an output time moves that output
+        f_i = np.ravel(np.asarray(_call(func, tfirst, yt[i], t[i], args), dtype=np.float64))
+        d_t[i] = float(np.dot(f_i, g[i]))       # moving an output time moves that output
         a_t0 -= d_t[i]
         state = np.concatenate([yt[i], a, [a_t0], a_p])
         back = _scipy_odeint(augmented, aug_options, state, np.array([t[i], t[i - 1]]), ())[1]
@@ -105,18 +137,141 @@ def _odeint_bwd(res, g):
         pieces = []
         for x in leaves:
             n = int(np.size(x))
-            piece = a_p[offset:offset + n]
+            pieces.append(_like(x, a_p[offset:offset + n]).astype(np.result_type(x))
+                          if isinstance(x, np.ndarray) else _like(x, a_p[offset:offset + n]))
             offset += n
-            pieces.append(float(piece[0]) if np.ndim(x) == 0 and not isinstance(x, np.ndarray) else
-                          np.reshape(piece, np.shape(x)).astype(np.result_type(x)))
         d_args[i] = tree_unflatten(td, pieces)
-    d_y0 = np.reshape(a, np.shape(y0)) if isinstance(y0, np.ndarray) else (
-        float(a[0]) if np.ndim(y0) == 0 else np.reshape(a, np.shape(y0)))
-    return (None, None, d_y0, np.reshape(d_t, np.shape(t)), *d_args)
+    return (None, None, _like(y0, a), np.reshape(d_t, np.shape(t)), *d_args)
+
+
+# --------------------------------------------------------------------------- forward mode: sensitivities
+# The JVP of odeint integrates the forward sensitivity S = dy/d(inputs) . tangents beside the state:
+#     y' = f(y, s, p),   S' = J_y f . S + J_p f . p_dot,   S(t0) = y0_dot - f(y0, t0) t0_dot,
+# and the tangent of the output at t_i is S(t_i) + f(y(t_i), t_i) t_i_dot. The rule is itself a custom_vjp
+# function (reverse mode over forward mode, funcgrad's second order, goes through it): its VJP is the adjoint
+# method above applied to the augmented system, whose right-hand side funcgrad differentiates (it calls
+# funcgrad.jvp of the user's func), plus the VJPs of the two places where f is evaluated directly.
+_SENSITIVITY: dict = {}
+
+
+def _sensitivity(func, tfirst, n, n_args, diff):
+    """The augmented right-hand side ``(z, s, a0.., d<i>..) -> [f(y, s), J f . (S, d)]`` for ``z = [y, S]``,
+    as Python source funcgrad reads (one per user function, state size and differentiated args)."""
+    key = (func, bool(tfirst), n, n_args, tuple(diff))
+    fn = _SENSITIVITY.get(key)
+    if fn is not None:
+        return fn
+    if len(_SENSITIVITY) > 64:
+        _SENSITIVITY.clear()
+    a = [f"a{i}" for i in range(n_args)]
+    d = {i: f"d{i}" for i in diff}
+    params = ", ".join(["z", "s"] + a + list(d.values()))
+    # jvp of func itself (its transform is cached on it): s gets a zero tangent, a constant arg its own value
+    # as a placeholder (jvp leaves non-float arguments constant)
+    prim = ["s", "y"] if tfirst else ["y", "s"]
+    tans = ["0.0", "S"] if tfirst else ["S", "0.0"]
+    src = (f"def odeint_sensitivity({params}):\n"
+           f"    y = z[:{n}]\n"
+           f"    S = z[{n}:]\n"
+           f"    out, tan = jvp(func, ({', '.join(prim + a)},), ({', '.join(tans + [d.get(i, a[i]) for i in range(n_args)])},))\n"
+           f"    return np.concatenate((np.ravel(out), np.ravel(tan)))\n")
+    filename = f"<funcgrad: odeint's sensitivity system #{len(_SENSITIVITY)}.{id(func):x}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    ns = {"np": np, "jvp": jvp, "func": func, "__name__": __name__}
+    exec(compile(src, filename, "exec"), ns)
+    fn = _SENSITIVITY[key] = ns["odeint_sensitivity"]
+    return fn
+
+
+def _tangent_tree(x, tan, what):
+    """The tangent of ``x`` as a float tree like ``x``: forward mode passes a zero placeholder (``0.0``, or
+    ``zeros_like`` of the whole value) for an argument that does not depend on the inputs."""
+    leaves, td = tree_flatten(x)
+    t_leaves, t_td = tree_flatten(tan)
+    if t_td == td and all(np.shape(u) == np.shape(v) for u, v in zip(leaves, t_leaves)):
+        return tree_unflatten(td, [np.asarray(v, dtype=np.float64) if isinstance(u, np.ndarray)
+                                   else float(np.asarray(v)) for u, v in zip(leaves, t_leaves)])
+    if all(not np.any(np.asarray(v)) for v in t_leaves):
+        return tree_unflatten(td, [np.zeros(np.shape(u)) if isinstance(u, np.ndarray) else 0.0 for u in leaves])
+    raise FuncgradError(f"odeint: the tangent of {what} does not have its structure")
+
+
+def _odeint_jvp_fwd(primals, tangents):
+    func, options, y0, t = primals[:4]
+    args = tuple(primals[4:])
+    tfirst = dict(zip(_OPTIONS, options))["tfirst"]
+    t_arr = np.reshape(np.asarray(t, dtype=np.float64), -1)
+    n_t = t_arr.size
+    y0v = np.reshape(np.asarray(y0, dtype=np.float64), -1)
+    n = y0v.size
+    diff = tuple(i for i, a in enumerate(args) if _is_float(a))
+    y0_dot = np.reshape(np.broadcast_to(np.asarray(tangents[2], dtype=np.float64), np.shape(y0)), -1)
+    t_dot = np.reshape(np.broadcast_to(np.asarray(tangents[3], dtype=np.float64), np.shape(t)), -1)
+    dots = tuple(_tangent_tree(args[i], tangents[4 + i], f"argument {i} of args") for i in diff)
+    f0 = np.reshape(np.asarray(_call(func, tfirst, y0v, t_arr[0], args), dtype=np.float64), -1)
+    z0 = np.concatenate([y0v, y0_dot - f0 * t_dot[0]])
+    rhs = _sensitivity(func, tfirst, n, len(args), diff)
+    aug_args = args + dots
+    aug_options = _aug_options(options)
+    zt = np.asarray(_scipy_odeint(rhs, aug_options, z0, t_arr, aug_args), dtype=np.float64)
+    yt = _scipy_odeint(func, options, y0, t, args)
+    ft = np.stack([np.reshape(np.asarray(_call(func, tfirst, zt[i, :n], t_arr[i], args), dtype=np.float64), -1)
+                   for i in range(n_t)])
+    yt_dot = np.reshape(zt[:, n:] + ft * t_dot[:, None], np.shape(yt))
+    res = (primals, tangents, tfirst, t_arr, t_dot, y0v, diff, dots, f0, z0, rhs, aug_options, aug_args, zt, ft)
+    return (yt, yt_dot), res
+
+
+def _odeint_jvp_fun(primals, tangents):
+    return _odeint_jvp_fwd(primals, tangents)[0]
+
+
+def _odeint_jvp_bwd(res, g):
+    primals, tangents, tfirst, t_arr, t_dot, y0v, diff, dots, f0, z0, rhs, aug_options, aug_args, zt, ft = res
+    func, options, y0, t = primals[:4]
+    args = tuple(primals[4:])
+    n_t, n = t_arr.size, y0v.size
+    g_y, g_yd = (np.zeros((n_t, n)) if c is None else np.reshape(np.asarray(c, dtype=np.float64), (n_t, n))
+                 for c in g)
+    g_z = np.concatenate([g_y, g_yd], axis=1)
+    g_t = np.zeros(n_t)
+    g_tdot = np.einsum("ij,ij->i", ft, g_yd)        # the output tangent's term f(y_i, t_i) t_i_dot
+    g_args = {i: None for i in diff}
+    for i in range(n_t):
+        if t_dot[i] != 0.0 and np.any(g_yd[i]):
+            _, cy, cs, cts = _rhs_vjp(func, tfirst, zt[i, :n], t_arr[i], args, diff, g_yd[i] * t_dot[i])
+            g_z[i, :n] += cy
+            g_t[i] += cs
+            for i_arg, c in zip(diff, cts):
+                g_args[i_arg] = _tree_add(g_args[i_arg], c)
+    cts = _odeint_bwd((rhs, aug_options, z0, t_arr, aug_args, zt), g_z)
+    g_z0 = cts[2]
+    g_t += cts[3]
+    for i in diff:
+        g_args[i] = _tree_add(g_args[i], cts[4 + i])
+    g_dots = {i: cts[4 + len(args) + k] for k, i in enumerate(diff)}
+    g_y0, g_s0 = g_z0[:n].copy(), g_z0[n:]
+    g_tdot[0] -= float(np.dot(f0, g_s0))             # S(t0) = y0_dot - f(y0, t0) t0_dot
+    if t_dot[0] != 0.0 and np.any(g_s0):
+        _, cy, cs, cts0 = _rhs_vjp(func, tfirst, y0v, t_arr[0], args, diff, -g_s0 * t_dot[0])
+        g_y0 += cy
+        g_t[0] += cs
+        for i_arg, c in zip(diff, cts0):
+            g_args[i_arg] = _tree_add(g_args[i_arg], c)
+    ct_primals = (None, None, _like(y0, g_y0), np.reshape(g_t, np.shape(t)),
+                  *[g_args.get(i) for i in range(len(args))])
+    ct_tangents = (None, None, _like(y0, g_s0), np.reshape(g_tdot, np.shape(t)),
+                   *[g_dots.get(i) for i in range(len(args))])
+    return ct_primals, ct_tangents
+
+
+_odeint_jvp = custom_vjp(_odeint_jvp_fun)
+_odeint_jvp.defvjp(_odeint_jvp_fwd, _odeint_jvp_bwd)
 
 
 _odeint = custom_vjp(_odeint_fun)
 _odeint.defvjp(_odeint_fwd, _odeint_bwd)
+_odeint.defjvp(_odeint_jvp)
 
 
 def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, ml=None, mu=None, rtol=None, atol=None, tcrit=None,

@@ -3,7 +3,8 @@
 Gradients in y0, the output times t and the float args against central differences of the same
 odeint call (tight tolerances so that differences of solutions are accurate), in every mode; the
 form of autograd's test_odeint; ``tfirst``; integer args left out; ``full_output`` refused at the
-user's line; autograd, when installed, as an extra oracle.
+user's line; autograd, when installed, as an extra oracle. Forward mode (the forward-sensitivity
+JVP rule) against central differences, and reverse mode over it (autograd's order-2 check).
 """
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from scipy.integrate import odeint
 
 import funcgrad
 import funcgrad.integrate
+from funcgrad.test_util import check_grads as ag_check_grads
 from funcgrad.testing import check_grads
 
 rng = np.random.default_rng(3)
@@ -118,3 +120,95 @@ def test_matches_autograd():
 
 def solve_default_tolerances(y0, t, a1, a2):
     return np.sum(np.sin(odeint(func, y0, t, args=(a1, a2))))
+
+
+# ------------------------------------------------------------------ forward mode and second order
+def _check_fwd(f, args, argnums, modes=MODES):
+    for kw in modes:
+        check_grads(f, args, argnums=argnums, modes=("fwd",), eps=1e-4, rtol=1e-5, atol=1e-6, **kw)
+
+
+def test_jvp_in_y0_t_and_args():
+    _check_fwd(solve, (R(3), np.linspace(0.1, 0.2, 4), R(3), R(3)), (0, 1, 2, 3))
+
+
+def test_jvp_scalar_arg_tfirst_integer_args():
+    _check_fwd(decay_solve, (np.array([1.0, 2.0]), 0.7, 1.3), (0, 1, 2))
+    _check_fwd(solve_tfirst, (R(3), 0.5 * R((3, 3))), (0, 1))
+    _check_fwd(solve_int, (np.array([1.0, 0.5]), 0.8), (0, 1))
+
+
+def rhs_kw(y, t, k, w):
+    return -k * y + np.tanh(w @ y)
+
+
+def solve_kw(y0, k, w):
+    ys = odeint(rhs_kw, y0, np.array([0.0, 0.4, 0.8]), args=(k, w), rtol=1e-11, atol=1e-11)
+    return np.sum(np.cos(ys))
+
+
+def test_jvp_with_only_some_inputs_active():
+    _check_fwd(solve_kw, (R(2), 0.6, 0.4 * R((2, 2))), (0,), modes=[{"jit": False}])   # zero placeholders
+    _check_fwd(solve_kw, (R(2), 0.6, 0.4 * R((2, 2))), (2,), modes=[{"jit": False}])
+    y, y_dot = funcgrad.jvp(lambda y0: odeint(decay, y0, np.array([0.0, 1.0]), args=(0.5,)),
+                            (np.array([1.0, 2.0]),), (np.array([1.0, 0.0]),))
+    np.testing.assert_array_equal(y, odeint(decay, np.array([1.0, 2.0]), np.array([0.0, 1.0]), args=(0.5,)))
+    assert y_dot.shape == y.shape and y_dot[0].tolist() == [1.0, 0.0]
+
+
+def trajectory(y0, t, a1, a2):
+    return odeint(func, y0, t, args=(a1, a2), rtol=1e-11, atol=1e-11)
+
+
+def directional(y0, t, a1, a2):
+    """<c, J(x) v>: reverse mode over it is reverse over the JVP rule (funcgrad's second order, the map
+    autograd's order-2 check differentiates); checked against central differences of the JVP itself."""
+    _, y_dot = funcgrad.jvp(trajectory, (y0, t, a1, a2), (V[0], V[1], V[2], V[3]))
+    return np.sum(C * y_dot)
+
+
+V = (R(3), 0.1 * R(4), R(3), R(3))
+C = R((4, 3))
+
+
+def test_second_order_reverse_over_forward():
+    check_grads(directional, (R(3), np.linspace(0.1, 0.2, 4), R(3), R(3)), argnums=(0, 1, 2, 3), eps=1e-4,
+                rtol=1e-5, atol=1e-6, jit=False)
+
+
+def test_second_order_catches_a_wrong_rule(monkeypatch):
+    # the check above fails when the rule's VJP drops a term (so it checks something)
+    original = funcgrad.integrate._odeint_jvp_bwd
+
+    def broken(res, g):
+        ct_p, ct_t = original(res, g)
+        return (ct_p[0], ct_p[1], ct_p[2] * 0.9) + ct_p[3:], ct_t
+
+    monkeypatch.setattr(funcgrad.integrate._odeint_jvp, "bwd", broken)
+    with pytest.raises(AssertionError):
+        check_grads(directional, (R(3), np.linspace(0.1, 0.2, 4), R(3), R(3)), argnums=(0,), eps=1e-4,
+                    rtol=1e-5, atol=1e-6, jit=False)
+
+
+def test_autograds_order_2_check():
+    # autograd's own form (its test_odeint): check_grads(odeint, argnum, modes=["rev"], order=2), at its
+    # default tolerances and step, with autograd's inputs (numpy's legacy seed 1)
+    rs = np.random.RandomState(1)
+    y0, t, a = rs.randn(3), np.linspace(0.1, 0.2, 4), (rs.randn(3), rs.randn(3))
+    for argnum in (1, 2, 3):
+        ag_check_grads(odeint, argnum, modes=["rev"], order=2)(func, y0, t, a)
+
+
+def test_hessian_and_hvp_through_odeint():
+    y0, t, a1, a2 = R(3), np.linspace(0.1, 0.2, 4), R(3), R(3)
+    g = funcgrad.grad(solve, argnums=(0, 1, 2, 3))
+    e = 1e-4
+    H = funcgrad.hessian(solve)(y0, t, a1, a2)
+    want = np.stack([(g(y0 + e * u, t, a1, a2)[0] - g(y0 - e * u, t, a1, a2)[0]) / (2 * e) for u in np.eye(3)])
+    np.testing.assert_allclose(H, want, rtol=1e-5, atol=1e-6)
+    args, v = (y0, t, a1, a2), (R(3), 0.1 * R(4), R(3), R(3))
+    hv = funcgrad.hvp(solve, args, v)
+    plus = g(*[a + e * b for a, b in zip(args, v)])
+    minus = g(*[a - e * b for a, b in zip(args, v)])
+    for got, p, m in zip(hv, plus, minus):
+        np.testing.assert_allclose(got, (p - m) / (2 * e), rtol=1e-5, atol=1e-6)
