@@ -265,8 +265,70 @@ def _odeint_jvp_bwd(res, g):
     return ct_primals, ct_tangents
 
 
+def _entries(d, n):
+    """The ``n`` per-argument entries of a tangent of an argument tuple (forward mode may pass one zero
+    placeholder for the whole tuple): ``None`` where zero."""
+    if isinstance(d, (tuple, list)) and len(d) == n:
+        return list(d)
+    return [None] * n
+
+
+def _flat_dir(d, like):
+    """A direction for ``like`` (a state or the times), flat float64: zeros for ``None``."""
+    if d is None:
+        return np.zeros(int(np.size(like)))
+    return np.reshape(np.broadcast_to(np.asarray(d, dtype=np.float64), np.shape(like)), -1).copy()
+
+
+def _jvp_call(func, tfirst, y, s, args, diff, dy, ds, dargs):
+    """The tangent of ``f(y, s, *args)`` (flat) in the direction ``(dy, ds, dargs[i] for i in diff)``."""
+    prim = (s, y) + tuple(args) if tfirst else (y, s) + tuple(args)
+    tan = [ds, dy] if tfirst else [dy, ds]
+    for i, a in enumerate(args):
+        tan.append(dargs[i] if i in diff else a)     # constants: their own value, a placeholder jvp ignores
+    _, t_out = jvp(func, prim, tuple(tan))
+    return np.reshape(np.asarray(t_out, dtype=np.float64), -1)
+
+
+def _odeint_jvp_jvp(primals2, tangents2):
+    """Forward mode over the JVP rule (forward over forward, as ``jacfwd(jacfwd(f))`` and the order-2
+    checks in forward mode need): ``(y, y_dot)`` moves with the primals as the rule's own tangent says, and
+    ``y_dot = S + f(y, t) t_dot`` moves with ``S``, the augmented system's solution, whose tangent is the
+    JVP rule applied to the augmented system (its sensitivity system differentiates the user's func twice)."""
+    primals, tangents = primals2
+    func, options, y0, t = primals[:4]
+    args = tuple(primals[4:])
+    n_args = len(args)
+    d_prim = _entries(_entries(tangents2, 2)[0], 4 + n_args)
+    d_tan = _entries(_entries(tangents2, 2)[1], 4 + n_args)
+    (yt, yt_dot), res = _odeint_jvp_fwd(primals, tangents)
+    _, _, tfirst, t_arr, t_dot, y0v, diff, dots, f0, z0, rhs, aug_options, aug_args, zt, ft = res
+    n_t, n = t_arr.size, y0v.size
+    dy0, dt = _flat_dir(d_prim[2], y0), _flat_dir(d_prim[3], t)
+    ddy0, ddt = _flat_dir(d_tan[2], y0), _flat_dir(d_tan[3], t)
+    zero = [None] * n_args
+    dargs = {i: (zero[i] if d_prim[4 + i] is None else d_prim[4 + i]) for i in diff}
+    dargs = {i: _tangent_tree(args[i], 0.0 if v is None else v, f"argument {i} of args") for i, v in dargs.items()}
+    ddots = tuple(_tangent_tree(args[i], 0.0 if d_tan[4 + i] is None else d_tan[4 + i], f"argument {i} of args")
+                  for i in diff)
+    # the output y: the rule in the primals' direction
+    _, d_yt = _odeint_jvp_fun(primals, (None, None, np.reshape(dy0, np.shape(y0)), np.reshape(dt, np.shape(t)),
+                                        *[dargs.get(i) for i in range(n_args)]))
+    # its tangent y_dot: S from the augmented system, moved by the rule over that system
+    jf0 = _jvp_call(func, tfirst, y0v, t_arr[0], args, diff, dy0, dt[0], dargs)
+    dz0 = np.concatenate([dy0, ddy0 - jf0 * t_dot[0] - f0 * ddt[0]])
+    aug_dirs = [dargs.get(i) for i in range(n_args)] + list(ddots)
+    _, d_zt = _odeint_jvp_fun((rhs, aug_options, z0, t_arr) + tuple(aug_args), (None, None, dz0, dt, *aug_dirs))
+    d_zt = np.reshape(np.asarray(d_zt, dtype=np.float64), (n_t, 2 * n))
+    d_ft = np.stack([_jvp_call(func, tfirst, zt[i, :n], t_arr[i], args, diff, d_zt[i, :n], dt[i], dargs)
+                     for i in range(n_t)])
+    d_yt_dot = d_zt[:, n:] + d_ft * t_dot[:, None] + ft * ddt[:, None]
+    return (yt, yt_dot), (np.reshape(d_yt, np.shape(yt)), np.reshape(d_yt_dot, np.shape(yt)))
+
+
 _odeint_jvp = custom_vjp(_odeint_jvp_fun)
 _odeint_jvp.defvjp(_odeint_jvp_fwd, _odeint_jvp_bwd)
+_odeint_jvp.defjvp(_odeint_jvp_jvp)
 
 
 _odeint = custom_vjp(_odeint_fun)

@@ -212,3 +212,22 @@ def test_hessian_and_hvp_through_odeint():
     minus = g(*[a - e * b for a, b in zip(args, v)])
     for got, p, m in zip(hv, plus, minus):
         np.testing.assert_allclose(got, (p - m) / (2 * e), rtol=1e-5, atol=1e-6)
+
+
+def test_forward_over_forward():
+    # the JVP rule has a JVP of its own: the tangent of J(x) v in a direction u, against central differences
+    # of the JVP, and jacfwd(jacfwd(f)) against differences of the gradient
+    args = (R(3), np.linspace(0.1, 0.2, 4), R(3), R(3))
+    u = (R(3), 0.1 * R(4), R(3), R(3))
+
+    def jmap(*x):
+        return funcgrad.jvp(trajectory, x, V)[1]
+
+    _, got = funcgrad.jvp(jmap, args, u)
+    e = 1e-4
+    want = (jmap(*[a + e * b for a, b in zip(args, u)]) - jmap(*[a - e * b for a, b in zip(args, u)])) / (2 * e)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    H = funcgrad.jacfwd(funcgrad.jacfwd(solve))(*args)
+    g = funcgrad.grad(solve)
+    want = np.stack([(g(args[0] + e * w, *args[1:]) - g(args[0] - e * w, *args[1:])) / (2 * e) for w in np.eye(3)])
+    np.testing.assert_allclose(H, want, rtol=1e-5, atol=1e-6)
