@@ -19,7 +19,9 @@ failure, pytest's own summary line) to ``SUITE_OUT`` (default
 ``<cache>/summary.json``). ``--diagnose-rev1`` (``SUITE_DIAGNOSE=rev1``) is a
 diagnostic, labelled as such and never the suite's count: every
 ``check_grads`` is reduced to reverse mode, first order, to show what fails
-besides forward mode and nested transforms. The counts are pytest's: a test counts as passed only
+besides forward mode and nested transforms; ``--both-modes`` (``SUITE_DIAGNOSE=both2``) is
+stricter than the suite: every ``check_grads`` checks forward and reverse mode to at least second
+order, also where autograd's tests ask for less (its SciPy tests check reverse mode only). The counts are pytest's: a test counts as passed only
 when pytest reports it passed, and for every file that ran to the end the
 script checks its counts against pytest's summary line.
 
@@ -65,6 +67,14 @@ def pytest_configure(config):
             return original(fun, argnum, modes=("rev",), order=1)
 
         T._ag_check_grads = rev1
+    elif os.environ.get("SUITE_DIAGNOSE") == "both2":  # stricter than the suite: both modes, order >= 2
+        import funcgrad.testing as T
+        original = T._ag_check_grads
+
+        def both2(fun, argnum=0, modes=None, order=2):
+            return original(fun, argnum, modes=("fwd", "rev"), order=max(order or 2, 2))
+
+        T._ag_check_grads = both2
 
 
 def _write(rec):
@@ -243,6 +253,9 @@ def main(argv=None):
     ap.add_argument("--diagnose-rev1", action="store_true", default=os.environ.get("SUITE_DIAGNOSE") == "rev1",
                     help="a diagnostic, NOT the suite's count: every check_grads checks reverse mode, first order "
                          "only (shows what fails besides forward mode and nested transforms)")
+    ap.add_argument("--both-modes", action="store_true", default=os.environ.get("SUITE_DIAGNOSE") == "both2",
+                    help="stricter than the suite: every check_grads checks forward and reverse mode, to at least "
+                         "second order")
     ap.add_argument("pytest_args", nargs="*", help="after --: more pytest arguments")
     a = ap.parse_args(argv)
     names = [n for n in re.split(r"[,\s]+", a.files) if n] or FILES
@@ -256,9 +269,14 @@ def main(argv=None):
     out_path = a.out or os.path.join(cache, "summary.json")
     file_timeout = float(os.environ.get("SUITE_TIMEOUT", "1800"))
     test_timeout = int(os.environ.get("SUITE_TEST_TIMEOUT", "300"))
+    if a.diagnose_rev1 and a.both_modes:
+        raise SystemExit("--diagnose-rev1 and --both-modes exclude each other")
     if a.diagnose_rev1:
         os.environ["SUITE_DIAGNOSE"] = "rev1"
         print("DIAGNOSTIC RUN, not the suite's count: check_grads checks reverse mode to first order only")
+    if a.both_modes:
+        os.environ["SUITE_DIAGNOSE"] = "both2"
+        print("STRICT RUN: every check_grads checks forward and reverse mode to at least second order")
     dest = tempfile.mkdtemp(prefix="funcgrad-autograd-suite-")
     records = []
     try:
@@ -282,13 +300,14 @@ def main(argv=None):
     totals = {key: sum(r[key] for r in records) for key in
               ("total", "passed", "failed", "error", "skipped", "xfailed", "xpassed", "not_run")}
     summary = {"autograd_version": VERSION, "sdist_sha256": SHA256, "k": a.k,
-               "diagnostic": "rev1: check_grads reduced to reverse mode, first order" if a.diagnose_rev1 else None,
+               "diagnostic": ("rev1: check_grads reduced to reverse mode, first order" if a.diagnose_rev1 else
+                              "both2: check_grads in forward and reverse mode, order >= 2" if a.both_modes else None),
                "files": records, "totals": totals,
                "timed_out_files": [r["file"] for r in records if r["timed_out"]]}
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
     with open(out_path, "w") as fh:
         json.dump(summary, fh, indent=1)
-    print(f"{'DIAGNOSTIC (rev1) ' if a.diagnose_rev1 else ''}overall: {totals['passed']}/{totals['total']} passed"
+    print(f"{'DIAGNOSTIC (rev1) ' if a.diagnose_rev1 else 'STRICT (both modes, order 2) ' if a.both_modes else ''}overall: {totals['passed']}/{totals['total']} passed"
           + "".join(f", {totals[key]} {key}" for key in ("failed", "error", "skipped", "xfailed", "xpassed",
                                                          "not_run") if totals[key]))
     print(f"summary: {out_path}")
