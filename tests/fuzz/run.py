@@ -177,6 +177,7 @@ def main(argv=None):
     seeds = [a.only] if a.only is not None else range(a.n)
     counts = collections.Counter()
     refused = collections.Counter()
+    refused_at = collections.defaultdict(list)    # message -> the first program numbers refused with it
     invalid = collections.Counter()
     classes: dict = {}
     shrunk_per_class = collections.Counter()
@@ -203,7 +204,10 @@ def main(argv=None):
                 print(out)
             if out.status == "REFUSED":
                 from .check import _normalize
-                refused[f"{out.kind}: {_normalize(out.message)}"] += 1
+                key = f"{out.kind}: {_normalize(out.message)}"
+                refused[key] += 1
+                if len(refused_at[key]) < 3:
+                    refused_at[key].append(a.seed + i)
             elif out.status == "INVALID":
                 invalid[out.kind] += 1
             elif out.status == "FAILURE":
@@ -224,7 +228,7 @@ def main(argv=None):
                 el = time.monotonic() - t0
                 print(f"[{done}/{len(seeds)}] {el:.0f}s  " + "  ".join(f"{k}={v}" for k, v in sorted(counts.items()))
                       + f"  classes={len(classes)}", flush=True)
-                _write_summary(summary_path, counts, refused, invalid, classes, el)
+                _write_summary(summary_path, counts, refused, invalid, classes, el, refused_at)
     except KeyboardInterrupt:
         print("interrupted", flush=True)
         for f in futures:
@@ -234,7 +238,7 @@ def main(argv=None):
         for w in [worker] + checkers:
             w.stop()
     el = time.monotonic() - t0
-    text = _write_summary(summary_path, counts, refused, invalid, classes, el)
+    text = _write_summary(summary_path, counts, refused, invalid, classes, el, refused_at)
     print(text)
     return 1 if classes else 0
 
@@ -267,13 +271,16 @@ def _shrink(worker, cfg, choices, cls, out, tries):
     return prog, final
 
 
-def _write_summary(path, counts, refused, invalid, classes, elapsed):
+def _write_summary(path, counts, refused, invalid, classes, elapsed, refused_at=None):
     total = sum(counts.values())
     lines = [f"funcgrad fuzz: {total} programs in {elapsed:.0f} s: "
              + ", ".join(f"{k.lower()} {v}" for k, v in sorted(counts.items()))]
     if refused:
         lines.append("refused, by message:")
-        lines += [f"  {v:5d}  {k}" for k, v in refused.most_common()]
+        for k, v in refused.most_common():
+            lines.append(f"  {v:5d}  {k}")
+            if refused_at and refused_at.get(k):    # to see one: --seed N --n 1, or --only i
+                lines.append(f"         programs {', '.join(map(str, refused_at[k]))}")
     if invalid:
         lines.append("invalid (discarded), by reason: " + ", ".join(f"{k} {v}" for k, v in invalid.most_common()))
     if classes:
