@@ -151,12 +151,49 @@ def _cached(fun, mode, jit, backend):
     return t
 
 
+_POSITIONAL_ATTR = "__funcgrad_positional__"
+
+
+def _positional(fun, n):
+    """``fun`` for ``n`` positional primals: ``fun`` itself, or, where the call ``fun(*primals)`` also binds
+    defaults, keyword-only parameters or an empty ``**kwargs``, a generated wrapper of ``n`` parameters that
+    calls it (funcgrad reads the wrapper and binds the rest at that call, as reverse mode does)."""
+    per = getattr(fun, "__dict__", None)
+    if per is None:
+        return fun
+    store = per.get(_POSITIONAL_ATTR)
+    if store is None:
+        store = {}
+        try:
+            setattr(fun, _POSITIONAL_ATTR, store)
+        except (AttributeError, TypeError):
+            return fun
+    if n in store:
+        return store[n]
+    w = fun
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        params = None
+    if params is not None and not isinstance(fun, _custom.CustomFunction):
+        named = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        var = [p.name for p in params if p.kind == p.VAR_POSITIONAL]
+        if any(p.kind == p.VAR_KEYWORD for p in params) or n < len(named):
+            pos = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:n]
+            pos += [f"{var[0] if var else 'arg'}{k}" for k in range(n - len(pos))]
+            w = _api._wrapper(fun, pos, [], getattr(fun, "__qualname__", getattr(fun, "__name__", "f")))
+    store[n] = w
+    return w
+
+
 def jvp(fun, primals, tangents, *, jit=True, backend=None, mode=None):
     """``(fun(*primals), J(primals) @ tangents)``: the Jacobian-vector product in one forward sweep.
 
     ``primals`` and ``tangents`` are tuples with one entry (a pytree) per argument; each tangent has its
     primal's structure and shapes. Arguments that hold non-float leaves (ints, strings) are constants.
     """
+    if isinstance(primals, (tuple, list)):
+        fun = _positional(fun, len(primals))
     return _cached(fun, mode, jit, get_backend(backend)).run(primals, tangents)
 
 
@@ -246,6 +283,7 @@ def _wrapper(label, params, body_lines, scope):
 
 
 def _jvp_built(fun, primals, mode, jit, backend):
+    fun = _positional(fun, len(primals))
     t = _cached(fun, mode, jit, get_backend(backend))
     t.argnums = _float_argnums(primals)
     built, single, nums, flat, trees, cap, key = t._lookup(tuple(primals))
@@ -309,6 +347,7 @@ def _so(fun, primals, mode, jit, backend, complex_ok=False):
     """The cached :class:`_SecondOrder` of ``fun`` at the signature of ``primals``. ``complex_ok``: the caller
     passes its own tangents of the primals' dtypes to the generated code (the second-order helpers here seed
     real tangents, so they refuse complex arguments)."""
+    fun = _positional(fun, len(primals))
     t = _cached(fun, mode, jit, get_backend(backend))
     t.argnums = _float_argnums(primals)
     if not complex_ok and any(np.iscomplexobj(x) for i in t.argnums for x in tree_flatten(primals[i])[0]):

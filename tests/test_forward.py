@@ -85,3 +85,36 @@ def test_jvp_compiled_equals_python(name, data):
 def test_jvp_of_loop_programs(case, mode):
     f, args, nums = case
     _check(f, args, (nums,) if isinstance(nums, int) else nums, mode)
+
+
+# ------------------------------------------------------------------ parameters the call binds itself
+def _with_defaults(x, s=2.0, *, k=3):
+    return np.sum(np.sin(x) * s * k)
+
+
+def _with_kwargs(x, **kw):
+    return np.sum(np.sin(x) ** 2) * kw.get("scale", 1.0)
+
+
+def _with_varargs(x, *rest, **kw):
+    return np.sum(np.sin(x) * len(rest))
+
+
+@pytest.mark.parametrize("mode", ["auto", "python"])
+def test_forward_mode_binds_defaults_and_kwargs(mode):
+    # f(*primals) binds defaults, keyword-only parameters and an empty **kwargs; forward mode and the
+    # second order did not ("name 's' is not defined" at the user's line)
+    x = np.array([0.1, 0.2, 0.7])
+    v = np.array([0.3, -1.0, 0.5])
+    y, t = funcgrad.jvp(_with_defaults, (x,), (v,), mode=mode)
+    assert y == pytest.approx(_with_defaults(x)) and t == pytest.approx(np.sum(6.0 * np.cos(x) * v))
+    y, t = funcgrad.jvp(_with_defaults, (x, 1.5), (v, 2.0), mode=mode)
+    assert t == pytest.approx(np.sum(4.5 * np.cos(x) * v) + 2.0 * 3 * np.sum(np.sin(x)))
+    _, t = funcgrad.jvp(_with_kwargs, (x,), (v,), mode=mode)
+    assert t == pytest.approx(np.sum(np.sin(2 * x) * v))
+    _, t = funcgrad.jvp(_with_varargs, (x, 1, 2), (v, 0, 0), mode=mode)
+    assert t == pytest.approx(2 * np.sum(np.cos(x) * v))
+    np.testing.assert_allclose(funcgrad.jacfwd(_with_defaults, mode=mode)(x), 6.0 * np.cos(x))
+    np.testing.assert_allclose(funcgrad.hessian(_with_defaults, mode=mode)(x), np.diag(-6.0 * np.sin(x)))
+    np.testing.assert_allclose(funcgrad.hessian(_with_kwargs, mode=mode)(x), np.diag(2 * np.cos(2 * x)))
+    np.testing.assert_allclose(funcgrad.hvp(_with_kwargs, (x,), (v,), mode=mode), 2 * np.cos(2 * x) * v)
