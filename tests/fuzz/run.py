@@ -12,7 +12,8 @@ It ends with a summary: right / refused by message / invalid / failures by class
 
 Options (environment or command line): ``--n``, ``--seed``, ``--out``,
 ``--shrink``, ``--timeout`` (seconds per program), ``--jobs`` (programs checked at once, each in its own
-worker process; default 1), ``--modes`` (comma list),
+worker process; default 1), ``--recycle`` (restart a worker process after this many programs; default
+150), ``--modes`` (comma list),
 ``--features`` (comma list to keep) / ``--without`` (comma list to drop).
 """
 from __future__ import annotations
@@ -51,11 +52,16 @@ def _worker(conn, cfg, modes):
 
 
 class Worker:
-    def __init__(self, cfg, modes, timeout):
-        self.cfg, self.modes, self.timeout = cfg, modes, timeout
+    """A checking process, restarted after ``recycle`` programs: each program leaves compiled code behind
+    (about 7 MB), and a long run otherwise grows a worker past the machine's memory (9 GB each after 670
+    programs), where an out-of-memory kill would read as a crash of the program being checked."""
+
+    def __init__(self, cfg, modes, timeout, recycle=150):
+        self.cfg, self.modes, self.timeout, self.recycle = cfg, modes, timeout, recycle
         self.ctx = mp.get_context("spawn")
         self.proc = None
         self.conn = None
+        self.checked = 0
 
     def start(self):
         a, b = self.ctx.Pipe()
@@ -72,8 +78,12 @@ class Worker:
     def check(self, prog, modes=None):
         """An Outcome, or an Outcome-like FAILURE for a timeout or a dead worker."""
         from .check import FAILURE, Outcome
+        if self.proc is not None and self.recycle and self.checked >= self.recycle:
+            self.stop()
         if self.proc is None or not self.proc.is_alive():
             self.start()
+            self.checked = 0
+        self.checked += 1
         self.conn.send((prog, modes))
         if not self.conn.poll(self.timeout):
             self.stop()
@@ -156,6 +166,8 @@ def main(argv=None):
     ap.add_argument("--max-stmts", type=int, default=int(env.get("FUZZ_MAX_STMTS", 3)))
     ap.add_argument("--only", type=int, default=None, help="check program number ONLY alone, verbosely")
     ap.add_argument("--jobs", type=int, default=int(env.get("FUZZ_JOBS", 1)))
+    ap.add_argument("--recycle", type=int, default=int(env.get("FUZZ_RECYCLE", 150)),
+                    help="restart each checking process after this many programs (0: never)")
     a = ap.parse_args(argv)
     if a.jobs < 1:
         ap.error("--jobs must be at least 1")
@@ -169,7 +181,7 @@ def main(argv=None):
     os.makedirs(a.out, exist_ok=True)
     os.environ.setdefault("FUNCGRAD_CACHE_DIR", os.path.join(tempfile.gettempdir(), "funcgrad-fuzz-cache"))
     worker = Worker(cfg, modes, a.timeout)      # shrinks failures (its process starts on first use)
-    checkers = [Worker(cfg, modes, a.timeout) for _ in range(a.jobs)]
+    checkers = [Worker(cfg, modes, a.timeout, a.recycle) for _ in range(a.jobs)]
     pool = queue.Queue()
     for w in checkers:
         pool.put(w)
