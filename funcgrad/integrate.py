@@ -21,13 +21,11 @@ order-2 checks, ``grad`` of a function calling ``jvp``) goes through it.
 """
 from __future__ import annotations
 
-import linecache
-
 import numpy as np
 
 from .api import vjp
 from .errors import FuncgradError
-from .forward_mode import jvp
+from .forward_mode import _wrapper as _source_function, jvp
 from .custom import custom_vjp
 from .ops.registry import define, when_imported
 from .tree import tree_flatten, tree_unflatten
@@ -165,29 +163,23 @@ def _sensitivity(func, tfirst, n, n_args, diff):
         _SENSITIVITY.clear()
     a = [f"a{i}" for i in range(n_args)]
     d = {i: f"d{i}" for i in diff}
-    params = ", ".join(["z", "s"] + a + list(d.values()))
     # jvp of func itself (its transform is cached on it): s gets a zero tangent, a constant arg its own value
     # as a placeholder (jvp leaves non-float arguments constant)
     prim = ["s", "y"] if tfirst else ["y", "s"]
     tans = ["0.0", "S"] if tfirst else ["S", "0.0"]
-    src = (f"def odeint_sensitivity({params}):\n"
-           f"    y = z[:{n}]\n"
-           f"    S = z[{n}:]\n"
-           f"    out, tan = jvp(func, ({', '.join(prim + a)},), ({', '.join(tans + [d.get(i, a[i]) for i in range(n_args)])},))\n"
-           f"    return np.concatenate((np.ravel(out), np.ravel(tan)))\n")
-    filename = f"<funcgrad: odeint's sensitivity system #{len(_SENSITIVITY)}.{id(func):x}>"
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-    ns = {"np": np, "jvp": jvp, "func": func, "__name__": __name__}
-    exec(compile(src, filename, "exec"), ns)
-    fn = _SENSITIVITY[key] = ns["odeint_sensitivity"]
+    body = ["y = z[:%d]" % n, "S = z[%d:]" % n,
+            f"out, tan = jvp(func, ({', '.join(prim + a)},), ({', '.join(tans + [d.get(i, a[i]) for i in range(n_args)])},))",
+            "return np.concatenate((np.ravel(out), np.ravel(tan)))"]
+    fn = _SENSITIVITY[key] = _source_function("odeint_sensitivity", ["z", "s"] + a + list(d.values()), body,
+                                              {"jvp": jvp, "func": func})
     return fn
 
 
 def _tangent_tree(x, tan, what):
     """The tangent of ``x`` as a float tree like ``x``: forward mode passes a zero placeholder (``0.0``, or
-    ``zeros_like`` of the whole value) for an argument that does not depend on the inputs."""
+    ``zeros_like`` of the whole value, ``None`` here) for an argument that does not depend on the inputs."""
     leaves, td = tree_flatten(x)
-    t_leaves, t_td = tree_flatten(tan)
+    t_leaves, t_td = tree_flatten(0.0 if tan is None else tan)
     if t_td == td and all(np.shape(u) == np.shape(v) for u, v in zip(leaves, t_leaves)):
         return tree_unflatten(td, [np.asarray(v, dtype=np.float64) if isinstance(u, np.ndarray)
                                    else float(np.asarray(v)) for u, v in zip(leaves, t_leaves)])
@@ -214,7 +206,7 @@ def _odeint_jvp_fwd(primals, tangents):
     aug_args = args + dots
     aug_options = _aug_options(options)
     zt = np.asarray(_scipy_odeint(rhs, aug_options, z0, t_arr, aug_args), dtype=np.float64)
-    yt = _scipy_odeint(func, options, y0, t, args)
+    yt = _scipy_odeint(func, options, y0, t, args)    # the primal exactly as odeint gives it (zt's y is close)
     ft = np.stack([np.reshape(np.asarray(_call(func, tfirst, zt[i, :n], t_arr[i], args), dtype=np.float64), -1)
                    for i in range(n_t)])
     yt_dot = np.reshape(zt[:, n:] + ft * t_dot[:, None], np.shape(yt))
@@ -306,11 +298,8 @@ def _odeint_jvp_jvp(primals2, tangents2):
     n_t, n = t_arr.size, y0v.size
     dy0, dt = _flat_dir(d_prim[2], y0), _flat_dir(d_prim[3], t)
     ddy0, ddt = _flat_dir(d_tan[2], y0), _flat_dir(d_tan[3], t)
-    zero = [None] * n_args
-    dargs = {i: (zero[i] if d_prim[4 + i] is None else d_prim[4 + i]) for i in diff}
-    dargs = {i: _tangent_tree(args[i], 0.0 if v is None else v, f"argument {i} of args") for i, v in dargs.items()}
-    ddots = tuple(_tangent_tree(args[i], 0.0 if d_tan[4 + i] is None else d_tan[4 + i], f"argument {i} of args")
-                  for i in diff)
+    dargs = {i: _tangent_tree(args[i], d_prim[4 + i], f"argument {i} of args") for i in diff}
+    ddots = tuple(_tangent_tree(args[i], d_tan[4 + i], f"argument {i} of args") for i in diff)
     # the output y: the rule in the primals' direction
     _, d_yt = _odeint_jvp_fun(primals, (None, None, np.reshape(dy0, np.shape(y0)), np.reshape(dt, np.shape(t)),
                                         *[dargs.get(i) for i in range(n_args)]))
