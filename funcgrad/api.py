@@ -143,7 +143,10 @@ def _user_facing(method):
             return method(*args, **kwargs)
         except FuncgradError as e:
             e = _at_users_line(e)
-            if getattr(e, "filename", None) in _WRAPPER_FILES:
+            fn = getattr(e, "filename", None)
+            if fn in _WRAPPER_FILES or (isinstance(fn, str) and fn.startswith("<funcgrad ")):
+                # a line of a wrapper funcgrad wrote (check_grads' bound arguments, a jacobian's column): the
+                # user's call of it is the line to name
                 e = _at_caller(e, _user_frame())
             e.__cause__ = None
             e.__suppress_context__ = True
@@ -377,6 +380,9 @@ class _Transformed:
             if built.mode != "njit" or not _compile_failure(e):
                 if isinstance(e, (_numba_errors.NumbaError, NotImplementedError)):
                     raise
+                where = _raised_at(e, built) if isinstance(e, NoDerivativeError) and not e.filename else None
+                if where:   # a rule refused while it ran (a custom function's derived JVP): at the user's line
+                    raise NoDerivativeError(e.msg, where[0], where[1], _line_text(*where)) from None
                 if not _note_user_line(e, built) and built.mode == "njit" and built.py_fn is not None:
                     if which != "fn":   # the primal alone: the generated Python vjp runs the same forward lines
                         call_args = (*call_args, *_seeds(built, len(built.out_atoms), np.float64))

@@ -39,6 +39,9 @@ alias(stop_gradient, _core.stop_gradient)
 # reverse mode over a custom_jvp function with no bwd: ``_TRANSPOSE[0](cf, args, g)`` -> cotangents of args
 # (filled in by funcgrad.forward_mode, which runs funcgrad's reverse mode over the JVP rule)
 _TRANSPOSE: list = [None]
+# forward mode over a custom function with a VJP only: ``_DERIVE_JVP[0](cf)`` -> a JVP rule transposing its bwd
+# (filled in by funcgrad.forward_mode, which runs funcgrad's reverse mode over the user's bwd)
+_DERIVE_JVP: list = [None]
 
 
 class CustomFunction:
@@ -55,6 +58,7 @@ class CustomFunction:
         self.fwd = None
         self.bwd = None
         self._tangent_fn = None
+        self._derived = None   # the JVP rule derived from fwd/bwd (jvp_rule), made on first use
         functools.update_wrapper(self, fun)
 
     # ------------------------------------------------------------------ rules
@@ -101,7 +105,18 @@ class CustomFunction:
             if not callable(f):
                 raise TypeError(f"{self.kind} {self._label}.defvjp: {what} must be a function; received {f!r}")
         self.fwd, self.bwd = fwd, bwd
+        self._derived = None
         return self
+
+    @property
+    def jvp_rule(self):
+        """The JVP rule forward mode calls: the user's (``defjvp``), else one derived from the VJP by
+        transposing ``bwd`` (linear in its cotangent), made once."""
+        if self.jvp is not None:
+            return self.jvp
+        if self._derived is None and self.fwd is not None and _DERIVE_JVP[0] is not None:
+            self._derived = _DERIVE_JVP[0](self)
+        return self._derived
 
     # ------------------------------------------------------------------ calls
     def __call__(self, *args):
@@ -157,6 +172,14 @@ class CustomFunction:
         return fn
 
 
+def rule_pullback(fwd, bwd, args, g):
+    """``bwd_from_args`` written as code funcgrad reads: a derivative of generated reverse-mode code (``grad`` of
+    ``grad``, ``hessian``) differentiates the user's ``fwd`` and ``bwd`` themselves, as JAX does with a
+    ``custom_vjp`` function's rules at higher orders (and as autograd differentiates a ``defvjp`` maker). A
+    ``None`` cotangent stays ``None`` here: the caller makes it a zero."""
+    return bwd(fwd(*args)[1], g)
+
+
 class CustomVJPFunction(CustomFunction):
     """A function with a user-supplied VJP, JAX-style (see :func:`custom_vjp`)."""
 
@@ -178,8 +201,11 @@ def custom_vjp(fun):
     (``custom_vjp(scipy.special.multigammaln)``). ``fun``, ``fwd`` and ``bwd``
     run as Python, so a function calling it runs as Python over the compiled
     kernels: ``jit="auto"`` chooses that even with loops, and ``jit="whole"``
-    refuses at the call's line. Forward mode (``jvp``, ``hessian``) needs a
-    JVP rule too: ``f.defjvp(rule)`` (see :func:`custom_jvp`).
+    refuses at the call's line. Forward mode (``jvp``, ``hessian``) uses a JVP
+    rule where one is given (``f.defjvp(rule)``, see :func:`custom_jvp`), else
+    derives one by transposing ``bwd`` (linear in its cotangent); a second
+    derivative differentiates ``fwd`` and ``bwd`` themselves, as JAX does, so
+    they must then be code funcgrad reads.
     """
     return CustomVJPFunction(fun)
 

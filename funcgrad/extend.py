@@ -51,7 +51,9 @@ def defvjp(prim, *vjpmakers, argnums=None):
     makers = _by_argnum(vjpmakers, argnums, "defvjp")
 
     def fwd(*args):
-        ans = prim.fun(*args)
+        # prim itself, not prim.fun: a second derivative reads this code, and ans's derivative is then the
+        # rule's (autograd differentiates a maker with ans boxed as the primitive's output)
+        ans = prim(*args)
         return ans, (ans, args)
 
     def bwd(res, g):

@@ -898,6 +898,133 @@ def _transpose_custom_jvp(cf, args, g):
 _custom._TRANSPOSE[0] = _transpose_custom_jvp
 
 
+# ----------------------------------------------------------------------------- custom_vjp in forward mode
+# A function with a VJP rule only (funcgrad.custom_vjp, autograd's defvjp) gets its JVP by transposing the rule:
+# u -> bwd(res, u) is linear (it is J^T u), so the gradient in u of <bwd(res, u), t> is J t, at any u. That is
+# funcgrad's reverse mode over the user's bwd (which must then be code funcgrad reads). The derived rule is
+# itself a custom_vjp function, so reverse over forward (hessian's and check_grads' second order) goes through
+# it: its cotangents are bwd(res, g_out) + grad_x <bwd(fwd(x)[1], g_tan), t> (the symmetry of the second
+# derivative: <g_tan, J(x) t> = <J(x)^T g_tan, t>) for the primals, and bwd(res, g_tan) for the tangents.
+# Forward over it (a third derivative in forward mode) is not given: give the function a JVP rule.
+def _lin_pairing(bwd, res, u, tangents):
+    """``<bwd(res, u), tangents>`` over the arguments with a cotangent and a tangent (``None``: neither)."""
+    return sum(np.sum(c * t) for c, t in zip(bwd(res, u), tangents) if c is not None and t is not None)
+
+
+_PRIMAL_GRADS: dict = {}
+
+
+def _primal_pairing_grad(slots):
+    """The gradient in the floating-point primals of ``<bwd(fwd(*primals)[1], u), tangents>``, for primals laid
+    out as ``slots`` says (``slots[i]``: primal i's position among the floating-point ones, -1 for a static one,
+    read from ``statics``), built once per layout."""
+    g = _PRIMAL_GRADS.get(slots)
+    if g is None:
+        floats = [f"x{k}" for k in range(sum(1 for s in slots if s >= 0))]
+        prim = ", ".join(f"x{s}" if s >= 0 else f"statics[{i}]" for i, s in enumerate(slots))
+        fn = _wrapper("primal pairing", ["fwd", "bwd", "statics", *floats, "u", "tangents"],
+                      [f"return _lin_pairing(bwd, fwd({prim})[1], u, tangents)"], {"_lin_pairing": _lin_pairing})
+        g = _PRIMAL_GRADS[slots] = _api.grad(fn, argnums=tuple(range(3, 3 + len(floats))), jit=False)
+    return g
+
+
+_LIN_GRAD = _api.grad(_lin_pairing, argnums=2, jit=False)
+
+
+def _derived_jvp_refusal(cf, why):
+    if getattr(cf.bwd, "__module__", "").startswith("funcgrad"):
+        # one of funcgrad's own rules (fixed_point): its code is not the user's to change
+        return NoDerivativeError(
+            f"'{cf._label}' has a first-order reverse-mode rule only: forward mode and second derivatives "
+            f"through it are not supported\n  hint: take the derivative in reverse mode (grad, vjp), once")
+    return NoDerivativeError(
+        f"custom_vjp function '{cf._label}' has no forward-mode (JVP) rule, and funcgrad could not derive one "
+        f"from its VJP: {why}\n  hint: give it a JVP rule with {cf._label}.defjvp(rule), rule(primals, "
+        "tangents) -> (out, tangent_out) as in jax.custom_jvp")
+
+
+def _float_tangents(cf, primals, tangents):
+    """The tangents of the floating-point primals (``None`` for the others and for zero placeholders)."""
+    out = []
+    for p, t in zip(primals, tangents):
+        if is_float_leaf(p):
+            if np.iscomplexobj(p):
+                raise _derived_jvp_refusal(cf, "a complex argument")
+            out.append(t if t is not None else None)
+        else:
+            if t is not None and any(is_float_leaf(x) and np.any(np.asarray(v) != 0)
+                                     for x, v in zip(tree_flatten(p)[0], tree_flatten(t)[0])
+                                     if not callable(v)) and tree_flatten(p)[1] == tree_flatten(t)[1]:
+                raise _derived_jvp_refusal(cf, "an argument that is a container of arrays (pass its arrays as "
+                                               "arguments of their own)")
+            out.append(None)
+    return tuple(out)
+
+
+def _derived_parts(cf, primals, tangents):
+    out, res = cf.fwd(*primals)
+    if not is_float_leaf(out) or np.iscomplexobj(out):
+        raise _derived_jvp_refusal(cf, "its output is not a real array or float")
+    ts = _float_tangents(cf, primals, tangents)
+    try:
+        t_out = _LIN_GRAD(cf.bwd, res, _zero_tangent(out), ts)
+    except FuncgradError as e:
+        raise _derived_jvp_refusal(cf, f"differentiating its bwd rule failed:\n  {e}") from None
+    return (out, t_out), (primals, ts, res, out)
+
+
+def _derive_jvp(cf):
+    """The JVP rule of a VJP-only custom function ``cf`` (a custom_vjp function of ``(primals, tangents)``)."""
+    def rule(primals, tangents):
+        return _derived_parts(cf, primals, tangents)[0]
+
+    def rule_fwd(primals, tangents):
+        return _derived_parts(cf, primals, tangents)
+
+    def rule_bwd(state, g):
+        primals, ts, res, out = state
+        g_out, g_tan = g
+        n = len(primals)
+        ct_p = list(cf.bwd(res, g_out)) if g_out is not None else [None] * n
+        if g_tan is None:
+            return tuple(ct_p), (None,) * n
+        ct_t = cf.bwd(res, g_tan)       # the tangents enter linearly: J^T g_tan
+        slots, floats, k = [], [], 0
+        for p in primals:
+            if is_float_leaf(p):
+                slots.append(k)
+                floats.append(p)
+                k += 1
+            else:
+                slots.append(-1)
+        statics = tuple(None if s >= 0 else p for p, s in zip(primals, slots))
+        if floats and any(t is not None for t in ts):
+            try:
+                second = _primal_pairing_grad(tuple(slots))(cf.fwd, cf.bwd, statics, *floats, g_tan, ts)
+            except FuncgradError as e:
+                raise _derived_jvp_refusal(cf, f"differentiating its fwd and bwd rules failed:\n  {e}") from None
+            for i, s in enumerate(slots):
+                if s >= 0:
+                    ct_p[i] = second[s] if ct_p[i] is None else ct_p[i] + second[s]
+        return tuple(ct_p), tuple(ct_t)
+
+    def rule_jvp(primals2, tangents2):
+        raise NoDerivativeError(
+            f"forward mode over forward mode (jacfwd of jacfwd, a forward-mode second-order check) through "
+            f"custom_vjp function '{cf._label}': funcgrad derives its first JVP from its VJP, and no further\n"
+            f"  hint: give it a JVP rule with {cf._label}.defjvp(rule), rule(primals, tangents) -> (out, "
+            "tangent_out), or take the second derivative in reverse mode (hessian, grad of grad)")
+
+    rule.__name__ = rule.__qualname__ = f"{cf._label}_jvp"
+    made = _custom.custom_vjp(rule)
+    made.defvjp(rule_fwd, rule_bwd)
+    made.defjvp(rule_jvp)
+    return made
+
+
+_custom._DERIVE_JVP[0] = _derive_jvp
+
+
 def source(fun, *example_args, forward=False):
     """The generated source of a transformed function (see :func:`funcgrad.api.source`); with
     ``forward=True``, of the forward-mode (jvp) code of plain function ``fun`` at ``example_args``."""

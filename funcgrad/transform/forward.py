@@ -159,7 +159,7 @@ class Forward(Activity):
         (JAX's convention; inactive arguments get zero tangents). The rule is the user's Python, called as
         it is; a transform of this code (second order) reads and differentiates the rule itself."""
         cf = A.get(e, A.CUSTOM)
-        if getattr(cf, "jvp", None) is None:
+        if getattr(cf, "jvp", None) is None and getattr(cf, "fwd", None) is None:
             label = getattr(cf, "_label", getattr(cf, "__name__", "f"))
             kind = getattr(cf, "kind", "custom_vjp")
             raise self.nd_error(s, f"{kind} function '{label}' has no forward-mode (JVP) rule, and a "
@@ -176,7 +176,7 @@ class Forward(Activity):
             else:
                 tans.append(ast.Constant(0.0))
         tn = self.tname(name)
-        rule = ast.Attribute(value=copy.deepcopy(e.func), attr="jvp", ctx=ast.Load())
+        rule = ast.Attribute(value=copy.deepcopy(e.func), attr="jvp_rule", ctx=ast.Load())
         call = ast.Call(func=rule, args=[ast.Tuple(elts=[copy.deepcopy(a) for a in e.args], ctx=ast.Load()),
                                          ast.Tuple(elts=tans, ctx=ast.Load())], keywords=[])
         A.put(call, A.SRC, A.get(e, A.SRC, None))

@@ -15,7 +15,7 @@ from numba.core.registry import cpu_target
 
 from .. import annotations as A
 from ...builtins import SUBSTITUTES as _AUTOGRAD_BUILTINS
-from ...custom import CustomFunction as CustomVJPFunction  # custom_vjp and custom_jvp functions
+from ...custom import CustomFunction as CustomVJPFunction, rule_pullback  # custom_vjp and custom_jvp functions
 from ...errors import FuncgradError, NoDerivativeError, UnsupportedSyntaxError
 from ...ops.numpy_shape import asarray_dtype as _asarray_dtype, astype as _astype
 from ...ops.registry import RUNTIME, Primitive, definition, lookup
@@ -35,6 +35,11 @@ _OPERATOR_BINOPS = {operator.add: ast.Add, operator.sub: ast.Sub, operator.mul: 
                     operator.floordiv: ast.FloorDiv, operator.mod: ast.Mod, operator.pow: ast.Pow,
                     operator.matmul: ast.MatMult}
 
+
+
+def _all_static(v):
+    """A value known while transforming, containers of such values included (``argnums=(0, 1)``)."""
+    return isinstance(v, Static) or (isinstance(v, Struct) and all(isinstance(x, Static) for x in _leaves(v)))
 
 
 def _value_tree(v):
@@ -262,16 +267,19 @@ class Calls:
             return Static(fn(*[a.obj for a in args]))   # a key function made in the function
         if getattr(fn, "__func__", None) is CustomVJPFunction.bwd_from_args:   # generated code read again
             cv = fn.__self__
+            if cv.fwd is not None and all(isinstance(r, types.FunctionType) and _is_user_code(r)
+                                          for r in (cv.fwd, cv.bwd)):
+                return self.rule_pullback(cv, args, kwargs, scope, out, node)
             raise error(P, node, f"{cv.kind} function '{cv._label}' has a VJP rule in Python only: a second "
                                  "derivative through it needs a forward-mode rule",
                         f"give it one with {cv._label}.defjvp(rule) (rule(primals, tangents) -> (out, tangent))",
                         cls=NoDerivativeError)
         if getattr(fn, "_funcgrad_static_call", False) and all(
-                isinstance(a, Static) for a in list(args) + list(kwargs.values())):
-            # grad(f) written inside the function: the transform object, made now
-            return Static(fn(*[a.obj for a in args], **{k: v.obj for k, v in kwargs.items()}))
+                _all_static(a) for a in list(args) + list(kwargs.values())):
+            # grad(f) written inside the function (argnums=(0, 1) included): the transform object, made now
+            return Static(fn(*[_static_value(a) for a in args], **{k: _static_value(v) for k, v in kwargs.items()}))
         if getattr(fn, "_funcgrad_static_call", False) and args and isinstance(args[0], LocalFunction) and all(
-                isinstance(a, Static) for a in list(args[1:]) + list(kwargs.values())):
+                _all_static(a) for a in list(args[1:]) + list(kwargs.values())):
             made = self.grad_of_local(fn, args, kwargs, scope, node)
             if made is not None:
                 return made
@@ -502,8 +510,8 @@ class Calls:
             return None
         F, extras = conv
         k = len(extras)
-        kw = {kk: v.obj for kk, v in kwargs.items()}
-        pos = [a.obj for a in args[1:]]
+        kw = {kk: _static_value(v) for kk, v in kwargs.items()}
+        pos = [_static_value(a) for a in args[1:]]
         key = "argnum" if "argnum" in kw else "argnums"
         nums = pos[0] if pos else kw.get(key, 0)
         nums = nums + k if isinstance(nums, int) else tuple(i + k for i in nums)
@@ -910,6 +918,22 @@ class Calls:
                 arg_leaves = [n for n in self.param_kinds if n not in captured]
                 if e.id in arg_leaves:
                     raise StaticArgumentNeeded(arg_leaves.index(e.id))
+
+    def rule_pullback(self, cv, args, kwargs, scope, out, node):
+        """``cv.bwd_from_args(args, g)`` in generated reverse-mode code that is differentiated again: the user's
+        ``fwd`` and ``bwd`` read as helpers (JAX's higher-order semantics for ``custom_vjp``), each ``None``
+        cotangent made the zero of its argument."""
+        primals, g = args
+        cts = self.inline_function(rule_pullback, [Static(cv.fwd), Static(cv.bwd), primals, g], {}, out, node,
+                                   scope)
+        n = len(primals.values()) if isinstance(primals, Struct) else None
+        if not isinstance(cts, Struct) or cts.kind not in ("tuple", "list") or len(cts.values()) != n:
+            raise error(scope.parsed, node, f"the bwd rule of {cv._label} must return a tuple of {n} cotangents "
+                                            "(one per argument)", None)
+        zero = lookup(np.zeros_like)
+        vals = [self.call_prim(zero, [a], {}, scope, out, node) if isinstance(c, Static) and c.obj is None
+                and isinstance(a, Dyn) else c for a, c in zip(primals.values(), cts.values())]
+        return Struct("tuple", vals)
 
     def custom_vjp_call(self, cv, args, kwargs, scope, out, node):
         if kwargs:
