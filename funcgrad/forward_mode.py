@@ -950,14 +950,14 @@ def _float_tangents(cf, primals, tangents):
         if is_float_leaf(p):
             if np.iscomplexobj(p):
                 raise _derived_jvp_refusal(cf, "a complex argument")
-            out.append(t if t is not None else None)
-        else:
-            if t is not None and any(is_float_leaf(x) and np.any(np.asarray(v) != 0)
-                                     for x, v in zip(tree_flatten(p)[0], tree_flatten(t)[0])
-                                     if not callable(v)) and tree_flatten(p)[1] == tree_flatten(t)[1]:
-                raise _derived_jvp_refusal(cf, "an argument that is a container of arrays (pass its arrays as "
-                                               "arguments of their own)")
-            out.append(None)
+            out.append(t)
+            continue
+        moving = [v for x, v in zip(tree_flatten(p)[0], tree_flatten(t)[0]) if is_float_leaf(x)] \
+            if t is not None and tree_flatten(p)[1] == tree_flatten(t)[1] else []
+        if any(np.any(np.asarray(v) != 0) for v in moving):
+            raise _derived_jvp_refusal(cf, "an argument that is a container of arrays (pass its arrays as "
+                                           "arguments of their own)")
+        out.append(None)
     return tuple(out)
 
 

@@ -453,3 +453,18 @@ def test_a_vjp_only_rule_with_a_complex_argument_is_refused_in_forward_mode():
     csq.defvjp(lambda z: (csq(z), z), lambda z, g: (2.0 * g * np.conj(z),))
     with pytest.raises(funcgrad.NoDerivativeError, match="could not derive one from its VJP: a complex argument"):
         funcgrad.jvp(lambda z: csq(z) * 2.0, (0.3 + 0.2j,), (1.0 + 0j,))
+
+
+def test_a_vjp_only_rule_with_a_moving_container_argument_is_refused_in_forward_mode():
+    # the derived JVP pairs cotangents with tangents argument by argument: a tuple argument whose entries move
+    # is refused (never a silently dropped tangent); a constant one is fine
+    @funcgrad.custom_vjp
+    def affine(ps, y):
+        return ps[0] * y + ps[1]
+
+    affine.defvjp(lambda ps, y: (affine(ps, y), (ps, y)), lambda r, g: ((g * r[1], g), g * r[0][0]))
+    assert funcgrad.jvp(lambda y: affine((1.5, 2.0), y), (3.0,), (1.0,)) == pytest.approx((6.5, 1.5), rel=1e-14)
+    with pytest.raises(funcgrad.NoDerivativeError, match="could not derive one from its VJP: an argument that is a "
+                                                         "container") as err:
+        funcgrad.jvp(lambda a, y: affine((a, 2.0), y), (1.5, 3.0), (1.0, 0.0))
+    assert err.value.filename == __file__
