@@ -1015,6 +1015,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, *, jit=True, backend=None, mod
 grad._funcgrad_static_call = True
 value_and_grad._funcgrad_static_call = True
 
+
 # (class, factory) of nested derivatives, filled in by funcgrad.forward_mode (the layer above) on import
 _NESTED: list = [(None, None)]
 
@@ -1133,3 +1134,4 @@ def source(fun, *example_args):
         raise ValueError("this function has not been called yet: call it once, or pass example arguments "
                          "(funcgrad.source(f, *args))")
     return list(fun.cache.values())[-1].source
+jit._funcgrad_static_call = True   # funcgrad.jit(f)(x) written inside a transformed function: made while transforming

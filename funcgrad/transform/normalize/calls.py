@@ -300,7 +300,12 @@ class Calls:
             nested = self.nested_gradient(fn, args, kwargs, scope, out, node)
             if nested is not None:
                 return nested
-            raise error(P, node, f"'{getattr(fn, '__qualname__', 'f')}' is a function returned by a funcgrad "
+            if getattr(fn, "has_aux", False):
+                raise error(P, node, "a transform with has_aux=True called inside a function funcgrad transforms is "
+                                     "not supported", "return the auxiliary value from the outer function, or "
+                                     "call the transform outside", cls=UnsupportedSyntaxError)
+            inner = getattr(getattr(fn, "fn", None), "__name__", None) or "f"
+            raise error(P, node, f"'{inner}' here is a function returned by a funcgrad "
                                  "transform: inside a function funcgrad transforms, grad(f)(x) and "
                                  "value_and_grad(f)(x) are supported where x's kinds and ndims are known while "
                                  "transforming (arguments of the function, constants, containers of them), "
@@ -429,6 +434,13 @@ class Calls:
                 if dt.obj is not None:
                     return self.cast(a, dt, fn is np.array, scope, out, node)
                 return self.call_prim(lookup(np.copy), [a], {}, scope, out, node) if fn is np.array else a
+        if getattr(fn, "_funcgrad_static_call", False):
+            # grad(f, argnums=k) with k computed when the function runs: funcgrad's own code is not the user's
+            name = getattr(fn, "__name__", "grad")
+            raise error(P, node, f"funcgrad.{name}(...) inside a differentiated function needs the function and its "
+                                 "options (argnums, mode, ...) known while transforming; here one is computed when "
+                                 "the function runs", "write them as constants (argnums=1), or call "
+                                 f"funcgrad.{name} outside the function", cls=UnsupportedSyntaxError)
         if isinstance(fn, types.FunctionType) and _is_user_code(fn):
             return self.inline_function(fn, args, kwargs, out, node, scope)
         # a call with no rule (np.zeros, math.lgamma, scipy.special.*, any installed library's routine,
@@ -512,13 +524,21 @@ class Calls:
         k = len(extras)
         kw = {kk: _static_value(v) for kk, v in kwargs.items()}
         pos = [_static_value(a) for a in args[1:]]
-        key = "argnum" if "argnum" in kw else "argnums"
-        nums = pos[0] if pos else kw.get(key, 0)
-        nums = nums + k if isinstance(nums, int) else tuple(i + k for i in nums)
-        if pos:
-            pos[0] = nums
-        else:
-            kw[key] = nums
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            params = {}
+        # the maker's own spelling (jacobian and elementwise_grad say argnum, grad says argnums; jit has none):
+        # the numbers move past the captured values F now takes first
+        key = next((n for n in ("argnums", "argnum") if n in params), None)
+        if key is not None:
+            second = list(params)[1] == key if len(params) > 1 else False
+            nums = pos[0] if pos and second else kw.get(key, params[key].default)
+            nums = nums + k if isinstance(nums, int) else tuple(i + k for i in nums)
+            if pos and second:
+                pos[0] = nums
+            else:
+                kw[key] = nums
         return _Partial(Static(fn(F, *pos, **kw)), list(extras), {})
 
     def _spec_of(self, e):

@@ -1,0 +1,63 @@
+"""funcgrad's transforms written inside a function funcgrad differentiates: made while transforming where their
+options are known, refused at the user's line (never inside funcgrad's own source) where they are not."""
+import numpy as np
+import pytest
+
+import funcgrad
+from funcgrad import grad
+from funcgrad.testing import numerical_vjp
+
+X = np.array([0.3, -0.5, 1.1])
+
+
+def f2(x, y):
+    return np.sum(np.sin(x) * y ** 2)
+
+
+def _check(fn, args, **kw):
+    got = grad(fn, **kw)(*args)
+    want = numerical_vjp(fn, args, 0, 1.0, 1e-6)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("kw", [dict(mode="auto"), dict(mode="python")], ids=["auto", "python"])
+def test_grad_with_an_argnums_tuple_inside(kw):
+    # argnums=(0, 1) is a container of constants: the transform is made while transforming (it inlined
+    # funcgrad's own grad and refused at a line of funcgrad/api.py)
+    def outer(x, y):
+        gx, gy = grad(f2, argnums=(0, 1))(x, y)
+        return np.sum(gx * x) + gy * y
+
+    _check(outer, (X, 1.3), **kw)
+
+
+@pytest.mark.parametrize("maker", ["jacobian", "elementwise_grad", "jacfwd", "jit"])
+def test_transforms_of_a_local_closure_inside(maker):
+    # jacobian and elementwise_grad spell it argnum, jit has none: a local lambda over the outer function's
+    # values (closure-converted, its captured values first) failed with "got an unexpected keyword argument"
+    make = getattr(funcgrad, maker)
+
+    def outer(x, k):
+        inner = make(lambda x: np.sin(x) * k)(x)
+        return np.sum(inner * x)
+
+    _check(outer, (X, 1.5))
+
+
+@pytest.mark.parametrize("case", ["argnums", "mode", "has_aux"])
+def test_transforms_inside_with_options_known_only_at_run_time_are_refused(case):
+    def by_argnums(x, k):
+        return np.sum(grad(f2, argnums=k)(x, 2.0) * x)
+
+    def by_mode(x, k):
+        return np.sum(grad(f2, mode="python" if k > 0 else "njit")(x, 2.0))
+
+    def by_aux(x, k):
+        return funcgrad.value_and_grad(lambda x: (np.sum(np.sin(x)), 1.0), has_aux=True)(x)[0][0] * k
+
+    fn, want = {"argnums": (by_argnums, "known while transforming"), "mode": (by_mode, "known while transforming"),
+                "has_aux": (by_aux, "has_aux=True")}[case]
+    with pytest.raises(funcgrad.UnsupportedSyntaxError, match=want) as err:
+        grad(fn)(X, 1)
+    assert err.value.filename == __file__, str(err.value)
+    assert "funcgrad/" not in str(err.value) and "_lambda" not in str(err.value), str(err.value)
