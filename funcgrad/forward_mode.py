@@ -419,39 +419,72 @@ def _require_scalar_output(so, primals, fun, what):
                         "of it (its sum, one element) to differentiate, or use jacfwd/jacrev for first derivatives")
 
 
+def _hvp_of_args(fun, primals, tangents, argnums, *, jit, backend, mode):
+    """The parts of ``hvp`` for the arguments ``argnums`` (the reverse pass differentiates those alone)."""
+    so = _so(fun, primals, mode, jit, backend)
+    wrt = []
+    for a in argnums:
+        if a not in so.nums:
+            raise TypeError(f"hessian: argument {a} has no floating-point leaves to differentiate")
+        first = sum(len(tree_flatten(primals[i])[0]) for i in so.nums if i < a)
+        wrt.extend(range(first, first + len(tree_flatten(primals[a])[0])))
+    g = so.rev_over_fwd([0], mode, jit, tuple(wrt))(*so.leaves(primals), *_tangent_leaves(so, tangents), 1.0)
+    g = list(g) if isinstance(g, tuple) else [g]
+    out, k = [], 0
+    for a in argnums:
+        n = len(tree_flatten(primals[a])[0])
+        out.append(tree_unflatten(so.trees[a], g[k:k + n]))
+        k += n
+    return out
+
+
 def _hvp_of_arg(fun, primals, tangents, argnum, *, jit, backend, mode):
     """The part of ``hvp`` for argument ``argnum`` alone (the reverse pass differentiates that argument only)."""
-    so = _so(fun, primals, mode, jit, backend)
-    if argnum not in so.nums:
-        raise TypeError(f"hessian: argument {argnum} has no floating-point leaves to differentiate")
-    first = sum(len(tree_flatten(primals[i])[0]) for i in so.nums if i < argnum)
-    count = len(tree_flatten(primals[argnum])[0])
-    wrt = tuple(range(first, first + count))
-    g = so.rev_over_fwd([0], mode, jit, wrt)(*so.leaves(primals), *_tangent_leaves(so, tangents), 1.0)
-    g = list(g) if isinstance(g, tuple) else [g]
-    return tree_unflatten(so.trees[argnum], g)
+    return _hvp_of_args(fun, primals, tangents, (argnum,), jit=jit, backend=backend, mode=mode)[0]
+
+
+def _zero_like_arg(a):
+    return tree_unflatten(tree_flatten(a)[1], [np.zeros(np.shape(v)) if np.ndim(v) else 0.0
+                                               for v in tree_flatten(a)[0]])
 
 
 def hessian(fun, argnums=0, *, jit=True, backend=None, mode=None):
-    """The Hessian of a scalar function, one Hessian-vector product per input element; shape
-    ``x.shape + x.shape``."""
+    """The Hessian of a scalar function, one Hessian-vector product per input element. With an int
+    ``argnums``, an array of shape ``x.shape + x.shape``; with a tuple, as JAX gives it, a tuple of tuples:
+    ``H[i][j]`` has shape ``x_i.shape + x_j.shape`` (the second derivative in ``argnums[i]`` and
+    ``argnums[j]``). The arguments differentiated are arrays or floats."""
+    single = isinstance(argnums, (int, np.integer))
+    if not single and not (isinstance(argnums, (tuple, list)) and argnums
+                           and all(isinstance(i, (int, np.integer)) for i in argnums)):
+        raise TypeError(f"hessian: argnums must be an int or a non-empty tuple of ints; received {argnums!r}")
+    nums_in = (int(argnums),) if single else tuple(int(i) for i in argnums)
+
     @_user_facing
     def hess(*args):
-        x = args[argnums]
-        xa = np.asarray(x, dtype=float)
-        cols = []
-        for k in range(max(xa.size, 1)):
-            e = np.zeros(xa.size)
-            e[k] = 1.0
-            tans = tuple((e.reshape(xa.shape) if isinstance(x, np.ndarray) else float(e[0])) if j == argnums else
-                         tree_unflatten(tree_flatten(a)[1], [np.zeros(np.shape(v)) if np.ndim(v) else 0.0
-                                                             for v in tree_flatten(a)[0]])
-                         for j, a in enumerate(args))
-            if k == 0:
-                _require_scalar_output(_so(fun, args, mode, jit, backend), args, fun, "hessian")
-            h = _hvp_of_arg(fun, args, tans, argnums, jit=jit, backend=backend, mode=mode)
-            cols.append(np.asarray(h, dtype=float).reshape(-1))
-        return np.stack(cols, axis=-1).reshape(xa.shape + xa.shape)
+        nums = tuple(i + len(args) if i < 0 else i for i in nums_in)
+        for i in nums:
+            if not 0 <= i < len(args):
+                raise ValueError(f"hessian: argnums={argnums!r} is out of range for {len(args)} arguments")
+            if not (is_float_leaf(args[i]) or isinstance(args[i], (int, np.integer))
+                    and not isinstance(args[i], bool)):
+                raise TypeError(f"hessian: argument {i} is a {type(args[i]).__name__}, not an array or float: "
+                                "pass the arrays to differentiate as arguments of their own, or use hvp")
+        args = tuple(float(a) if i in nums and isinstance(a, (int, np.integer)) else a for i, a in enumerate(args))
+        xs = [np.asarray(args[i], dtype=float) for i in nums]
+        _require_scalar_output(_so(fun, args, mode, jit, backend), args, fun, "hessian")
+        blocks = [[[] for _ in nums] for _ in nums]      # blocks[b][a]: columns d/dx_a of the gradient in x_b
+        for a, (i, xa) in enumerate(zip(nums, xs)):
+            for k in range(max(xa.size, 1)):
+                e = np.zeros(xa.size)
+                e[k] = 1.0
+                tans = tuple((e.reshape(xa.shape) if isinstance(args[i], np.ndarray) else float(e[0])) if j == i
+                             else _zero_like_arg(v) for j, v in enumerate(args))
+                hs = _hvp_of_args(fun, args, tans, nums, jit=jit, backend=backend, mode=mode)
+                for b, h in enumerate(hs):
+                    blocks[b][a].append(np.asarray(h, dtype=float).reshape(-1))
+        H = tuple(tuple(np.stack(blocks[b][a], axis=-1).reshape(xs[b].shape + xs[a].shape)
+                        for a in range(len(nums))) for b in range(len(nums)))
+        return H[0][0] if single else H
     hess._funcgrad_inline = refuse_inline("hessian")
     return hess
 
@@ -963,11 +996,12 @@ def _float_tangents(cf, primals, tangents):
 
 def _derived_parts(cf, primals, tangents):
     out, res = cf.fwd(*primals)
-    if not is_float_leaf(out) or np.iscomplexobj(out):
-        raise _derived_jvp_refusal(cf, "its output is not a real array or float")
+    leaves = tree_flatten(out)[0]
+    if not leaves or not all(is_float_leaf(v) and not np.iscomplexobj(v) for v in leaves):
+        raise _derived_jvp_refusal(cf, "its output is not made of real arrays and floats")
     ts = _float_tangents(cf, primals, tangents)
     try:
-        t_out = _LIN_GRAD(cf.bwd, res, _zero_tangent(out), ts)
+        t_out = _LIN_GRAD(cf.bwd, res, tree_map(_zero_tangent, out), ts)
     except FuncgradError as e:
         raise _derived_jvp_refusal(cf, f"differentiating its bwd rule failed:\n  {e}") from None
     return (out, t_out), (primals, ts, res, out)
