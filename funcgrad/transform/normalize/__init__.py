@@ -74,7 +74,7 @@ class Normalizer(Statements, Expressions, Calls, Captures, RuntimeLists):
         if y is not None:
             raise error(p, y, "the function to differentiate is a generator (it yields): calling it makes an "
                               "iterator, not a value", "return the value (a sum, or np.stack of a list of the items)")
-        scope = Scope(p)
+        scope = Scope(p, fdef=p.node)
         params = []
         body: list = []
         bound = arg_values_for(self)  # list of (argname, value tree) with Dyn leaves named

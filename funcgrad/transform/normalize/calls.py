@@ -982,7 +982,7 @@ class Calls:
         if self.depth > 50:
             raise error(parsed, node, "helper calls nest too deeply (recursion?)", "write the recursion as a loop")
         self.inline_stack.append(code)
-        scope = Scope(parsed, parent_scope, prefix=f"{fdef.name}_" if fdef.name != "<lambda>" else "")
+        scope = Scope(parsed, parent_scope, prefix=f"{fdef.name}_" if fdef.name != "<lambda>" else "", fdef=fdef)
         a = fdef.args
         names = [x.arg for x in a.posonlyargs + a.args]
         if len(args) > len(names) and a.vararg is None:

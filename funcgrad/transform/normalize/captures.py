@@ -11,7 +11,7 @@ from ..fence import error
 from ..parse import MISSING
 from ..specs import leaf_spec, scalar_kind
 from ..values import Dyn, Static, map_struct as _map_struct
-from .common import (_free_getter, _is_static_tree, _path_getter, _safe)
+from .common import (_free_getter, _is_static_tree, _local_names, _path_getter, _safe)
 
 
 class Captures:
@@ -24,19 +24,49 @@ class Captures:
         return ast.Name(name, ast.Load())
 
     def lookup_name(self, name, scope, node):
+        kind, val, owner = self.find_name(name, scope)
+        if kind == "bound":
+            return val
+        if kind == "unbound":   # owner: the scope of the function the name is local to
+            s, nested = scope, False
+            while s is not owner:
+                nested = nested or s.fdef is not None
+                s = s.parent
+            what, exc = (f"'{name}', a variable of the enclosing function,", "NameError") if nested else \
+                (f"local variable '{name}'", "UnboundLocalError")
+            raise error(scope.parsed, node, f"{what} is read here before any value is assigned to it (Python "
+                                            f"raises {exc})",
+                        f"assign '{name}' before this line on every path (code in a branch whose condition is "
+                        "always false never runs, so its assignments do not count)", cls=UnsupportedSyntaxError)
+        if val is MISSING:
+            raise error(scope.parsed, node, f"name '{name}' is not defined", None, cls=UnsupportedSyntaxError)
+        return self.capture(name, val, owner)
+
+    def find_name(self, name, scope):
+        """Where ``name`` read in ``scope`` gets its value, without capturing anything: ``("bound", value,
+        None)``; ``("unbound", None, its function's scope)`` for a local of this or an enclosing function that
+        has no value yet (it is assigned later, or only in code that does not run: Python never reads such a
+        name from the module); or ``("free", object or MISSING, owner scope)`` for a name of the module, a
+        closure or the builtins."""
         s = scope
         while s is not None:
             if name in s.vars:
-                return s.vars[name]
+                return "bound", s.vars[name], None
+            if s.fdef is not None and name in self.local_names(s.fdef):
+                return "unbound", None, s
             s = s.parent
         # free variable of the function that defined this scope
         owner = scope
         while owner.parent is not None and owner.parsed is owner.parent.parsed:
             owner = owner.parent
-        obj = owner.parsed.lookup(name)
-        if obj is MISSING:
-            raise error(scope.parsed, node, f"name '{name}' is not defined", None, cls=UnsupportedSyntaxError)
-        return self.capture(name, obj, owner)
+        return "free", owner.parsed.lookup(name), owner
+
+    def local_names(self, fdef):
+        cache = self.__dict__.setdefault("_local_names", {})   # id(fdef) -> (fdef, names): fdef kept alive
+        hit = cache.get(id(fdef))
+        if hit is None or hit[0] is not fdef:
+            hit = cache[id(fdef)] = (fdef, _local_names(fdef))
+        return hit[1]
 
     def capture(self, name, obj, scope, getter=None):
         """A free variable's value: runtime values become parameters read at every call."""

@@ -103,11 +103,14 @@ class Names:
 
 
 class Scope:
-    def __init__(self, parsed: Parsed, parent: "Scope | None" = None, prefix=""):
+    def __init__(self, parsed: Parsed, parent: "Scope | None" = None, prefix="", fdef=None):
         self.parsed = parsed
         self.parent = parent
         self.vars: dict = {}
         self.prefix = prefix
+        # the function whose body this scope is (None for a comprehension's scope): the names it assigns are
+        # its locals, which Python never reads from an enclosing scope or the module, even before assignment
+        self.fdef = fdef
 
 
 class _Return(Exception):
@@ -347,6 +350,32 @@ def _assigned(stmts):
                 for nm in _target_names(t):
                     if nm not in names:
                         names.append(nm)
+    return names
+
+
+def _local_names(fdef):
+    """The names Python makes local to ``fdef`` other than its parameters: every name an assignment, loop or
+    nested ``def`` in its body binds, whether or not that code runs (a branch that never runs still makes
+    them local), and ``:=`` targets inside its comprehensions; not names bound only inside nested functions,
+    lambdas or comprehensions, which have scopes of their own."""
+    names = set()
+
+    def visit(node):
+        for c in ast.iter_child_nodes(node):
+            if isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(c.name)
+            elif isinstance(c, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+                names.update(w.target.id for w in ast.walk(c)
+                             if isinstance(w, ast.NamedExpr) and isinstance(w.target, ast.Name))
+            elif isinstance(c, ast.Lambda):
+                pass
+            else:
+                if isinstance(c, ast.Name) and isinstance(c.ctx, (ast.Store, ast.Del)):
+                    names.add(c.id)
+                visit(c)
+
+    for stmt in fdef.body:
+        visit(ast.Module(body=[stmt], type_ignores=[]))
     return names
 
 
