@@ -14,7 +14,7 @@ from ..parse import MISSING
 from ..values import Dyn, Splat, Static, Struct
 from .common import (CustomVJP, LocalFunction, Scope, _BoundMethod, _DictView, _Iter, _OPS, _Range, _attr_getter,
                      _is_metadata, _is_static_tree, _np_attr, lookup_getitem)
-from .constants import (_const_binop, _const_compare, _const_unary)
+from .constants import (_const_binop, _const_compare_chain, _const_unary)
 from .lowerings import index_concat
 from .lists import RList
 
@@ -101,8 +101,12 @@ class Expressions:
             return Dyn(ast.UnaryOp(op=node.op, operand=self.as_expr(v, scope, node)))
         if isinstance(node, ast.Compare):
             vals = [self.expr(node.left, scope, out)] + [self.expr(c, scope, out) for c in node.comparators]
-            if all(isinstance(v, Static) for v in vals) and len(vals) == 2:
-                return Static(_const_compare(node.ops[0], vals[0].obj, vals[1].obj))
+            if all(isinstance(v, Static) for v in vals):
+                # a chain too (`0 < 1 < 0.5`): left unevaluated, a chain of literals reached the generated code,
+                # where Numba prunes the branch it guards and the gradient's lists kept there have no type
+                res = _const_compare_chain(node.ops, [v.obj for v in vals])
+                if res is not None or len(vals) == 2:
+                    return Static(res)
             if len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)):
                 a, b = vals
                 if isinstance(b, Static) and b.obj is None:
