@@ -28,6 +28,18 @@ def _known_now(it):
     return isinstance(it, (Struct, Static, _DictView)) and not isinstance(it, _Range)
 
 
+# the expressions known_condition may evaluate now: literals, names, operators (no calls, subscripts, attributes)
+_FOLDABLE = (ast.Constant, ast.Name, ast.UnaryOp, ast.BinOp, ast.BoolOp, ast.Compare, ast.expr_context,
+             ast.unaryop, ast.operator, ast.boolop, ast.cmpop)
+
+
+def _simple(obj):
+    """A value whose comparisons and truth value run no user code: numbers, strings, None, tuples of them."""
+    if isinstance(obj, tuple):
+        return all(_simple(o) for o in obj)
+    return isinstance(obj, (bool, int, float, complex, str, bytes, type(None), np.bool_, np.number))
+
+
 class Statements:
     def snapshot(self, val, scope, out, node):
         """``val`` with every runtime leaf bound to a fresh name, so later rebinding cannot change it."""
@@ -234,8 +246,64 @@ class Statements:
         return None
 
     # ------------------------------------------------------------ control flow
+    def known_condition(self, test, scope, rebound=()):
+        """The truth value of the condition ``test`` when it is known now (``bool`` of the value Python
+        computes), else None. Known are literals and names bound now to values fixed in the generated code
+        (strings, None, flags: static arguments, module flags, ``b is None``), combined by comparisons,
+        arithmetic, ``and``/``or``/``not``: nothing that calls the user's code or has an effect. A name in
+        ``rebound`` (assigned in the loop or branch the condition sits in) may hold another value when the
+        condition runs, so it is not known."""
+        is_none_operand = {id(n.left) for n in ast.walk(test) if isinstance(n, ast.Compare) and len(n.ops) == 1
+                           and isinstance(n.ops[0], (ast.Is, ast.IsNot))
+                           and isinstance(n.comparators[0], ast.Constant) and n.comparators[0].value is None}
+        for n in ast.walk(test):
+            if not isinstance(n, _FOLDABLE):
+                return None
+            if isinstance(n, ast.Name):
+                if n.id in rebound:
+                    return None
+                kind, val, _ = self.find_name(n.id, scope)
+                if kind == "bound" and (isinstance(val, Static) and _simple(val.obj) or id(n) in is_none_operand):
+                    continue   # `b is None` is decided now whatever b holds (expr does the same)
+                if kind == "free" and isinstance(val, (bool, np.bool_, str, type(None))):
+                    continue   # a module's or closure's flag: fixed in the generated code (capture)
+                return None
+        try:
+            val = self.expr(test, scope, [])
+            if isinstance(val, Static) and _simple(val.obj):
+                return bool(val.obj)
+        except Exception:   # it raises (1 / 0, '<' between a str and a number): that stays for when it runs
+            pass
+        return None
+
+    def live(self, stmts, scope, rebound):
+        """``stmts`` without the code that cannot run: an ``if`` whose condition is known now keeps only the
+        branch taken, a ``while`` whose condition is known false disappears (control() drops the same
+        code when it lowers it). The nodes are copies; the user's tree is never changed."""
+        kept = []
+        for st in stmts:
+            if isinstance(st, ast.If):
+                known = self.known_condition(st.test, scope, rebound)
+                if known is not None:
+                    kept.extend(self.live(st.body if known else st.orelse, scope, rebound))
+                    continue
+            if isinstance(st, ast.While) and self.known_condition(st.test, scope, rebound) is False:
+                continue
+            if isinstance(st, (ast.If, ast.For, ast.While)):
+                st = copy.copy(st)
+                st.body = self.live(st.body, scope, rebound)
+                st.orelse = self.live(st.orelse, scope, rebound)
+            kept.append(st)
+        return kept
+
     def prepare_cf(self, stmts, scope, out, node):
-        """Give every variable assigned in ``stmts`` one runtime name before a branch or loop."""
+        """Give every variable assigned in ``stmts`` one runtime name before a branch or loop. Code that cannot
+        run is left out: a name it alone assigns stays unbound (reading it later is Python's
+        UnboundLocalError), and a flag the structure pass sets there for a ``return``, ``break`` or
+        ``continue`` keeps its constant value, so the code that tests the flag folds away too."""
+        # names the branch or loop (its loop variable too) rebinds: conditions on them are not known before it
+        rebound = set(_assigned(list(stmts) + ([node] if isinstance(node, ast.stmt) else [])))
+        stmts = self.live(stmts, scope, rebound)
         self.make_runtime_lists(stmts, scope, out, node)
         for name in _item_assigned(stmts):  # d["k"] = v inside: the container's leaves get runtime names
             cur = scope.vars.get(name)
@@ -335,6 +403,8 @@ class Statements:
                                                 orelse=orelse), s))
             return None
         if isinstance(s, ast.While):
+            if self.known_condition(s.test, scope) is False:   # `while 0 > 1:` never runs its body
+                return None
             self.has_loops = True
             self.prepare_cf(s.body, scope, out, s)
             start = len(out)
