@@ -91,7 +91,7 @@ class Normalizer(Statements, Expressions, Calls, Captures, RuntimeLists):
                 if isinstance(leaf, Dyn):
                     params.append(leaf.expr.id)
         self.body = body
-        out = self.block(self.structured(p, p.node), scope, body, top=True)
+        out = self.block(self.structured(p, p.node, scope), scope, body, top=True)
         if out is None:
             raise error(p, p.node, "the function returns nothing", "return the value to differentiate",
                         cls=UnsupportedSyntaxError)

@@ -1029,7 +1029,7 @@ class Calls:
                 out.append(ast.copy_location(ast.Assign(targets=[ast.Name(tmp, ast.Store())], value=v.expr), node))
                 v = Dyn(ast.Name(tmp, ast.Load()))
             scope.vars[k] = v
-        body = self.structured(parsed, fdef)
+        body = self.structured(parsed, fdef, scope)
         start = len(out)
         ret = self.block(body, scope, out)
         tag_file(out[start:], parsed.filename)

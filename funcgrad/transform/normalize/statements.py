@@ -70,14 +70,20 @@ class Statements:
             return Dyn(ast.Name(n, ast.Load()))
         return val
 
-    def structured(self, parsed, fdef):
-        """The function body with single exit and loops without break/continue (see structure)."""
+    def structured(self, parsed, fdef, scope):
+        """The function body with single exit and loops without break/continue (see structure), without the
+        code that conditions decided for the whole call rule out (live: literals, and names the function never
+        rebinds that are bound now to fixed values). That code goes before the structure pass sees it: a
+        `return`, `break` or `continue` in it would otherwise become a flag the generated code keeps testing
+        (whole-function Numba prunes what such a flag guards, and the gradient's lists kept there have no
+        type), and code after an `if True: break` is dropped as code after any `break` is."""
         body = fdef.body
         has_cf = any(isinstance(n, (ast.If, ast.For, ast.While)) for s in body for n in ast.walk(s))
         if not has_cf:
             return body
+        live = self.live(body, scope, self.local_names(fdef))
         try:
-            new = structure(body)
+            new = structure(live)
         except StructureError as e:
             raise error(parsed, e.node, e.msg, e.hint) from None
         ret = ast.Return(value=ast.Name(RET, ast.Load()))
