@@ -206,6 +206,13 @@ def jacfwd(fun, argnums=0, *, jit=True, backend=None, mode=None):
         nums = (argnums,) if single else tuple(argnums)
         res = []
         for i in nums:
+            if not -len(args) <= i < len(args):
+                raise ValueError(f"jacfwd: argnums={argnums!r} is out of range for {len(args)} arguments")
+            a = args[i]
+            if not (is_float_leaf(a) or isinstance(a, (int, np.integer)) and not isinstance(a, bool)):
+                raise TypeError(f"jacfwd of {getattr(fun, '__name__', 'f')}: argument {i} is a "
+                                f"{type(a).__name__}; jacfwd differentiates with respect to an array or a float "
+                                "(use funcgrad.jvp for containers)")
             x = np.asarray(args[i], dtype=np.result_type(args[i], np.float64))
             cols = []
             for k in range(max(x.size, 1)):

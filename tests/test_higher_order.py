@@ -354,3 +354,12 @@ def test_hessian_refuses_a_container_argument_and_bad_argnums():
         funcgrad.hessian(_two_args, argnums=())
     with pytest.raises(ValueError, match="out of range"):
         funcgrad.hessian(_two_args, argnums=(0, 2))(np.ones(3), np.ones(2))
+
+
+def test_jacfwd_refuses_a_container_argument_by_name():
+    # it failed inside funcgrad with "entry not a 2- or 3- tuple"; jacrev already said this
+    for jac in (funcgrad.jacfwd, funcgrad.jacrev):
+        with pytest.raises(TypeError, match="argument 0 is a dict; jac"):
+            jac(lambda p: p["a"] * p["b"])({"a": np.ones(2), "b": np.ones(2)})
+    with pytest.raises(ValueError, match="out of range"):
+        funcgrad.jacfwd(lambda a: a, argnums=3)(np.ones(2))
