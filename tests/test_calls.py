@@ -34,6 +34,7 @@ import funcgrad
 from funcgrad.errors import ArgumentTypeError, CompileError, FuncgradError, FuncgradWarning, NoDerivativeError
 from funcgrad.ops.registry import definition, lookup
 from funcgrad.testing import numerical_vjp
+from tests.support import tagged_line
 
 JITS = ["auto", "kernels", "whole", False]
 JIT_IDS = ["auto", "python", "njit", "nojit"]
@@ -43,11 +44,7 @@ rng = np.random.default_rng(14)
 
 
 def _line(tag):
-    with open(HERE) as f:
-        for i, ln in enumerate(f, 1):
-            if ln.rstrip().endswith(f"# LINE: {tag}"):
-                return i
-    raise AssertionError(tag)
+    return tagged_line(HERE, tag)
 
 
 def _has_rule(fn):

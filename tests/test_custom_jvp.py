@@ -13,6 +13,7 @@ import funcgrad
 import funcgrad.test_util
 import funcgrad.testing
 from funcgrad.forward_mode import jvp_of_jvp
+from tests.support import tagged_line
 
 MODES = [dict(jit=False), dict(mode="python"), dict(mode="auto")]
 MODE_IDS = ["nojit", "python", "auto"]
@@ -257,11 +258,7 @@ def test_custom_vjp_function_with_a_jvp_rule_works_in_both_modes():
 
 # ----------------------------------------------------------------------------- refusals, at the user's line
 def line_of(tag):
-    with open(__file__) as f:
-        for i, ln in enumerate(f, 1):
-            if ln.rstrip().endswith(f"# LINE: {tag}"):
-                return i
-    raise AssertionError(tag)
+    return tagged_line(__file__, tag)
 
 
 def test_custom_vjp_under_forward_mode_transposes_its_vjp():

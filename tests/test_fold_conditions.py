@@ -9,7 +9,6 @@ fuzz seed 21849). A name bound only in the code that never runs stays unbound, a
 Every program runs plainly (the value oracle) and through funcgrad in every mode; values must match
 Python and gradients central differences.
 """
-import inspect
 import re
 
 import numpy as np
@@ -17,7 +16,7 @@ import pytest
 
 import funcgrad
 from funcgrad.errors import UnsupportedSyntaxError
-from funcgrad.testing import numerical_vjp
+from tests.support import assert_value_and_gradient, tagged_line
 
 MODES = [dict(mode="auto"), dict(mode="python"), dict(mode="njit"), dict(jit=False)]
 MODE_IDS = ["auto", "python", "njit", "nojit"]
@@ -169,11 +168,7 @@ IDS = [f.__name__ for f, _, _ in CASES]
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_value_and_gradient_in_every_mode(case, kw):
     f, args, argnums = case
-    v, g = funcgrad.value_and_grad(f, argnums=argnums, **kw)(*args)
-    np.testing.assert_allclose(v, f(*args), rtol=1e-12, atol=1e-12)
-    for k, i in enumerate(argnums):
-        want = numerical_vjp(f, args, i, 1.0, 1e-6)
-        np.testing.assert_allclose(g[k], want, rtol=1e-5, atol=1e-6, err_msg=f"argument {i}")
+    assert_value_and_gradient(f, args, argnums, **kw)
 
 
 def test_generated_code_has_no_dead_branch():
@@ -225,11 +220,7 @@ def closure_reads_name_bound_only_in_dead_branch(x):
 
 
 def _line(tag):
-    src, start = inspect.getsourcelines(inspect.getmodule(_line))
-    for i, ln in enumerate(src):
-        if ln.rstrip().endswith(f"# LINE: {tag}"):
-            return i + 1
-    raise AssertionError(tag)
+    return tagged_line(__file__, tag)
 
 
 @pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)

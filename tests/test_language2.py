@@ -17,6 +17,7 @@ import pytest
 import funcgrad
 from funcgrad.errors import FuncgradError
 from funcgrad.testing import numerical_vjp
+from tests.support import tagged_line
 
 JITS = ["auto", "kernels", "whole", False]
 JIT_IDS = ["auto", "python", "njit", "nojit"]
@@ -27,11 +28,7 @@ M = rng.normal(size=(4, 3))
 
 
 def _line(tag):
-    with open(HERE) as f:
-        for i, ln in enumerate(f, 1):
-            if ln.rstrip().endswith(f"# LINE: {tag}"):
-                return i
-    raise AssertionError(tag)
+    return tagged_line(HERE, tag)
 
 
 # ----------------------------------------------------------------------------------- runtime lists

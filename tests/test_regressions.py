@@ -13,6 +13,7 @@ import pytest
 import funcgrad
 from funcgrad.testing import numerical_vjp
 from tests.fixtures import regressions as R
+from tests.support import assert_value_and_gradient
 
 MODES = [dict(mode="auto"), dict(mode="python"), dict(mode="njit"), dict(jit=False)]
 MODE_IDS = ["auto", "python", "njit", "nojit"]
@@ -56,12 +57,7 @@ IDS = [f"{i:02d}-{f.__name__}" for i, (f, _, _) in enumerate(CASES)]
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_value_and_gradient_in_every_mode(case, kw):
     f, args, argnums = case
-    nums = (argnums,) if isinstance(argnums, int) else argnums
-    v, g = funcgrad.value_and_grad(f, argnums=nums, **kw)(*args)
-    np.testing.assert_allclose(v, f(*args), rtol=1e-12, atol=1e-12)
-    for k, i in enumerate(nums):
-        want = numerical_vjp(f, args, i, 1.0, 1e-6)
-        np.testing.assert_allclose(g[k], want, rtol=1e-5, atol=1e-6, err_msg=f"argument {i}")
+    assert_value_and_gradient(f, args, argnums, **kw)
 
 
 def test_tuple_assignment_value_from_the_issue():

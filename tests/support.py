@@ -1,0 +1,25 @@
+"""Helpers several test files share: where a tagged line is, and the value-and-gradient check of a case."""
+import numpy as np
+
+import funcgrad
+from funcgrad.testing import numerical_vjp
+
+
+def tagged_line(path, tag):
+    """The line number of the line of file ``path`` that ends with ``# LINE: <tag>``."""
+    with open(path) as f:
+        for i, ln in enumerate(f, 1):
+            if ln.rstrip().endswith(f"# LINE: {tag}"):
+                return i
+    raise AssertionError(f"no line tagged {tag!r} in {path}")
+
+
+def assert_value_and_gradient(f, args, argnums, **kw):
+    """funcgrad's value and gradient of ``f`` (with transform options ``kw``) equal Python's value and central
+    differences of ``f`` in every argument of ``argnums`` (an int or a tuple)."""
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    v, g = funcgrad.value_and_grad(f, argnums=nums, **kw)(*args)
+    np.testing.assert_allclose(v, f(*args), rtol=1e-12, atol=1e-12)
+    for k, i in enumerate(nums):
+        want = numerical_vjp(f, args, i, 1.0, 1e-6)
+        np.testing.assert_allclose(g[k], want, rtol=1e-5, atol=1e-6, err_msg=f"argument {i}")
