@@ -71,8 +71,22 @@ def pytest_configure(config):
         import funcgrad.testing as T
         original = T._ag_check_grads
 
+        depth = [0]
+
         def both2(fun, argnum=0, modes=None, order=2):
-            return original(fun, argnum, modes=("fwd", "rev"), order=max(order or 2, 2))
+            # only the test's own call is raised to order 2: check_grads recurses through this same module name
+            # for the lower orders, and raising those again never ends (order 2 -> 1 -> 2 -> ...)
+            if depth[0]:
+                return original(fun, argnum, modes=modes, order=order)
+            check = original(fun, argnum, modes=("fwd", "rev"), order=max(order or 2, 2))
+
+            def run(*args, **kwargs):
+                depth[0] += 1
+                try:
+                    return check(*args, **kwargs)
+                finally:
+                    depth[0] -= 1
+            return run
 
         T._ag_check_grads = both2
 
