@@ -88,3 +88,33 @@ def test_run_file_counts_what_pytest_reports(tmp_path):
 def test_unknown_suite_file_is_refused():
     with pytest.raises(SystemExit, match="unknown suite files"):
         R.main(["--files", "nonsense"])
+
+
+BOTH2_SAMPLE = '''
+import numpy as np
+from funcgrad.test_util import check_grads
+
+def test_smooth():              # raised to order 2 in both modes, and it ends
+    check_grads(lambda x: np.sin(x) * x, modes=["rev"], order=1)(0.7)
+
+def test_kink_at_order_two():   # right at order 1; order 2 at abs's kink is what the strict run adds
+    check_grads(lambda x: 3.0 * np.abs(x), order=1)(0.0)
+'''
+
+
+def test_both_modes_raises_the_tests_own_order_only(tmp_path, monkeypatch):
+    # --both-modes raised every level of check_grads' recursion back to order 2, so a check never ended
+    dest = str(tmp_path)
+    with open(os.path.join(dest, "_suite_plugin.py"), "w") as fh:
+        fh.write(R.PLUGIN)
+    with open(os.path.join(dest, "pytest.ini"), "w") as fh:
+        fh.write("[pytest]\naddopts =\n")
+    with open(os.path.join(dest, "test_both2.py"), "w") as fh:
+        fh.write(BOTH2_SAMPLE)
+    monkeypatch.setenv("SUITE_DIAGNOSE", "both2")
+    rec, out = R.run_file(dest, "test_both2.py", None, [], 300, 120)
+    assert (rec["passed"], rec["failed"]) == (1, 1), out
+    assert [f["id"].split("::")[1] for f in rec["failures"]] == ["test_kink_at_order_two"], rec["failures"]
+    monkeypatch.delenv("SUITE_DIAGNOSE")
+    rec, out = R.run_file(dest, "test_both2.py", None, [], 300, 120)
+    assert (rec["passed"], rec["failed"]) == (2, 0), out
