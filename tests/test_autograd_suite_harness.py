@@ -65,14 +65,17 @@ def test_setup_error(broken):
 '''
 
 
-def test_run_file_counts_what_pytest_reports(tmp_path):
+def _suite_dir(tmp_path, name, src):
+    """A folder laid out as the harness lays out autograd's files: its plugin, a pytest.ini, one test file."""
     dest = str(tmp_path)
-    with open(os.path.join(dest, "_suite_plugin.py"), "w") as fh:
-        fh.write(R.PLUGIN)
-    with open(os.path.join(dest, "pytest.ini"), "w") as fh:
-        fh.write("[pytest]\naddopts =\n")
-    with open(os.path.join(dest, "test_sample.py"), "w") as fh:
-        fh.write(SAMPLE)
+    for fn, text in (("_suite_plugin.py", R.PLUGIN), ("pytest.ini", "[pytest]\naddopts =\n"), (name, src)):
+        with open(os.path.join(dest, fn), "w") as fh:
+            fh.write(text)
+    return dest
+
+
+def test_run_file_counts_what_pytest_reports(tmp_path):
+    dest = _suite_dir(tmp_path, "test_sample.py", SAMPLE)
     rec, out = R.run_file(dest, "test_sample.py", None, [], 300, 120)
     assert (rec["total"], rec["passed"], rec["failed"], rec["error"], rec["skipped"], rec["xfailed"]) == (
         7, 2, 2, 1, 1, 1)
@@ -104,13 +107,7 @@ def test_kink_at_order_two():   # right at order 1; order 2 at abs's kink is wha
 
 def test_both_modes_raises_the_tests_own_order_only(tmp_path, monkeypatch):
     # --both-modes raised every level of check_grads' recursion back to order 2, so a check never ended
-    dest = str(tmp_path)
-    with open(os.path.join(dest, "_suite_plugin.py"), "w") as fh:
-        fh.write(R.PLUGIN)
-    with open(os.path.join(dest, "pytest.ini"), "w") as fh:
-        fh.write("[pytest]\naddopts =\n")
-    with open(os.path.join(dest, "test_both2.py"), "w") as fh:
-        fh.write(BOTH2_SAMPLE)
+    dest = _suite_dir(tmp_path, "test_both2.py", BOTH2_SAMPLE)
     monkeypatch.setenv("SUITE_DIAGNOSE", "both2")
     rec, out = R.run_file(dest, "test_both2.py", None, [], 300, 120)
     assert (rec["passed"], rec["failed"]) == (1, 1), out
