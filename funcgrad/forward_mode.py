@@ -1011,7 +1011,7 @@ def _derived_parts(cf, primals, tangents):
         t_out = _LIN_GRAD(cf.bwd, res, tree_map(_zero_tangent, out), ts)
     except FuncgradError as e:
         raise _derived_jvp_refusal(cf, f"differentiating its bwd rule failed:\n  {e}") from None
-    return (out, t_out), (primals, ts, res, out)
+    return (out, t_out), (primals, ts, res)
 
 
 def _derive_jvp(cf):
@@ -1023,7 +1023,7 @@ def _derive_jvp(cf):
         return _derived_parts(cf, primals, tangents)
 
     def rule_bwd(state, g):
-        primals, ts, res, out = state
+        primals, ts, res = state
         g_out, g_tan = g
         n = len(primals)
         ct_p = list(cf.bwd(res, g_out)) if g_out is not None else [None] * n

@@ -269,7 +269,7 @@ class Calls:
             cv = fn.__self__
             if cv.fwd is not None and all(isinstance(r, types.FunctionType) and _is_user_code(r)
                                           for r in (cv.fwd, cv.bwd)):
-                return self.rule_pullback(cv, args, kwargs, scope, out, node)
+                return self.rule_pullback(cv, args, scope, out, node)
             raise error(P, node, f"{cv.kind} function '{cv._label}' has a VJP rule in Python only: a second "
                                  "derivative through it needs a forward-mode rule",
                         f"give it one with {cv._label}.defjvp(rule) (rule(primals, tangents) -> (out, tangent))",
@@ -939,7 +939,7 @@ class Calls:
                 if e.id in arg_leaves:
                     raise StaticArgumentNeeded(arg_leaves.index(e.id))
 
-    def rule_pullback(self, cv, args, kwargs, scope, out, node):
+    def rule_pullback(self, cv, args, scope, out, node):
         """``cv.bwd_from_args(args, g)`` in generated reverse-mode code that is differentiated again: the user's
         ``fwd`` and ``bwd`` read as helpers (JAX's higher-order semantics for ``custom_vjp``), each ``None``
         cotangent made the zero of its argument."""
