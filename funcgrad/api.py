@@ -921,13 +921,15 @@ class _FastPlan:
 
 
 def _fast_key(args):
-    """``(dtype, ndim)`` per array and ``float`` per float argument; None when any argument is anything else."""
+    """``(dtype, ndim)`` per array, ``float`` per float and ``int`` per int argument (a trip count: a plan is
+    only made for a specialization that takes every argument at run time, none fixed into the code); None when
+    any argument is anything else."""
     key = []
     for a in args:
         t = type(a)
         if t is np.ndarray:
             key.append((a.dtype, a.ndim))
-        elif t is float:
+        elif t is float or t is int:
             key.append(t)
         else:
             return None

@@ -105,3 +105,38 @@ def test_globals_fixed_into_the_code_or_changing_kind_are_seen(kw):
             np.testing.assert_allclose(t, np.sum(want), rtol=1e-10)
     finally:
         POWER, ACT, OFFSET = 2, np.sin, 0.5
+
+
+def trip_loop(a, b, n):
+    x = 0.1
+    for _ in range(n):
+        x = x + 0.01 * (a * x - b * x * x)
+    return x
+
+
+def sum_along(x, ax):
+    return np.sum(np.sum(x, axis=ax) ** 2)
+
+
+def _fd(f, args, i, h=1e-6):
+    lo, hi = list(args), list(args)
+    lo[i] -= h
+    hi[i] += h
+    return (f(*hi) - f(*lo)) / (2 * h)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=lambda k: str(k["jit"]))
+def test_int_arguments_take_the_fast_path_only_where_they_are_run_time_values(kw):
+    # a trip count is a run-time int: every n gives its own gradient through the same code
+    g = funcgrad.value_and_grad(trip_loop, argnums=(0, 1), **kw)
+    for n in [3, 50, 0, 7, 50]:
+        v, (da, db) = g(1.5, 0.7, n)
+        assert v == pytest.approx(trip_loop(1.5, 0.7, n), rel=1e-13)
+        assert da == pytest.approx(_fd(trip_loop, (1.5, 0.7, n), 0), rel=1e-6, abs=1e-12)
+        assert db == pytest.approx(_fd(trip_loop, (1.5, 0.7, n), 1), rel=1e-6, abs=1e-12)
+    # an int the code uses as an axis is fixed into it: a new value must not reuse the other axis's code
+    x = np.arange(6.0).reshape(2, 3)
+    gs = funcgrad.grad(sum_along, **kw)
+    for ax in [0, 1, 0, 1, 1]:
+        expect = np.broadcast_to(2 * np.expand_dims(np.sum(x, axis=ax), ax), x.shape)
+        np.testing.assert_allclose(gs(x, ax), expect, rtol=1e-13)
