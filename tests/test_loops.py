@@ -6,6 +6,8 @@ same generated source.
 """
 import inspect
 
+import re
+
 import numpy as np
 import pytest
 
@@ -61,9 +63,16 @@ def test_logistic_source_shows_forward_loop_and_reversed_adjoint_loop():
     assert "_tape_x[_pos_x] = x" in src                        # what the adjoint needs, on a tape
     assert "_trip1 = len(range(n))" in src                     # sized by the trip count known at loop entry
     assert "for _k1 in range(_n1):  # reversed: for _it1 in range(n):" in src
-    assert "d_b = d_b + d_t2 * x" in src and "# _t2 = b * x" in src
+    # compiled: the body's local derivatives first, then one update of each cotangent per iteration
+    assert "(local derivatives preaccumulated)" in src and "# _t2 = b * x" in src
+    assert re.search(r"_f\w* = d_b \+ d_x \* _c\w*\n", src), src
     # only what the adjoint reads is taped: not every temporary
     assert "_tape__t1" not in src and "_tape__t5" not in src
+    # run as Python, the adjoint stays statement by statement, each naming the primal line it undoes
+    gp = funcgrad.grad(L.logistic, argnums=(0, 1), mode="python")
+    gp(1.5, 0.7, 0.1, 10)
+    src = funcgrad.source(gp)
+    assert "d_b = d_b + d_t2 * x" in src and "# _t2 = b * x" in src and "preaccumulated" not in src
 
 
 def _line(tag):

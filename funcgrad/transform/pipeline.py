@@ -217,8 +217,10 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         src = module_source(header, [(fname, params + fw.params, body), (name, params, primal_body)],
                             None, line_map, operators=backend.operators_as_syntax)
     else:
+        # compiled by Numba (as far as can be told before the code exists): loop adjoints preaccumulated
+        likely = backend.effective_strategy(choose_strategy(jit, low.has_loops, low.opaque_calls))
         adj = reverse(a, list(diff_leaves), atoms, src_lookup, param_ranks=low.ranks, param_kinds=low.kinds,
-                      origins=low.origins)
+                      origins=low.origins, preaccumulate_loops=likely == "njit")
         g_params = adj.g_params
         ret = ast.Return(value=ast.Tuple(elts=[_returns(adj.outputs), ast.Tuple(elts=adj.grads, ctx=ast.Load())],
                                          ctx=ast.Load()))

@@ -48,6 +48,7 @@ from .emit import render_stmt
 from .infer import infer_kinds, infer_ranks
 from .realness import expr_maybe_complex, maybe_complex
 from .naming import RESERVED, Namer, names_in
+from .preaccumulate import preaccumulate
 from .tapes import (TAPE_DTYPES, _array_tape_pushes, _expand_markers, _marker, _needed, _preallocatable, _tape_pushes,
                     pos_of, ptr_of, save_inplace, tape_of)
 
@@ -660,7 +661,7 @@ def _rev_loop(R, s, out):
 
 
 def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_params=(), int_params=(),
-            param_ranks=None, param_kinds=None, origins=None):
+            param_ranks=None, param_kinds=None, origins=None, preaccumulate_loops=False):
     """Build the primal + adjoint of an ANF function (see the module docstring); ``origins`` names generated
     variables in the user's words in messages."""
     params = [a.arg for a in fdef.args.args]
@@ -718,6 +719,9 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
     body = _array_tape_pushes(body, prealloc, namer)
     body = _tape_pushes(body, taped - set(prealloc), namer)
     adj = _expand_markers(adj, taped, params, namer)
+    if preaccumulate_loops:   # compiled code: scalar loop bodies' adjoints as one update per iteration
+        preaccumulate(adj, set(R.d_to_name), namer,
+                      lambda dn: R.ranks.get(R.d_to_name[dn]) == 0 and dn not in R.cplx)
     adj = [ast.Assign(targets=[ast.Name(ptr_of(namer, n), ast.Store())],
                       value=ast.Name(pos_of(namer, n), ast.Load()) if n in prealloc else
                       ast.Call(func=ast.Name("len", ast.Load()), args=[ast.Name(tape_of(namer, n), ast.Load())],
