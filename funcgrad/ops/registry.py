@@ -44,7 +44,8 @@ import numpy as np
 from ..kernels import cpu as _cpu_kernels
 
 __all__ = ["Primitive", "defvjp", "primitive", "vjp", "d", "t", "lookup", "registry", "alias", "nondiff",
-           "is_nondiff", "define", "definition", "Definition", "RUNTIME", "when_imported"]
+           "is_nondiff", "define", "definition", "Definition", "RUNTIME", "when_imported", "template_calls",
+           "rules_calling", "definitions_calling"]
 
 
 class _Cotangents:
@@ -400,6 +401,49 @@ def by_name(name: str) -> Primitive | None:
 def registry() -> dict[str, Primitive]:
     """All primitives registered so far, by name (after ``import funcgrad``: every one)."""
     return dict(_BY_NAME)
+
+
+def template_calls(tpl: Template):
+    """Every call in a template's VJP lines and JVP line: ``(part, dotted_name, obj)`` with ``part`` "vjp" or
+    "jvp" and ``obj`` what the name resolves to in the template's globals (``None`` when it does not)."""
+    import builtins
+    out = []
+    for part, body in (("vjp", tpl.body), ("jvp", tpl.jvp_body or [])):
+        for stmt in body:
+            for node in ast.walk(stmt):
+                if not isinstance(node, ast.Call):
+                    continue
+                fn, attrs = node.func, []
+                while isinstance(fn, ast.Attribute):
+                    attrs.append(fn.attr)
+                    fn = fn.value
+                if not isinstance(fn, ast.Name) or fn.id in ("d", "t"):
+                    continue
+                obj = tpl.globals.get(fn.id, getattr(builtins, fn.id, None))
+                for a in reversed(attrs):
+                    obj = getattr(obj, a, None)
+                out.append((part, ".".join([fn.id] + attrs[::-1]), obj))
+    return out
+
+
+def rules_calling(prim: Primitive) -> list:
+    """The primitives whose VJP or JVP template calls ``prim`` (a helper kernel inside their rules)."""
+    _run_deferred()
+    return [p for p in _BY_NAME.values() if p is not prim and p.template is not None
+            and any(lookup(obj) is prim for _, _, obj in template_calls(p.template) if obj is not None)]
+
+
+def definitions_calling(prim: Primitive) -> list:
+    """The keys (functions users call: ``scipy.linalg.solve_banded``) whose :func:`define` definition calls the
+    primitive ``prim`` directly."""
+    _run_deferred()
+    keys = []
+    for key, dfn in _DEFINED.values():
+        g = getattr(dfn.fn, "__globals__", {})
+        if any(lookup(g.get(n)) is prim for n in getattr(getattr(dfn.fn, "__code__", None), "co_names", ())
+               if callable(g.get(n))):
+            keys.append(key)
+    return keys
 
 
 def evaluate_jvp(prim: Primitive, args, kwargs, tangents: dict):

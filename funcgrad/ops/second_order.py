@@ -334,3 +334,202 @@ def unconcatenate(g, arrays, axis=0):
 @kernel_definition("sqrtm_jvp")
 def sqrtm_jvp(t, y):
     return sla.solve_sylvester(y, y, t)
+
+
+# ----------------------------------------------------------------------------- scipy.linalg: triangular and Cholesky
+# solves. The rules of solve_triangular, cho_solve and cho_factor call these kernels in both their VJP and JVP
+# lines; generated code read back (hessian, grad of grad, a gradient taken inside a differentiated function)
+# differentiates them through these definitions.
+def _tri_part(x, lower, unit_diagonal):
+    """The triangle of ``x`` a triangular solve reads (without the diagonal when it is taken as ones)."""
+    k = -1 if unit_diagonal else 0
+    if lower:
+        return np.tril(x, k)
+    return np.triu(x, -k)
+
+
+def _tri_solve(c, b, lower, trans=0):
+    return L.solve_triangular(c, b, trans, lower, False)
+
+
+@kernel_definition("solve_triangular_like")
+def solve_triangular_like(a, z, b, trans=0, lower=False, unit_diagonal=False):
+    if b.ndim == 1 and z.ndim > 1:
+        return L.solve_triangular(a, z[..., None], trans, lower, unit_diagonal)[..., 0]
+    return L.solve_triangular(a, z, trans, lower, unit_diagonal)
+
+
+@kernel_definition("solve_triangular_vjp_a")
+def solve_triangular_vjp_a(u, y, a, b, trans=0, lower=False, unit_diagonal=False):
+    if trans == 0:
+        return _tri_part(-solve_outer(u, y, b), lower, unit_diagonal)
+    return _tri_part(-solve_outer(y, u, b), lower, unit_diagonal)
+
+
+@kernel_definition("triangular_matmul")
+def triangular_matmul(t, y, b, trans=0, lower=False, unit_diagonal=False):
+    m = _tri_part(t, lower, unit_diagonal)
+    if trans == 0:
+        return matmul_like(m, y, b)
+    return matmul_like(mT(m), y, b)
+
+
+@kernel_definition("cho_solve_like")
+def cho_solve_like(c, z, b, lower=False):
+    if b.ndim == 1 and z.ndim > 1:
+        return L.cho_solve(c, z[..., None], lower)[..., 0]
+    return L.cho_solve(c, z, lower)
+
+
+@kernel_definition("cho_solve_vjp_c")
+def cho_solve_vjp_c(u, x, c, b, lower=False):
+    ga = -solve_outer(u, x, b)
+    gs = ga + mT(ga)
+    if lower:
+        return np.tril(gs @ np.tril(c))
+    return np.triu(np.triu(c) @ gs)
+
+
+@kernel_definition("cho_solve_jvp_c")
+def cho_solve_jvp_c(t, x, c, b, lower=False):
+    if lower:
+        tc = np.tril(t)
+        cc = np.tril(c)
+        return matmul_like(tc @ mT(cc) + cc @ mT(tc), x, b)
+    tc = np.triu(t)
+    cc = np.triu(c)
+    return matmul_like(mT(tc) @ cc + mT(cc) @ tc, x, b)
+
+
+@kernel_definition("cholesky_vjp")
+def cholesky_vjp(g, c, upper=False):
+    lo = mT(c) if upper else c
+    gl = mT(g) if upper else g
+    x = mT(lo) @ gl
+    p = np.tril(x) - 0.5 * x * np.eye(x.shape[-1], dtype=x.dtype)     # the lower triangle, diagonal halved
+    s = _tri_solve(lo, mT(_tri_solve(lo, mT(p), True, 1)), True, 1)    # L^-T p L^-1
+    return L.fold_triangle(0.5 * (s + mT(s)), not upper)
+
+
+@kernel_definition("cho_factor_vjp")
+def cho_factor_vjp(g, c, lower=False):
+    if lower:
+        return cholesky_vjp(np.tril(g), np.tril(c), False) + np.triu(g, 1)
+    return cholesky_vjp(np.triu(g), np.triu(c), True) + np.tril(g, -1)
+
+
+@kernel_definition("cho_factor_jvp")
+def cho_factor_jvp(t, c, lower=False):
+    if lower:
+        return cholesky_jvp(t, np.tril(c), False) + np.triu(t, 1)
+    return cholesky_jvp(t, np.triu(c), True) + np.tril(t, -1)
+
+
+# ----------------------------------------------------------------------------- matrix_power, expm, sqrtm
+def _power_sum(a, t, n):
+    """sum_k a^k t a^(n-1-k), k = 0..n-1 (the derivative of a^n along t)."""
+    acc = 0.0 * (a @ t)
+    for k in range(n):
+        acc = acc + np.linalg.matrix_power(a, k) @ t @ np.linalg.matrix_power(a, n - 1 - k)
+    return acc
+
+
+@kernel_definition("matrix_power_jvp")
+def matrix_power_jvp(t, a, n):
+    if n == 0:
+        return 0.0 * t
+    if n > 0:
+        return _power_sum(a, t, n)
+    b = np.linalg.inv(a)
+    return _power_sum(b, -(b @ t @ b), -n)
+
+
+@kernel_definition("matrix_power_vjp")
+def matrix_power_vjp(g, a, n):
+    if n == 0:
+        return 0.0 * a
+    if n > 0:
+        return _power_sum(mT(a), g, n)
+    b = np.linalg.inv(a)
+    return -(mT(b) @ _power_sum(mT(b), g, -n) @ mT(b))
+
+
+@kernel_definition("expm_jvp")
+def expm_jvp(t, a):
+    """The Frechet derivative of expm at ``a`` along ``t``: the upper right block of expm([[a, t], [0, a]])."""
+    n = a.shape[-1]
+    big = np.concatenate([np.concatenate([a, t], axis=-1), np.concatenate([0.0 * t, a], axis=-1)], axis=-2)
+    return sla.expm(big)[..., :n, n:]
+
+
+@kernel_definition("expm_vjp")
+def expm_vjp(g, a):
+    return expm_jvp(g, mT(a))
+
+
+@kernel_definition("sqrtm_vjp")
+def sqrtm_vjp(g, y):
+    return sla.solve_sylvester(mT(y), mT(y), g)
+
+
+# ----------------------------------------------------------------------------- scipy.linalg.solve_banded
+# ab[r, j] = a[j + r - u, j]: row r of the banded storage is the diagonal at offset s = r - u below the main one,
+# its entries j in [max(0, -s), min(n, n - s)).
+def _band_cols(n, s):
+    return max(0, -s), min(n, n - s)
+
+
+def _band_transpose(ab, l, u):  # noqa: E741
+    """The banded storage of a^T (bands (u, l)) from that of a (bands (l, u))."""
+    n = ab.shape[-1]
+    rows = []
+    for r in range(l + u + 1):
+        s = r - l                       # a^T's row r holds a's row l + u - r, shifted by s columns
+        src = ab[l + u - r]
+        k = min(abs(s), n)
+        if s >= 0:
+            rows.append(np.concatenate([src[k:], 0.0 * src[:k]]))
+        else:
+            rows.append(np.concatenate([0.0 * src[:k], src[:n - k]]))
+    return np.stack(rows)
+
+
+@kernel_definition("banded_matmul")
+def banded_matmul(t, y, l=1, u=1):  # noqa: E741
+    """``a(t) @ y`` for a matrix ``t`` in banded storage."""
+    yy = y if y.ndim > 1 else y[:, None]
+    n = t.shape[-1]
+    out = 0.0 * (t[0, :, None] * yy)
+    for r in range(l + u + 1):
+        s = r - u
+        lo, hi = _band_cols(n, s)
+        if hi > lo:   # entry j of the diagonal multiplies y[j] into row j + s
+            term = t[r, lo:hi, None] * yy[lo:hi]
+            out = out + np.concatenate([0.0 * out[:lo + s], term, 0.0 * out[hi + s:]], axis=0)
+    if y.ndim > 1:
+        return out
+    return out[:, 0]
+
+
+@kernel_definition("solve_banded_vjp_b")
+def solve_banded_vjp_b(g, ab, b, l=1, u=1):  # noqa: E741
+    """Cotangent of ``b``: a^-T g."""
+    return L.solve_banded(_band_transpose(ab, l, u), g, u, l)
+
+
+@kernel_definition("solve_banded_vjp_ab")
+def solve_banded_vjp_ab(v, y, ab, b, l=1, u=1):  # noqa: E741
+    """Cotangent of the banded storage given ``v = a^-T g``: -v y^T on the bands, in ab's layout."""
+    vv = v if v.ndim > 1 else v[:, None]
+    yy = y if y.ndim > 1 else y[:, None]
+    n = ab.shape[-1]
+    rows = []
+    for r in range(l + u + 1):
+        s = r - u
+        lo, hi = _band_cols(n, s)
+        if hi > lo:
+            row = -np.sum(vv[lo + s:hi + s] * yy[lo:hi], axis=-1)
+            rows.append(np.concatenate([0.0 * ab[r, :lo], row, 0.0 * ab[r, hi:]]))
+        else:
+            rows.append(0.0 * ab[r])
+    return np.stack(rows)

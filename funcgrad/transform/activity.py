@@ -13,9 +13,11 @@ from __future__ import annotations
 import ast
 import linecache
 
+import numpy as np
+
 from . import annotations as A
 from ..errors import NoDerivativeError
-from ..ops.registry import is_nondiff
+from ..ops.registry import definitions_calling, is_nondiff, rules_calling
 from .public_names import public_name
 
 # numpy functions whose result is piecewise constant in their inputs: zero derivative
@@ -64,7 +66,7 @@ class Activity:
             act = any(self.is_active(a) for a in args)
             if prim is not None:
                 if prim.template is None and act:
-                    raise self.nd_error(stmt, f"'{prim.name}' has no registered derivative rule")
+                    raise self.no_second_derivative(prim, stmt)
                 if prim.name == "stop_gradient":
                     return False
                 if prim.template is not None and not prim.template.diff_params:
@@ -100,11 +102,34 @@ class Activity:
                              hint=f"keep '{p}' independent of the differentiated inputs "
                                   "(funcgrad.stop_gradient), or give the call a rule with funcgrad.custom_vjp")
 
-    def nd_error(self, stmt, msg, hint="give it a rule with funcgrad.custom_vjp, or register a primitive"):
+    def no_second_derivative(self, prim, stmt):
+        """The refusal of a differentiated value flowing into a primitive with no rule. Users never call such a
+        primitive: it is a helper kernel inside another primitive's derivative rule, reached when funcgrad
+        differentiates code it generated (a second derivative). The refusal names the functions the user called
+        whose rules use it (``scipy.linalg.solve_banded``), never the helper."""
+        users = _user_names(prim, set())
+        if not users:
+            return self.nd_error(stmt, f"'{display_name(prim)}' has no registered derivative rule")
+        text = _line_text(*self._where(stmt))
+        called = [u for u in users if text and u.rsplit(".", 1)[-1] + "(" in text.replace(" ", "")]
+        users = called or users       # the ones the user's line calls, when it names them
+        what = " / ".join(users)
+        return self.nd_error(
+            stmt, f"{what}: second derivatives are not supported (its derivative has no derivative of its own, "
+                  "which hessian, hvp, grad of grad, jvp of jvp, an order-2 check_grads or a gradient taken inside a "
+                  "differentiated function need)",
+            hint=f"differentiate {users[0]} once only, or give the computation a rule with funcgrad.custom_vjp whose "
+                 "backward pass is itself differentiable")
+
+    def _where(self, stmt):
+        """The user's ``(file, line)`` of a statement."""
         where = A.get(stmt.value, A.SRC, None) or A.get(stmt, A.SRC, None)
         if not where and A.get(stmt, A.FILE, None) and getattr(stmt, "lineno", None):
             where = (A.get(stmt, A.FILE), stmt.lineno)   # a helper's line: in the helper's file
-        fn, line = where if where else self.src_lookup(stmt)
+        return where if where else self.src_lookup(stmt)
+
+    def nd_error(self, stmt, msg, hint="give it a rule with funcgrad.custom_vjp, or register a primitive"):
+        fn, line = self._where(stmt)
         return NoDerivativeError(f"{msg}\n  hint: {hint}", fn, line, _line_text(fn, line))
 
 
@@ -117,6 +142,29 @@ def display_name(prim):
         name = public_name(key)
         return "np." + name[len("numpy."):] if name.startswith("numpy.") else name
     return prim.name
+
+
+def _user_names(prim, seen):
+    """The functions users call whose derivative rules use the helper primitive ``prim``: the rule's own key
+    (``np.linalg.norm``), the functions defined over it (``scipy.linalg.solve_banded``), and for a rule that is
+    itself a helper inside another rule, that rule's users."""
+    out = []
+    for rule in rules_calling(prim):
+        if rule.name in seen:
+            continue
+        seen.add(rule.name)
+        names = [display_name(rule)] if display_name(rule) != rule.name else []
+        names += [_np_name(public_name(k)) for k in definitions_calling(rule)]
+        if not names:
+            names = _user_names(rule, seen)
+        if not names and callable(getattr(np, rule.name, None)):   # a call form normalize rewrites (np.einsum)
+            names = [f"np.{rule.name}"]
+        out += [n for n in names if n not in out]
+    return out
+
+
+def _np_name(name):
+    return "np." + name[len("numpy."):] if name.startswith("numpy.") else name
 
 
 def _line_text(fn, line):

@@ -1,0 +1,320 @@
+"""Second derivatives through the helper kernels that derivative rules call.
+
+A rule's VJP or JVP template may call a funcgrad-internal helper kernel (``banded_matmul`` in the JVP line of
+``scipy.linalg.solve_banded``). First-order code calls the kernel as it is; second-order code (hessian, hvp,
+grad of grad, an order-2 check_grads, a gradient taken inside a differentiated function) differentiates the
+generated code again, so each helper needs a derivative of its own: a definition over primitives
+(funcgrad/ops/second_order.py) or a rule. The registry test below walks every rule's templates so a helper
+without one cannot come back unnoticed; the helpers still without one are listed, and their refusal is checked
+to name the function the user called, at the user's line.
+"""
+import numpy as np
+import pytest
+import scipy.linalg as sla
+
+import funcgrad
+import funcgrad.kernels.cpu as K
+from funcgrad.errors import NoDerivativeError
+from funcgrad.ops import registry as R
+from funcgrad.testing import check_grads
+
+from support import tagged_line
+
+RNG = np.random.default_rng(20240916)
+MODES = [dict(mode="auto"), dict(mode="python"), dict(jit=False)]
+MODE_IDS = ["auto", "python", "nojit"]
+
+# Helpers that rule templates call and that still have no derivative of their own: second derivatives through
+# them are refused, naming the user's function (test_refusal_names_the_users_function). Adding a helper to a
+# template means giving it a definition in funcgrad/ops/second_order.py (or a rule), or listing it here.
+REFUSED = {
+    # reverse mode read back (a gradient taken inside a differentiated function) only
+    "eigh_vjp", "eig_vjp", "svd_vjp", "pinv_vjp", "norm_vjp", "einsum_vjp", "einsum_tangent_vjp", "unjoin",
+    "written_along_axis", "log_softmax_grad", "logsumexp_grad", "nll_grad", "softmax_grad_y",
+    "batch_norm_grad_gamma", "layer_norm_grad_gamma", "layer_norm_grad_beta", "dirichlet_logpdf_grad",
+    "mvn_entropy_grad", "mvn_logpdf_grad",
+    # also in JVP lines: hessian and order-2 check_grads of these are refused
+    "qr_vjp", "qr_jvp", "einsum_tangent2", "gelu_grad2", "mse_grad", "huber_grad", "cross_entropy_grad",
+    "cross_entropy_grad_target", "binary_cross_entropy_grad", "binary_cross_entropy_grad_target",
+    "binary_cross_entropy_with_logits_grad", "binary_cross_entropy_with_logits_grad_target",
+    "batch_norm_grad_input", "layer_norm_grad_input",
+}
+
+
+def _helpers_without_a_derivative():
+    """``{helper name: [(rule name, "vjp" or "jvp"), ...]}`` for every registered primitive a rule template calls
+    that has neither a template of its own nor a definition of its kernel over primitives."""
+    import scipy.special, scipy.stats, scipy.signal, scipy.integrate  # noqa: F401,E401  (their deferred rules)
+    R._run_deferred()
+    out = {}
+    for name, prim in sorted(R.registry().items()):
+        if prim.template is None:
+            continue
+        for part, _, obj in R.template_calls(prim.template):
+            helper = R.lookup(obj) if obj is not None and callable(obj) else None
+            if helper is None or helper.template is not None:
+                continue
+            kernel = getattr(K, helper.name, None)
+            if kernel is not None and R.definition(kernel) is not None:
+                continue
+            out.setdefault(helper.name, []).append((name, part))
+    return out
+
+
+def test_every_helper_a_rule_calls_has_a_derivative_or_is_refused_by_name():
+    missing = _helpers_without_a_derivative()
+    unlisted = {h: users for h, users in missing.items() if h not in REFUSED}
+    assert not unlisted, ("rule templates call helper kernels with no derivative of their own (second derivatives "
+                          f"through them fail with an internal name): {unlisted}; define each over primitives in "
+                          "funcgrad/ops/second_order.py")
+    stale = REFUSED - set(missing)
+    assert not stale, f"these helpers have a derivative now: take them off REFUSED: {sorted(stale)}"
+
+
+def test_the_walk_sees_the_banded_helpers():
+    # the walk reads both lines of a template: solve_banded's VJP helpers and its JVP helper
+    calls = {(part, R.lookup(obj).name) for part, _, obj in R.template_calls(R.by_name("solve_banded").template)
+             if obj is not None and R.lookup(obj) is not None}
+    assert {("vjp", "solve_banded_vjp_b"), ("vjp", "solve_banded_vjp_ab"), ("jvp", "banded_matmul")} <= calls
+
+
+# ----------------------------------------------------------------------------- definitions compute the kernels' values
+def _spd(n):
+    a = RNG.normal(size=(n, n))
+    return a @ a.T + 3 * np.eye(n)
+
+
+def _definition_cases():
+    n = 5
+    for lu in [(1, 1), (0, 2), (2, 0), (1, 3)]:
+        l, u = lu
+        ab = RNG.normal(size=(l + u + 1, n))
+        ab[u] += 5.0
+        for bs in [(n,), (n, 2)]:
+            y = RNG.normal(size=bs)
+            yield "banded_matmul", (RNG.normal(size=ab.shape), y, l, u)
+            yield "solve_banded_vjp_b", (RNG.normal(size=bs), ab, y, l, u)
+            yield "solve_banded_vjp_ab", (RNG.normal(size=bs), y, ab, y, l, u)
+    a3, t3 = np.tril(_spd(3)), RNG.normal(size=(3, 3))
+    for trans in (0, 1):
+        for lower in (False, True):
+            for unit in (False, True):
+                for bs in [(3,), (3, 2)]:
+                    b = RNG.normal(size=bs)
+                    yield "solve_triangular_like", (a3 if lower else a3.T, RNG.normal(size=bs), b, trans, lower, unit)
+                    yield "solve_triangular_vjp_a", (RNG.normal(size=bs), RNG.normal(size=bs), a3, b, trans, lower,
+                                                     unit)
+                    yield "triangular_matmul", (t3, RNG.normal(size=bs), b, trans, lower, unit)
+    for lower in (False, True):
+        c = np.linalg.cholesky(_spd(3))
+        c = c if lower else c.T
+        for bs in [(3,), (3, 2)]:
+            b = RNG.normal(size=bs)
+            yield "cho_solve_like", (c, RNG.normal(size=bs), b, lower)
+            yield "cho_solve_vjp_c", (RNG.normal(size=bs), RNG.normal(size=bs), c, b, lower)
+            yield "cho_solve_jvp_c", (t3, RNG.normal(size=bs), c, b, lower)
+        fac = K.cho_factor(_spd(3), lower)
+        yield "cho_factor_vjp", (t3, fac, lower)
+        yield "cho_factor_jvp", (t3, fac, lower)
+        yield "cholesky_vjp", (t3, np.linalg.cholesky(_spd(3), upper=not lower), not lower)
+    a = RNG.normal(size=(3, 3))
+    for p in (0, 1, 3, -2):
+        yield "matrix_power_jvp", (t3, a, p)
+        yield "matrix_power_vjp", (t3, a, p)
+    yield "expm_jvp", (t3, a)
+    yield "expm_vjp", (t3, a)
+    yield "sqrtm_vjp", (t3, sla.sqrtm(_spd(3)))
+
+
+@pytest.mark.parametrize("name, args", list(_definition_cases()))
+def test_each_new_definition_computes_its_kernels_value(name, args):
+    from funcgrad.ops import second_order as SO
+    got, want = getattr(SO, name)(*args), getattr(K, name)(*args)
+    assert np.shape(got) == np.shape(want)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11)
+
+
+# ----------------------------------------------------------------------------- second derivatives against differences
+def _fd_jacobian_of(g, x, eps=1e-5):
+    """Central differences of the gradient function ``g`` at ``x``: shape x.shape + x.shape."""
+    cols = []
+    for k in range(x.size):
+        e = np.zeros(x.size)
+        e[k] = eps
+        e = e.reshape(x.shape)
+        cols.append((np.asarray(g(x + e)) - np.asarray(g(x - e))).reshape(-1) / (2 * eps))
+    return np.stack(cols, axis=-1).reshape(x.shape + x.shape)
+
+
+def _banded(l, u, n=5):  # noqa: E741
+    ab = RNG.normal(size=(l + u + 1, n))
+    ab[u] += 5.0           # diagonally dominant
+    return ab
+
+
+_AB = _banded(1, 2)
+_B1 = RNG.normal(size=5)
+_B2 = RNG.normal(size=(5, 2))
+_C = RNG.normal(size=(5, 2))
+
+
+def banded_in_ab(ab):
+    return np.sum(np.sin(sla.solve_banded((1, 2), ab, _B1)))
+
+
+def banded_in_b(b):
+    return np.sum(np.cos(sla.solve_banded((1, 2), _AB, b)) * _C)
+
+
+def banded_both(ab, b):
+    y = sla.solve_banded((1, 2), ab, b)
+    return np.sum(y * y * _C) + np.sum(np.sin(ab))
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+@pytest.mark.parametrize("f, x", [(banded_in_ab, _AB), (banded_in_b, _B2)], ids=["ab", "b"])
+def test_hessian_of_solve_banded_matches_differences_of_the_gradient(f, x, kw):
+    H = funcgrad.hessian(f, **kw)(x)
+    want = _fd_jacobian_of(funcgrad.grad(f, **kw), x)
+    np.testing.assert_allclose(H, want, rtol=1e-5, atol=1e-6)
+    assert np.abs(H).max() > 1e-2          # not trivially zero
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_order_2_check_grads_of_solve_banded_in_both_modes(kw):
+    for lu in [(1, 1), (0, 2), (2, 1)]:
+        ab = _banded(*lu, n=4)
+
+        def f(ab, b):
+            return np.sum(np.tanh(sla.solve_banded(lu, ab, b)))
+        check_grads(f, (ab, RNG.normal(size=4)), order=2, modes=("fwd", "rev"), **kw)
+        check_grads(f, (ab, RNG.normal(size=(4, 3))), order=2, modes=("fwd", "rev"), **kw)
+
+
+def test_autograd_style_order_2_check_of_solve_banded():
+    # the form HIPS autograd's test_scipy.py::test_solve_banded uses, raised to both modes
+    def fun(ab, b):
+        return sla.solve_banded((1, 1), ab, b)
+    check_grads(fun, 0, modes=("fwd", "rev"), order=2)(_banded(1, 1, 4), RNG.normal(size=4))
+    check_grads(fun, 1, modes=("fwd", "rev"), order=2)(_banded(1, 1, 4), RNG.normal(size=4))
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_grad_of_grad_and_grad_inside_of_solve_banded(kw):
+    def f(s):
+        return np.sum(np.sin(sla.solve_banded((1, 2), _AB * s, _B1)))
+
+    got = funcgrad.grad(funcgrad.grad(f, **kw), **kw)(1.3)
+    h = 1e-4
+    want = (funcgrad.grad(f, **kw)(1.3 + h) - funcgrad.grad(f, **kw)(1.3 - h)) / (2 * h)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+    def outer(b):   # reverse mode over reverse mode: the VJP helpers differentiated
+        return np.sum(funcgrad.grad(banded_in_b)(b) ** 2)
+    np.testing.assert_allclose(funcgrad.grad(outer, **kw)(_B2), _fd_of_scalar(outer, _B2), rtol=1e-5, atol=1e-6)
+
+
+def _fd_of_scalar(f, x, eps=1e-5):
+    g = np.zeros(x.size)
+    for k in range(x.size):
+        e = np.zeros(x.size)
+        e[k] = eps
+        e = e.reshape(x.shape)
+        g[k] = (f(x + e) - f(x - e)) / (2 * eps)
+    return g.reshape(x.shape)
+
+
+_S = _spd(3)
+_A3 = RNG.normal(size=(3, 3))
+_V3 = RNG.normal(size=3)
+
+
+def tri_loss(a):
+    return np.sum(np.sin(sla.solve_triangular(a, _V3, lower=True))) + np.sum(
+        sla.solve_triangular(a, _A3, trans="T", unit_diagonal=True) ** 2)
+
+
+def cho_solve_loss(c):
+    return np.sum(np.sin(sla.cho_solve((c, True), _V3))) + np.sum(sla.cho_solve((c, False), _A3) ** 2)
+
+
+def cho_factor_loss(a):
+    c, low = sla.cho_factor(a @ a.T + 3 * np.eye(3), lower=True)
+    return np.sum(np.sin(c))
+
+
+def expm_loss(a):
+    return np.sum(np.sin(sla.expm(0.5 * a)))
+
+
+def power_loss(a):
+    return np.sum(np.sin(np.linalg.matrix_power(a, 3))) + np.sum(np.linalg.matrix_power(a + 3 * np.eye(3), -2))
+
+
+_SECOND = [(tri_loss, np.tril(_S)), (cho_solve_loss, np.linalg.cholesky(_S)), (cho_factor_loss, _A3),
+           (expm_loss, _A3), (power_loss, _A3)]
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+@pytest.mark.parametrize("f, x", _SECOND, ids=[f.__name__ for f, _ in _SECOND])
+def test_hessian_through_the_other_helpers_matches_differences_of_the_gradient(f, x, kw):
+    H = funcgrad.hessian(f, **kw)(x)
+    np.testing.assert_allclose(H, _fd_jacobian_of(funcgrad.grad(f, **kw), x), rtol=1e-5, atol=1e-6)
+
+
+def tri_vec(a):
+    return np.sum(np.sin(sla.solve_triangular(a, _V3, lower=True)))
+
+
+def tri_mat(a):
+    return np.sum(sla.solve_triangular(a, _A3, trans="T", unit_diagonal=True) ** 2)
+
+
+def cho_vec(c):
+    return np.sum(np.sin(sla.cho_solve((c, True), _V3)))
+
+
+def cho_mat(c):
+    return np.sum(sla.cho_solve((c, False), _A3) ** 2)
+
+
+# one right-hand-side shape per function: see test_reverse_over_reverse_with_two_rhs_shapes_in_one_function
+_INSIDE = [(tri_vec, np.tril(_S)), (tri_mat, np.triu(_S)), (cho_vec, np.linalg.cholesky(_S)),
+           (cho_mat, np.linalg.cholesky(_S).T), (cho_factor_loss, _A3),
+           (expm_loss, _A3), (power_loss, _A3), (lambda a: np.sum(np.linalg.cholesky(_S + a @ a.T) * _A3), _A3),
+           (lambda a: np.sum(np.sin(sla.sqrtm(_S + a @ a.T))), _A3)]
+
+
+@pytest.mark.parametrize("f, x", _INSIDE, ids=["tri_vec", "tri_mat", "cho_vec", "cho_mat", "cho_factor", "expm", "power",
+                                               "cholesky", "sqrtm"])
+def test_reverse_over_reverse_through_the_vjp_helpers(f, x):
+    def outer(a):
+        return np.sum(funcgrad.grad(f)(a) ** 2)
+    np.testing.assert_allclose(funcgrad.grad(outer, mode="python")(x), _fd_of_scalar(outer, x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.xfail(strict=True, raises=np.exceptions.AxisError,
+                   reason="known, older than these helpers (np.linalg.solve too): reverse mode over a gradient taken "
+                          "inside, of a function solving with a vector and a matrix right-hand side, fails in NumPy")
+def test_reverse_over_reverse_with_two_rhs_shapes_in_one_function():
+    def outer(a):
+        return np.sum(funcgrad.grad(tri_loss)(a) ** 2)
+    np.testing.assert_allclose(funcgrad.grad(outer, mode="python")(np.tril(_S)), _fd_of_scalar(outer, np.tril(_S)),
+                               rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- refusals in the user's terms
+def qr_loss(a):
+    return np.sum(np.sin(np.linalg.qr(a)[1]))  # LINE: qr
+
+
+def test_refusal_names_the_users_function():
+    with pytest.raises(NoDerivativeError) as ei:
+        funcgrad.hessian(qr_loss)(_A3)
+    msg = str(ei.value)
+    assert "np.linalg.qr: second derivatives are not supported" in msg
+    assert f"{__file__}:{tagged_line(__file__, 'qr')}:" in msg
+    assert "qr_jvp" not in msg and "qr_vjp" not in msg and "registered" not in msg
+    with pytest.raises(NoDerivativeError) as ei:
+        check_grads(qr_loss, (_A3,), order=2, modes=("fwd", "rev"))
+    assert "np.linalg.qr: second derivatives are not supported" in str(ei.value)
