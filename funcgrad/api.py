@@ -903,7 +903,10 @@ class _ValueAndGrad(_Transformed):
         result = []
         for g, i in zip(grads, plan.nums):
             x = args[i]
-            if not (type(x) is np.ndarray and type(g) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape):
+            tx = type(x)
+            if tx is float and type(g) is float:
+                pass
+            elif not (tx is np.ndarray and type(g) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape):
                 g = _match(g, x)
             result.append(g)
         g = result[0] if plan.single else tuple(result)
