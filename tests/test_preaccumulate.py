@@ -79,10 +79,21 @@ def float_power(a, b, n):
     return x
 
 
+def ring(a, b, n):
+    # eight carried scalars, each step mixing all of them: a dense 8x8 local Jacobian, more coefficients than
+    # the statement-by-statement adjoint has operations, so the rewrite leaves it alone
+    x0, x1, x2, x3, x4, x5, x6, x7 = a, b, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6
+    for _ in range(n):
+        m = (x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7) * 0.125
+        x0, x1, x2, x3, x4, x5, x6, x7 = (x1 * m, x2 * m + a, x3 * m, x4 * m, x5 * m, x6 * m, x7 * m * b,
+                                          x0 * m)
+    return x0 + x3 * x5 - x7
+
+
 CASES = [(logistic, (1.5, 0.7, 40)), (two_carried, (0.3, 0.2, 25)), (transcendental, (0.4, 1.3, 15)),
          (accumulate_only, (0.8, 0.3, 10)), (nested, (0.6, 0.9, 6)), (branchy, (0.13, 0.6, 12)),
          (reads_body_temp_after, (0.5, 0.9, 9)), (float_power, (0.7, 0.4, 10)),
-         (logistic, (1.5, 0.7, 0)), (two_carried, (0.3, 0.2, 1))]
+         (logistic, (1.5, 0.7, 0)), (two_carried, (0.3, 0.2, 1)), (ring, (0.9, 1.1, 5))]
 REWRITTEN = {logistic, two_carried, transcendental, accumulate_only, nested, reads_body_temp_after, float_power}
 
 

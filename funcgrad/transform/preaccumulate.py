@@ -15,8 +15,10 @@ Guarantees: a body is rewritten only when every statement is an assignment to a 
 touches no cotangent (the tape restores), every cotangent it reads or writes is a scalar (rank 0), and
 every cotangent-valued expression is linear in the grammar of the emitted adjoint (names, ``+``, ``-``,
 unary ``-``, a product or quotient by a cotangent-free factor, ``K.zeros_like`` of a primal, ``K.copy``);
-anything else leaves the loop as it is. Coefficients are computed where the statement they come from
-stood, so they read the primal values that statement read.
+anything else leaves the loop as it is, and so does a body whose rewrite a simple cost model (the longest
+chain through a carried cotangent against the operation count) does not expect to be faster: with many
+carried cotangents every coefficient is an entry of a dense Jacobian. Coefficients are
+computed where the statement they come from stood, so they read the primal values that statement read.
 """
 from __future__ import annotations
 
@@ -199,6 +201,52 @@ class _Body:
             self.out.append(ast.Assign(targets=[ast.Name(t, ast.Store())], value=ast.Name(tmp, ast.Load())))
 
 
+_LATENCY = 4      # cycles of a dependent floating-point operation
+_PER_CYCLE = 2    # independent operations a core retires per cycle
+
+
+def _cost(body, carried, cot):
+    """Cycles per iteration, as a model: the longer of the carried cotangents' longest cycle (latency-bound:
+    each operation on it waits for the one before) and the operation count (throughput-bound)."""
+    ops = 0
+    worst = 0
+    for c in carried:
+        depth = {c: 0}   # longest chain of operations from ``c`` on entry to each name
+        for st in body:
+            if not (isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name)):
+                continue
+            t = st.targets[0].id
+            d = _chain(st.value, depth)
+            if d is not None:
+                depth[t] = d
+            elif t in depth:
+                del depth[t]
+        # the value ``c`` ends the iteration with (the final assignments write it from a temporary)
+        worst = max(worst, depth.get(c, 0) if any(
+            isinstance(st, ast.Assign) and st.targets[0].id == c for st in body if isinstance(st, ast.Assign)) else 0)
+    for st in body:
+        if isinstance(st, ast.Assign):
+            ops += sum(isinstance(n, (ast.BinOp, ast.UnaryOp)) for n in ast.walk(st.value))
+    return max(_LATENCY * worst, ops / _PER_CYCLE)
+
+
+def _chain(e, depth):
+    """The longest chain of operations from the tracked value to ``e`` (None when ``e`` does not depend on it)."""
+    if isinstance(e, ast.Name):
+        return depth.get(e.id)
+    if isinstance(e, ast.BinOp):
+        a, b = _chain(e.left, depth), _chain(e.right, depth)
+        if a is None and b is None:
+            return None
+        return max(x for x in (a, b) if x is not None) + 1
+    if isinstance(e, ast.UnaryOp):
+        a = _chain(e.operand, depth)
+        return None if a is None else a + 1
+    if _is_k_call(e, "copy"):
+        return _chain(e.args[0], depth)
+    return None
+
+
 def _loads(nodes, skip):
     out = set()
     stack = list(nodes)
@@ -249,6 +297,9 @@ def preaccumulate(code, cotangents, namer, is_scalar, whole=None):
             if not b.written:
                 raise _Bail
             b.finish(_loads(whole, s))
+            carried = [t for t in b.written if t in b.live_in]
+            if _cost(b.out, carried, set(b.cot)) >= 0.85 * _cost(s.body, carried, set(b.cot)):
+                raise _Bail   # the shorter chain does not pay for the extra arithmetic (many carried cotangents)
         except _Bail:
             namer.restore(save)
             continue
