@@ -26,6 +26,9 @@ from numba import njit
 import funcgrad
 from funcgrad.transform.pipeline import STATS
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _timing import alternating_blocks  # noqa: E402
+
 DT = 1e-3
 
 
@@ -60,21 +63,6 @@ def plain(a, b, x0, n):
     for t in range(n):
         x = x + DT * (a * x - b * x * x)
     return x
-
-
-def alternating_blocks(contenders, reps, rounds):
-    """``{name: seconds}``: per contender the minimum over rounds of the median of its block of ``reps`` calls;
-    contenders run one block each in turn."""
-    best = {k: float("inf") for k in contenders}
-    for _ in range(rounds):
-        for name, fn in contenders.items():
-            ts = []
-            for _ in range(reps):
-                t = time.perf_counter()
-                fn()
-                ts.append(time.perf_counter() - t)
-            best[name] = min(best[name], float(np.median(ts)))
-    return best
 
 
 def first_calls():
