@@ -39,8 +39,10 @@ def reprojection_error(cams, X, w, obs, feats):
     return total + weight_penalty
 
 
-def make_inputs(seed=0, size="small"):
-    n_cams, n_pts, n_obs = (3, 5, 10) if size == "small" else (20, 300, 2000)
+def make_inputs(seed=0, size="small", n_obs=None):
+    """``n_obs`` overrides the size's number of observations (the cameras and points stay as sized)."""
+    n_cams, n_pts, n = (3, 5, 10) if size == "small" else (20, 300, 2000)
+    n_obs = n if n_obs is None else n_obs
     rs = np.random.RandomState(seed)
     cams = np.zeros((n_cams, 11))
     cams[:, ROT:ROT + 3] = 0.1 * rs.randn(n_cams, 3)
