@@ -25,7 +25,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -70,23 +69,10 @@ def plain_njit(module):
     return ns
 
 
-def alternating(fns, reps, blocks):
-    """The minimum over ``blocks`` of each function's median over ``reps`` calls, the functions taking turns."""
-    import numpy as np
-    best = [float("inf")] * len(fns)
-    for _ in range(blocks):
-        for j, fn in enumerate(fns):
-            ts = []
-            for _ in range(reps):
-                t = time.perf_counter()
-                fn()
-                ts.append(time.perf_counter() - t)
-            best[j] = min(best[j], float(np.median(ts)))
-    return best
-
-
 def main(argv=None):
     sys.path.insert(0, ROOT)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _timing import alternating_blocks
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n-obs", type=int, nargs="*", default=[2000, 8000, 32000])
     ap.add_argument("--jit", default="auto")
@@ -110,7 +96,8 @@ def main(argv=None):
         val, grads = g(*args)
         pv = primal(*args)
         assert np.allclose(val, pv), (val, pv)
-        tg, tp = alternating([lambda: g(*args), lambda: primal(*args)], a.reps, a.blocks)
+        t = alternating_blocks({"gradient": lambda: g(*args), "primal": lambda: primal(*args)}, a.reps, a.blocks)
+        tg, tp = t["gradient"], t["primal"]
         print(f"{n:>7}{tg * 1e3:>10.2f}ms{tp * 1e3:>9.3f}ms{tg / tp:>7.1f}x{tg / n * 1e6:>12.2f}", flush=True)
 
     if not a.no_first:
