@@ -14,7 +14,8 @@ multiply-add on the carried chain. The result is the same linear map, summed in 
 Guarantees: a body is rewritten only when every statement is an assignment to a name or a statement that
 touches no cotangent (the tape restores), every cotangent it reads or writes is a scalar (rank 0), and
 every cotangent-valued expression is linear in the grammar of the emitted adjoint (names, ``+``, ``-``,
-unary ``-``, a product or quotient by a cotangent-free factor, ``K.zeros_like`` of a primal, ``K.copy``);
+unary ``-``, a product or quotient by a cotangent-free factor, ``K.zeros_like`` of a primal or ``0.0``,
+``K.copy``);
 anything else leaves the loop as it is, and so does a body whose rewrite a simple cost model (the longest
 chain through a carried cotangent against the operation count) does not expect to be faster: with many
 carried cotangents every coefficient is an entry of a dense Jacobian. Coefficients are
@@ -134,7 +135,9 @@ class _Body:
         raise _Bail
 
     def zero_form(self, e):
-        """``K.zeros_like(<primal>)``: the empty form."""
+        """``K.zeros_like(<primal>)`` or ``0.0``: the empty form."""
+        if isinstance(e, ast.Constant):
+            return type(e.value) is float and e.value == 0.0
         return _is_k_call(e, "zeros_like") and not (_names(e.args[0]) & self.cot)
 
     def statement(self, s):

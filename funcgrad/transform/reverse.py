@@ -660,6 +660,44 @@ def _rev_loop(R, s, out):
     out.append(loop)
 
 
+class _ScalarLiterals(ast.NodeTransformer):
+    """``K.zeros_like(v)`` -> ``0.0`` and ``K.copy(d_v)`` -> ``d_v`` where ``v`` is a float64 scalar: a kernel
+    call Numba must type (and a first call must compile or load) for what is a constant or the value itself."""
+
+    def __init__(self, R, kinds):
+        self.R, self.kinds = R, kinds
+
+    def _f8(self, name):
+        v = self.R.d_to_name.get(name, name)
+        return self.R.ranks.get(v) == 0 and self.kinds.get(v) == "f8" and v not in self.R.cplx \
+            and name not in self.R.cplx
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        f = node.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "K" and \
+                len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.Name):
+            a = node.args[0].id
+            if f.attr == "zeros_like" and a not in self.R.d_to_name and self._f8(a):
+                return ast.copy_location(ast.Constant(0.0), node)
+            if f.attr == "copy" and a in self.R.d_to_name and self._f8(a):
+                return ast.copy_location(ast.Name(a, ast.Load()), node)
+        return node
+
+    def run(self, code):
+        out = []
+        for s in code:
+            s = self.visit(s)
+            if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name) and \
+                    isinstance(s.value, ast.Name) and s.value.id == s.targets[0].id:
+                continue   # d_x = d_x, from a copy of a scalar
+            if isinstance(s, (ast.For, ast.While, ast.If)):
+                s.body = self.run(s.body) or [ast.Pass()]
+                s.orelse = self.run(s.orelse)
+            out.append(s)
+        return out
+
+
 def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_params=(), int_params=(),
             param_ranks=None, param_kinds=None, origins=None, preaccumulate_loops=False):
     """Build the primal + adjoint of an ANF function (see the module docstring); ``origins`` names generated
@@ -719,6 +757,7 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
     body = _array_tape_pushes(body, prealloc, namer)
     body = _tape_pushes(body, taped - set(prealloc), namer)
     adj = _expand_markers(adj, taped, params, namer)
+    adj = _ScalarLiterals(R, kinds).run(adj)
     if preaccumulate_loops:   # compiled code: scalar loop bodies' adjoints as one update per iteration
         preaccumulate(adj, set(R.d_to_name), namer,
                       lambda dn: R.ranks.get(R.d_to_name[dn]) == 0 and dn not in R.cplx)
