@@ -33,7 +33,7 @@ def _scale(reduction, n):
 
 def _per_element(g, p):
     """The cotangent the kernels read for element i of ``p``: g itself when it is one number, else g's i-th."""
-    if np.ndim(g) == 0:
+    if g.ndim == 0:
         return g
     return np.reshape(g, np.shape(p))
 
@@ -50,7 +50,8 @@ def _clog(v):
 
 
 def _onehot(labels, z):
-    return (labels[:, None] == np.arange(z.shape[1])[None, :]).astype(z.dtype)
+    # reshape, not labels[:, None]: read back, labels may be the generated code's constant array
+    return (np.reshape(labels, (-1, 1)) == np.reshape(np.arange(z.shape[1]), (1, -1))).astype(z.dtype)
 
 
 # ----------------------------------------------------------------------------- losses
@@ -161,8 +162,8 @@ def _bn_parts(x3, running_mean, running_var, train, eps):
         xc = x3 - np.mean(x3, axis=(0, 2), keepdims=True)
         var = np.mean(xc * xc, axis=(0, 2), keepdims=True)
     else:
-        xc = x3 - running_mean[None, :, None]
-        var = running_var[None, :, None]
+        xc = x3 - np.reshape(running_mean, (1, -1, 1))
+        var = np.reshape(running_var, (1, -1, 1))
     inv = 1.0 / np.sqrt(var + eps)
     return xc * inv, inv
 
@@ -176,7 +177,7 @@ def batch_norm_grad_input(dy, x, gamma, running_mean, running_var, train=True, e
     x3 = _ncs(x)
     dy3 = _ncs(dy)
     xh, inv = _bn_parts(x3, running_mean, running_var, train, eps)
-    gc = gamma[None, :, None] * inv
+    gc = np.reshape(gamma, (1, -1, 1)) * inv
     if train:
         out = gc * (dy3 - np.mean(dy3, axis=(0, 2), keepdims=True)
                     - xh * np.mean(dy3 * xh, axis=(0, 2), keepdims=True))
