@@ -353,7 +353,7 @@ def _nn_definition_cases():
     p, t = RNG.uniform(0.1, 0.9, size=(4, 3)), RNG.uniform(0, 1, size=(4, 3))
     z, lab = RNG.normal(size=(4, 3)), np.array([0, 2, 1, 2])
     for red in ["mean", "sum", "none"]:
-        for g in ((0.7 if red != "none" else RNG.normal(size=(4, 3))), RNG.normal(size=(4, 3))):  # a tangent too
+        for g in ((np.float64(0.7) if red != "none" else RNG.normal(size=(4, 3))), RNG.normal(size=(4, 3))):  # a tangent too
             yield "mse_grad", (g, z, t, red)
             yield "huber_grad", (g, z, t, 0.5, red)
             yield "binary_cross_entropy_grad", (g, p, t, red)
