@@ -33,7 +33,7 @@ def _scale(reduction, n):
 
 def _per_element(g, p):
     """The cotangent the kernels read for element i of ``p``: g itself when it is one number, else g's i-th."""
-    if g.ndim == 0:
+    if np.ndim(g) == 0:   # g may be the float 1.0 read back (g.ndim fails); np.ndim does not fold under njit for bce
         return g
     return np.reshape(g, np.shape(p))
 
