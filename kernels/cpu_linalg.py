@@ -765,6 +765,14 @@ def expm_jvp(t, a):
 
 
 # ----------------------------------------------------------------------------- scipy: banded systems
+def _band_cols(n, s):
+    """The columns ``j`` where the diagonal at offset ``s`` below the main one has entries (``0 <= j + s < n``):
+    ``range(lo, hi)``, empty (``lo == hi``) for a band ``|s| >= n`` away, which scipy.linalg.solve_banded accepts
+    (l or u at least n) and ignores."""
+    lo = min(n, max(0, -s))
+    return lo, max(lo, min(n, n - s))
+
+
 def _band_transpose(ab, l, u):
     """The banded storage of a^T (bands (u, l)) from that of a (bands (l, u))."""
     n = ab.shape[-1]
@@ -772,10 +780,11 @@ def _band_transpose(ab, l, u):
     for r in range(l + u + 1):
         s = r - l                       # a^T's row r holds a's row l + u - r, shifted by s columns
         src = ab[..., l + u - r, :]
+        k = min(abs(s), n)              # a band at or beyond n from the diagonal holds no entry of a
         if s >= 0:
-            out[..., r, :n - s] = src[..., s:]
+            out[..., r, :n - k] = src[..., k:]
         else:
-            out[..., r, -s:] = src[..., :n + s]
+            out[..., r, k:] = src[..., :n - k]
     return out
 
 
@@ -799,7 +808,7 @@ def solve_banded_vjp_ab(v, y, ab, b, l=1, u=1):
     out = np.zeros_like(ab)
     for r in range(l + u + 1):
         s = r - u                       # ab[r, j] = a[j + s, j]
-        lo, hi = max(0, -s), min(n, n - s)
+        lo, hi = _band_cols(n, s)
         j = np.arange(lo, hi)
         out[r, lo:hi] = -np.sum(vv[j + s] * yy[j], axis=-1)
     return out
@@ -812,7 +821,7 @@ def banded_matmul(t, y, l=1, u=1):
     out = np.zeros(yy.shape, dtype=np.result_type(t, y))
     for r in range(l + u + 1):
         s = r - u
-        lo, hi = max(0, -s), min(n, n - s)
+        lo, hi = _band_cols(n, s)
         j = np.arange(lo, hi)
         out[j + s] += t[r, lo:hi, None] * yy[j]
     return out if y.ndim > 1 else out[:, 0]

@@ -514,3 +514,23 @@ def test_grad_of_grad_through_a_vjp_only_rule_differentiates_the_rule():
     for kw in ({}, {"mode": "python"}):
         got = funcgrad.grad(lambda x: np.sum(funcgrad.grad(f, **kw)(x) * x), **kw)(x)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+class _Cfg:
+    def __init__(self, lr):
+        self.lr = lr
+
+
+_CFG1, _CFG2 = _Cfg(2.0), _Cfg(5.0)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_same_attribute_name_of_two_objects_is_two_captures(kw):
+    # ``c1.lr`` and ``c2.lr`` were one captured parameter (keyed by the function and the name 'lr'), read
+    # through the first object: value 12 and gradient 6 where 21 and 12 are right
+    def f(x):
+        return np.sum(x * _CFG1.lr + x * x * _CFG2.lr)
+    x = np.array([1.0, 0.5, -2.0])
+    v, g = funcgrad.value_and_grad(f, **kw)(x)
+    np.testing.assert_allclose(v, f(x))
+    np.testing.assert_allclose(g, 2.0 + 2 * 5.0 * x)

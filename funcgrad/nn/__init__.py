@@ -22,6 +22,7 @@ from .rules import (conv2d, max_pool2d, avg_pool2d, softmax, log_softmax, logsum
                     elu, gelu, sigmoid, softplus, dropout, batch_norm, batch_norm_stats, layer_norm,
                     embedding)
 from .losses import mse, huber, cross_entropy, nll, binary_cross_entropy, binary_cross_entropy_with_logits
+from . import second_order  # noqa: F401,E402  (the gradient kernels defined over primitives: second order)
 from .layers import serial, Dense, Conv2D, MaxPool2D, AvgPool2D, Flatten, Relu, Tanh, Dropout, BatchNorm
 # the helper primitives the VJPs are made of: internal, reachable here as they always were
 from .rules import (conv2d_input_grad, conv2d_weight_grad, channel_sum, channel_broadcast,  # noqa: F401

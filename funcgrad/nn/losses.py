@@ -4,7 +4,8 @@ Owns ``mse``, ``huber``, ``cross_entropy`` (integer labels or probability
 targets), ``nll``, ``binary_cross_entropy`` and
 ``binary_cross_entropy_with_logits``, each with ``reduction="mean"|"sum"|"none"``,
 and the gradient primitives their VJPs are made of (``mse_grad``, ...; no VJP
-of their own: second derivatives of the losses are not provided). The class
+of their own; second derivatives differentiate their definitions over primitives in
+:mod:`funcgrad.nn.second_order`). The class
 axis is last; integer labels and ``reduction`` are static (never
 differentiated). Kernels: :mod:`funcgrad.kernels.cpu_nn`; sample specs:
 :mod:`funcgrad.ops.samples_nn`.
@@ -37,7 +38,7 @@ def _mse_vjp(y, pred, target, reduction="mean"):
 
 @primitive(sample=S.loss_grad(S.pair_loss(), S.elem_shape), tested_via=mse)
 def mse_grad(g, pred, target, reduction="mean"):
-    """Cotangent of mse's pred. No VJP."""
+    """Cotangent of mse's pred. No VJP (defined in nn/second_order.py)."""
     return K.mse_grad(g, pred, target, reduction)
 
 
@@ -57,7 +58,7 @@ def _huber_vjp(y, pred, target, delta=1.0, reduction="mean"):
 
 @primitive(sample=S.huber_grad, tested_via=huber)
 def huber_grad(g, pred, target, delta=1.0, reduction="mean"):
-    """Cotangent of huber's pred. No VJP."""
+    """Cotangent of huber's pred. No VJP (defined in nn/second_order.py)."""
     return K.huber_grad(g, pred, target, delta, reduction)
 
 
@@ -82,13 +83,13 @@ def _cross_entropy_vjp(y, logits, labels, reduction="mean"):
 
 @primitive(sample=S.loss_grad(S.cross_entropy, S.row_shape), tested_via=cross_entropy)
 def cross_entropy_grad(g, logits, labels, reduction="mean"):
-    """Cotangent of cross_entropy's logits: g * (softmax * sum(t) - t). No VJP."""
+    """Cotangent of cross_entropy's logits: g * (softmax * sum(t) - t). No VJP (defined in nn/second_order.py)."""
     return K.cross_entropy_grad(g, logits, labels, reduction)
 
 
 @primitive(sample=S.loss_grad(S.cross_entropy, S.row_shape), tested_via=cross_entropy)
 def cross_entropy_grad_target(g, logits, labels, reduction="mean"):
-    """Cotangent of cross_entropy's probability targets: -g * log_softmax. No VJP."""
+    """Cotangent of cross_entropy's probability targets: -g * log_softmax. No VJP (defined in nn/second_order.py)."""
     return K.cross_entropy_grad_target(g, logits, labels, reduction)
 
 
@@ -106,7 +107,7 @@ def _nll_vjp(y, logp, labels, reduction="mean"):
 
 @primitive(sample=S.loss_grad(S.nll, S.row_shape), tested_via=nll)
 def nll_grad(g, logp, labels, reduction="mean"):
-    """Cotangent of nll's logp (linear in g). No VJP."""
+    """Cotangent of nll's logp (linear in g). No VJP (defined in nn/second_order.py)."""
     return K.nll_grad(g, logp, labels, reduction)
 
 
@@ -126,13 +127,13 @@ def _bce_vjp(y, probs, target, reduction="mean"):
 
 @primitive(sample=S.loss_grad(S.pair_loss(0.05, 0.95, 0.0, 1.0), S.elem_shape), tested_via=binary_cross_entropy)
 def binary_cross_entropy_grad(g, probs, target, reduction="mean"):
-    """No VJP."""
+    """No VJP (defined in nn/second_order.py)."""
     return K.binary_cross_entropy_grad(g, probs, target, reduction)
 
 
 @primitive(sample=S.loss_grad(S.pair_loss(0.05, 0.95, 0.0, 1.0), S.elem_shape), tested_via=binary_cross_entropy)
 def binary_cross_entropy_grad_target(g, probs, target, reduction="mean"):
-    """No VJP."""
+    """No VJP (defined in nn/second_order.py)."""
     return K.binary_cross_entropy_grad_target(g, probs, target, reduction)
 
 
@@ -152,11 +153,11 @@ def _bcel_vjp(y, logits, target, reduction="mean"):
 
 @primitive(sample=S.loss_grad(S.pair_loss(-3.0, 3.0, 0.0, 1.0), S.elem_shape), tested_via=binary_cross_entropy_with_logits)
 def binary_cross_entropy_with_logits_grad(g, logits, target, reduction="mean"):
-    """g * (sigmoid(z) - t). No VJP."""
+    """g * (sigmoid(z) - t). No VJP (defined in nn/second_order.py)."""
     return K.binary_cross_entropy_with_logits_grad(g, logits, target, reduction)
 
 
 @primitive(sample=S.loss_grad(S.pair_loss(-3.0, 3.0, 0.0, 1.0), S.elem_shape), tested_via=binary_cross_entropy_with_logits)
 def binary_cross_entropy_with_logits_grad_target(g, logits, target, reduction="mean"):
-    """-g * z. No VJP."""
+    """-g * z. No VJP (defined in nn/second_order.py)."""
     return K.binary_cross_entropy_with_logits_grad_target(g, logits, target, reduction)

@@ -267,7 +267,7 @@ def _gelu_grad_vjp(r, g, x):
 
 @primitive(sample=S.grad_smooth, elementwise=True, tested_via=gelu)
 def gelu_grad2(g, x):
-    """g * gelu''(x). No VJP: third derivatives of gelu are not provided."""
+    """g * gelu''(x). No VJP (defined in nn/second_order.py)."""
     return K.gelu_grad2(g, x)
 
 
@@ -337,7 +337,7 @@ def _softmax_grad_vjp(r, g, y, axis=-1):
 
 @primitive(sample=S.softmax_grad_y, tested_via=softmax)
 def softmax_grad_y(r, g, y, axis=-1):
-    """Cotangent of y in softmax_grad(g, y). No VJP (third derivatives of softmax not provided)."""
+    """Cotangent of y in softmax_grad(g, y). No VJP (defined in nn/second_order.py)."""
     return K.softmax_grad_y(r, g, y, axis)
 
 
@@ -355,7 +355,7 @@ def _log_softmax_vjp(y, x, axis=-1):
 
 @primitive(sample=S.log_softmax_grad, tested_via=log_softmax)
 def log_softmax_grad(g, y, axis=-1):
-    """g - exp(y) * sum(g, axis). No VJP (second derivatives of log_softmax not provided)."""
+    """g - exp(y) * sum(g, axis). No VJP (defined in nn/second_order.py)."""
     return K.log_softmax_grad(g, y, axis)
 
 
@@ -373,7 +373,7 @@ def _logsumexp_vjp(y, x, axis=-1):
 
 @primitive(sample=S.logsumexp_grad, tested_via=logsumexp)
 def logsumexp_grad(g, x, y, axis=-1):
-    """g * softmax(x, axis) with g, y broadcast along axis. No VJP."""
+    """g * softmax(x, axis) with g, y broadcast along axis. No VJP (defined in nn/second_order.py)."""
     return K.logsumexp_grad(g, x, y, axis)
 
 
@@ -418,13 +418,13 @@ def _batch_norm_vjp(y, x, gamma, beta, running_mean, running_var, train=True, ep
 
 @primitive(sample=S.batch_norm_grad_input, tested_via=batch_norm)
 def batch_norm_grad_input(dy, x, gamma, running_mean, running_var, train=True, eps=1e-5):
-    """Cotangent of batch_norm's x. No VJP (second derivatives of batch_norm not provided)."""
+    """Cotangent of batch_norm's x. No VJP (defined in nn/second_order.py)."""
     return K.batch_norm_grad_input(dy, x, gamma, running_mean, running_var, train, eps)
 
 
 @primitive(sample=S.batch_norm_grad_gamma, tested_via=batch_norm)
 def batch_norm_grad_gamma(dy, x, running_mean, running_var, train=True, eps=1e-5):
-    """Cotangent of batch_norm's gamma. No VJP."""
+    """Cotangent of batch_norm's gamma. No VJP (defined in nn/second_order.py)."""
     return K.batch_norm_grad_gamma(dy, x, running_mean, running_var, train, eps)
 
 
@@ -463,19 +463,19 @@ def _layer_norm_vjp(y, x, gamma, beta, eps=1e-5):
 
 @primitive(sample=S.layer_norm_grad_input, tested_via=layer_norm)
 def layer_norm_grad_input(dy, x, gamma, eps=1e-5):
-    """Cotangent of layer_norm's x. No VJP."""
+    """Cotangent of layer_norm's x. No VJP (defined in nn/second_order.py)."""
     return K.layer_norm_grad_input(dy, x, gamma, eps)
 
 
 @primitive(sample=S.layer_norm_grad_gamma, tested_via=layer_norm)
 def layer_norm_grad_gamma(dy, x, eps=1e-5):
-    """Cotangent of layer_norm's gamma. No VJP."""
+    """Cotangent of layer_norm's gamma. No VJP (defined in nn/second_order.py)."""
     return K.layer_norm_grad_gamma(dy, x, eps)
 
 
 @primitive(sample=S.row_sums, tested_via=layer_norm)
 def layer_norm_grad_beta(dy):
-    """Sum over every axis but the last. No VJP."""
+    """Sum over every axis but the last. No VJP (defined in nn/second_order.py)."""
     return K.layer_norm_grad_beta(dy)
 
 

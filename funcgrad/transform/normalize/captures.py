@@ -73,7 +73,10 @@ class Captures:
         if getter is None:
             getter = _free_getter(scope.parsed.fn, name)
         if isinstance(obj, np.ndarray) or (isinstance(obj, (float, int, complex, np.number)) and not isinstance(obj, bool)):
-            key = (id(scope.parsed.fn), name, getattr(getter, "_path", ()))
+            # the key names where the value is read: two objects' attributes of one name (``c1.lr``, ``c2.lr``;
+            # in generated code read back, ``b.ndim`` of two right-hand sides inlined from one definition) are
+            # two parameters, not one read through the first object's getter
+            key = (id(scope.parsed.fn), name, getattr(getter, "_key", getattr(getter, "_path", ())))
             if key not in self.captured:
                 outname = self.names.fresh(name)
                 self.param_ranks[outname] = np.ndim(obj)

@@ -295,7 +295,10 @@ def _free_getter(fn, name):
 
 
 def _attr_getter(obj, attr):
-    return lambda: getattr(obj, attr)
+    def get():
+        return getattr(obj, attr)
+    get._key = ("attr", id(obj), attr)   # which object's attribute: ``c1.lr`` and ``c2.lr`` are two captures
+    return get
 
 
 def _path_getter(getter, path):
@@ -305,6 +308,7 @@ def _path_getter(getter, path):
             v = v[k]
         return v
     get._path = tuple(path)
+    get._key = (getattr(getter, "_key", None), get._path)
     return get
 
 
