@@ -8,6 +8,8 @@ generated code again, so each helper needs a derivative of its own: a definition
 without one cannot come back unnoticed; the helpers still without one are listed, and their refusal is checked
 to name the function the user called, at the user's line.
 """
+import os
+
 import numpy as np
 import pytest
 import scipy.linalg as sla
@@ -175,15 +177,22 @@ def test_hessian_of_solve_banded_matches_differences_of_the_gradient(f, x, kw):
     assert np.abs(H).max() > 1e-2          # not trivially zero
 
 
-@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
-def test_order_2_check_grads_of_solve_banded_in_both_modes(kw):
-    for lu in [(1, 1), (0, 2), (2, 1)]:
-        ab = _banded(*lu, n=4)
+# the slow grids (order-2 checks in every mode and band layout: minutes) run in `make test-sweep`; `make test`
+# keeps one of each
+_SWEEP = pytest.mark.sweep
 
-        def f(ab, b):
-            return np.sum(np.tanh(sla.solve_banded(lu, ab, b)))
-        check_grads(f, (ab, RNG.normal(size=4)), order=2, modes=("fwd", "rev"), **kw)
-        check_grads(f, (ab, RNG.normal(size=(4, 3))), order=2, modes=("fwd", "rev"), **kw)
+
+@pytest.mark.parametrize("kw", [pytest.param(dict(mode="python"), id="python"),
+                                pytest.param(dict(mode="auto"), id="auto", marks=_SWEEP),
+                                pytest.param(dict(jit=False), id="nojit", marks=_SWEEP)])
+@pytest.mark.parametrize("lu", [(1, 1), pytest.param((0, 2), marks=_SWEEP), pytest.param((2, 1), marks=_SWEEP)])
+def test_order_2_check_grads_of_solve_banded_in_both_modes(lu, kw):
+    ab = _banded(*lu, n=4)
+
+    def f(ab, b):
+        return np.sum(np.tanh(sla.solve_banded(lu, ab, b)))
+    check_grads(f, (ab, RNG.normal(size=4)), order=2, modes=("fwd", "rev"), **kw)
+    check_grads(f, (ab, RNG.normal(size=(4, 3))), order=2, modes=("fwd", "rev"), **kw)
 
 
 def test_autograd_style_order_2_check_of_solve_banded():
@@ -210,7 +219,7 @@ def test_grad_of_grad_and_grad_inside_of_solve_banded(kw):
 
 
 @pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
-@pytest.mark.parametrize("lu", [(6, 0), (0, 6), (2, 7)])
+@pytest.mark.parametrize("lu", [(6, 0), pytest.param((0, 6), marks=_SWEEP), (2, 7)])
 def test_solve_banded_with_a_band_width_at_least_n_matches_scipy(lu, kw):
     # scipy.linalg.solve_banded accepts l or u >= n (the rows past the matrix are ignored); the kernels sliced
     # ab[r, lo:hi] with hi = n - s < 0 and failed with a broadcast error inside NumPy
@@ -222,8 +231,8 @@ def test_solve_banded_with_a_band_width_at_least_n_matches_scipy(lu, kw):
     np.testing.assert_allclose(v, f(ab, b), rtol=1e-12)
     np.testing.assert_allclose(gab, _fd_of_scalar(lambda x: f(x, b), ab), rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(gb, _fd_of_scalar(lambda x: f(ab, x), b), rtol=1e-6, atol=1e-8)
-    if kw.get("mode") != "python":
-        return
+    if kw.get("mode") != "python" or (lu != (6, 0) and not os.environ.get("FUNCGRAD_SWEEP")):
+        return   # the order-2 checks: one layout in `make test`, every one in `make test-sweep`
     check_grads(f, (ab, b), order=2, modes=("fwd", "rev"), **kw)
     H = funcgrad.hessian(lambda x: f(x, b), **kw)(ab)
     np.testing.assert_allclose(H, _fd_jacobian_of(funcgrad.grad(lambda x: f(x, b), **kw), ab), rtol=1e-5, atol=1e-6)
@@ -271,7 +280,8 @@ _SECOND = [(tri_loss, np.tril(_S)), (cho_solve_loss, np.linalg.cholesky(_S)), (c
 
 
 @pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
-@pytest.mark.parametrize("f, x", _SECOND, ids=[f.__name__ for f, _ in _SECOND])
+@pytest.mark.parametrize("f, x", [pytest.param(f, x, id=f.__name__, marks=_SWEEP if f is power_loss else ())
+                                  for f, x in _SECOND])
 def test_hessian_through_the_other_helpers_matches_differences_of_the_gradient(f, x, kw):
     H = funcgrad.hessian(f, **kw)(x)
     np.testing.assert_allclose(H, _fd_jacobian_of(funcgrad.grad(f, **kw), x), rtol=1e-5, atol=1e-6)
