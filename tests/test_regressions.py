@@ -516,12 +516,12 @@ def test_grad_of_grad_through_a_vjp_only_rule_differentiates_the_rule():
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
 
 
-class _Cfg:
+class _Rate:
     def __init__(self, lr):
         self.lr = lr
 
 
-_CFG1, _CFG2 = _Cfg(2.0), _Cfg(5.0)
+_CFG1, _CFG2 = _Rate(2.0), _Rate(5.0)
 
 
 @pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
