@@ -26,12 +26,13 @@ demo: $(STAMP)
 # deadlines) run alone so that no other test competes for the two cores.
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -rs -p no:cacheprovider -n 2 -m "not sweep" --ignore=tests/test_dist.py tests
-	$(BIN)/python -m pytest -q -rs -p no:cacheprovider tests/test_dist.py
+	$(BIN)/python -m pytest -q -rs -p no:cacheprovider -m "not sweep" tests/test_dist.py
 
 # The exhaustive grids `make test` leaves out (marked `sweep`): every function of the NumPy/SciPy
 # modules compiled whole with Numba, every parametrization; the same assertions, many more compiles.
 test-sweep: $(STAMP)
-	FUNCGRAD_SWEEP=1 $(BIN)/python -m pytest -q -rs -p no:cacheprovider -n 2 -m sweep tests
+	FUNCGRAD_SWEEP=1 $(BIN)/python -m pytest -q -rs -p no:cacheprovider -n 2 -m sweep --ignore=tests/test_dist.py tests
+	FUNCGRAD_SWEEP=1 $(BIN)/python -m pytest -q -rs -p no:cacheprovider -m sweep tests/test_dist.py
 	FUNCGRAD_SWEEP=1 $(BIN)/python -m pytest -q -rs -p no:cacheprovider -n 2 -m "not sweep" tests/test_linalg.py
 
 # The long fuzz run: FUZZ_N random programs (default 2000) through every mode; keeps going

@@ -328,7 +328,9 @@ def test_example_ddp_digits(tmp_path):
 @pytest.mark.mpi
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("mode,servers", [("sync", 1), ("async", 2), ("ssp", 2)])
+# one mode in `make test` (test_parameter_server checks every mode's semantics); all three in `make test-sweep`
+@pytest.mark.parametrize("mode,servers", [("sync", 1), pytest.param("async", 2, marks=pytest.mark.sweep),
+                                          pytest.param("ssp", 2, marks=pytest.mark.sweep)])
 def test_example_ps_digits(mode, servers):
     out = ok(run_mpi(4, ROOT / "examples" / "ps_digits.py", "--mode", mode, "--servers", servers,
                      "--clocks", 150, "--handwritten", timeout=110, module=False), "final test accuracy")

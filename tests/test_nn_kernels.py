@@ -473,6 +473,7 @@ def test_kernels_same_from_python_and_njit():
     _same(py, _njit_norms(xb, gamma, beta, rm, rv, table, ids))
 
 
+@pytest.mark.sweep   # ~35 s of compiling; test_parallel_drivers_match_serial_bodies runs the same bodies in make test
 def test_parallel_launch_inside_njit():
     # large enough for several chunks (>= 2**18 multiply-adds): prange drivers inside njit code,
     # threads from Python; both split the same bodies and must agree with each other
