@@ -26,6 +26,9 @@ import numpy as np  # noqa: E402
 import funcgrad  # noqa: E402
 from funcgrad import nn  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _timing import alternating_blocks  # noqa: E402
+
 LR = 0.01
 
 
@@ -233,18 +236,9 @@ def _table(title, best, names):
 
 
 def timed_blocks(fns, rounds, block):
-    """Alternating blocks: each function ``block`` steps in a row, in turn, ``rounds`` times;
-    per function the minimum over rounds of the block's median step time."""
-    best = {k: float("inf") for k in fns}
-    for _ in range(rounds):
-        for k, f in fns.items():
-            ts = []
-            for _ in range(block):
-                t = time.perf_counter()
-                f()
-                ts.append(time.perf_counter() - t)
-            best[k] = min(best[k], float(np.median(ts)))
-    return best
+    """Alternating blocks (benchmarks/_timing.py): each function ``block`` steps in a row, in turn, ``rounds``
+    times; per function the minimum over rounds of the block's median step time."""
+    return alternating_blocks(fns, block, rounds, warmup=0)
 
 
 def run(sizes, batch, rounds, block, simulate):
