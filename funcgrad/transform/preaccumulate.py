@@ -54,6 +54,7 @@ class _Body:
         self.namer = namer
         self.scalar = scalar      # name -> True when known to be a scalar
         self.forms: dict = {}
+        self.zeros: dict = {}     # cotangent -> the zero it was last set to (``0.0``, ``K.zeros_like(x)``)
         self.out: list = []       # the rewritten statements
         self.live_in: list = []   # cotangents read before written, in order
         self.written: list = []   # cotangent-valued names written, in order
@@ -146,7 +147,6 @@ class _Body:
             if t in self.cot:
                 if self.zero_form(s.value):
                     f = {}
-                    self.zeros = getattr(self, "zeros", {})
                     self.zeros[t] = s.value
                 else:
                     self.origin = s
@@ -166,10 +166,8 @@ class _Body:
                 return
             self.out.append(s)
             return
-        if isinstance(s, (ast.Assign, ast.AugAssign, ast.If, ast.Expr, ast.Pass)) and \
-                not isinstance(s, (ast.For, ast.While)):
-            nodes = list(ast.walk(s))
-            if any(isinstance(n, (ast.For, ast.While, ast.Return, ast.Break, ast.Continue)) for n in nodes):
+        if isinstance(s, (ast.Assign, ast.AugAssign, ast.If, ast.Expr, ast.Pass)):
+            if any(isinstance(n, (ast.For, ast.While, ast.Return, ast.Break, ast.Continue)) for n in ast.walk(s)):
                 raise _Bail
             if _names(s) & self.cot:
                 raise _Bail
@@ -189,8 +187,7 @@ class _Body:
                 terms.append(ast.Name(k, ast.Load()) if c is ONE else
                              ast.BinOp(left=ast.Name(k, ast.Load()), op=ast.Mult(), right=ast.Name(c.id, ast.Load())))
             if not terms:
-                z = getattr(self, "zeros", {}).get(t)
-                value = z if z is not None else ast.Constant(0.0)
+                value = self.zeros.get(t, ast.Constant(0.0))
             else:
                 value = terms[0]
                 for term in terms[1:]:
@@ -208,7 +205,7 @@ _LATENCY = 4      # cycles of a dependent floating-point operation
 _PER_CYCLE = 2    # independent operations a core retires per cycle
 
 
-def _cost(body, carried, cot):
+def _cost(body, carried):
     """Cycles per iteration, as a model: the longer of the carried cotangents' longest cycle (latency-bound:
     each operation on it waits for the one before) and the operation count (throughput-bound)."""
     ops = 0
@@ -224,9 +221,7 @@ def _cost(body, carried, cot):
                 depth[t] = d
             elif t in depth:
                 del depth[t]
-        # the value ``c`` ends the iteration with (the final assignments write it from a temporary)
-        worst = max(worst, depth.get(c, 0) if any(
-            isinstance(st, ast.Assign) and st.targets[0].id == c for st in body if isinstance(st, ast.Assign)) else 0)
+        worst = max(worst, depth.get(c, 0))   # the chain to the value ``c`` ends the iteration with
     for st in body:
         if isinstance(st, ast.Assign):
             ops += sum(isinstance(n, (ast.BinOp, ast.UnaryOp)) for n in ast.walk(st.value))
@@ -301,7 +296,7 @@ def preaccumulate(code, cotangents, namer, is_scalar, whole=None):
                 raise _Bail
             b.finish(_loads(whole, s))
             carried = [t for t in b.written if t in b.live_in]
-            if _cost(b.out, carried, set(b.cot)) >= 0.85 * _cost(s.body, carried, set(b.cot)):
+            if _cost(b.out, carried) >= 0.85 * _cost(s.body, carried):
                 raise _Bail   # the shorter chain does not pay for the extra arithmetic (many carried cotangents)
         except _Bail:
             namer.restore(save)

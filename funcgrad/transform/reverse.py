@@ -668,9 +668,8 @@ class _ScalarLiterals(ast.NodeTransformer):
         self.R, self.kinds = R, kinds
 
     def _f8(self, name):
-        v = self.R.d_to_name.get(name, name)
-        return self.R.ranks.get(v) == 0 and self.kinds.get(v) == "f8" and v not in self.R.cplx \
-            and name not in self.R.cplx
+        v = self.R.d_to_name.get(name, name)   # (R.cplx holds a complex name's cotangent too)
+        return self.R.ranks.get(v) == 0 and self.kinds.get(v) == "f8" and v not in self.R.cplx
 
     def visit_Call(self, node):
         self.generic_visit(node)
@@ -685,17 +684,21 @@ class _ScalarLiterals(ast.NodeTransformer):
         return node
 
     def run(self, code):
-        out = []
-        for s in code:
-            s = self.visit(s)
-            if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name) and \
-                    isinstance(s.value, ast.Name) and s.value.id == s.targets[0].id:
-                continue   # d_x = d_x, from a copy of a scalar
-            if isinstance(s, (ast.For, ast.While, ast.If)):
-                s.body = self.run(s.body) or [ast.Pass()]
-                s.orelse = self.run(s.orelse)
-            out.append(s)
-        return out
+        return _drop_self_assignments([self.visit(s) for s in code])
+
+
+def _drop_self_assignments(code):
+    """``d_x = d_x`` (left by a scalar's copy) removed, in nested blocks too."""
+    out = []
+    for s in code:
+        if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name) and \
+                isinstance(s.value, ast.Name) and s.value.id == s.targets[0].id:
+            continue
+        if isinstance(s, (ast.For, ast.While, ast.If)):
+            s.body = _drop_self_assignments(s.body) or [ast.Pass()]
+            s.orelse = _drop_self_assignments(s.orelse)
+        out.append(s)
+    return out
 
 
 def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_params=(), int_params=(),
