@@ -31,6 +31,7 @@ registered primitive has a sample spec, so the property test covers it.
 from __future__ import annotations
 
 import ast
+import builtins
 import copy
 import inspect
 import sys
@@ -406,7 +407,6 @@ def registry() -> dict[str, Primitive]:
 def template_calls(tpl: Template):
     """Every call in a template's VJP lines and JVP line: ``(part, dotted_name, obj)`` with ``part`` "vjp" or
     "jvp" and ``obj`` what the name resolves to in the template's globals (``None`` when it does not)."""
-    import builtins
     out = []
     for part, body in (("vjp", tpl.body), ("jvp", tpl.jvp_body or [])):
         for stmt in body:
