@@ -32,17 +32,15 @@ def _scale(reduction, n):
 
 
 def _per_element(g, p):
-    """The cotangent the kernels read for element i of ``p``: g itself when it is one number, else g's i-th."""
-    if np.ndim(g) == 0:   # g may be the float 1.0 read back (g.ndim fails); np.ndim does not fold under njit for bce
-        return g
-    return np.reshape(g, np.shape(p))
+    """The cotangent the kernels read for element i of ``p``: g itself when it holds one number, else g's i-th
+    (the kernels read g flat). No branch on g's ndim: g may be the float 1.0 read back, and a test of np.ndim
+    would not compile under njit."""
+    return np.reshape(np.reshape(g, (-1,)) + np.zeros(np.size(p)), np.shape(p))
 
 
 def _per_row(g, z):
-    """The cotangent of row i of (N, C) ``z``, as a column that broadcasts along the row."""
-    if np.ndim(g) == 0:
-        return g
-    return np.reshape(g, (z.shape[0], 1))
+    """The cotangent of row i of (N, C) ``z``, as a column that broadcasts along the row (one number: a 1x1)."""
+    return np.reshape(g, (-1, 1))
 
 
 def _clog(v):
