@@ -373,6 +373,30 @@ def test_sqrtm_expm_solve_banded():
     check(lambda ab_, b_: sla.solve_banded((1, 2), ab_, b_), (ab2, randn(6)), PY_MODES, argnums=(0, 1))
 
 
+LO, UP = 1, 1   # band widths a program keeps as globals, written as a tuple at the call
+
+
+def banded_loss(ab, b):
+    return np.sum(sla.solve_banded((LO, UP), ab, b) ** 2)
+
+
+def test_solve_banded_band_widths_from_global_names_and_their_change():
+    # (LO, UP) of two global ints was refused as "not known before the function runs"
+    global LO
+    ab, b = randn(3, 6), randn(6)
+    ab[1] += 5
+    check(banded_loss, (ab, b), PY_MODES, argnums=(0, 1))
+    g1 = funcgrad.grad(banded_loss)(ab, b)
+    LO = 2          # the widths change: the code is rebuilt for them
+    try:
+        ab2 = randn(4, 6)
+        ab2[2] += 5
+        check(banded_loss, (ab2, b), PY_MODES, argnums=(0, 1))
+        assert funcgrad.grad(banded_loss)(ab2, b).shape == (4, 6) and g1.shape == (3, 6)
+    finally:
+        LO = 1
+
+
 def expm_loop(a, n):
     s = 0.0
     for i in range(n):

@@ -469,6 +469,13 @@ class Calls:
         items = [self.array_of(v, scope, out, node) if isinstance(v, Struct) else v for v in a.values()]
         return self.call_prim(lookup(np.stack), [Struct("tuple", items)], {}, scope, out, node)
 
+    def _static_captures(self, v):
+        """:meth:`as_static_capture` of ``v`` and of the entries of a tuple written at the call."""
+        if isinstance(v, Struct) and v.kind == "tuple":
+            items = [self._static_captures(x) for x in v.items]
+            return v if all(a is b for a, b in zip(items, v.items)) else Struct("tuple", items, v.cls)
+        return self.as_static_capture(v)
+
     def inline_definition(self, fn, defn, args, kwargs, scope, out, node):
         """A call of a function defined over primitives (``ops.registry.define``): refused by the
         definition's check, or inlined with its statements and errors placed at the caller's line."""
@@ -480,9 +487,10 @@ class Calls:
                 return _static_value(v)
             return v.obj if isinstance(v, Static) else RUNTIME
 
-        # a captured int (an axis in a closure) is a definition's static configuration: its value now
-        args = [self.as_static_capture(a) for a in args]
-        kwargs = {k: self.as_static_capture(v) for k, v in kwargs.items()}
+        # a captured int (an axis in a closure, a global band width in ``(l, u)``) is a definition's static
+        # configuration: its value now
+        args = [self._static_captures(a) for a in args]
+        kwargs = {k: self._static_captures(v) for k, v in kwargs.items()}
         try:
             inspect.signature(defn.fn).bind(*args, **kwargs)
         except TypeError as e:
