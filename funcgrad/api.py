@@ -42,7 +42,7 @@ from .transform.normalize.calls import StaticArgumentNeeded
 from .transform.normalize.common import _is_user_code
 from .transform.pipeline import GENERATED_LINES, Signature, build
 from .transform.specs import is_float_leaf, leaf_spec
-from .transform.values import Static, Struct
+from .transform.values import ContentsOf, Static, Struct
 from .tree import tree_flatten, tree_flatten_with_path, tree_unflatten
 
 __all__ = ["grad", "value_and_grad", "vjp", "jit", "custom_vjp", "custom_jvp", "stop_gradient", "source"]
@@ -683,6 +683,10 @@ def _statics_unchanged(checks):
             now = getter()
         except Exception:  # the name went away: rebuild (and report it then)
             return False
+        if isinstance(expected, ContentsOf):   # a list or dict: by its contents (it may have changed in place)
+            if not expected.matches(now):
+                return False
+            continue
         if now is expected:
             continue
         if type(now) is not type(expected) or not isinstance(now, (bool, int, float, str, tuple, slice, type(None))):

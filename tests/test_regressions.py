@@ -534,3 +534,59 @@ def test_same_attribute_name_of_two_objects_is_two_captures(kw):
     v, g = funcgrad.value_and_grad(f, **kw)(x)
     np.testing.assert_allclose(v, f(x))
     np.testing.assert_allclose(g, 2.0 + 2 * 5.0 * x)
+
+
+_COEFS = [2.0, 3.0]                       # module-level configuration a program changes in place
+_SETTINGS = {"scale": 2.0, "power": 2}
+
+
+class _Model:
+    def __init__(self):
+        self.widths = [1.0, 2.0]
+
+
+_MODEL = _Model()
+
+
+def _by_index(x):
+    return _COEFS[0] * x + _COEFS[1] * x * x
+
+
+def _unpacked(x):
+    a, b = _COEFS                          # (refused before: "cannot unpack this value")
+    return a * x + b * x * x
+
+
+def _looped(x):
+    s = 0.0
+    for c in _COEFS:
+        s = s + c * x
+    return s
+
+
+def _from_dict(x):
+    return _SETTINGS["scale"] * x ** _SETTINGS["power"]
+
+
+def _from_attribute(x):
+    return _MODEL.widths[0] * x + _MODEL.widths[1] * x * x
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+@pytest.mark.parametrize("f", [_by_index, _unpacked, _looped, _from_dict, _from_attribute],
+                         ids=lambda f: f.__name__)
+def test_a_list_or_dict_changed_in_place_between_calls_rebuilds_the_code(f, kw):
+    # the list's contents were fixed into the generated code and only the name's binding was checked:
+    # after _COEFS[0] = 5.0 the gradient stayed the old one (11 where 14 is right), in every mode
+    g = funcgrad.value_and_grad(f, **kw)
+    try:
+        for change in (lambda: None, lambda: _COEFS.__setitem__(0, 5.0), lambda: _SETTINGS.update(power=3),
+                       lambda: _MODEL.widths.__setitem__(1, -4.0)):
+            change()
+            v, d = g(1.5)
+            assert v == pytest.approx(f(1.5), rel=1e-12)
+            assert d == pytest.approx(numerical_vjp(f, (1.5,), 0, 1.0, 1e-6), rel=1e-6)
+    finally:
+        _COEFS[:] = [2.0, 3.0]
+        _SETTINGS.update(scale=2.0, power=2)
+        _MODEL.widths[:] = [1.0, 2.0]

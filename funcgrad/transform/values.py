@@ -9,9 +9,10 @@ call's argument specs (:mod:`.specs`), never from the arguments themselves.
 from __future__ import annotations
 
 import ast
+import copy
 from dataclasses import dataclass
 
-__all__ = ["Dyn", "Splat", "Static", "Struct", "leaves", "map_struct"]
+__all__ = ["ContentsOf", "Dyn", "Splat", "Static", "Struct", "leaves", "map_struct"]
 
 
 @dataclass
@@ -60,3 +61,19 @@ def map_struct(obj, fn, path=()):
     if isinstance(obj, (tuple, list)):
         return Struct(type(obj).__name__, [map_struct(v, fn, path + (i,)) for i, v in enumerate(obj)])
     return fn(path, obj)
+
+
+class ContentsOf:
+    """What a rebuild check expects of a list or dict fixed into the generated code: its contents when the code
+    was built. The object itself is not enough: ``sizes[0] = 3`` or ``cfg.append(...)`` between two calls keeps
+    the name bound to the same list, and code built from the old contents would give a stale value."""
+    __slots__ = ("snapshot",)
+
+    def __init__(self, obj):
+        self.snapshot = copy.deepcopy(obj)
+
+    def matches(self, now):
+        try:
+            return type(now) is type(self.snapshot) and bool(now == self.snapshot)
+        except Exception:   # (a comparison that does not give one truth value: rebuild)
+            return False

@@ -10,7 +10,7 @@ from ...errors import UnsupportedSyntaxError
 from ..fence import error
 from ..parse import MISSING
 from ..specs import leaf_spec, scalar_kind
-from ..values import Dyn, Static, map_struct as _map_struct
+from ..values import ContentsOf, Dyn, Static, map_struct as _map_struct
 from .common import (_free_getter, _is_static_tree, _local_names, _path_getter, _safe)
 
 
@@ -90,8 +90,9 @@ class Captures:
             return _map_struct(obj, lambda path, leaf: self.capture(
                 name + "".join(f"_{k}" for k in path), leaf, scope, _path_getter(getter, path)))
         # a value fixed into the generated code (a function, a module, a flag, a tuple of sizes): the
-        # compiled code is rebuilt when the name is rebound (identity) or a static tree changes (equality)
-        self.static_key.append((getter, obj))
+        # compiled code is rebuilt when the name is rebound (identity) or a static tree changes (equality; a list
+        # or dict changed in place, by its contents then)
+        self.static_key.append((getter, ContentsOf(obj) if isinstance(obj, (list, dict)) else obj))
         return Static(obj)
 
     def as_static_capture(self, v):

@@ -11,7 +11,7 @@ from ...ops.registry import lookup
 from .. import annotations as A
 from ..fence import error
 from ..parse import MISSING
-from ..values import Dyn, Splat, Static, Struct
+from ..values import ContentsOf, Dyn, Splat, Static, Struct
 from .common import (CustomVJP, LocalFunction, Scope, _BoundMethod, _DictView, _Iter, _OPS, _Range, _attr_getter,
                      _is_metadata, _is_static_tree, _np_attr, lookup_getitem)
 from .constants import (_const_binop, _const_compare_chain, _const_unary)
@@ -266,7 +266,8 @@ class Expressions:
             if isinstance(obj, types.MethodType) and not isinstance(base.obj, types.ModuleType):
                 return Static(obj)
             if not isinstance(base.obj, types.ModuleType) and not callable(obj) and not isinstance(obj, type):
-                self.static_key.append((_attr_getter(base.obj, attr), obj))  # ``cfg.n_layers``: rebuilt if changed
+                self.static_key.append((_attr_getter(base.obj, attr),   # ``cfg.n_layers``: rebuilt if changed
+                                        ContentsOf(obj) if isinstance(obj, (list, dict)) else obj))
             return Static(obj)
         if isinstance(base, Struct):
             if base.kind == "namedtuple" or base.kind == "dict":

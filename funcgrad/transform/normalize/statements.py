@@ -724,7 +724,7 @@ class Statements:
                 raise error(scope.parsed, node, f"cannot unpack {len(items)} values into {n} names", None,
                             cls=UnsupportedSyntaxError)
             return items
-        if isinstance(val, Static) and isinstance(val.obj, tuple):
+        if isinstance(val, Static) and isinstance(val.obj, (tuple, list)):   # (a list: a global's, read now)
             if len(val.obj) != n:
                 raise error(scope.parsed, node, f"cannot unpack {len(val.obj)} values into {n} names", None)
             return [Static(v) for v in val.obj]
