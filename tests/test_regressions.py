@@ -590,3 +590,18 @@ def test_a_list_or_dict_changed_in_place_between_calls_rebuilds_the_code(f, kw):
         _COEFS[:] = [2.0, 3.0]
         _SETTINGS.update(scale=2.0, power=2)
         _MODEL.widths[:] = [1.0, 2.0]
+
+
+_SHAPES = ([2.0], 3.0)
+
+
+def test_a_list_inside_a_tuple_changed_in_place_rebuilds_the_code():
+    def f(x):
+        return _SHAPES[0][0] * x * x
+    g = funcgrad.grad(f)
+    assert g(1.5) == pytest.approx(6.0)
+    _SHAPES[0][0] = 4.0
+    try:
+        assert g(1.5) == pytest.approx(12.0)
+    finally:
+        _SHAPES[0][0] = 2.0

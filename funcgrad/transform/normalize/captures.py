@@ -91,8 +91,8 @@ class Captures:
                 name + "".join(f"_{k}" for k in path), leaf, scope, _path_getter(getter, path)))
         # a value fixed into the generated code (a function, a module, a flag, a tuple of sizes): the
         # compiled code is rebuilt when the name is rebound (identity) or a static tree changes (equality; a list
-        # or dict changed in place, by its contents then)
-        self.static_key.append((getter, ContentsOf(obj) if isinstance(obj, (list, dict)) else obj))
+        # or dict changed in place, also inside a tuple, by its contents then)
+        self.static_key.append((getter, ContentsOf(obj) if isinstance(obj, (list, dict, tuple)) else obj))
         return Static(obj)
 
     def as_static_capture(self, v):

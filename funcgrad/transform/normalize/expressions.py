@@ -267,7 +267,7 @@ class Expressions:
                 return Static(obj)
             if not isinstance(base.obj, types.ModuleType) and not callable(obj) and not isinstance(obj, type):
                 self.static_key.append((_attr_getter(base.obj, attr),   # ``cfg.n_layers``: rebuilt if changed
-                                        ContentsOf(obj) if isinstance(obj, (list, dict)) else obj))
+                                        ContentsOf(obj) if isinstance(obj, (list, dict, tuple)) else obj))
             return Static(obj)
         if isinstance(base, Struct):
             if base.kind == "namedtuple" or base.kind == "dict":
