@@ -31,10 +31,10 @@ MODE_IDS = ["auto", "python", "nojit"]
 # template means giving it a definition in funcgrad/ops/second_order.py (or a rule), or listing it here.
 REFUSED = {
     # reverse mode read back (a gradient taken inside a differentiated function) only
-    "eigh_vjp", "eig_vjp", "svd_vjp", "pinv_vjp", "norm_vjp", "einsum_vjp", "einsum_tangent_vjp", "unjoin",
+    "eigh_vjp", "eig_vjp", "svd_vjp", "pinv_vjp", "norm_vjp", "unjoin",
     "written_along_axis", "dirichlet_logpdf_grad", "mvn_entropy_grad", "mvn_logpdf_grad",
     # also in JVP lines: hessian and order-2 check_grads of these are refused
-    "qr_vjp", "qr_jvp", "einsum_tangent2",
+    "qr_vjp", "qr_jvp",
 }
 
 
@@ -338,6 +338,84 @@ def test_reverse_over_reverse_with_two_rhs_shapes_in_one_function(f, x, kw):
     def outer(a):
         return np.sum(funcgrad.grad(f)(a) ** 2)
     np.testing.assert_allclose(funcgrad.grad(outer, **kw)(x), _fd_of_scalar(outer, x), rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- einsum
+def _einsum_cases():
+    from funcgrad.ops.numpy_shape import EINSUM_CASES
+    extra = [("...ij,jk->...ik", [(2, 3, 4), (4, 2)]), ("...ij,jk", [(2, 3, 4), (4, 2)]), ("ij,ij->", [(2, 3), (1, 3)]),
+             ("iji->j", [(2, 3, 2)]), ("...ii,...i->...", [(2, 3, 3), (3,)])]
+    for subs, shapes in EINSUM_CASES + extra:   # diagonals, broadcasts, ellipses, implicit output, scalars, three operands
+        ops = tuple(RNG.normal(size=sh) for sh in shapes)
+        g = RNG.normal(size=np.shape(np.einsum(subs, *ops)))
+        tans, dots = (tuple(RNG.normal(size=sh) for sh in shapes) for _ in range(2))
+        yield "einsum_vjp", (g, subs, ops)
+        yield "einsum_tangent_vjp", (g, subs, ops, tans)
+        yield "einsum_tangent2", (subs, ops, tans, dots)
+
+
+@pytest.mark.parametrize("name, args", [pytest.param(n, a, id=f"{n}-{a[1] if n != 'einsum_tangent2' else a[0]}")
+                                        for n, a in _einsum_cases()])
+def test_each_einsum_definition_computes_its_kernels_value(name, args):
+    from funcgrad.ops import second_order as SO
+    got, want = getattr(SO, name)(*args), getattr(K, name)(*args)
+    got, want = (got, want) if isinstance(want, (list, tuple)) else ([got], [want])
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert np.shape(a) == np.shape(b)
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
+
+
+_E43 = RNG.normal(size=(4, 3))
+_E233 = RNG.normal(size=(2, 3, 3))
+
+
+def einsum_square(x):
+    return np.sum(np.einsum("ij,jk->ik", x, x) ** 2)
+
+
+def einsum_batched(x):   # an ellipsis broadcast against a constant, a diagonal, a three-operand sum
+    y = np.einsum("...ij,jk->...ik", _E233, x)
+    return np.sum(np.sin(y)) + np.einsum("ii->", x) ** 2 + np.einsum("ij,jk,ki", x, x, x)
+
+
+def einsum_implicit(x):   # implicit output (the ellipsis first, then the sorted letters) and a size-1 broadcast
+    return np.sum(np.cos(np.einsum("...j,kj", x[None, :1, :], _E43))) + np.sum(np.einsum("ij,ij->i", x, x) ** 3)
+
+
+_EINSUM = [(einsum_square, RNG.normal(size=(3, 3))), (einsum_batched, RNG.normal(size=(3, 3))),
+           (einsum_implicit, RNG.normal(size=(2, 3)))]
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+@pytest.mark.parametrize("f, x", _EINSUM, ids=[f.__name__ for f, _ in _EINSUM])
+def test_second_derivatives_of_einsum_match_differences(f, x, kw):
+    H = funcgrad.hessian(f, **kw)(x)
+    np.testing.assert_allclose(H, _fd_jacobian_of(funcgrad.grad(f, **kw), x), rtol=1e-5, atol=1e-6)
+    assert np.abs(H).max() > 1e-2
+
+    def outer(a):   # reverse mode over reverse mode: einsum_vjp differentiated
+        return np.sum(funcgrad.grad(f)(a) ** 2)
+    np.testing.assert_allclose(funcgrad.grad(outer, **kw)(x), _fd_of_scalar(outer, x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("f, x", _EINSUM[:2], ids=[f.__name__ for f, _ in _EINSUM[:2]])
+def test_third_derivatives_through_einsum(f, x):
+    # generated second-order code calls einsum_tangent2 (forward over forward) and einsum_tangent_vjp (reverse over
+    # forward); a third derivative reads that code back and differentiates their definitions
+    v = RNG.normal(size=x.shape)
+    h = 1e-4
+
+    def d2(a):   # the second directional derivative along v, checked against differences of the first
+        return funcgrad.jvp(lambda b: funcgrad.jvp(f, (b,), (v,))[1], (a,), (v,))[1]
+    d1 = [funcgrad.jvp(f, (x + s * h * v,), (v,))[1] for s in (1, -1)]
+    np.testing.assert_allclose(d2(x), (d1[0] - d1[1]) / (2 * h), rtol=1e-6)
+    np.testing.assert_allclose(funcgrad.jvp(d2, (x,), (v,))[1], (d2(x + h * v) - d2(x - h * v)) / (2 * h), rtol=1e-6)
+
+    def outer(a):   # reverse over forward, taken inside: its einsum_tangent_vjp differentiated
+        return np.sum(funcgrad.grad(lambda b: funcgrad.jvp(f, (b,), (v,))[1])(a) ** 2)
+    np.testing.assert_allclose(funcgrad.grad(outer, mode="python")(x), _fd_of_scalar(outer, x), rtol=1e-5, atol=1e-6)
+    check_grads(f, (x,), order=2, modes=("fwd", "rev"), mode="python")
 
 
 # ----------------------------------------------------------------------------- refusals in the user's terms

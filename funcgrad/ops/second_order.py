@@ -20,6 +20,7 @@ import scipy.linalg as sla
 
 import funcgrad.kernels.cpu as K
 from . import linalg as L
+from .core import unbroadcast
 from .special import digamma
 from .registry import define
 
@@ -533,3 +534,116 @@ def solve_banded_vjp_ab(v, y, ab, b, l=1, u=1):  # noqa: E741
         else:
             rows.append(0.0 * ab[r])
     return np.stack(rows)
+
+
+# ----------------------------------------------------------------------------- einsum
+# einsum's VJP and JVP helpers are einsums too: each is written as ``np.einsum`` calls whose subscripts are made
+# from the call's own (constant) subscripts while transforming, so what normalize inlines is plain einsums,
+# broadcasts and sums, all with rules.
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _einsum_io(subscripts, n):
+    """``(input terms, output term)`` of ``subscripts`` for ``n`` operands, the output made explicit (NumPy's
+    implicit output: the ellipsis, then the letters that appear once, sorted)."""
+    s = subscripts.replace(" ", "")
+    if "->" in s:
+        lhs, rhs = s.split("->")
+    else:
+        lhs = s
+        once = sorted(c for c in set(lhs) if c in _LETTERS and lhs.count(c) == 1)
+        rhs = ("..." if "..." in lhs else "") + "".join(once)
+    terms = lhs.split(",")
+    assert len(terms) == n, f"einsum subscripts {subscripts!r} name {len(terms)} operands, {n} were given"
+    return terms, rhs
+
+
+def _letters(term):
+    return [c for c in term if c in _LETTERS]
+
+
+def einsum_vjp_plan(subscripts, n):
+    """For each operand ``i`` of ``np.einsum(subscripts, *operands)`` (``n`` of them), how its cotangent is computed
+    from ``g``: ``(subs, others, axes)``, ``subs`` the subscripts of one einsum over ``g``, the other operands
+    (``others``: their indices), ``np.ones_like(operand i)`` and one identity per axis in ``axes``.
+
+    The ones carry operand ``i``'s full shape (its letters and ellipsis that no other operand has, and sizes the
+    others broadcast from 1: the cotangent is constant along them); each identity ties a repeated letter's second
+    axis to its first (the cotangent lives on the diagonal). The einsum's result is then summed down to operand
+    ``i``'s shape where the operand was broadcast (axes from 1, and the ellipsis of the other operands where
+    operand ``i`` has none: NumPy's einsum does not sum an ellipsis away)."""
+    terms, rhs = _einsum_io(subscripts, n)
+    fresh = [c for c in _LETTERS if c not in subscripts]
+    plans = []
+    for i, term in enumerate(terms):
+        others = [j for j in range(n) if j != i]
+        ins = [rhs] + [terms[j] for j in others] + [term]
+        out = ""
+        eyes = []
+        axes = []
+        for c in term.replace("...", "."):
+            if c == ".":
+                out += "..."
+            elif c in out:   # a repeated letter: a fresh one in the result, tied to the first by an identity
+                f = fresh.pop(0)
+                out += f
+                eyes.append(c + f)
+                axes.append(_axis_of(term, c))
+            else:
+                out += c
+        if "..." not in term and any("..." in s for s in ins):   # NumPy sums no ellipsis away: unbroadcast does
+            out = "..." + out
+        plans.append((",".join(ins + eyes) + "->" + out, tuple(others), tuple(axes)))
+    return tuple(plans)
+
+
+def _axis_of(term, c):
+    """The axis of ``term``'s first ``c`` (negative when it follows an ellipsis)."""
+    if "..." in term and term.index(c) > term.index("..."):
+        after = _letters(term[term.index("...") + 3:])
+        return after.index(c) - len(after)
+    return _letters(term).index(c)
+
+
+einsum_vjp_plan._funcgrad_static_call = True   # evaluated while transforming: its arguments are constants
+
+
+@kernel_definition("einsum_vjp")
+def einsum_vjp(g, subscripts, operands, optimize=False):
+    plans = einsum_vjp_plan(subscripts, len(operands))
+    out = []
+    for i in range(len(operands)):
+        subs, others, axes = plans[i]
+        x = operands[i]
+        args = [g] + [operands[j] for j in others] + [np.ones_like(x)] + [np.eye(np.shape(x)[ax]) for ax in axes]
+        out.append(unbroadcast(np.einsum(subs, *args, optimize=optimize), x))
+    return out
+
+
+def _replaced(operands, k, a, j=-1, b=None):
+    """``operands`` as a list with ``a`` in place of operand ``k`` (and ``b`` of operand ``j``)."""
+    return [a if i == k else b if i == j else operands[i] for i in range(len(operands))]
+
+
+@kernel_definition("einsum_tangent_vjp")
+def einsum_tangent_vjp(g, subscripts, operands, tangents, optimize=False):
+    n = len(operands)
+    if n == 1:   # einsum is linear in its one operand: the second derivative is zero
+        return [0.0 * einsum_vjp(g, subscripts, operands, optimize)[0]]
+    cts = [einsum_vjp(g, subscripts, _replaced(operands, k, tangents[k]), optimize) for k in range(n)]
+    out = []
+    for j in range(n):
+        terms = [cts[k][j] for k in range(n) if k != j]
+        out.append(sum(terms[1:], terms[0]))
+    return out
+
+
+@kernel_definition("einsum_tangent2")
+def einsum_tangent2(subscripts, operands, tangents, dots, optimize=False):
+    n = len(operands)
+    if n == 1:   # einsum is linear in its one operand: the second derivative is zero
+        return 0.0 * np.einsum(subscripts, *operands, optimize=optimize)
+    terms = [np.einsum(subscripts, *_replaced(operands, k, tangents[k], j, dots[j]), optimize=optimize)
+             for k in range(n) for j in range(n) if j != k]
+    return sum(terms[1:], terms[0])
+
