@@ -647,3 +647,70 @@ def einsum_tangent2(subscripts, operands, tangents, dots, optimize=False):
              for k in range(n) for j in range(n) if j != k]
     return sum(terms[1:], terms[0])
 
+
+# ----------------------------------------------------------------------------- qr
+# As kernels/cpu_linalg.py computes them, the packed result rebuilt by concatenation (Q in rows :m, R below).
+_QR_COMPLETE_TALL = ("np.linalg.qr(..., mode='complete'): the extra columns of Q for a tall matrix are not unique, so "
+                     "they have no derivative; use mode='reduced'")
+
+
+def _copyltu(x):
+    return np.tril(x) + mT(np.tril(x, -1))
+
+
+def _qr_square_vjp(q, r, gq, gr):
+    """Cotangent of ``a`` (m >= n, reduced) for ``q, r = qr(a)``."""
+    mm = r @ mT(gr) - mT(gq) @ q
+    b = gq + q @ _copyltu(mm)
+    return mT(_tri_solve(r, mT(b), False, 0))                     # b R^-T
+
+
+@kernel_definition("qr_vjp")
+def qr_vjp(g, p, a, mode="reduced"):
+    m = a.shape[-2]
+    n = a.shape[-1]
+    k = min(m, n)
+    qc = m if mode == "complete" else k
+    q = p[..., :m, :qc]
+    r = p[..., m:, :n]
+    gq = g[..., :m, :qc]
+    gr = g[..., m:, :n]
+    if mode == "complete":
+        assert not (m > n and np.any(gq[..., :, k:] != 0)), _QR_COMPLETE_TALL
+        q = q[..., :, :k]
+        gq = gq[..., :, :k]
+        r = r[..., :k, :]
+        gr = gr[..., :k, :]
+    if m >= n:
+        out = _qr_square_vjp(q, r, gq, gr)
+    else:
+        gy_r = gr[..., :, m:]
+        gx = _qr_square_vjp(q, r[..., :, :m], gq + a[..., :, m:] @ mT(gy_r), gr[..., :, :m])
+        out = np.concatenate([gx, q @ gy_r], axis=-1)
+    return out
+
+
+def _qr_square_jvp(q, r, t):
+    tr = mT(_tri_solve(r, mT(t), False, 1))                       # t r^-1
+    c = mT(q) @ tr
+    low = np.tril(c, -1)
+    om = low - mT(low)                                            # q^T dq: skew, c - om upper
+    return q @ om + tr - q @ c, (c - om) @ r
+
+
+@kernel_definition("qr_jvp")
+def qr_jvp(t, p, a, mode="reduced"):
+    m = a.shape[-2]
+    n = a.shape[-1]
+    k = min(m, n)
+    assert not (mode == "complete" and m > n), _QR_COMPLETE_TALL
+    q = p[..., :m, :k]
+    r = p[..., m:m + k, :n]
+    if m >= n:
+        dq, dr = _qr_square_jvp(q, r, t)
+        out = np.concatenate([dq, dr], axis=-2)
+    else:
+        dq, dxr = _qr_square_jvp(q, r[..., :, :m], t[..., :, :m])
+        dyr = mT(dq) @ a[..., :, m:] + mT(q) @ t[..., :, m:]
+        out = np.concatenate([np.concatenate([dq, 0.0 * dyr], axis=-1), np.concatenate([dxr, dyr], axis=-1)], axis=-2)
+    return out
