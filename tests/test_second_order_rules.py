@@ -31,8 +31,7 @@ MODE_IDS = ["auto", "python", "nojit"]
 # template means giving it a definition in funcgrad/ops/second_order.py (or a rule), or listing it here.
 REFUSED = {
     # reverse mode read back (a gradient taken inside a differentiated function) only
-    "eigh_vjp", "eig_vjp", "svd_vjp", "pinv_vjp", "norm_vjp", "unjoin",
-    "written_along_axis", "dirichlet_logpdf_grad", "mvn_entropy_grad", "mvn_logpdf_grad",
+    "unjoin", "written_along_axis", "dirichlet_logpdf_grad", "mvn_entropy_grad", "mvn_logpdf_grad",
 }
 
 
@@ -478,6 +477,131 @@ def test_qr_complete_of_a_tall_matrix_is_refused_at_second_order_too():
                 funcgrad.grad(lambda a: np.sum(funcgrad.grad(qr_complete_tall)(a) ** 2))):
         with pytest.raises((ValueError, AssertionError), match="extra columns of Q for a tall matrix are not unique"):
             run(_QR_X)
+
+
+# ----------------------------------------------------------------------------- VJPs of eigh, eig, svd, pinv, norm
+# A gradient taken inside a differentiated function (or grad of grad) reads reverse-mode code back, and the VJP
+# helpers of these rules are differentiated through their definitions. Inputs are generic: distinct eigenvalues
+# and singular values (where two coincide the derivative does not exist).
+def _sym(n, batch=()):
+    a = RNG.normal(size=batch + (n, n))
+    return a + np.swapaxes(a, -1, -2)
+
+
+def _complex(shape):
+    return RNG.normal(size=shape) + 1j * RNG.normal(size=shape)
+
+
+def _vjp_cases():
+    for batch in [(), (2,)]:
+        for uplo in "LU":
+            p = K.eigh_packed(_sym(4, batch), uplo)
+            yield "eigh_vjp", (RNG.normal(size=p.shape), p, uplo)
+        h = _complex(batch + (3, 3))
+        p = K.eigh_packed(h + np.conj(np.swapaxes(h, -1, -2)))
+        yield "eigh_vjp", (_complex(p.shape), p)
+        p = K.eig_packed(_sym(4, batch) + 0.3 * RNG.normal(size=batch + (4, 4)))   # a real spectrum
+        yield "eig_vjp", (RNG.normal(size=p.shape), p)
+        for m, n in [(4, 3), (3, 3), (3, 5)]:
+            k = min(m, n)
+            for a in (RNG.normal(size=batch + (m, n)), _complex(batch + (m, n))):
+                for full in (False, True):
+                    p = K.svd_packed(a, full, False)
+                    g = RNG.normal(size=p.shape) + (1j * RNG.normal(size=p.shape) if np.iscomplexobj(p) else 0)
+                    g[..., :m, k:] = 0        # no cotangent on the extra singular vectors (refused otherwise)
+                    g[..., m + 1:, k:] = 0
+                    yield "svd_vjp", (g, p, a, full, False)
+                    if not np.iscomplexobj(p):   # the singular values alone (the kernel skips the vectors' terms)
+                        gs = 0 * g
+                        gs[..., m, :k] = 1.0
+                        yield "svd_vjp", (gs, p, a, full, False)
+            a = RNG.normal(size=batch + (m, n))
+            y = np.linalg.pinv(a)
+            yield "pinv_vjp", (RNG.normal(size=y.shape), y, a, False)
+        s = _sym(4, batch)
+        yield "svd_vjp", (RNG.normal(size=(batch + (9, 4))), K.svd_packed(s, True, True), s, True, True)
+        y = np.linalg.pinv(s, hermitian=True)
+        yield "pinv_vjp", (RNG.normal(size=y.shape), y, s + np.triu(RNG.normal(size=s.shape), 1), True)
+    for x, ords, axes in [(RNG.normal(size=5), [None, 2, 1, np.inf, -np.inf, 0, 3, -1.5], [None, 0]),
+                          (RNG.normal(size=(3, 4)), [None, "fro", "nuc", 2, -2, 1, -1, np.inf, -np.inf],
+                           [None, (0, 1), (1, 0)]),
+                          (RNG.normal(size=(2, 3, 4)), [None, 2, 1, np.inf, 3], [1, -1]),
+                          (RNG.normal(size=(2, 3, 4)), ["fro", "nuc", 2, 1, -np.inf], [(1, 2), (2, 0)])]:
+        for o in ords:
+            for ax in axes:
+                for kd in (False, True):
+                    y = np.linalg.norm(x, o, ax, kd)
+                    yield "norm_vjp", (RNG.normal(size=np.shape(y)), y, x, o, ax, kd)
+
+
+@pytest.mark.parametrize("name, args", list(_vjp_cases()))
+def test_each_vjp_definition_computes_its_kernels_value(name, args):
+    test_each_new_definition_computes_its_kernels_value(name, args)
+
+
+_C33 = RNG.normal(size=(3, 3))
+_C42 = RNG.normal(size=(4, 2))
+_S33 = _sym(3)
+
+
+def eigh_loss(a):
+    w, v = np.linalg.eigh(a + a.T)
+    return np.sum(w ** 3) + np.sum(v * v * _C33) + np.sum(np.linalg.eigvalsh(a @ a.T, UPLO="U") ** 2)
+
+
+def eig_loss(a):   # a real spectrum near the symmetric _S33
+    w, v = np.linalg.eig(_S33 + 0.3 * a)
+    return np.sum(w ** 3) + np.sum(v * v * _C33)
+
+
+def svd_loss(a):   # U S Vt of a tall matrix (signs cancel in u * u), the singular values of a wide one
+    u, s, vt = np.linalg.svd(a[:, :2], full_matrices=False)
+    return np.sum(s ** 3) + np.sum(u * u * _C42) + np.sum(vt * vt) + np.sum(np.sin(np.linalg.svd(a.T, compute_uv=False)))
+
+
+def svd_full(a):   # a square matrix, full_matrices=True
+    u, s, vt = np.linalg.svd(a[:3])
+    return np.sum(np.sin(s)) + np.sum((u * u) @ _C33) + np.sum(vt * vt * _C33.T)
+
+
+def pinv_loss(a):
+    return np.sum(np.sin(np.linalg.pinv(a))) + np.sum(np.linalg.pinv(a[:3] + a[:3].T, hermitian=True) ** 2)
+
+
+def norm_vectors(a):   # vector norms of computed vectors (ord without axis: the ndim read back)
+    return (np.linalg.norm(a) ** 3 + np.sum(np.linalg.norm(a, 3, axis=0) ** 2) + np.linalg.norm(a[0], -1.5) ** 2
+            + np.sum(np.sin(np.linalg.norm(a, axis=-1, keepdims=True))) + np.linalg.norm(a[1] * a[2], 2) ** 2)
+
+
+def norm_matrices(a):   # nuclear, spectral, smallest singular value, Frobenius; inf and 1 norms (piecewise linear)
+    return (np.linalg.norm(a, "nuc") ** 2 + np.linalg.norm(a, 2) * np.linalg.norm(a, -2) + np.linalg.norm(a @ a.T, "fro")
+            + np.linalg.norm(a, np.inf) * np.linalg.norm(a, 1))
+
+
+_A43 = RNG.normal(size=(4, 3))
+_LINALG_VJP = [(eigh_loss, _A3), (eig_loss, _A3), (svd_loss, _A43), (svd_full, _A43), (pinv_loss, _A43),
+               (norm_vectors, _A43), (norm_matrices, _A43)]
+
+
+def _vjp_params(default):
+    """Every function in every mode; ``default`` in python mode in `make test`, the rest in `make test-sweep`."""
+    return [pytest.param(f, x, kw, id=f"{f.__name__}-{mid}", marks=() if f in default and mid == "python" else _SWEEP)
+            for f, x in _LINALG_VJP for kw, mid in zip(MODES, MODE_IDS)]
+
+
+@pytest.mark.parametrize("f, x, kw", _vjp_params({f for f, _ in _LINALG_VJP}))
+def test_gradient_of_a_gradient_through_the_linalg_vjps(f, x, kw):
+    def outer(a):   # reverse mode over reverse mode: the VJP helpers differentiated
+        return np.sum(funcgrad.grad(f)(a) ** 2)
+    g = funcgrad.grad(outer, **kw)(x)
+    np.testing.assert_allclose(g, _fd_of_scalar(outer, x), rtol=1e-5, atol=1e-5)
+    assert np.abs(g).max() > 1e-2
+
+
+@pytest.mark.parametrize("f, x, kw", _vjp_params({norm_vectors, norm_matrices, svd_loss}))
+def test_hessian_through_the_linalg_rules(f, x, kw):
+    H = funcgrad.hessian(f, **kw)(x)
+    np.testing.assert_allclose(H, _fd_jacobian_of(funcgrad.grad(f, **kw), x), rtol=1e-5, atol=1e-6)
 
 
 # ----------------------------------------------------------------------------- refusals in the user's terms

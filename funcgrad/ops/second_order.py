@@ -154,6 +154,100 @@ def svd_jvp(t, p, a, full_matrices=True, hermitian=False):
     return np.concatenate([du, ds[..., None, :] + 0.0 * du[..., :1, :], np.conj(dv)], axis=-2)
 
 
+# ----------------------------------------------------------------------------- VJPs of pinv, eigh, eig, svd
+# Reverse-mode code read back (a gradient taken inside a differentiated function, grad of grad) calls these.
+@kernel_definition("pinv_vjp")
+def pinv_vjp(g, y, a, hermitian=False):
+    if hermitian:
+        a = L.symmetric_from_triangle(a, True)
+    yt = mT(y)
+    gt = mT(g)
+    term = -(y @ gt @ y)
+    term = term + (y @ yt) @ (g - g @ a @ y)                      # (y y^T) g (I - a y)
+    term = term + (g - y @ a @ g) @ yt @ y                        # (I - y a) g y^T y
+    gr = mT(term)
+    return L.fold_triangle(gr, True) if hermitian else gr
+
+
+@kernel_definition("eigh_vjp")
+def eigh_vjp(g, p, UPLO="L"):
+    w = np.real(p[..., 0, :])
+    v = p[..., 1:, :]
+    gw = g[..., 0, :]
+    gv = g[..., 1:, :]
+    vt = mT(v)
+    vc = np.conj(v)
+    gr = (vc * gw[..., None, :]) @ vt + vc @ (_gap_inverse(w) * (vt @ gv)) @ vt
+    return L.fold_triangle(gr, UPLO == "L")
+
+
+@kernel_definition("eig_vjp")
+def eig_vjp(g, p):
+    w = p[..., 0, :]
+    v = p[..., 1:, :]
+    gw = g[..., 0, :]
+    gv = g[..., 1:, :]
+    eye = np.eye(w.shape[-1])
+    vt = mT(v)
+    f = _gap_inverse(w)
+    vtgv = vt @ gv
+    r = gw[..., :, None] * eye + f * vtgv - f * ((vt @ np.conj(v)) @ (
+        np.real(np.diagonal(vtgv, axis1=-2, axis2=-1))[..., :, None] * eye))
+    return np.linalg.solve(vt, r @ vt)
+
+
+_SVD_FULL_EXTRA = ("np.linalg.svd(..., full_matrices=True): the extra singular vectors of a non-square matrix are not "
+                   "unique, so they have no derivative; use full_matrices=False (or use only the first min(m, n) of "
+                   "them)")
+
+
+def _recip(s):
+    """1 / s, 0 where s is 0."""
+    return np.where(s == 0, 0.0, 1.0 / np.where(s == 0, 1.0, s))
+
+
+@kernel_definition("svd_vjp")
+def svd_vjp(g, p, a, full_matrices=True, hermitian=False):
+    """Townsend's formulas (autograd's for complex matrices), one expression for both kinds: whether ``p`` is
+    complex is only known when the function runs (a branch on it would build and differentiate both)."""
+    m = a.shape[-2]
+    n = a.shape[-1]
+    k = min(m, n)
+    cu = m if full_matrices else k
+    cv = n if full_matrices else k
+    u = p[..., :m, :cu]
+    s = np.real(p[..., m, :k])
+    v = p[..., m + 1:, :cv]
+    gu = g[..., :m, :cu]
+    gs = np.real(g[..., m, :k])
+    gv = g[..., m + 1:, :cv]
+    if full_matrices:
+        assert not (m > n and np.any(gu[..., :, k:] != 0) or m < n and np.any(gv[..., :, k:] != 0)), _SVD_FULL_EXTRA
+        u = u[..., :, :k]
+        v = v[..., :, :k]
+        gu = gu[..., :, :k]
+        gv = gv[..., :, :k]
+    if hermitian:
+        assert not np.iscomplexobj(p), (
+            "np.linalg.svd(..., hermitian=True) of complex matrices: derivatives are not supported; use "
+            "hermitian=False")
+    V = np.conj(v)                                                # v holds Vh^T
+    gV = np.conj(gv)
+    eye = np.eye(k)
+    f = _gap_inverse(s * s)
+    utgu = mT(u) @ gu
+    vtgv = mT(V) @ gV
+    dg = np.diagonal(utgu, axis1=-2, axis2=-1)
+    inner = (f * (utgu - np.conj(mT(utgu)))) * s[..., None, :] + eye * gs[..., :, None] + s[..., :, None] * (
+        f * (vtgv - np.conj(mT(vtgv)))) + ((dg - np.real(dg)) * _recip(s))[..., None, :] * eye   # i Im(dg) / s
+    gr = np.conj(u) @ inner @ mT(V)
+    if m < n and np.any(gv != 0):   # as the kernel: a rank-deficient matrix's singular values alone stay finite
+        gr = gr + np.conj((u / s[..., None, :]) @ mT(gV) @ (np.eye(n) - V @ np.conj(mT(V))))
+    if m > n and np.any(gu != 0):
+        gr = gr + mT((V / s[..., None, :]) @ mT(gu) @ (np.eye(m) - u @ np.conj(mT(u))))
+    return L.fold_triangle(gr, True) if hermitian else gr
+
+
 # ----------------------------------------------------------------------------- norm
 def _tie_share(v, target, axis):
     """1 where ``v`` equals ``target`` along ``axis``, shared out equally among ties (piecewise constant)."""
@@ -211,6 +305,12 @@ def _norm_unit(x, ord, axes, matrix):  # noqa: A002
 
 @kernel_definition("norm_jvp")
 def norm_jvp(t, y, x, ord=None, axis=None, keepdims=False):  # noqa: A002
+    axes, matrix = _norm_axes(x, ord, axis)
+    return np.real(np.sum(t * _norm_unit(x, ord, axes, matrix), axis=axes, keepdims=keepdims))
+
+
+def _norm_axes(x, ord, axis):  # noqa: A002
+    """``(axes, matrix)`` of np.linalg.norm's arguments (``axes`` None: every element)."""
     if axis is None:
         if ord is None:
             axes = None   # every element
@@ -225,7 +325,16 @@ def norm_jvp(t, y, x, ord=None, axis=None, keepdims=False):  # noqa: A002
         axes = (axis,) if isinstance(axis, int) else tuple(axis)
         axes = tuple(a % x.ndim for a in axes)
         matrix = len(axes) == 2
-    return np.real(np.sum(t * _norm_unit(x, ord, axes, matrix), axis=axes, keepdims=keepdims))
+    return axes, matrix
+
+
+@kernel_definition("norm_vjp")
+def norm_vjp(g, y, x, ord=None, axis=None, keepdims=False):  # noqa: A002
+    axes, matrix = _norm_axes(x, ord, axis)
+    unit = _norm_unit(x, ord, axes, matrix)
+    if keepdims or axes is None:
+        return g * unit
+    return np.expand_dims(g, axes) * unit
 
 
 # ----------------------------------------------------------------------------- scipy.stats (multivariate)
