@@ -31,7 +31,7 @@ MODE_IDS = ["auto", "python", "nojit"]
 # template means giving it a definition in funcgrad/ops/second_order.py (or a rule), or listing it here.
 REFUSED = {
     # reverse mode read back (a gradient taken inside a differentiated function) only
-    "unjoin", "written_along_axis", "dirichlet_logpdf_grad", "mvn_entropy_grad", "mvn_logpdf_grad",
+    "written_along_axis", "dirichlet_logpdf_grad", "mvn_entropy_grad", "mvn_logpdf_grad",
 }
 
 
@@ -602,6 +602,46 @@ def test_gradient_of_a_gradient_through_the_linalg_vjps(f, x, kw):
 def test_hessian_through_the_linalg_rules(f, x, kw):
     H = funcgrad.hessian(f, **kw)(x)
     np.testing.assert_allclose(H, _fd_jacobian_of(funcgrad.grad(f, **kw), x), rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- hstack, vstack, dstack, column_stack
+_JOINS = [("hstack", [(3,), (2,), ()]), ("hstack", [(2, 3), (2, 1)]), ("hstack", [(2, 3, 2), (2, 1, 2)]),
+          ("vstack", [(3,), (2, 3), (3,)]), ("vstack", [(2, 2, 3), (1, 2, 3)]), ("vstack", [(), ()]),
+          ("dstack", [(3,), (3,)]), ("dstack", [(2, 3), (2, 3, 2)]), ("column_stack", [(3,), (3, 2)]),
+          ("column_stack", [(), ()])]
+
+
+@pytest.mark.parametrize("kind, shapes", _JOINS)
+def test_unjoin_definition_computes_its_kernels_value(kind, shapes):
+    from funcgrad.ops import second_order as SO
+    arrays = tuple(RNG.normal(size=sh) for sh in shapes)
+    g = RNG.normal(size=getattr(np, kind)(arrays).shape)
+    got, want = SO.unjoin(g, arrays, kind), K.unjoin(g, arrays, kind)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert np.shape(a) == np.shape(b)
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+_C32 = RNG.normal(size=(3, 2))
+_C3 = _C32[:, 1].copy()
+
+
+def stack_loss(a):   # a (3, 2): computed pieces, constants and a number, of every rank each join reads
+    h = np.hstack([a, np.sin(a[:, :1]), _C32])
+    v = np.vstack([a[0], np.cos(a), a[1] * a[2]])
+    d = np.dstack([a, a * a])
+    c = np.column_stack([a[:, 0], a ** 3, _C3])
+    return (np.sum(np.sin(h)) + np.sum(v ** 3) + np.sum(np.cos(d)) + np.sum(c * c * c)
+            + np.sum(np.hstack([a[0], a[1], 2.0]) ** 4))
+
+
+@pytest.mark.parametrize("kw", _SLOW_MODES)
+def test_gradient_of_a_gradient_through_the_joins(kw):
+    def outer(a):   # reverse mode over reverse mode: unjoin differentiated
+        return np.sum(funcgrad.grad(stack_loss)(a) ** 2)
+    x = RNG.normal(size=(3, 2))
+    np.testing.assert_allclose(funcgrad.grad(outer, **kw)(x), _fd_of_scalar(outer, x), rtol=1e-5, atol=1e-5)
 
 
 # ----------------------------------------------------------------------------- refusals in the user's terms

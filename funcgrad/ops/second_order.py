@@ -440,6 +440,34 @@ def unconcatenate(g, arrays, axis=0):
     return out
 
 
+def _joined_length(a, kind, ax):
+    """The length along ``ax`` of ``a`` as ``np.<kind>`` joins it (made at least 1-, 2- or 3-d, or a column)."""
+    nd = np.ndim(a)
+    if kind == "hstack" and ax == 0:
+        return np.size(a)
+    if kind == "vstack":
+        return 1 if nd < 2 else np.shape(a)[0]
+    if kind == "dstack":
+        return 1 if nd < 3 else np.shape(a)[2]
+    return 1 if nd < 2 else np.shape(a)[1]   # hstack of matrices, column_stack
+
+
+@kernel_definition("unjoin")
+def unjoin(g, arrays, kind):
+    if kind == "hstack":
+        ax = 0 if np.ndim(arrays[0]) < 2 else 1
+    else:
+        ax = {"vstack": 0, "dstack": 2, "column_stack": 1}[kind]
+    gm = np.moveaxis(g, ax, 0)
+    out = []
+    start = 0
+    for a in arrays:
+        n = _joined_length(a, kind, ax)
+        out.append(np.reshape(np.moveaxis(gm[start:start + n], 0, ax), np.shape(a)))
+        start = start + n
+    return out
+
+
 # ----------------------------------------------------------------------------- scipy.linalg
 @kernel_definition("sqrtm_jvp")
 def sqrtm_jvp(t, y):
