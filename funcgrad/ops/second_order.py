@@ -249,9 +249,13 @@ def svd_vjp(g, p, a, full_matrices=True, hermitian=False):
 
 
 # ----------------------------------------------------------------------------- norm
+_INF = "inf"   # compared as float(_INF): np.inf read by normalize is a captured number, known only at run time, so
+#                ``ord == np.inf`` was a run-time branch that built both of norm's paths (Numba refused one)
+
+
 def _tie_share(v, target, axis):
     """1 where ``v`` equals ``target`` along ``axis``, shared out equally among ties (piecewise constant)."""
-    m = (v == target).astype(v.dtype)
+    m = np.where(v == target, 1.0, 0.0)   # (not .astype(v.dtype): a dtype read at run time, which Numba refuses)
     return m / np.sum(m, axis=axis, keepdims=True)
 
 
@@ -269,8 +273,8 @@ def _norm_unit(x, ord, axes, matrix):  # noqa: A002
     if not matrix:
         if ord is None or ord == 2:
             return _unit_2(x, axes)
-        if ord == np.inf or ord == -np.inf:
-            tgt = np.max(ax, axis=axes, keepdims=True) if ord == np.inf else np.min(ax, axis=axes, keepdims=True)
+        if ord == float(_INF) or ord == -float(_INF):
+            tgt = np.max(ax, axis=axes, keepdims=True) if ord == float(_INF) else np.min(ax, axis=axes, keepdims=True)
             return sg * _tie_share(ax, tgt, axes)
         if ord == 0:
             return 0.0 * x
@@ -298,7 +302,7 @@ def _norm_unit(x, ord, axes, matrix):  # noqa: A002
     else:
         sums = np.sum(ax, axis=c, keepdims=True)
         other = r
-    big = ord == 1 or ord == np.inf
+    big = ord == 1 or ord == float(_INF)
     tgt = np.max(sums, axis=other, keepdims=True) if big else np.min(sums, axis=other, keepdims=True)
     return sg * _tie_share(sums, tgt, other)
 
