@@ -1,4 +1,4 @@
-"""Second derivatives through the kernels that JVP lines call.
+"""Second derivatives through the kernels that JVP and VJP lines call.
 
 Several primitives' JVP lines call a helper kernel (``t[y] = cholesky_jvp(t[a], y, upper)``): one fast
 NumPy (and Numba) function for the tangent. Forward mode calls it as it is. To differentiate the generated
@@ -8,10 +8,12 @@ kernel there needs derivatives of its own. Each helper is therefore also *define
 (:func:`.registry.define`, keyed by the kernel objects of both kernel namespaces) as Python over
 primitives that have rules: the same value, written so that normalize inlines it where generated code calls
 the kernel. The user's own calls never reach these: they call NumPy's functions, whose rules call the
-kernels.
+kernels. VJP helpers are defined the same way, for reverse-mode code read back (a gradient taken inside a
+differentiated function, grad of grad): einsum's, qr's, the VJPs of pinv/eigh/eig/svd/norm, unjoin, ...
 
-Each definition computes what its kernel computes (``tests/test_autograd_compat.py`` compares them on
-random inputs and checks second derivatives against central differences).
+Each definition computes what its kernel computes (``tests/test_autograd_compat.py`` and
+``tests/test_second_order_rules.py`` compare them on random inputs and check second derivatives against
+central differences).
 """
 from __future__ import annotations
 
@@ -337,6 +339,8 @@ def norm_vjp(g, y, x, ord=None, axis=None, keepdims=False):  # noqa: A002
     axes, matrix = _norm_axes(x, ord, axis)
     unit = _norm_unit(x, ord, axes, matrix)
     if keepdims or axes is None:
+        return g * unit
+    if len(axes) == x.ndim:   # g is one number (np.expand_dims of a number fails under Numba)
         return g * unit
     return np.expand_dims(g, axes) * unit
 
