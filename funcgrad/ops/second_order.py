@@ -1,4 +1,4 @@
-"""Second derivatives through the kernels that JVP lines call.
+"""Second derivatives through the kernels that JVP and VJP lines call.
 
 Several primitives' JVP lines call a helper kernel (``t[y] = cholesky_jvp(t[a], y, upper)``): one fast
 NumPy (and Numba) function for the tangent. Forward mode calls it as it is. To differentiate the generated
@@ -8,10 +8,12 @@ kernel there needs derivatives of its own. Each helper is therefore also *define
 (:func:`.registry.define`, keyed by the kernel objects of both kernel namespaces) as Python over
 primitives that have rules: the same value, written so that normalize inlines it where generated code calls
 the kernel. The user's own calls never reach these: they call NumPy's functions, whose rules call the
-kernels.
+kernels. VJP helpers are defined the same way, for reverse-mode code read back (a gradient taken inside a
+differentiated function, grad of grad): einsum's, qr's, the VJPs of pinv/eigh/eig/svd/norm, unjoin, ...
 
-Each definition computes what its kernel computes (``tests/test_autograd_compat.py`` compares them on
-random inputs and checks second derivatives against central differences).
+Each definition computes what its kernel computes (``tests/test_autograd_compat.py`` and
+``tests/test_second_order_rules.py`` compare them on random inputs and check second derivatives against
+central differences).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import scipy.linalg as sla
 
 import funcgrad.kernels.cpu as K
 from . import linalg as L
+from .core import unbroadcast
 from .special import digamma
 from .registry import define
 
@@ -153,10 +156,108 @@ def svd_jvp(t, p, a, full_matrices=True, hermitian=False):
     return np.concatenate([du, ds[..., None, :] + 0.0 * du[..., :1, :], np.conj(dv)], axis=-2)
 
 
+# ----------------------------------------------------------------------------- VJPs of pinv, eigh, eig, svd
+# Reverse-mode code read back (a gradient taken inside a differentiated function, grad of grad) calls these.
+@kernel_definition("pinv_vjp")
+def pinv_vjp(g, y, a, hermitian=False):
+    if hermitian:
+        a = L.symmetric_from_triangle(a, True)
+    yt = mT(y)
+    gt = mT(g)
+    term = -(y @ gt @ y)
+    term = term + (y @ yt) @ (g - g @ a @ y)                      # (y y^T) g (I - a y)
+    term = term + (g - y @ a @ g) @ yt @ y                        # (I - y a) g y^T y
+    gr = mT(term)
+    return L.fold_triangle(gr, True) if hermitian else gr
+
+
+@kernel_definition("eigh_vjp")
+def eigh_vjp(g, p, UPLO="L"):
+    w = np.real(p[..., 0, :])
+    v = p[..., 1:, :]
+    gw = g[..., 0, :]
+    gv = g[..., 1:, :]
+    vt = mT(v)
+    vc = np.conj(v)
+    gr = (vc * gw[..., None, :]) @ vt + vc @ (_gap_inverse(w) * (vt @ gv)) @ vt
+    return L.fold_triangle(gr, UPLO == "L")
+
+
+@kernel_definition("eig_vjp")
+def eig_vjp(g, p):
+    w = p[..., 0, :]
+    v = p[..., 1:, :]
+    gw = g[..., 0, :]
+    gv = g[..., 1:, :]
+    eye = np.eye(w.shape[-1])
+    vt = mT(v)
+    f = _gap_inverse(w)
+    vtgv = vt @ gv
+    r = gw[..., :, None] * eye + f * vtgv - f * ((vt @ np.conj(v)) @ (
+        np.real(np.diagonal(vtgv, axis1=-2, axis2=-1))[..., :, None] * eye))
+    return np.linalg.solve(vt, r @ vt)
+
+
+_SVD_FULL_EXTRA = ("np.linalg.svd(..., full_matrices=True): the extra singular vectors of a non-square matrix are not "
+                   "unique, so they have no derivative; use full_matrices=False (or use only the first min(m, n) of "
+                   "them)")
+
+
+def _recip(s):
+    """1 / s, 0 where s is 0."""
+    return np.where(s == 0, 0.0, 1.0 / np.where(s == 0, 1.0, s))
+
+
+@kernel_definition("svd_vjp")
+def svd_vjp(g, p, a, full_matrices=True, hermitian=False):
+    """Townsend's formulas (autograd's for complex matrices), one expression for both kinds: whether ``p`` is
+    complex is only known when the function runs (a branch on it would build and differentiate both)."""
+    m = a.shape[-2]
+    n = a.shape[-1]
+    k = min(m, n)
+    cu = m if full_matrices else k
+    cv = n if full_matrices else k
+    u = p[..., :m, :cu]
+    s = np.real(p[..., m, :k])
+    v = p[..., m + 1:, :cv]
+    gu = g[..., :m, :cu]
+    gs = np.real(g[..., m, :k])
+    gv = g[..., m + 1:, :cv]
+    if full_matrices:
+        assert not (m > n and np.any(gu[..., :, k:] != 0) or m < n and np.any(gv[..., :, k:] != 0)), _SVD_FULL_EXTRA
+        u = u[..., :, :k]
+        v = v[..., :, :k]
+        gu = gu[..., :, :k]
+        gv = gv[..., :, :k]
+    if hermitian:
+        assert not np.iscomplexobj(p), (
+            "np.linalg.svd(..., hermitian=True) of complex matrices: derivatives are not supported; use "
+            "hermitian=False")
+    V = np.conj(v)                                                # v holds Vh^T
+    gV = np.conj(gv)
+    eye = np.eye(k)
+    f = _gap_inverse(s * s)
+    utgu = mT(u) @ gu
+    vtgv = mT(V) @ gV
+    dg = np.diagonal(utgu, axis1=-2, axis2=-1)
+    inner = (f * (utgu - np.conj(mT(utgu)))) * s[..., None, :] + eye * gs[..., :, None] + s[..., :, None] * (
+        f * (vtgv - np.conj(mT(vtgv)))) + ((dg - np.real(dg)) * _recip(s))[..., None, :] * eye   # i Im(dg) / s
+    gr = np.conj(u) @ inner @ mT(V)
+    if m < n and np.any(gv != 0):   # as the kernel: a rank-deficient matrix's singular values alone stay finite
+        gr = gr + np.conj((u / s[..., None, :]) @ mT(gV) @ (np.eye(n) - V @ np.conj(mT(V))))
+    if m > n and np.any(gu != 0):
+        gr = gr + mT((V / s[..., None, :]) @ mT(gu) @ (np.eye(m) - u @ np.conj(mT(u))))
+    return L.fold_triangle(gr, True) if hermitian else gr
+
+
 # ----------------------------------------------------------------------------- norm
+_INF = "inf"   # compared as float(_INF): np.inf read by normalize is a captured number, known only at run time, so
+#                ``ord == np.inf`` was a run-time branch that built both of norm's paths (Numba refused one)
+
+
 def _tie_share(v, target, axis):
     """1 where ``v`` equals ``target`` along ``axis``, shared out equally among ties (piecewise constant)."""
-    m = (v == target).astype(v.dtype)
+    m = np.where(v == target, 1.0, 0.0)   # (not .astype(v.dtype): a dtype read at run time, which Numba refuses)
     return m / np.sum(m, axis=axis, keepdims=True)
 
 
@@ -174,8 +275,8 @@ def _norm_unit(x, ord, axes, matrix):  # noqa: A002
     if not matrix:
         if ord is None or ord == 2:
             return _unit_2(x, axes)
-        if ord == np.inf or ord == -np.inf:
-            tgt = np.max(ax, axis=axes, keepdims=True) if ord == np.inf else np.min(ax, axis=axes, keepdims=True)
+        if ord == float(_INF) or ord == -float(_INF):
+            tgt = np.max(ax, axis=axes, keepdims=True) if ord == float(_INF) else np.min(ax, axis=axes, keepdims=True)
             return sg * _tie_share(ax, tgt, axes)
         if ord == 0:
             return 0.0 * x
@@ -203,13 +304,19 @@ def _norm_unit(x, ord, axes, matrix):  # noqa: A002
     else:
         sums = np.sum(ax, axis=c, keepdims=True)
         other = r
-    big = ord == 1 or ord == np.inf
+    big = ord == 1 or ord == float(_INF)
     tgt = np.max(sums, axis=other, keepdims=True) if big else np.min(sums, axis=other, keepdims=True)
     return sg * _tie_share(sums, tgt, other)
 
 
 @kernel_definition("norm_jvp")
 def norm_jvp(t, y, x, ord=None, axis=None, keepdims=False):  # noqa: A002
+    axes, matrix = _norm_axes(x, ord, axis)
+    return np.real(np.sum(t * _norm_unit(x, ord, axes, matrix), axis=axes, keepdims=keepdims))
+
+
+def _norm_axes(x, ord, axis):  # noqa: A002
+    """``(axes, matrix)`` of np.linalg.norm's arguments (``axes`` None: every element)."""
     if axis is None:
         if ord is None:
             axes = None   # every element
@@ -224,7 +331,18 @@ def norm_jvp(t, y, x, ord=None, axis=None, keepdims=False):  # noqa: A002
         axes = (axis,) if isinstance(axis, int) else tuple(axis)
         axes = tuple(a % x.ndim for a in axes)
         matrix = len(axes) == 2
-    return np.real(np.sum(t * _norm_unit(x, ord, axes, matrix), axis=axes, keepdims=keepdims))
+    return axes, matrix
+
+
+@kernel_definition("norm_vjp")
+def norm_vjp(g, y, x, ord=None, axis=None, keepdims=False):  # noqa: A002
+    axes, matrix = _norm_axes(x, ord, axis)
+    unit = _norm_unit(x, ord, axes, matrix)
+    if keepdims or axes is None:
+        return g * unit
+    if len(axes) == x.ndim:   # g is one number (np.expand_dims of a number fails under Numba)
+        return g * unit
+    return np.expand_dims(g, axes) * unit
 
 
 # ----------------------------------------------------------------------------- scipy.stats (multivariate)
@@ -326,6 +444,34 @@ def unconcatenate(g, arrays, axis=0):
     for a in arrays:
         n = np.moveaxis(a, axis, 0).shape[0]
         out.append(np.moveaxis(gm[start:start + n], 0, axis))
+        start = start + n
+    return out
+
+
+def _joined_length(a, kind, ax):
+    """The length along ``ax`` of ``a`` as ``np.<kind>`` joins it (made at least 1-, 2- or 3-d, or a column)."""
+    nd = np.ndim(a)
+    if kind == "hstack" and ax == 0:
+        return np.size(a)
+    if kind == "vstack":
+        return 1 if nd < 2 else np.shape(a)[0]
+    if kind == "dstack":
+        return 1 if nd < 3 else np.shape(a)[2]
+    return 1 if nd < 2 else np.shape(a)[1]   # hstack of matrices, column_stack
+
+
+@kernel_definition("unjoin")
+def unjoin(g, arrays, kind):
+    if kind == "hstack":
+        ax = 0 if np.ndim(arrays[0]) < 2 else 1
+    else:
+        ax = {"vstack": 0, "dstack": 2, "column_stack": 1}[kind]
+    gm = np.moveaxis(g, ax, 0)
+    out = []
+    start = 0
+    for a in arrays:
+        n = _joined_length(a, kind, ax)
+        out.append(np.reshape(np.moveaxis(gm[start:start + n], 0, ax), np.shape(a)))
         start = start + n
     return out
 
@@ -533,3 +679,183 @@ def solve_banded_vjp_ab(v, y, ab, b, l=1, u=1):  # noqa: E741
         else:
             rows.append(0.0 * ab[r])
     return np.stack(rows)
+
+
+# ----------------------------------------------------------------------------- einsum
+# einsum's VJP and JVP helpers are einsums too: each is written as ``np.einsum`` calls whose subscripts are made
+# from the call's own (constant) subscripts while transforming, so what normalize inlines is plain einsums,
+# broadcasts and sums, all with rules.
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _einsum_io(subscripts, n):
+    """``(input terms, output term)`` of ``subscripts`` for ``n`` operands, the output made explicit (NumPy's
+    implicit output: the ellipsis, then the letters that appear once, sorted)."""
+    s = subscripts.replace(" ", "")
+    if "->" in s:
+        lhs, rhs = s.split("->")
+    else:
+        lhs = s
+        once = sorted(c for c in set(lhs) if c in _LETTERS and lhs.count(c) == 1)
+        rhs = ("..." if "..." in lhs else "") + "".join(once)
+    terms = lhs.split(",")
+    assert len(terms) == n, f"einsum subscripts {subscripts!r} name {len(terms)} operands, {n} were given"
+    return terms, rhs
+
+
+def _letters(term):
+    return [c for c in term if c in _LETTERS]
+
+
+def einsum_vjp_plan(subscripts, n):
+    """For each operand ``i`` of ``np.einsum(subscripts, *operands)`` (``n`` of them), how its cotangent is computed
+    from ``g``: ``(subs, others, axes)``, ``subs`` the subscripts of one einsum over ``g``, the other operands
+    (``others``: their indices), ``np.ones_like(operand i)`` and one identity per axis in ``axes``.
+
+    The ones carry operand ``i``'s full shape (its letters and ellipsis that no other operand has, and sizes the
+    others broadcast from 1: the cotangent is constant along them); each identity ties a repeated letter's second
+    axis to its first (the cotangent lives on the diagonal). The einsum's result is then summed down to operand
+    ``i``'s shape where the operand was broadcast (axes from 1, and the ellipsis of the other operands where
+    operand ``i`` has none: NumPy's einsum does not sum an ellipsis away)."""
+    terms, rhs = _einsum_io(subscripts, n)
+    fresh = [c for c in _LETTERS if c not in subscripts]
+    plans = []
+    for i, term in enumerate(terms):
+        others = [j for j in range(n) if j != i]
+        ins = [rhs] + [terms[j] for j in others] + [term]
+        out = ""
+        eyes = []
+        axes = []
+        for c in term.replace("...", "."):
+            if c == ".":
+                out += "..."
+            elif c in out:   # a repeated letter: a fresh one in the result, tied to the first by an identity
+                f = fresh.pop(0)
+                out += f
+                eyes.append(c + f)
+                axes.append(_axis_of(term, c))
+            else:
+                out += c
+        if "..." not in term and any("..." in s for s in ins):   # NumPy sums no ellipsis away: unbroadcast does
+            out = "..." + out
+        plans.append((",".join(ins + eyes) + "->" + out, tuple(others), tuple(axes)))
+    return tuple(plans)
+
+
+def _axis_of(term, c):
+    """The axis of ``term``'s first ``c`` (negative when it follows an ellipsis)."""
+    if "..." in term and term.index(c) > term.index("..."):
+        after = _letters(term[term.index("...") + 3:])
+        return after.index(c) - len(after)
+    return _letters(term).index(c)
+
+
+einsum_vjp_plan._funcgrad_static_call = True   # evaluated while transforming: its arguments are constants
+
+
+@kernel_definition("einsum_vjp")
+def einsum_vjp(g, subscripts, operands, optimize=False):
+    plans = einsum_vjp_plan(subscripts, len(operands))
+    out = []
+    for i in range(len(operands)):
+        subs, others, axes = plans[i]
+        x = operands[i]
+        args = [g] + [operands[j] for j in others] + [np.ones_like(x)] + [np.eye(np.shape(x)[ax]) for ax in axes]
+        out.append(unbroadcast(np.einsum(subs, *args, optimize=optimize), x))
+    return out
+
+
+def _replaced(operands, k, a, j=-1, b=None):
+    """``operands`` as a list with ``a`` in place of operand ``k`` (and ``b`` of operand ``j``)."""
+    return [a if i == k else b if i == j else operands[i] for i in range(len(operands))]
+
+
+@kernel_definition("einsum_tangent_vjp")
+def einsum_tangent_vjp(g, subscripts, operands, tangents, optimize=False):
+    n = len(operands)
+    if n == 1:   # einsum is linear in its one operand: the second derivative is zero
+        return [0.0 * einsum_vjp(g, subscripts, operands, optimize)[0]]
+    cts = [einsum_vjp(g, subscripts, _replaced(operands, k, tangents[k]), optimize) for k in range(n)]
+    out = []
+    for j in range(n):
+        terms = [cts[k][j] for k in range(n) if k != j]
+        out.append(sum(terms[1:], terms[0]))
+    return out
+
+
+@kernel_definition("einsum_tangent2")
+def einsum_tangent2(subscripts, operands, tangents, dots, optimize=False):
+    n = len(operands)
+    if n == 1:   # einsum is linear in its one operand: the second derivative is zero
+        return 0.0 * np.einsum(subscripts, *operands, optimize=optimize)
+    terms = [np.einsum(subscripts, *_replaced(operands, k, tangents[k], j, dots[j]), optimize=optimize)
+             for k in range(n) for j in range(n) if j != k]
+    return sum(terms[1:], terms[0])
+
+
+# ----------------------------------------------------------------------------- qr
+# As kernels/cpu_linalg.py computes them, the packed result rebuilt by concatenation (Q in rows :m, R below).
+_QR_COMPLETE_TALL = ("np.linalg.qr(..., mode='complete'): the extra columns of Q for a tall matrix are not unique, so "
+                     "they have no derivative; use mode='reduced'")
+
+
+def _copyltu(x):
+    return np.tril(x) + mT(np.tril(x, -1))
+
+
+def _qr_square_vjp(q, r, gq, gr):
+    """Cotangent of ``a`` (m >= n, reduced) for ``q, r = qr(a)``."""
+    mm = r @ mT(gr) - mT(gq) @ q
+    b = gq + q @ _copyltu(mm)
+    return mT(_tri_solve(r, mT(b), False, 0))                     # b R^-T
+
+
+@kernel_definition("qr_vjp")
+def qr_vjp(g, p, a, mode="reduced"):
+    m = a.shape[-2]
+    n = a.shape[-1]
+    k = min(m, n)
+    qc = m if mode == "complete" else k
+    q = p[..., :m, :qc]
+    r = p[..., m:, :n]
+    gq = g[..., :m, :qc]
+    gr = g[..., m:, :n]
+    if mode == "complete":
+        assert not (m > n and np.any(gq[..., :, k:] != 0)), _QR_COMPLETE_TALL
+        q = q[..., :, :k]
+        gq = gq[..., :, :k]
+        r = r[..., :k, :]
+        gr = gr[..., :k, :]
+    if m >= n:
+        out = _qr_square_vjp(q, r, gq, gr)
+    else:
+        gy_r = gr[..., :, m:]
+        gx = _qr_square_vjp(q, r[..., :, :m], gq + a[..., :, m:] @ mT(gy_r), gr[..., :, :m])
+        out = np.concatenate([gx, q @ gy_r], axis=-1)
+    return out
+
+
+def _qr_square_jvp(q, r, t):
+    tr = mT(_tri_solve(r, mT(t), False, 1))                       # t r^-1
+    c = mT(q) @ tr
+    low = np.tril(c, -1)
+    om = low - mT(low)                                            # q^T dq: skew, c - om upper
+    return q @ om + tr - q @ c, (c - om) @ r
+
+
+@kernel_definition("qr_jvp")
+def qr_jvp(t, p, a, mode="reduced"):
+    m = a.shape[-2]
+    n = a.shape[-1]
+    k = min(m, n)
+    assert not (mode == "complete" and m > n), _QR_COMPLETE_TALL
+    q = p[..., :m, :k]
+    r = p[..., m:m + k, :n]
+    if m >= n:
+        dq, dr = _qr_square_jvp(q, r, t)
+        out = np.concatenate([dq, dr], axis=-2)
+    else:
+        dq, dxr = _qr_square_jvp(q, r[..., :, :m], t[..., :, :m])
+        dyr = mT(dq) @ a[..., :, m:] + mT(q) @ t[..., :, m:]
+        out = np.concatenate([np.concatenate([dq, 0.0 * dyr], axis=-1), np.concatenate([dxr, dyr], axis=-1)], axis=-2)
+    return out

@@ -299,6 +299,9 @@ class Expressions:
         if not isinstance(base.expr, ast.Name):
             return None
         rank = self.param_ranks.get(base.expr.id)
+        if rank is None and attr == "ndim":   # a value computed by primitives (norm_jvp's x, read back): inferred
+            sp = self._spec_of(base.expr)
+            return Static(sp[2]) if sp is not None and sp[0] == "a" else None
         if rank is None:
             return None
         if attr == "ndim":
