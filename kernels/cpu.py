@@ -101,12 +101,13 @@ def _reduce_impl(op, ndim, axis, keepdims):
     start = "1" if op in ("max", "min") else "0"
     fin = "acc / n" if op == "mean" else "acc"
     scalar_out = (not keepdims) and not kept
+    # (no np.transpose where the order is kept, as in every full reduction: compiling it costs seconds cold)
     src = f"""
 def impl(x, axis=None, keepdims=False):
     s = x.shape
     m = {outer}
     n = {inner}
-    x2 = np.ascontiguousarray(np.transpose(x, {perm})).reshape((m, n))
+    x2 = {"np.ascontiguousarray(x)" if perm == tuple(range(ndim)) else f"np.ascontiguousarray(np.transpose(x, {perm}))"}.reshape((m, n))
     out = np.empty(m, dtype=x.dtype)
     for i in range(m):
         acc = {first}
@@ -1214,7 +1215,8 @@ def tape_reserve(tape, n):
     if n > m:
         m = n
     new = np.empty(m, dtype=tape.dtype)
-    new[:tape.shape[0]] = tape
+    for i in range(tape.shape[0]):   # (a slice assignment compiles Numba's shape-mismatch message: seconds, cold)
+        new[i] = tape[i]
     return new
 
 
