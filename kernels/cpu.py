@@ -26,7 +26,7 @@ import types as _pytypes
 import numpy as np
 from numba import njit, types
 from numba.core import errors
-from numba.extending import overload
+from numba.extending import overload, register_jitable
 from numba.np import numpy_support
 
 from .cpu_util import _compile, _is_scalar_type, _literal, _norm_axes
@@ -101,12 +101,13 @@ def _reduce_impl(op, ndim, axis, keepdims):
     start = "1" if op in ("max", "min") else "0"
     fin = "acc / n" if op == "mean" else "acc"
     scalar_out = (not keepdims) and not kept
+    # (no np.transpose where the order is kept, as in every full reduction: compiling it costs seconds cold)
     src = f"""
 def impl(x, axis=None, keepdims=False):
     s = x.shape
     m = {outer}
     n = {inner}
-    x2 = np.ascontiguousarray(np.transpose(x, {perm})).reshape((m, n))
+    x2 = {"np.ascontiguousarray(x)" if perm == tuple(range(ndim)) else f"np.ascontiguousarray(np.transpose(x, {perm}))"}.reshape((m, n))
     out = np.empty(m, dtype=x.dtype)
     for i in range(m):
         acc = {first}
@@ -1048,8 +1049,76 @@ def index_add(out, idx, g):
     return out
 
 
+@register_jitable
+def _extent(a):
+    """[first, last) bytes a 1-d array spans."""
+    lo = a.ctypes.data
+    span = (a.shape[0] - 1) * a.strides[0]
+    if a.shape[0] == 0:
+        return lo, lo
+    if span < 0:
+        return lo + span, lo + a.itemsize
+    return lo, lo + span + a.itemsize
+
+
+@register_jitable
+def _add_into_1d(out, start, step, n, g):
+    """``out[start::step][:n] += g`` one element at a time (``g``: 1-d, ``n`` or 1 long), as NumPy's ``+=``:
+    ``g`` is read as it was before the writes, even where it shares memory with ``out``."""
+    if g.shape[0] != n and g.shape[0] != 1:
+        raise ValueError("operands could not be broadcast together")
+    lo, hi = _extent(out)
+    glo, ghi = _extent(g)
+    if glo < hi and lo < ghi:
+        g = g.copy()
+    if g.shape[0] == 1:
+        v = g[0]
+        for j in range(n):
+            out[start + j * step] += v
+    else:
+        for j in range(n):
+            out[start + j * step] += g[j]
+
+
+def _index_add_loop(out, idx, g):
+    """A loop for the basic writes adjoints make most (``d_x[a:b] += g`` on a vector, ``d_x[i] += g`` on a row of
+    a matrix), or None. ``out[idx] += g`` compiles NumPy's general slice assignment into every caller (with its
+    shape-mismatch message: Numba's string machinery): seconds per program; the loop adds the same numbers."""
+    if not isinstance(out, types.Array) or not isinstance(out.dtype, types.Float):
+        return None
+    same = (isinstance(g, types.Array) and g.ndim == 1 and g.dtype == out.dtype) or g == out.dtype
+    if not same:
+        return None
+    if out.ndim == 1 and isinstance(idx, types.SliceType):
+        if isinstance(g, types.Array):
+            def slice_vec(out, idx, g):
+                start, stop, step = idx.indices(out.shape[0])
+                _add_into_1d(out, start, step, len(range(start, stop, step)), g)
+                return out
+            return slice_vec
+
+        def slice_scalar(out, idx, g):
+            start, stop, step = idx.indices(out.shape[0])
+            for j in range(len(range(start, stop, step))):
+                out[start + j * step] += g
+            return out
+        return slice_scalar
+    if out.ndim == 2 and isinstance(idx, types.Integer) and isinstance(g, types.Array):
+        def row_vec(out, idx, g):
+            i = idx + out.shape[0] if idx < 0 else idx
+            if i < 0 or i >= out.shape[0]:
+                raise IndexError("index is out of bounds")
+            _add_into_1d(out[i], 0, 1, out.shape[1], g)
+            return out
+        return row_vec
+    return None
+
+
 @overload(index_add)
 def _index_add_ov(out, idx, g):
+    loop = _index_add_loop(out, idx, g)
+    if loop is not None:
+        return loop
     if _basic_index_type(idx):
         def basic(out, idx, g):
             out[idx] += g
@@ -1214,7 +1283,8 @@ def tape_reserve(tape, n):
     if n > m:
         m = n
     new = np.empty(m, dtype=tape.dtype)
-    new[:tape.shape[0]] = tape
+    for i in range(tape.shape[0]):   # (a slice assignment compiles Numba's shape-mismatch message: seconds, cold)
+        new[i] = tape[i]
     return new
 
 

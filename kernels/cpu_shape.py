@@ -2059,7 +2059,11 @@ def _pad3(v):
     if n != 2:
         raise ValueError("incompatible dimensions for cross product (dimension must be 2 or 3)")
     out = np.zeros(v.shape[:-1] + (3,), v.dtype)
-    out[..., :2] = v
+    src = np.ascontiguousarray(v).reshape(-1)   # element by element: an array slice assignment would compile
+    dst = out.reshape(-1)                       # Numba's shape-mismatch message (its whole string machinery)
+    for i in range(src.shape[0] // 2):
+        dst[3 * i] = src[2 * i]
+        dst[3 * i + 1] = src[2 * i + 1]
     return out
 
 
@@ -2074,13 +2078,20 @@ def _cross3_src(a, na, b, nb):
     return f"np.stack(({c[0]}, {c[1]}, {c[2]}), axis=-1)"
 
 
+def _transposed(expr, perm):
+    """Source of ``expr`` transposed by ``perm``, contiguous; no transpose where ``perm`` keeps the order (the
+    vector axis already last, as in every 1-d cross product: compiling ``np.transpose`` costs seconds)."""
+    if perm == tuple(range(len(perm))):
+        return f"np.ascontiguousarray({expr})"
+    return f"np.ascontiguousarray(np.transpose({expr}, {perm}))"
+
+
 def _to_last(name, var, nd, axis):
-    perm = _moveaxis_perm(nd, axis, -1)
-    return f"    {var} = np.ascontiguousarray(np.transpose({name}, {perm}))"
+    return f"    {var} = {_transposed(name, _moveaxis_perm(nd, axis, -1))}"
 
 
 def _from_last(expr, nd, axis):
-    return f"np.ascontiguousarray(np.transpose({expr}, {_moveaxis_perm(nd, -1, axis)}))"
+    return _transposed(expr, _moveaxis_perm(nd, -1, axis))
 
 
 def _unbroadcast_lines(r, nr, x, nx, out):

@@ -135,10 +135,23 @@ class _AsKernels(ast.NodeTransformer):
         return node
 
 
+def _clone(x):
+    """A copy of the AST ``x`` for printing: every node and list is new, annotation values (a primitive, a
+    comment) are shared. (``copy.deepcopy`` also copied each annotation's objects: a third of a warm first
+    call's transform on bundle adjustment.)"""
+    if isinstance(x, ast.AST):
+        new = x.__class__.__new__(x.__class__)
+        new.__dict__.update({k: _clone(v) for k, v in x.__dict__.items()})
+        return new
+    if isinstance(x, list):
+        return [_clone(v) for v in x]
+    return x
+
+
 def pretty(node, operators=True):
     """``node`` as it is printed: operator primitives as operators (``operators=False``: every
     arithmetic operation as a kernel call, for backends whose arrays have no Python operators)."""
-    n = (_Pretty() if operators else _AsKernels()).visit(copy.deepcopy(node))
+    n = (_Pretty() if operators else _AsKernels()).visit(_clone(node))
     for sub in ast.walk(n):
         if isinstance(sub, (ast.stmt, ast.expr)) and not hasattr(sub, "lineno"):
             sub.lineno, sub.col_offset, sub.end_lineno, sub.end_col_offset = 1, 0, 1, 0
