@@ -5,6 +5,7 @@ Every program runs plainly (the value oracle) and through funcgrad in every mode
 gradients central differences in float64.
 """
 import gc
+import operator
 
 import numpy as np
 import scipy.integrate
@@ -605,3 +606,15 @@ def test_a_list_inside_a_tuple_changed_in_place_rebuilds_the_code():
         assert g(1.5) == pytest.approx(12.0)
     finally:
         _SHAPES[0][0] = 2.0
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_operator_comparisons_are_comparisons(kw):
+    # operator.gt(x, 0) was inlined as an unknown builtin ("_operator.gt has no derivative rule"); it is x > 0
+
+    def f(x):
+        return np.sum(np.where(operator.gt(x, 0.0), x * x, -x) * operator.ne(x, 1.0))
+    x = np.array([-1.0, 0.5, 1.0, 2.0])
+    v, g = funcgrad.value_and_grad(f, **kw)(x)
+    assert v == pytest.approx(f(x))
+    np.testing.assert_allclose(g, [-1.0, 1.0, 0.0, 4.0])

@@ -316,9 +316,25 @@ def register_kernels(namespace):
     code it generated (``jvp`` of ``jvp``, ``grad`` of ``jvp``)."""
     for name, prim in list(_BY_NAME.items()):
         k = getattr(namespace, name, None)
-        for obj in (k, getattr(k, "py_func", None)):
+        for obj in (k, getattr(k, "py_func", None), getattr(k, "__wrapped__", None)):
             if obj is not None and id(obj) not in _BY_KEY and callable(obj):
                 _register_key(obj, prim)
+    # a backend whose kernels wrap another's (``functools.wraps``: counting, profiling): read back, a wrapper is
+    # what it wraps (``K.op_eq`` wrapping ``operator.eq``: the wrapper's own body was inlined as user code)
+    for name in dir(namespace):
+        k = getattr(namespace, name, None)
+        inner = getattr(k, "__wrapped__", None)
+        if inner is not None and callable(k):
+            _WRAPPED_KERNELS[id(k)] = (k, inner)
+
+
+_WRAPPED_KERNELS: dict = {}   # id(wrapper) -> (wrapper, the kernel it wraps)
+
+
+def unwrap_kernel(fn):
+    """The kernel a backend's wrapper in a kernel namespace wraps (``fn`` itself for anything else)."""
+    hit = _WRAPPED_KERNELS.get(id(fn))
+    return hit[1] if hit is not None and hit[0] is fn else fn
 class _Runtime:
     """Stands for an argument a definition's ``check`` cannot see: one computed when the function runs."""
 

@@ -18,7 +18,7 @@ from ...builtins import SUBSTITUTES as _AUTOGRAD_BUILTINS
 from ...custom import CustomFunction as CustomVJPFunction, rule_pullback  # custom_vjp and custom_jvp functions
 from ...errors import FuncgradError, NoDerivativeError, UnsupportedSyntaxError
 from ...ops.numpy_shape import asarray_dtype as _asarray_dtype, astype as _astype
-from ...ops.registry import RUNTIME, Primitive, definition, lookup
+from ...ops.registry import RUNTIME, Primitive, definition, lookup, unwrap_kernel
 from ..fence import check as fence_check, error
 from ..public_names import public_name
 from ..parse import MISSING, parse
@@ -34,6 +34,9 @@ from .common import (_DictView, _is_metadata, lookup_getitem, _Partial, _NJIT_BU
 _OPERATOR_BINOPS = {operator.add: ast.Add, operator.sub: ast.Sub, operator.mul: ast.Mult, operator.truediv: ast.Div,
                     operator.floordiv: ast.FloorDiv, operator.mod: ast.Mod, operator.pow: ast.Pow,
                     operator.matmul: ast.MatMult}
+# operator.eq(a, b) is a == b (and K.op_eq, as backends without operator syntax write a comparison, read back)
+_OPERATOR_CMPS = {operator.eq: ast.Eq, operator.ne: ast.NotEq, operator.lt: ast.Lt, operator.le: ast.LtE,
+                  operator.gt: ast.Gt, operator.ge: ast.GtE}
 
 
 
@@ -258,6 +261,7 @@ class Calls:
 
     def call_object(self, fn, args, kwargs, scope, out, node):
         P = scope.parsed
+        fn = unwrap_kernel(fn)   # generated code read back, from a backend whose kernels wrap the CPU's
         if getattr(fn, "__dict__", {}).get("_funcgrad_inline"):   # funcgrad.jvp/vjp inside: forward_mode inlines
             return fn._funcgrad_inline(self, args, kwargs, scope, out, node)
         fn = _AUTOGRAD_BUILTINS.get(fn, fn) if isinstance(fn, type) else fn  # funcgrad.builtins.tuple: tuple
@@ -313,6 +317,11 @@ class Calls:
                                  "the derivative outside", cls=UnsupportedSyntaxError)
         if isinstance(fn, types.BuiltinFunctionType) and fn in _OPERATOR_BINOPS and len(args) == 2 and not kwargs:
             return self.binop(_OPERATOR_BINOPS[fn](), args[0], args[1], scope, out, node)
+        if isinstance(fn, types.BuiltinFunctionType) and fn in _OPERATOR_CMPS and len(args) == 2 and not kwargs:
+            if all(isinstance(a, Static) for a in args):
+                return Static(fn(args[0].obj, args[1].obj))
+            return Dyn(ast.Compare(left=self.as_expr(args[0], scope, node), ops=[_OPERATOR_CMPS[fn]()],
+                                   comparators=[self.as_expr(args[1], scope, node)]))
         if fn is operator.neg and len(args) == 1 and not kwargs:
             if isinstance(args[0], Static):
                 return Static(-args[0].obj)
