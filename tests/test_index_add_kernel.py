@@ -1,6 +1,7 @@
 """The compiled ``K.index_add`` on the basic indices adjoints write most (a slice of a vector, a row of a
-matrix) adds exactly what NumPy's ``out[idx] += g`` adds, and the reverse pass writes those scatters as
-``K.index_add`` (kernels/cpu.py: an element loop instead of Numba's general slice assignment)."""
+matrix) adds exactly what NumPy's ``out[idx] += g`` adds (kernels/cpu.py: an element loop instead of Numba's
+general slice assignment). The reverse pass still writes those scatters as ``d_x[a:b] += g``: code read back
+for a second derivative cannot read ``K.index_add`` yet."""
 import numpy as np
 import pytest
 from numba import njit
@@ -71,7 +72,7 @@ def _pieces(cams, X, idx):
     return total
 
 
-def test_reverse_scatters_slices_and_rows_through_index_add():
+def test_gradient_of_slices_and_rows_of_gathered_rows():
     rs = np.random.RandomState(3)
     cams, X, idx = rs.rand(3, 7), rs.rand(5, 3), np.array([0, 2, 1, 2, 0])
     g = funcgrad.grad(_pieces, argnums=(0, 1))
@@ -87,5 +88,4 @@ def test_reverse_scatters_slices_and_rows_through_index_add():
         want_X[i] += 2 * v * c[0:3]
     np.testing.assert_allclose(dc, want_c, rtol=1e-12)
     np.testing.assert_allclose(dX, want_X, rtol=1e-12)
-    assert "d_cams = K.index_add(d_cams, " in src       # the row of cams
-    assert "slice(0, 3, None)" in src and "slice(3, 6, None)" in src   # the slices of that row
+    assert "K.index_add(d_cams, " not in src and "+= " in src   # (see the module's docstring)
