@@ -150,6 +150,7 @@ def test_mlp_digits(tmp_path):
     assert _final_metric(out3) > 0.90, out3
 
 
+@pytest.mark.sweep   # ~40 s on 2 cores: make test-sweep (conv/pool kernels and gradients are tested on their own)
 def test_lenet_digits(tmp_path):
     # one straight run: stopping and resuming is the examples' shared code, which the linear regression and
     # MLP runs above check exactly (two more LeNet runs cost CI half a minute)
