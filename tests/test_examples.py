@@ -170,10 +170,11 @@ def test_resume_without_checkpoint_starts_fresh(tmp_path):
     assert "starting from scratch" in out and [int(e) for e, _ in _epoch_lines(out)] == [1], out
 
 
-# LeNet on the simulator (~35 s) runs in `make test-sweep`; tests/test_cuda.py checks its conv and pool kernels
+# On the simulator these run in `make test-sweep` (MLP ~30 s, LeNet ~35 s on 2 cores); tests/test_cuda.py checks
+# every kernel and gradient they use on the simulator in make test
+@pytest.mark.sweep
 @pytest.mark.parametrize("script, size", [("mlp_digits.py", ("--hidden", 4)),
-                                          pytest.param("lenet_digits.py", ("--channels", "2,3,4"),
-                                                       marks=pytest.mark.sweep)])
+                                          ("lenet_digits.py", ("--channels", "2,3,4"))])
 def test_examples_train_on_the_gpu_as_on_the_cpu(tmp_path, script, size):
     # --device cuda, on Numba's CUDA simulator here (a tiny model: the simulator runs a Python thread per CUDA
     # thread); the parameters it ends with are the CPU run's, to float32 rounding
