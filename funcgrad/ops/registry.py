@@ -324,8 +324,8 @@ def register_kernels(namespace):
     for name in dir(namespace):
         k = getattr(namespace, name, None)
         inner = getattr(k, "__wrapped__", None)
-        if inner is not None and callable(k):
-            _WRAPPED_KERNELS[id(k)] = (k, inner)
+        if inner is not None and isinstance(k, types.FunctionType):   # (not a Numba dispatcher: its __wrapped__
+            _WRAPPED_KERNELS[id(k)] = (k, inner)                        # is its own Python function)
 
 
 _WRAPPED_KERNELS: dict = {}   # id(wrapper) -> (wrapper, the kernel it wraps)

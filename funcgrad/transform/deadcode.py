@@ -3,21 +3,13 @@ from __future__ import annotations
 
 import ast
 
+from .astutil import drop_statements
+
+
 def _drop_unused_new(code):
     """Remove ``_newN = v`` copies of a result value that no template read."""
     used = {n.id for n in ast.walk(ast.Module(body=code, type_ignores=[])) if isinstance(n, ast.Name)
             and isinstance(n.ctx, ast.Load)}
 
-    def clean(ss):
-        out = []
-        for st in ss:
-            if isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name) and \
-                    st.targets[0].id.startswith("_new") and st.targets[0].id not in used:
-                continue
-            if isinstance(st, (ast.For, ast.While, ast.If)):
-                st.body = clean(st.body) or [ast.Pass()]
-                st.orelse = clean(st.orelse)
-            out.append(st)
-        return out
-
-    return clean(code)
+    return drop_statements(code, lambda st: isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name) and
+                           st.targets[0].id.startswith("_new") and st.targets[0].id not in used)

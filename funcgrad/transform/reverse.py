@@ -42,7 +42,7 @@ from ..ops.registry import Primitive, by_name, lookup
 from .activity import Activity
 from .aliases import check_aliases
 from .anf import inherit_origin
-from .astutil import kernel as _K
+from .astutil import drop_statements, kernel as _K
 from .deadcode import _drop_unused_new
 from .emit import render_stmt
 from .infer import infer_kinds, infer_ranks
@@ -691,16 +691,8 @@ class _ScalarLiterals(ast.NodeTransformer):
 
 def _drop_self_assignments(code):
     """``d_x = d_x`` (left by a scalar's copy) removed, in nested blocks too."""
-    out = []
-    for s in code:
-        if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name) and \
-                isinstance(s.value, ast.Name) and s.value.id == s.targets[0].id:
-            continue
-        if isinstance(s, (ast.For, ast.While, ast.If)):
-            s.body = _drop_self_assignments(s.body) or [ast.Pass()]
-            s.orelse = _drop_self_assignments(s.orelse)
-        out.append(s)
-    return out
+    return drop_statements(code, lambda s: isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name) and
+                           isinstance(s.value, ast.Name) and s.value.id == s.targets[0].id)
 
 
 def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_params=(), int_params=(),
