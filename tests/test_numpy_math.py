@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import funcgrad
 import funcgrad.kernels.cpu as K
+import funcgrad.kernels.cpu_math as cm
 from funcgrad.errors import FuncgradError
 from funcgrad.ops.registry import registry
 from funcgrad.testing import check_grads, primitive_function
@@ -731,3 +732,26 @@ def test_forward_mode(f, mode):
     eps = 1e-6
     assert out == pytest.approx(f(XH), rel=1e-12)
     assert tan == pytest.approx((f(XH + eps * VH) - f(XH - eps * VH)) / (2 * eps), rel=1e-6, abs=1e-7)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_tie_weight_one_pass_equals_its_ufunc(dt):
+    """ReLU's backward weight (``tie_weight``) of contiguous arrays runs as one compiled pass; it equals the
+    general ufunc on ties, NaNs, a scalar or an array second operand, and keeps z's dtype."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((16, 9)).astype(dt)
+    x[0, :4] = 0.0
+    x[1, 0] = np.nan
+    y = rng.standard_normal((16, 9)).astype(dt)
+    y[2, :3] = x[2, :3]
+    y[3, 1] = np.nan
+    for a, b in ((x, 0.0), (x, 0), (x, dt(0.5)), (x, y), (y, x)):
+        z = np.maximum(a, b)
+        got = cm.tie_weight(a, b, z)
+        want = cm._tie(a, b, z, dtype=z.dtype)
+        assert got.dtype == z.dtype and got.shape == z.shape
+        np.testing.assert_array_equal(got, want)
+    assert np.count_nonzero(cm.tie_weight(x, 0.0, np.maximum(x, 0.0)) == 0.5) == 4
+    xt = x.T                                   # not contiguous: the general path, the same values
+    np.testing.assert_array_equal(cm.tie_weight(xt, 0.0, np.maximum(xt, 0.0)),
+                                  cm._tie(xt, 0.0, np.maximum(xt, 0.0), dtype=xt.dtype))
