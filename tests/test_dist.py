@@ -58,11 +58,16 @@ def ok(res, marker):
     return re.sub(r"(?<!\n)RESULT ", "\nRESULT ", out)
 
 
+# CI's 15 minutes: the MPI tests run one at a time (about 4 minutes); the cases marked SWEEP repeat a path
+# another case covers (a fourth rank, the other server count of one protocol) and run in `make test-sweep`
+SWEEP = pytest.mark.sweep
+
+
 # ---------------------------------------------------------------- collectives
 @needs_mpi
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("p,node_shm", [(2, True), (3, True), (4, True), (3, False)])
+@pytest.mark.parametrize("p,node_shm", [(2, True), (3, True), pytest.param(4, True, marks=SWEEP), (3, False)])
 def test_ring_and_tree_collectives(p, node_shm):
     """ring_allreduce == comm.Allreduce for every size/dtype/path, input unchanged, bit-identical
     across ranks; allreduce_tree/broadcast_tree; mismatched lengths/dtypes/ops/trees raise on every
@@ -86,7 +91,7 @@ def test_ranks_agree_on_thresholds_when_nodes_differ():
 @needs_mpi
 @pytest.mark.mpi
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("p", [2, 3, 4])
+@pytest.mark.parametrize("p", [2, 3, pytest.param(4, marks=SWEEP)])
 def test_data_parallel_matches_single_process(p, tmp_path):
     """N ranks x B/N == 1 process x B after 20 steps (1e-10, float64), accumulation, checksum, resume."""
     out = ok(run_mpi(p, MPI_DIR / "ddp.py", tmp_path, timeout=80), f"DDP OK p={p}")
@@ -111,8 +116,9 @@ def test_data_parallel_on_gpus_matches_the_cpu(tmp_path):
 @needs_mpi
 @pytest.mark.mpi
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("test,servers", [("sync", 1), ("sync", 2), ("ssp", 1), ("ssp", 2),
-                                          ("async", 1), ("async", 2)])
+@pytest.mark.parametrize("test,servers", [("sync", 1), pytest.param("sync", 2, marks=SWEEP),
+                                          pytest.param("ssp", 1, marks=SWEEP), ("ssp", 2),
+                                          pytest.param("async", 1, marks=SWEEP), ("async", 2)])
 def test_parameter_server(test, servers, tmp_path):
     """sync == sequential SGD on the averaged gradient (and resumes exactly); ssp gap <= s and
     reaches s; async converges on a convex quadratic."""
