@@ -22,7 +22,7 @@ import scipy.linalg as sla
 
 import funcgrad.kernels.cpu as K
 from . import linalg as L
-from .core import unbroadcast
+from .core import unbroadcast, untake
 from .special import digamma
 from .registry import define
 
@@ -343,6 +343,16 @@ def norm_vjp(g, y, x, ord=None, axis=None, keepdims=False):  # noqa: A002
     if len(axes) == x.ndim:   # g is one number (np.expand_dims of a number fails under Numba)
         return g * unit
     return np.expand_dims(g, axes) * unit
+
+
+# ----------------------------------------------------------------------------- cotangent scatters
+@kernel_definition("index_add")
+def index_add(out, idx, g):
+    """``d_x = K.index_add(d_x, idx, g)``, an adjoint adding into part of a cotangent (a slice, a row, an
+    integer-array index: repeated indices accumulate, as np.add.at) read back: ``out`` plus ``g`` scattered
+    into zeros at ``idx`` (untake, whose derivatives gather ``idx`` again). The kernel adds in place; this
+    returns a new array, which generated code assigns to the same name."""
+    return out + untake(g, out, idx)
 
 
 # ----------------------------------------------------------------------------- scipy.stats (multivariate)

@@ -928,9 +928,11 @@ class Calls:
                     self.need_static(v)
                 if isinstance(v, Struct) and v.kind in ("tuple", "list"):  # nested lists of computed values
                     v = Struct(v.kind, [self.array_of(x, scope, out, node) if isinstance(x, Struct) and not all(
-                        isinstance(leaf, Static) for leaf in _leaves(x)) else x for x in v.values()])  # are arrays
-                e = self.as_expr(v, scope, node) if not isinstance(v, Struct) else ast.Tuple(
-                    elts=[self.as_expr(self.array_like(x, scope, out, node), scope, node) for x in v.values()],
+                        isinstance(leaf, Static) for leaf in _leaves(x)) and x.kind != "slice" else x
+                        for x in v.values()])  # are arrays; a slice of run-time bounds in an index stays a slice
+                e = self.as_expr(v, scope, node) if not isinstance(v, Struct) or v.kind == "slice" else ast.Tuple(
+                    elts=[self.as_expr(x if isinstance(x, Struct) and x.kind == "slice" else
+                                       self.array_like(x, scope, out, node), scope, node) for x in v.values()],
                     ctx=ast.Load())
                 if p.default is p.empty:
                     pos.append(e)
