@@ -618,3 +618,18 @@ def test_operator_comparisons_are_comparisons(kw):
     v, g = funcgrad.value_and_grad(f, **kw)(x)
     assert v == pytest.approx(f(x))
     np.testing.assert_allclose(g, [-1.0, 1.0, 0.0, 4.0])
+
+
+def _number_made_an_array(x):
+    s = np.sum(x)   # a number: s[None] and s[..., None] are arrays of one element
+    return np.sum(np.sin(s[None]) * 2.0) + np.sum(np.cos(s[..., None]))
+
+
+@pytest.mark.parametrize("kw", [dict(mode="python"), dict(jit=False)], ids=["python", "nojit"])
+def test_gradient_of_a_number_indexed_with_none(kw):
+    # the adjoint wrote d_s = 0.0; d_s[None] += g: "'float' object is not subscriptable" (Numba itself does not
+    # index a number with None, so njit has no such program)
+    x = np.array([0.3, 0.4])
+    s = 0.7
+    want = 2.0 * np.cos(s) - np.sin(s)
+    np.testing.assert_allclose(funcgrad.grad(_number_made_an_array, **kw)(x), [want, want], rtol=1e-12)

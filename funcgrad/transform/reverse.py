@@ -328,6 +328,10 @@ class Reverse(Activity):
 
     def scatter(self, x, idx, g, out):
         """``d_x[idx] += g`` on an array this sweep owns."""
+        if self.ranks.get(x) == 0:   # x[None], x[..., None] of a number: g holds its one element (a number's
+            # cotangent is a number, not an array to write into)
+            self.accumulate(x, ast.Call(func=_K("sum"), args=[g], keywords=[]), out)
+            return
         dx = self.adname(x)
         if dx not in self.defined:
             out.append(ast.Assign(targets=[ast.Name(dx, ast.Store())],
