@@ -13,6 +13,7 @@ import os
 import numpy as np
 import pytest
 import scipy.linalg as sla
+import scipy.stats as st
 
 import funcgrad
 import funcgrad.kernels.cpu as K
@@ -29,10 +30,8 @@ MODE_IDS = ["auto", "python", "nojit"]
 # Helpers that rule templates call and that still have no derivative of their own: second derivatives through
 # them are refused, naming the user's function (test_refusal_names_the_users_function). Adding a helper to a
 # template means giving it a definition in funcgrad/ops/second_order.py (or a rule), or listing it here.
-REFUSED = {
-    # reverse mode read back (a gradient taken inside a differentiated function) only
-    "written_along_axis", "dirichlet_logpdf_grad", "mvn_entropy_grad", "mvn_logpdf_grad",
-}
+REFUSED: set = set()   # none left (written_along_axis has a rule; the Dirichlet and multivariate-normal
+# gradient helpers and index_add have definitions)
 
 
 def _helpers_without_a_derivative():
@@ -664,14 +663,123 @@ def put_along_loss(a):
     return np.sum(np.sin(b) * _A3)
 
 
-def test_refusal_names_the_users_function():
-    # np.put_along_axis's VJP helper (written_along_axis) has no derivative: a gradient taken inside is refused
+def test_refusal_names_the_users_function(monkeypatch):
+    # no helper is refused today: take written_along_axis's rule away to see how one would be. A gradient taken
+    # inside a differentiated function is refused naming np.put_along_axis at the user's line, not the helper
+    prim = R.by_name("written_along_axis")
+    monkeypatch.setattr(prim, "_vjp_fn", None)
+    monkeypatch.setattr(prim, "_template", None)
     with pytest.raises(NoDerivativeError) as ei:
         funcgrad.grad(lambda a: np.sum(funcgrad.grad(put_along_loss)(a) ** 2))(_V3[:, None])
     msg = str(ei.value)
     assert "np.put_along_axis: second derivatives are not supported" in msg
     assert f"{__file__}:{tagged_line(__file__, 'put_along')}:" in msg
     assert "written_along_axis" not in msg and "registered" not in msg
+
+
+# ----------------------------------------------------------------------------- put_along_axis, Dirichlet, MVN
+def _fd_grad(f, x, eps=1e-6):
+    g = np.zeros(x.size)
+    for k in range(x.size):
+        e = np.zeros(x.size)
+        e[k] = eps
+        e = e.reshape(x.shape)
+        g[k] = (f(x + e) - f(x - e)) / (2 * eps)
+    return g.reshape(x.shape)
+
+
+_IDX2 = np.array([[0, 2, 0], [1, 1, 3]])   # position (0, 0) and (1, 1) written twice: the last write stays
+
+
+def put_along_twice(a, v):
+    b = a.copy()
+    np.put_along_axis(b, _IDX2, v, axis=1)
+    return np.sum(np.sin(b) * b)
+
+
+def _grads_inside(f, n):
+    inner = funcgrad.grad(f, argnums=tuple(range(n)))
+
+    def outer(*args):   # a gradient taken inside a differentiated function: reverse over reverse
+        return sum(np.sum(np.sin(g)) for g in inner(*args))
+    return outer
+
+
+@pytest.mark.parametrize("kw", [dict(mode="python"), dict(mode="njit"), dict(jit=False)], ids=["python", "njit", "nojit"])
+@pytest.mark.parametrize("vshape", [(2, 3), (2, 1)])
+def test_gradient_inside_through_put_along_axis(kw, vshape):
+    a, v = RNG.normal(size=(2, 4)), RNG.normal(size=vshape)
+    outer = _grads_inside(put_along_twice, 2)
+    np.testing.assert_allclose(funcgrad.grad(outer, argnums=1, **kw)(a, v), _fd_grad(lambda y: outer(a, y), v),
+                               rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(funcgrad.grad(outer, argnums=0, **kw)(a, v), _fd_grad(lambda y: outer(y, v), a),
+                               rtol=1e-6, atol=1e-8)
+    check_grads(put_along_twice, order=2, modes=("fwd", "rev"))(a, v)
+
+
+def dirichlet_both(x, alpha):
+    return np.sum(st.dirichlet.logpdf(x, alpha)) + np.sum(st.dirichlet.pdf(x, alpha))
+
+
+def mvn_all(x, m, c):
+    return (np.sum(st.multivariate_normal.logpdf(x, m, c)) + np.sum(st.multivariate_normal.pdf(x, m, c))
+            + st.multivariate_normal.entropy(m, c))
+
+
+def _stats_cases():
+    alpha = np.array([1.7, 2.4, 3.1])
+    yield "dirichlet_point", dirichlet_both, (np.array([0.2, 0.3]), alpha)           # K - 1 components
+    yield "dirichlet_batch", dirichlet_both, (np.array([[0.2, 0.1, 0.3], [0.3, 0.5, 0.2]]), alpha)
+    yield "mvn_matrix", mvn_all, (RNG.normal(size=(4, 3)), RNG.normal(size=3), _spd(3))
+    yield "mvn_one_point", mvn_all, (RNG.normal(size=3), RNG.normal(size=3), _spd(3))
+    yield "mvn_diagonal", mvn_all, (RNG.normal(size=(2, 3)), RNG.normal(size=3), RNG.uniform(0.5, 2.0, size=3))
+    yield "mvn_scalar", mvn_all, (RNG.normal(size=(2, 3)), RNG.normal(size=3), np.array(1.3))
+
+
+_STATS = list(_stats_cases())
+
+
+@pytest.mark.parametrize("kw", [dict(mode="python"), dict(jit=False)], ids=["python", "nojit"])  # rules: Python only
+@pytest.mark.parametrize("name, f, args", _STATS, ids=[c[0] for c in _STATS])
+def test_gradient_inside_through_dirichlet_and_multivariate_normal(name, f, args, kw):
+    outer = _grads_inside(f, len(args))
+    for i in range(len(args)):
+        def along(y, i=i):
+            return outer(*(args[:i] + (y,) + args[i + 1:]))
+        np.testing.assert_allclose(funcgrad.grad(outer, argnums=i, **kw)(*args), _fd_grad(along, args[i]),
+                                   rtol=1e-5, atol=1e-7, err_msg=f"argument {i}")
+
+
+@pytest.mark.parametrize("name, f, args", _STATS, ids=[c[0] for c in _STATS])
+def test_order_2_check_grads_of_dirichlet_and_multivariate_normal(name, f, args):
+    check_grads(f, order=2, modes=("fwd", "rev"))(*args)
+
+
+def _stats_definition_cases():
+    alpha = np.array([1.7, 2.4, 3.1])
+    for x, g in [(np.array([0.2, 0.3]), 0.7), (np.array([0.2, 0.3, 0.5]), 0.7),
+                 (np.array([[0.2, 0.1, 0.3], [0.3, 0.5, 0.2]]), RNG.normal(size=3))]:
+        for wrt in ("x", "alpha"):
+            yield "dirichlet_logpdf_grad", (g, x, alpha, wrt)
+    for x, g in [(RNG.normal(size=(4, 3)), RNG.normal(size=4)), (RNG.normal(size=3), 0.6)]:
+        for cov in (_spd(3), RNG.uniform(0.5, 2.0, size=3), np.array(1.3)):
+            for wrt in ("x", "mean", "cov"):
+                yield "mvn_logpdf_grad", (g, x, RNG.normal(size=3), cov, False, wrt)
+            yield "mvn_entropy_grad", (0.8, RNG.normal(size=3), cov)
+    yield "mvn_logpdf_grad", (RNG.normal(size=5), RNG.normal(size=5), None, np.array(2.0), False, "x")  # k == 1
+    m, idx = RNG.normal(size=(4, 3)), np.array([0, 2, 2, 1])
+    for where, g in [(slice(1, 3), RNG.normal(size=(2, 3))), (1, RNG.normal(size=3)), (idx, RNG.normal(size=(4, 3))),
+                     ((slice(None), idx[:3]), RNG.normal(size=(4, 3))), ((0, slice(0, 2)), 0.5)]:
+        yield "index_add", (m, where, g)
+
+
+@pytest.mark.parametrize("name, args", list(_stats_definition_cases()))
+def test_each_stats_and_scatter_definition_computes_its_kernels_value(name, args):
+    from funcgrad.ops import second_order as SO
+    copy = [a.copy() if isinstance(a, np.ndarray) else a for a in args]   # index_add's kernel adds in place
+    got, want = getattr(SO, name)(*args), getattr(K, name)(*copy)
+    assert np.shape(got) == np.shape(want)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11)
 
 
 # ----------------------------------------------------------------------------- nn losses, activations and norms
