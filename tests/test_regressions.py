@@ -633,3 +633,23 @@ def test_gradient_of_a_number_indexed_with_none(kw):
     s = 0.7
     want = 2.0 * np.cos(s) - np.sin(s)
     np.testing.assert_allclose(funcgrad.grad(_number_made_an_array, **kw)(x), [want, want], rtol=1e-12)
+
+
+_E = np.random.default_rng(5).normal(size=(4, 5))
+
+
+def _grad_of_sliced_global(x):
+    return funcgrad.grad(lambda y: np.sum(np.sin(_E[:, :3] @ y)))(x).sum()
+
+
+def _grad_of_sliced_global_2(x):
+    return np.sum(funcgrad.grad(lambda y: np.sum(np.cos(_E[1:, 2:] * y[None, :3]) ** 2))(x) ** 2)
+
+
+@pytest.mark.parametrize("f", [_grad_of_sliced_global, _grad_of_sliced_global_2])
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_gradient_inside_indexing_a_captured_array(f, kw):
+    # the inner gradient's code, read back, slices the global _E with bounds it computed: "cannot index this value"
+    x = np.random.default_rng(6).normal(size=3)
+    fd = np.array([(f(x + 1e-6 * e) - f(x - 1e-6 * e)) / 2e-6 for e in np.eye(3)])
+    np.testing.assert_allclose(funcgrad.grad(f, **kw)(x), fd, rtol=1e-6, atol=1e-8)
