@@ -17,7 +17,7 @@ import scipy.stats as st
 
 import funcgrad
 import funcgrad.kernels.cpu as K
-from funcgrad.errors import CompileError, NoDerivativeError
+from funcgrad.errors import CompileError, NoDerivativeError, UnsupportedSyntaxError
 from funcgrad.ops import registry as R
 from funcgrad.testing import check_grads
 
@@ -700,6 +700,27 @@ def test_refusal_names_the_users_function(monkeypatch):
     assert "np.put_along_axis: second derivatives are not supported" in msg
     assert f"{__file__}:{tagged_line(__file__, 'put_along')}:" in msg
     assert "written_along_axis" not in msg and "registered" not in msg
+
+
+_C33 = RNG.normal(size=(3, 3))
+
+
+def einsum_loss(a):
+    return np.sum(np.sin(np.einsum("ij,jk->ik", a, _C33)))
+
+
+def test_a_refusal_inside_a_helpers_definition_names_the_users_function(monkeypatch):
+    # a definition normalize cannot read (here one made so on purpose) is refused under the name of the function
+    # the user called, np.einsum, not the helper's (it read "einsum_vjp: arithmetic on a tuple...")
+    def unreadable(g, subscripts, operands, optimize=False):
+        return g + (1, 2)
+    unreadable.kernel_name = "einsum_vjp"
+    monkeypatch.setattr(R.definition(K.einsum_vjp), "fn", unreadable)
+    with pytest.raises(UnsupportedSyntaxError) as ei:
+        funcgrad.grad(lambda a: np.sum(funcgrad.grad(einsum_loss)(a) ** 2))(_A3)  # LINE: einsum_inside
+    msg = str(ei.value)
+    assert "np.einsum: arithmetic on a tuple" in msg and "einsum_vjp" not in msg
+    assert ei.value.lineno == tagged_line(__file__, "einsum_inside")
 
 
 # ----------------------------------------------------------------------------- put_along_axis, Dirichlet, MVN

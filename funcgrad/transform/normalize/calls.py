@@ -19,6 +19,7 @@ from ...custom import CustomFunction as CustomVJPFunction, rule_pullback  # cust
 from ...errors import FuncgradError, NoDerivativeError, UnsupportedSyntaxError
 from ...ops.numpy_shape import asarray_dtype as _asarray_dtype, astype as _astype
 from ...ops.registry import RUNTIME, Primitive, definition, lookup, unwrap_kernel
+from ..activity import users_calling
 from ..fence import check as fence_check, error
 from ..public_names import public_name
 from ..parse import MISSING, parse
@@ -511,6 +512,11 @@ class Calls:
         try:
             res = self.inline_function(defn.fn, args, kwargs, out, node, scope)
         except UnsupportedSyntaxError as e:
+            if getattr(defn.fn, "kernel_name", None):   # a helper kernel of a derivative, in code read back: named
+                # as the functions the user called whose rules use it (np.einsum, not einsum_vjp)
+                prim = lookup(fn)
+                users = users_calling(prim, P.line_text(getattr(node, "lineno", None))) if prim is not None else []
+                name = " / ".join(users) or "the derivative of this line"
             raise error(P, node, f"{name}: {e.msg.split(chr(10))[0]}", e.hint) from None
         where = (P.filename, getattr(node, "lineno", None))
         for n in [n for st in out[start:] for n in ast.walk(st)] + [
