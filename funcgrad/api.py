@@ -32,7 +32,7 @@ from numba.core import errors as _numba_errors
 
 from .custom import CustomFunction, custom_jvp, custom_vjp, stop_gradient
 from .errors import (ArgumentTypeError, CompileError, DeviceError, FuncgradError, FuncgradWarning, NoDerivativeError,
-                     TransformError, TreeStructureError, UnsupportedSyntaxError)
+                     REFUSAL_MARK, TransformError, TreeStructureError, UnsupportedSyntaxError)
 from .kernels.base import get_backend, is_device_array
 from .kernels import cpu_backend as _cpu_backend  # noqa: F401  registers the "cpu" backend
 from .kernels.cuda_backend import CUDA as _CUDA
@@ -383,6 +383,9 @@ class _Transformed:
                 where = _raised_at(e, built) if isinstance(e, NoDerivativeError) and not e.filename else None
                 if where:   # a rule refused while it ran (a custom function's derived JVP): at the user's line
                     raise NoDerivativeError(e.msg, where[0], where[1], _line_text(*where)) from None
+                refused = _definition_refusal(e, built, call_args, which)
+                if refused is not None:   # an assert of a definition over primitives (errors.REFUSAL_MARK)
+                    raise refused from None
                 if not _note_user_line(e, built) and built.mode == "njit" and built.py_fn is not None:
                     if which != "fn":   # the primal alone: the generated Python vjp runs the same forward lines
                         call_args = (*call_args, *_seeds(built, len(built.out_atoms), np.float64))
@@ -645,6 +648,27 @@ def _raised_at(err, built):
             line = tb.tb_lineno
         tb = tb.tb_next
     return (built.line_map or {}).get(line) if line else None
+
+
+def _definition_refusal(err, built, call_args, which):
+    """A NoDerivativeError at the user's line for an assert of funcgrad's own definitions that failed while
+    generated code ran (its message starts with errors.REFUSAL_MARK), or None for any other error."""
+    text = str(err.args[0]) if isinstance(err, AssertionError) and err.args else ""
+    if not text.startswith(REFUSAL_MARK):
+        return None
+    where = _raised_at(err, built)
+    if where is None and built.mode == "njit" and built.py_fn is not None:   # Numba's frames name no line
+        if which != "fn":
+            call_args = (*call_args, *_seeds(built, len(built.out_atoms), np.float64))
+        try:
+            built.py_fn(*call_args)
+        except AssertionError as again:
+            where = _raised_at(again, built)
+        except Exception:
+            pass
+    where = where or (None, None)
+    return NoDerivativeError(text[len(REFUSAL_MARK):], where[0], where[1],
+                             _line_text(*where) if where[0] else None)
 
 
 def _note_user_line(err, built):

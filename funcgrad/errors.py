@@ -48,6 +48,12 @@ class NoDerivativeError(FuncgradError, TypeError):
         super().__init__(f"{loc}{msg}{src}")
 
 
+# An ``assert`` in one of funcgrad's own definitions over primitives (funcgrad/ops/second_order.py) is a refusal
+# (a derivative that does not exist, found while the code runs). Generated code keeps it as an ``assert`` whose
+# message starts with this mark; the transform that ran it raises NoDerivativeError at the user's line instead.
+REFUSAL_MARK = "funcgrad refuses: "
+
+
 class TransformError(FuncgradError):
     """A problem found while transforming the user's code (types, shapes, names), at the user's line."""
 

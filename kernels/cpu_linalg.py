@@ -1526,7 +1526,10 @@ def _no_upper_eigh(a, uplo=None):
 
 
 def _no_complete_qr(a, mode=None):
-    if _lit(mode, "reduced") == "complete":
+    # Numba retries a literal typing that failed with the argument's plain type (a runtime string): refused too,
+    # or mode='complete' compiled as the reduced factorization (a Q of k columns, silently)
+    mode = _lit(mode, "reduced")
+    if mode == "complete" or mode is _RUNTIME:
         _refuse("np.linalg.qr(mode='complete')")
 
 

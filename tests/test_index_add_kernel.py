@@ -1,7 +1,8 @@
 """The compiled ``K.index_add`` on the basic indices adjoints write most (a slice of a vector, a row of a
-matrix) adds exactly what NumPy's ``out[idx] += g`` adds (kernels/cpu.py: an element loop instead of Numba's
-general slice assignment). The reverse pass still writes those scatters as ``d_x[a:b] += g``: code read back
-for a second derivative cannot read ``K.index_add`` yet."""
+matrix) adds exactly what NumPy's ``out[idx] += g`` adds, and the reverse pass writes those scatters as
+``K.index_add`` (kernels/cpu.py: an element loop instead of Numba's general slice assignment). Code read back
+for a second derivative differentiates those calls through index_add's definition over primitives
+(funcgrad/ops/second_order.py)."""
 import numpy as np
 import pytest
 from numba import njit
@@ -72,7 +73,7 @@ def _pieces(cams, X, idx):
     return total
 
 
-def test_gradient_of_slices_and_rows_of_gathered_rows():
+def test_reverse_scatters_slices_and_rows_through_index_add():
     rs = np.random.RandomState(3)
     cams, X, idx = rs.rand(3, 7), rs.rand(5, 3), np.array([0, 2, 1, 2, 0])
     g = funcgrad.grad(_pieces, argnums=(0, 1))
@@ -88,4 +89,40 @@ def test_gradient_of_slices_and_rows_of_gathered_rows():
         want_X[i] += 2 * v * c[0:3]
     np.testing.assert_allclose(dc, want_c, rtol=1e-12)
     np.testing.assert_allclose(dX, want_X, rtol=1e-12)
-    assert "K.index_add(d_cams, " not in src and "+= " in src   # (see the module's docstring)
+    assert "d_cams = K.index_add(d_cams, " in src       # the row of cams
+    assert "slice(0, 3, None)" in src and "slice(3, 6, None)" in src   # the slices of that row
+
+
+_ROWS = np.array([0, 2, 2, 1])
+
+
+def _parts(x):
+    a = x[0]                 # a row of a matrix
+    b = x[1:3, 1:]           # a slice
+    c = x[_ROWS]             # an integer-array index with a repeat: np.add.at semantics
+    return np.sum(np.sin(a) * np.cos(a)) + np.sum(b ** 3) + np.sum(np.tanh(c) ** 2 * x[1:, 2][0])
+
+
+def _fd_jacobian(g, x, eps=1e-5):
+    cols = []
+    for k in range(x.size):
+        e = np.zeros(x.size)
+        e[k] = eps
+        e = e.reshape(x.shape)
+        cols.append((g(x + e) - g(x - e)).reshape(-1) / (2 * eps))
+    return np.stack(cols, axis=-1).reshape(x.shape + x.shape)
+
+
+@pytest.mark.parametrize("kw", [dict(mode="python"), dict(mode="njit"), dict(jit=False)], ids=["python", "njit", "nojit"])
+def test_second_derivatives_read_index_add_back(kw):
+    x = np.random.RandomState(5).rand(3, 4)
+    src = funcgrad.source(funcgrad.grad(_parts, **kw), x)
+    assert "d_x = K.index_add(d_x, 0, d_a)" in src and "(slice(1, 3, None), slice(1, None, None))" in src
+    want = _fd_jacobian(funcgrad.grad(_parts, **kw), x)
+    np.testing.assert_allclose(funcgrad.hessian(_parts, **kw)(x), want, rtol=1e-6, atol=1e-8)
+
+    def outer(y):   # a gradient taken inside a differentiated function: reverse over reverse
+        return np.sum(funcgrad.grad(_parts)(y) ** 2)
+    gg = funcgrad.grad(outer, **kw)(x)
+    np.testing.assert_allclose(gg, 2 * np.einsum("ij,ijkl->kl", funcgrad.grad(_parts)(x), want), rtol=1e-6,
+                               atol=1e-8)

@@ -618,3 +618,38 @@ def test_operator_comparisons_are_comparisons(kw):
     v, g = funcgrad.value_and_grad(f, **kw)(x)
     assert v == pytest.approx(f(x))
     np.testing.assert_allclose(g, [-1.0, 1.0, 0.0, 4.0])
+
+
+def _number_made_an_array(x):
+    s = np.sum(x)   # a number: s[None] and s[..., None] are arrays of one element
+    return np.sum(np.sin(s[None]) * 2.0) + np.sum(np.cos(s[..., None]))
+
+
+@pytest.mark.parametrize("kw", [dict(mode="python"), dict(jit=False)], ids=["python", "nojit"])
+def test_gradient_of_a_number_indexed_with_none(kw):
+    # the adjoint wrote d_s = 0.0; d_s[None] += g: "'float' object is not subscriptable" (Numba itself does not
+    # index a number with None, so njit has no such program)
+    x = np.array([0.3, 0.4])
+    s = 0.7
+    want = 2.0 * np.cos(s) - np.sin(s)
+    np.testing.assert_allclose(funcgrad.grad(_number_made_an_array, **kw)(x), [want, want], rtol=1e-12)
+
+
+_E = np.random.default_rng(5).normal(size=(4, 5))
+
+
+def _grad_of_sliced_global(x):
+    return funcgrad.grad(lambda y: np.sum(np.sin(_E[:, :3] @ y)))(x).sum()
+
+
+def _grad_of_sliced_global_2(x):
+    return np.sum(funcgrad.grad(lambda y: np.sum(np.cos(_E[1:, 2:] * y[None, :3]) ** 2))(x) ** 2)
+
+
+@pytest.mark.parametrize("f", [_grad_of_sliced_global, _grad_of_sliced_global_2])
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_gradient_inside_indexing_a_captured_array(f, kw):
+    # the inner gradient's code, read back, slices the global _E with bounds it computed: "cannot index this value"
+    x = np.random.default_rng(6).normal(size=3)
+    fd = np.array([(f(x + 1e-6 * e) - f(x - 1e-6 * e)) / 2e-6 for e in np.eye(3)])
+    np.testing.assert_allclose(funcgrad.grad(f, **kw)(x), fd, rtol=1e-6, atol=1e-8)

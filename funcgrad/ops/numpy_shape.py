@@ -785,11 +785,15 @@ def put_along_axis(y, arr, indices, values, axis):
     t[y] = put_along_axis(t[arr], indices, 0.0, axis) + put_along_axis(np.zeros_like(arr), indices, t[values], axis)
 
 
-@primitive(tested_via=put_along_axis)
-def written_along_axis(g, indices, values, axis):
+@defvjp(None, tested_via=put_along_axis)
+def written_along_axis(y, g, indices, values, axis):
     """The cotangent of ``values`` in ``put_along_axis``: ``g`` where each value was written (a repeated
-    position: its last write only), summed down to ``values``' shape."""
-    return K.written_along_axis(g, indices, values, axis)
+    position: its last write only), summed down to ``values``' shape. It is linear in ``g``, the transpose of
+    ``values -> put_along_axis(zeros, indices, values, axis)``: its VJP is that write (second derivatives of a
+    gradient through np.put_along_axis)."""
+    d[g] = put_along_axis(np.zeros_like(g), indices, d[y], axis)
+    d[values] = None   # read for its shape only
+    t[y] = written_along_axis(t[g], indices, values, axis)
 
 
 @defvjp(None, sample=S.custom(_sample_gradient))

@@ -22,7 +22,7 @@ import scipy.linalg as sla
 
 import funcgrad.kernels.cpu as K
 from . import linalg as L
-from .core import unbroadcast
+from .core import unbroadcast, untake
 from .special import digamma
 from .registry import define
 
@@ -345,6 +345,16 @@ def norm_vjp(g, y, x, ord=None, axis=None, keepdims=False):  # noqa: A002
     return np.expand_dims(g, axes) * unit
 
 
+# ----------------------------------------------------------------------------- cotangent scatters
+@kernel_definition("index_add")
+def index_add(out, idx, g):
+    """``d_x = K.index_add(d_x, idx, g)``, an adjoint adding into part of a cotangent (a slice, a row, an
+    integer-array index: repeated indices accumulate, as np.add.at) read back: ``out`` plus ``g`` scattered
+    into zeros at ``idx`` (untake, whose derivatives gather ``idx`` again). The kernel adds in place; this
+    returns a new array, which generated code assigns to the same name."""
+    return out + untake(g, out, idx)
+
+
 # ----------------------------------------------------------------------------- scipy.stats (multivariate)
 def _squeeze(out):
     """scipy.stats' multivariate output convention: size-1 axes dropped."""
@@ -355,7 +365,7 @@ def _dirichlet_full(x, alpha):
     """x completed to all K components along axis 0 (scipy accepts K - 1)."""
     if x.shape[0] == alpha.shape[0]:
         return x
-    return np.concatenate([x, (1 - np.sum(x, 0))[None]], axis=0)
+    return np.concatenate([x, 1 - np.sum(x, 0, keepdims=True)], axis=0)
 
 
 @kernel_definition("dirichlet_logpdf_tangent")
@@ -370,6 +380,20 @@ def dirichlet_logpdf_tangent(tv, x, alpha, wrt):
     if x.shape[0] != alpha.shape[0]:   # x_K = 1 - sum(x): the chain rule through it
         gx = gx[..., :-1] - gx[..., -1:]
     return _squeeze(np.sum(gx * np.moveaxis(tv, 0, -1), axis=-1))
+
+
+@kernel_definition("dirichlet_logpdf_grad")
+def dirichlet_logpdf_grad(g, x, alpha, wrt):
+    """The cotangent of ``x`` or ``alpha`` (kernels/cpu_special.py), the components last as in the tangent."""
+    xf = np.moveaxis(_dirichlet_full(x, alpha), 0, -1)   # (..., K)
+    gg = np.expand_dims(np.reshape(g, xf.shape[:-1]), -1)   # scipy squeezed the result's size-1 axes
+    if wrt == "alpha":
+        score = np.log(xf) - (digamma(alpha) - digamma(np.sum(alpha)))
+        return np.reshape(np.sum(np.reshape(score * gg, (-1, alpha.shape[0])), axis=0), np.shape(alpha))
+    gx = (alpha - 1.0) / xf * gg
+    if x.shape[0] != alpha.shape[0]:   # x_K = 1 - sum(x): the chain rule through it
+        gx = gx[..., :-1] - gx[..., -1:]
+    return np.reshape(np.moveaxis(gx, -1, 0), np.shape(x))
 
 
 def _mvn_full_cov(cov, dim):
@@ -400,6 +424,10 @@ def _mvn_quantiles(x, dim):
     return x
 
 
+_MVN_SINGULAR = ("scipy.stats.multivariate_normal with allow_singular=True is not differentiable with respect to a "
+                 "singular covariance matrix: keep cov out of the differentiated inputs")
+
+
 @kernel_definition("mvn_logpdf_tangent")
 def mvn_logpdf_tangent(tv, x, mean, cov, allow_singular, wrt):
     dim = _mvn_dim(mean, cov)
@@ -415,10 +443,44 @@ def mvn_logpdf_tangent(tv, x, mean, cov, allow_singular, wrt):
     if wrt == "mean":
         return _squeeze(np.sum(s * np.reshape(tv, (dim,)), axis=-1))
     T = _mvn_full_cov(tv, dim)
-    assert not (allow_singular and np.any(T != 0)), (
-        "scipy.stats.multivariate_normal with allow_singular=True is not differentiable with respect to a singular "
-        "covariance matrix: keep cov out of the differentiated inputs")
+    assert not (allow_singular and np.any(T != 0)), _MVN_SINGULAR
     return _squeeze(0.5 * np.einsum("...i,ij,...j->...", s, T, s) - 0.5 * np.sum(P * T))
+
+
+def _cov_input_form(G, cov):
+    """A symmetric gradient of the full matrix as the cotangent of scipy's ``cov`` argument: of a scalar the
+    trace, of a vector the diagonal, of a matrix the lower triangle scipy reads (off-diagonal entries count
+    twice)."""
+    if cov.ndim == 0:
+        return np.trace(G)
+    if cov.ndim == 1:
+        return np.diagonal(G)
+    return np.tril(G + mT(G)) - np.diag(np.diagonal(G))
+
+
+@kernel_definition("mvn_logpdf_grad")
+def mvn_logpdf_grad(g, x, mean, cov, allow_singular, wrt):
+    dim = _mvn_dim(mean, cov)
+    xq = _mvn_quantiles(x, dim)
+    m = 0.0 * xq[..., 0, None] if mean is None else np.reshape(mean, (dim,))
+    C = _mvn_full_cov(cov, dim)
+    P = np.linalg.pinv(C, hermitian=True) if allow_singular else np.linalg.inv(C)
+    s = (xq - m) @ P                                     # P (x - mean), batched; P is symmetric
+    gg = np.expand_dims(np.reshape(g, xq.shape[:-1]), -1)
+    if wrt == "x":
+        return np.reshape(-s * gg, np.shape(x))
+    if wrt == "mean":
+        return np.reshape(np.sum(np.reshape(s * gg, (-1, dim)), axis=0), np.shape(mean))
+    assert not (allow_singular and np.any(g != 0)), _MVN_SINGULAR
+    sb = np.reshape(s, (-1, dim))
+    gb = np.reshape(gg, (-1, 1))
+    G = 0.5 * (mT(sb * gb) @ sb) - 0.5 * np.sum(gb) * P
+    return _cov_input_form(G, cov)
+
+
+@kernel_definition("mvn_entropy_grad")
+def mvn_entropy_grad(g, mean, cov):
+    return _cov_input_form(0.5 * g * np.linalg.inv(_mvn_full_cov(cov, _mvn_dim(mean, cov))), cov)
 
 
 @kernel_definition("mvn_entropy_tangent")

@@ -391,14 +391,15 @@ def dirichlet_pdf(y, x, alpha):
 
 @primitive(tested_via=dirichlet_logpdf, python_only=True)
 def dirichlet_logpdf_grad(g, x, alpha, wrt):
-    """Cotangent of ``x`` or ``alpha`` (``wrt``) in dirichlet.logpdf given the result's ``g``. No VJP
-    (second derivatives of the Dirichlet density are not provided)."""
+    """Cotangent of ``x`` or ``alpha`` (``wrt``) in dirichlet.logpdf given the result's ``g``. Second
+    derivatives differentiate its definition over primitives (ops/second_order.py)."""
     return K.dirichlet_logpdf_grad(g, x, alpha, wrt)
 
 
 @primitive(tested_via=dirichlet_logpdf, python_only=True)
 def dirichlet_logpdf_tangent(tv, x, alpha, wrt):
-    """Tangent of dirichlet.logpdf along the tangent ``tv`` of ``x`` or ``alpha`` (``wrt``). No VJP."""
+    """Tangent of dirichlet.logpdf along the tangent ``tv`` of ``x`` or ``alpha`` (``wrt``); defined over
+    primitives for second derivatives (ops/second_order.py)."""
     return K.dirichlet_logpdf_tangent(tv, x, alpha, wrt)
 
 
@@ -459,26 +460,28 @@ def mvn_entropy(y, mean=None, cov=1):
 
 @primitive(tested_via=mvn_logpdf, python_only=True)
 def mvn_logpdf_grad(g, x, mean, cov, allow_singular, wrt):
-    """Cotangent of ``x``, ``mean`` or ``cov`` (``wrt``) in multivariate_normal.logpdf. No VJP (second
-    derivatives of the multivariate normal are not provided)."""
+    """Cotangent of ``x``, ``mean`` or ``cov`` (``wrt``) in multivariate_normal.logpdf; defined over primitives
+    for second derivatives (ops/second_order.py)."""
     return K.mvn_logpdf_grad(g, x, mean, cov, allow_singular, wrt)
 
 
 @primitive(tested_via=mvn_logpdf, python_only=True)
 def mvn_logpdf_tangent(tv, x, mean, cov, allow_singular, wrt):
-    """Tangent of multivariate_normal.logpdf along the tangent ``tv`` of ``x``, ``mean`` or ``cov``. No VJP."""
+    """Tangent of multivariate_normal.logpdf along the tangent ``tv`` of ``x``, ``mean`` or ``cov``; defined over
+    primitives for second derivatives (ops/second_order.py)."""
     return K.mvn_logpdf_tangent(tv, x, mean, cov, allow_singular, wrt)
 
 
 @primitive(tested_via=mvn_entropy, python_only=True)
 def mvn_entropy_grad(g, mean, cov):
-    """Cotangent of ``cov`` in multivariate_normal.entropy. No VJP."""
+    """Cotangent of ``cov`` in multivariate_normal.entropy; defined over primitives for second derivatives."""
     return K.mvn_entropy_grad(g, mean, cov)
 
 
 @primitive(tested_via=mvn_entropy, python_only=True)
 def mvn_entropy_tangent(tv, mean, cov):
-    """Tangent of multivariate_normal.entropy along the tangent ``tv`` of ``cov``. No VJP."""
+    """Tangent of multivariate_normal.entropy along the tangent ``tv`` of ``cov``; defined over primitives for
+    second derivatives."""
     return K.mvn_entropy_tangent(tv, mean, cov)
 
 

@@ -107,12 +107,9 @@ class Activity:
         primitive: it is a helper kernel inside another primitive's derivative rule, reached when funcgrad
         differentiates code it generated (a second derivative). The refusal names the functions the user called
         whose rules use it (``scipy.linalg.solve_banded``), never the helper."""
-        users = _user_names(prim, set())
+        users = users_calling(prim, _line_text(*self._where(stmt)))
         if not users:
             return self.nd_error(stmt, f"'{display_name(prim)}' has no registered derivative rule")
-        text = _line_text(*self._where(stmt))
-        called = [u for u in users if text and u.rsplit(".", 1)[-1] + "(" in text.replace(" ", "")]
-        users = called or users       # the ones the user's line calls, when it names them
         what = " / ".join(users)
         return self.nd_error(
             stmt, f"{what}: second derivatives are not supported (its derivative has no derivative of its own, "
@@ -142,6 +139,14 @@ def display_name(prim):
         name = public_name(key)
         return "np." + name[len("numpy."):] if name.startswith("numpy.") else name
     return prim.name
+
+
+def users_calling(prim, text=None):
+    """The functions users call whose derivative rules use the helper primitive ``prim`` (see _user_names); of
+    those, the ones the user's line ``text`` calls, when it names any."""
+    users = _user_names(prim, set())
+    called = [u for u in users if text and u.rsplit(".", 1)[-1] + "(" in text.replace(" ", "")]
+    return called or users
 
 
 def _user_names(prim, seen):

@@ -328,6 +328,10 @@ class Reverse(Activity):
 
     def scatter(self, x, idx, g, out):
         """``d_x[idx] += g`` on an array this sweep owns."""
+        if self.ranks.get(x) == 0:   # x[None], x[..., None] of a number: g holds its one element (a number's
+            # cotangent is a number, not an array to write into)
+            self.accumulate(x, ast.Call(func=_K("sum"), args=[g], keywords=[]), out)
+            return
         dx = self.adname(x)
         if dx not in self.defined:
             out.append(ast.Assign(targets=[ast.Name(dx, ast.Store())],
@@ -338,12 +342,12 @@ class Reverse(Activity):
             out.append(ast.Assign(targets=[ast.Name(dx, ast.Store())],
                                   value=ast.Call(func=_K("copy"), args=[ast.Name(dx, ast.Load())], keywords=[])))
             self.owned.add(dx)
-        if _basic_index(idx, self.ranks):
+        if _basic_index(idx, self.ranks) and not _selects_array(idx, self.ranks.get(x)):
             out.append(ast.AugAssign(target=ast.Subscript(value=ast.Name(dx, ast.Load()), slice=copy.deepcopy(idx),
                                                           ctx=ast.Store()), op=ast.Add(), value=g))
-        else:  # an integer-array or mask index may repeat elements: every occurrence accumulates
-            # (a slice or row written K.index_add too compiled in a fifth of the time, but code read back for a
-            # second derivative could not read K.index_add: left as ``+=`` until it can)
+        else:  # an integer-array or mask index may repeat elements: every occurrence accumulates; a basic index
+            # selecting a part of an array (a slice, a row) is a kernel too: Numba compiles ``d_x[a:b] += g`` into
+            # the function as NumPy's general slice assignment, seconds per program (kernels/cpu.py: index_add)
             out.append(ast.Assign(targets=[ast.Name(dx, ast.Store())],
                                   value=ast.Call(func=_K("index_add"),
                                                  args=[ast.Name(dx, ast.Load()), _index_value(idx), g], keywords=[])))
@@ -431,6 +435,17 @@ def _basic_index(idx, ranks):
 
 
 basic_index = _basic_index
+
+
+def _selects_array(idx, rank):
+    """True when basic index ``idx`` into an array of ``rank`` (None: unknown) selects an array, not one element
+    (an index with None or Ellipsis: False, it stays written as an index)."""
+    parts = idx.elts if isinstance(idx, ast.Tuple) else [idx]
+    if any(isinstance(p, ast.Slice) for p in parts):
+        return True
+    if any(isinstance(p, ast.Constant) and (p.value is None or p.value is Ellipsis) for p in parts):
+        return False
+    return rank is not None and len(parts) < rank
 
 
 def _index_value(idx):

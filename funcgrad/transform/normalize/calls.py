@@ -19,6 +19,7 @@ from ...custom import CustomFunction as CustomVJPFunction, rule_pullback  # cust
 from ...errors import FuncgradError, NoDerivativeError, UnsupportedSyntaxError
 from ...ops.numpy_shape import asarray_dtype as _asarray_dtype, astype as _astype
 from ...ops.registry import RUNTIME, Primitive, definition, lookup, unwrap_kernel
+from ..activity import users_calling
 from ..fence import check as fence_check, error
 from ..public_names import public_name
 from ..parse import MISSING, parse
@@ -511,6 +512,11 @@ class Calls:
         try:
             res = self.inline_function(defn.fn, args, kwargs, out, node, scope)
         except UnsupportedSyntaxError as e:
+            if getattr(defn.fn, "kernel_name", None):   # a helper kernel of a derivative, in code read back: named
+                # as the functions the user called whose rules use it (np.einsum, not einsum_vjp)
+                prim = lookup(fn)
+                users = users_calling(prim, P.line_text(getattr(node, "lineno", None))) if prim is not None else []
+                name = " / ".join(users) or "the derivative of this line"
             raise error(P, node, f"{name}: {e.msg.split(chr(10))[0]}", e.hint) from None
         where = (P.filename, getattr(node, "lineno", None))
         for n in [n for st in out[start:] for n in ast.walk(st)] + [
@@ -928,9 +934,11 @@ class Calls:
                     self.need_static(v)
                 if isinstance(v, Struct) and v.kind in ("tuple", "list"):  # nested lists of computed values
                     v = Struct(v.kind, [self.array_of(x, scope, out, node) if isinstance(x, Struct) and not all(
-                        isinstance(leaf, Static) for leaf in _leaves(x)) else x for x in v.values()])  # are arrays
-                e = self.as_expr(v, scope, node) if not isinstance(v, Struct) else ast.Tuple(
-                    elts=[self.as_expr(self.array_like(x, scope, out, node), scope, node) for x in v.values()],
+                        isinstance(leaf, Static) for leaf in _leaves(x)) and x.kind != "slice" else x
+                        for x in v.values()])  # are arrays; a slice of run-time bounds in an index stays a slice
+                e = self.as_expr(v, scope, node) if not isinstance(v, Struct) or v.kind == "slice" else ast.Tuple(
+                    elts=[self.as_expr(x if isinstance(x, Struct) and x.kind == "slice" else
+                                       self.array_like(x, scope, out, node), scope, node) for x in v.values()],
                     ctx=ast.Load())
                 if p.default is p.empty:
                     pos.append(e)

@@ -368,6 +368,10 @@ class Expressions:
             if isinstance(base.obj, (tuple, list)):
                 return Dyn(ast.Subscript(value=self.as_expr(base, scope, node),
                                          slice=self.as_expr(key, scope, node), ctx=ast.Load()))
+            if isinstance(base.obj, np.ndarray):   # a captured array indexed by values known when it runs (a
+                # gradient's code read back indexes E[:, :3] of a global E with bounds it computed)
+                return self.call_prim(lookup_getitem(), [base, Dyn(self.index(node.slice, scope, out))], {}, scope,
+                                      out, node)
         if isinstance(base, Dyn):
             if _is_metadata(base.expr):  # x.shape[0]
                 return Dyn(ast.Subscript(value=base.expr, slice=self.index(node.slice, scope, out), ctx=ast.Load()))

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import ast
 import copy
+import os
 
 import numpy as np
 
-from ...errors import UnsupportedSyntaxError
+from ...errors import REFUSAL_MARK, UnsupportedSyntaxError
 from .. import annotations as A
 from ..fence import error
 from ..structure import RET, StructureError, structure
@@ -118,13 +119,15 @@ class Statements:
             return self.expr_stmt(s, scope, out)
         if isinstance(s, ast.Assert):
             test = self.expr(s.test, scope, out)
-            if isinstance(test, Static):
-                if not test.obj:
-                    out.append(ast.copy_location(ast.Assert(test=ast.Constant(False), msg=s.msg and ast.Constant(
-                        ast.unparse(s.msg))), s))
-                return None
             msg = self.expr(s.msg, scope, out) if s.msg is not None else None
             msg = ast.Constant(msg.obj) if isinstance(msg, Static) and isinstance(msg.obj, str) else None
+            if msg is not None and _funcgrad_definition(P.filename):   # a refusal (errors.REFUSAL_MARK)
+                msg = ast.Constant(REFUSAL_MARK + msg.value)
+            if isinstance(test, Static):
+                if not test.obj:
+                    out.append(ast.copy_location(ast.Assert(test=ast.Constant(False), msg=msg or (
+                        s.msg and ast.Constant(ast.unparse(s.msg)))), s))
+                return None
             out.append(ast.copy_location(ast.Assert(test=self.as_expr(test, scope, s), msg=msg), s))
             return None
         if isinstance(s, ast.Pass):
@@ -752,3 +755,12 @@ def _is_reference(e):
     while isinstance(e, ast.Attribute):
         e = e.value
     return isinstance(e, ast.Name)
+
+
+_FUNCGRAD_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+
+
+def _funcgrad_definition(filename):
+    """True for a file of funcgrad's own (a definition over primitives inlined where generated code read back
+    calls its kernel): its asserts are refusals."""
+    return isinstance(filename, str) and os.path.abspath(filename).startswith(_FUNCGRAD_DIR)
