@@ -26,7 +26,18 @@ from .ops import core as _core
 from .ops.registry import alias
 
 __all__ = ["custom_vjp", "custom_jvp", "CustomFunction", "CustomVJPFunction", "CustomJVPFunction",
-           "stop_gradient"]
+           "stop_gradient", "checkpoint_range"]
+
+
+def checkpoint_range(*args, segment=None):
+    """``range(*args)``; a differentiated loop over it is checkpointed: its gradient stores the loop's carried
+    state every ``segment`` iterations (about sqrt(trip count) by default) instead of a tape entry per
+    iteration, and recomputes each segment's iterations in the reverse sweep (one more forward run of the
+    loop). Outside a differentiated function it is ``range``."""
+    if segment is not None and (not isinstance(segment, (int, np.integer)) or isinstance(segment, bool)
+                                or segment < 1):
+        raise ValueError(f"checkpoint_range: segment must be a positive int; received {segment!r}")
+    return range(*args)
 
 
 def stop_gradient(x):

@@ -15,7 +15,7 @@ from numba.core.registry import cpu_target
 
 from .. import annotations as A
 from ...builtins import SUBSTITUTES as _AUTOGRAD_BUILTINS
-from ...custom import CustomFunction as CustomVJPFunction, rule_pullback  # custom_vjp and custom_jvp functions
+from ...custom import CustomFunction as CustomVJPFunction, checkpoint_range, rule_pullback  # custom_vjp and custom_jvp functions
 from ...errors import FuncgradError, NoDerivativeError, UnsupportedSyntaxError
 from ...ops.numpy_shape import asarray_dtype as _asarray_dtype, astype as _astype
 from ...ops.registry import RUNTIME, Primitive, definition, lookup, unwrap_kernel
@@ -385,7 +385,16 @@ class Calls:
             # slice(lo, hi) of runtime integers: kept as its three parts, written as lo:hi where it indexes
             parts = [Static(None), args[0], Static(None)] if len(args) == 1 else list(args) + [Static(None)] * (3 - len(args))
             return Struct("slice", parts)
-        if fn is range:
+        if fn is range or fn is checkpoint_range:
+            seg = None
+            if fn is checkpoint_range:
+                extra = set(kwargs) - {"segment"}
+                s_val = kwargs.get("segment", Static(None))
+                if extra or not isinstance(s_val, Static) or not (
+                        s_val.obj is None or (isinstance(s_val.obj, (int, np.integer)) and s_val.obj >= 1)):
+                    raise error(scope.parsed, node, "checkpoint_range(..., segment=k) needs k a positive int known "
+                                                    "when the function is transformed", None)
+                seg = int(s_val.obj or 0)
             rargs = []
             for a in args:
                 if isinstance(a, Static) and not isinstance(a.obj, (int, np.integer)):
@@ -399,7 +408,7 @@ class Calls:
                     e = ast.Call(func=ast.Attribute(value=ast.Name("K", ast.Load()), attr="index_arg",
                                                     ctx=ast.Load()), args=[e], keywords=[])
                 rargs.append(e)
-            return _Range(rargs)
+            return _Range(rargs, seg)
         if fn in (enumerate, zip):
             return _Iter(fn, args)
         if fn is len:
