@@ -156,12 +156,17 @@ def _refuse(src_lookup, stmt, msg, hint):
 def plan(body, namer, params, src_lookup):
     """Set up every marked loop of ``body`` (see the module docstring): ``(body, {counter: Plan})``."""
     plans = {}
+    whole = list(body)
 
     def walk(stmts, bound):
         out = []
         for s in stmts:
             if isinstance(s, (ast.For, ast.While)) and A.get(s, A.CHECKPOINT, None) is not None:
                 out.extend(setup(s, bound))
+                out.append(s)
+                out.extend(handover(s, bound))
+                bound = _bound_after([s], bound)
+                continue
             elif isinstance(s, (ast.For, ast.While)):
                 s.body = walk(s.body, bound | ({s.target.id} if isinstance(s, ast.For) else set()))
             elif isinstance(s, ast.If):
@@ -170,6 +175,31 @@ def plan(body, namer, params, src_lookup):
             out.append(s)
             bound = _bound_after([s], bound)
         return out
+
+    def handover(s, bound):
+        """``v = v`` after the loop for each name it binds that is read elsewhere: the primal's one tape point
+        for the loop's final values (the loop itself pushes nothing), restored by the ordinary sweep of the
+        statements after it. A name the loop may leave unbound (no trip) only where it ran."""
+        inside = {id(n) for n in ast.walk(s)}
+        read = {n.id for st in whole for n in ast.walk(st)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in inside}
+        own = {A.get(s, A.COUNTER)} | ({s.target.id} if isinstance(s, ast.For) else set())
+        p = plans[A.get(s, A.COUNTER)]
+        out = (assigned(s.body) & (read | set(p.carried))) - own - {p.next}
+        if not out:
+            return []
+        sure = [_assign(v, _n(v)) for v in sorted(out & bound)]
+        maybe = [_assign(v, _n(v)) for v in sorted(out - bound)]
+        if maybe:
+            ran = namer.fresh(f"_ran{p.counter[2:]}")
+            sure += [_assign(ran, ast.Compare(left=_n(p.counter), ops=[ast.Gt()], comparators=[ast.Constant(0)])),
+                     ast.If(test=_n(ran), body=maybe, orelse=[])]
+        for st in sure:
+            ast.copy_location(st, s)
+            for n in ast.walk(st):
+                if isinstance(n, ast.stmt):
+                    ast.copy_location(n, s)
+        return sure
 
     def setup(s, bound):
         if any(isinstance(n, (ast.Break, ast.Continue, ast.Return)) for n in ast.walk(ast.Module(body=s.body,
