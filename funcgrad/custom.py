@@ -26,7 +26,7 @@ from .ops import core as _core
 from .ops.registry import alias
 
 __all__ = ["custom_vjp", "custom_jvp", "CustomFunction", "CustomVJPFunction", "CustomJVPFunction",
-           "stop_gradient", "checkpoint_range"]
+           "stop_gradient", "checkpoint_range", "remat", "Rematerialized"]
 
 
 def checkpoint_range(*args, segment=None):
@@ -38,6 +38,31 @@ def checkpoint_range(*args, segment=None):
                                 or segment < 1):
         raise ValueError(f"checkpoint_range: segment must be a positive int; received {segment!r}")
     return range(*args)
+
+
+class Rematerialized:
+    """A helper whose intermediates a gradient recomputes instead of storing (see :func:`remat`)."""
+
+    def __init__(self, fun):
+        if not callable(fun):
+            raise TypeError(f"funcgrad.checkpoint expects a function; received {fun!r}")
+        self.fun = fun
+        functools.update_wrapper(self, fun)
+
+    def __call__(self, *args, **kwargs):
+        return self.fun(*args, **kwargs)
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+def remat(fun):
+    """``jax.checkpoint`` (alias ``remat``) for a helper called inside a differentiated function: the
+    gradient stores none of its intermediates (only what the call's inputs need, as for any statement) and
+    recomputes them in the reverse sweep, just before the helper's adjoint runs: less tape for one more
+    forward run of the helper. ``funcgrad.checkpoint(helper)`` is the same. Outside a differentiated function
+    it is the helper itself."""
+    return Rematerialized(fun)
 
 
 def stop_gradient(x):

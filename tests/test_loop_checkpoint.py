@@ -137,3 +137,27 @@ def test_outside_differentiation_is_range():
     assert P.logistic(0.5, 0.2, 4) == taped(P.logistic)(0.5, 0.2, 4)
     with pytest.raises(ValueError):
         funcgrad.checkpoint_range(3, segment=0)
+
+
+@pytest.mark.parametrize("mode", ["njit", "python"])
+def test_checkpointed_helper(mode):
+    """funcgrad.checkpoint(helper) / funcgrad.remat: the helper's intermediates are recomputed, not taped."""
+    args = (W, R.normal(size=3), R.normal(size=3))
+    g = funcgrad.grad(P.remat_in_loop, argnums=(0, 1, 2), mode=mode)
+    gt = funcgrad.grad(P.remat_in_loop_taped, argnums=(0, 1, 2), mode=mode)
+    for n in (0, 1, 4):
+        for a, b in zip(g(*args, n), gt(*args, n)):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(g(*args, 3)[0], central(lambda *z: P.remat_in_loop(*z, 3), args, 0), rtol=1e-6)
+    src = funcgrad.source(g, *args, 3)
+    primal = src.split("_p_x = ")[0]
+    assert "_cell_h = K.tanh(_t2)\n" in primal and "_tape__cell_h.append" not in primal   # untaped forward
+    assert "checkpointed: for _it2 in range(1)" in src and "_tape__cell_h.append(_cell_h)" in src
+
+
+def test_checkpoint_module_is_callable():
+    h = funcgrad.checkpoint(P._cell_taped)
+    assert isinstance(h, funcgrad.custom.Rematerialized) and h.fun is P._cell_taped
+    assert callable(funcgrad.checkpoint.save)   # still the model-checkpoint module
+    x = np.ones(3)
+    np.testing.assert_allclose(h(x, W, x)[0], P._cell_taped(x, W, x)[0])

@@ -14,8 +14,8 @@ Guarantees (``plan``): every marked loop gets a snapshot ``if`` (annotated :data
 its body and its set-up assignments before it, or is refused at the user's line (``break``/``continue`` in
 its body, or a carried name not bound on every path to the loop); ``rev_checkpointed`` wraps the ordinary
 reversed loop in the segment loop, leaving a :data:`A.RERUN` placeholder that ``expand_reruns`` fills with
-the taped re-run once tapes are planned: tape write positions rewound to the sweep's read positions before
-it, read positions moved to its end after it (every tape is a stack, so the re-run's entries sit exactly
+the taped re-run once tapes are planned: tape write positions rewound to (list tapes popped down to) the sweep's read positions
+before it, read positions moved to its end after it (every tape is a stack, so the re-run's entries sit exactly
 where the adjoint reads them). ``hide``/``unhide`` keep the primal's copy of the loop out of the tape
 passes (it pushes nothing).
 """
@@ -139,12 +139,16 @@ class Plan:
         self.carried = sorted(carried)
         self.copied = copied                       # carried arrays written in place: snapshot a copy
         self.seg = namer.fresh(f"_seg{k}")         # iterations per segment
+        self.seg_len = None                        # ... when it is a constant
         self.next = namer.fresh(f"_snapat{k}")     # the iteration of the next snapshot
         self.snaps = {v: namer.fresh(f"_snap_{v.lstrip('_')}") for v in self.carried}
         self.is_for = isinstance(loop, ast.For)
         self.lo = self.step = None
         self.trips = namer.fresh(f"_trips{k}")     # (the sweep) the loop's trip count
         self.start = namer.fresh(f"_sg{k}")        # (the sweep) the first iteration of a segment
+
+    def S(self):
+        return copy.deepcopy(self.seg_len) if self.seg_len is not None else _n(self.seg)
 
 
 def _refuse(src_lookup, stmt, msg, hint):
@@ -188,6 +192,9 @@ def plan(body, namer, params, src_lookup):
         out = (assigned(s.body) & (read | set(p.carried))) - own - {p.next}
         if not out:
             return []
+        if isinstance(s, ast.For) and len(s.iter.args) == 1 and isinstance(s.iter.args[0], ast.Constant) \
+                and s.iter.args[0].value > 0:
+            bound = bound | out   # range(k), k > 0 (a checkpointed helper's loop): it runs
         sure = [_assign(v, _n(v)) for v in sorted(out & bound)]
         maybe = [_assign(v, _n(v)) for v in sorted(out - bound)]
         if maybe:
@@ -241,12 +248,15 @@ def plan(body, namer, params, src_lookup):
                     value=_n("np"), attr="sqrt", ctx=ast.Load()), _call("len", copy.deepcopy(s.iter)))))
         else:
             size = ast.Constant(int(seg) if seg else WHILE_SEGMENT)
-        pre.append(_assign(p.seg, size))
+        if isinstance(size, ast.Constant):   # a constant segment length is written as it is
+            p.seg_len = size
+        else:
+            pre.append(_assign(p.seg, size))
         pre.append(_assign(p.next, ast.Constant(0)))
         for v in p.carried:
             pre.append(_assign(p.snaps[v], ast.List(elts=[], ctx=ast.Load())))
         snap = ast.If(test=ast.Compare(left=_n(counter), ops=[ast.Eq()], comparators=[_n(p.next)]),
-                      body=[_assign(p.next, _add(_n(p.next), _n(p.seg)))] + [
+                      body=[_assign(p.next, _add(_n(p.next), p.S()))] + [
                           ast.Expr(value=_call(ast.Attribute(value=_n(p.snaps[v]), attr="append", ctx=ast.Load()),
                                                _call(_K("copy"), _n(v)) if v in p.copied else _n(v)))
                           for v in p.carried], orelse=[])
@@ -288,7 +298,7 @@ def rev_checkpointed(R, s, out, rev_loop):
     pre, rev = tmp[:-1], tmp[-1]
     rerun = copy.deepcopy(s)
     rerun.body = _strip_snapshots(rerun.body[1:])
-    end = _call("min", _add(_n(p.start), _n(p.seg)), _n(p.trips))
+    end = _call("min", _add(_n(p.start), p.S()), _n(p.trips))
     if p.is_for:
         rerun.iter = _call("range", _add(p.lo, _mul(_n(p.start), p.step)), _add(p.lo, _mul(end, p.step)),
                            copy.deepcopy(p.step))
@@ -300,16 +310,16 @@ def rev_checkpointed(R, s, out, rev_loop):
     A.put(placeholder, A.RERUN, (rerun, p, True))
     done = ast.Expr(value=ast.Constant("drop the segment's first state from the tapes"))
     A.put(done, A.RERUN, (rerun, p, False))
-    R.rerun_reads |= (exposed([rerun]) - set(p.carried)) | {p.seg}
+    R.rerun_reads |= (exposed([rerun]) - set(p.carried)) | ({p.seg} if p.seg_len is None else set())
     restore = [_assign(v, _call(ast.Attribute(value=_n(p.snaps[v]), attr="pop", ctx=ast.Load())))
                for v in p.carried]
     first_of_last = ast.BinOp(left=ast.BinOp(left=ast.BinOp(left=_n(p.trips), op=ast.Sub(), right=ast.Constant(1)),
-                                             op=ast.FloorDiv(), right=_n(p.seg)), op=ast.Mult(), right=_n(p.seg))
+                                             op=ast.FloorDiv(), right=p.S()), op=ast.Mult(), right=p.S())
     segs = ast.For(target=_st(p.start), iter=_call("range", first_of_last, ast.Constant(-1),
-                                                   ast.UnaryOp(op=ast.USub(), operand=_n(p.seg))),
+                                                   ast.UnaryOp(op=ast.USub(), operand=p.S())),
                    body=restore + [placeholder, rev, done], orelse=[])
     head = f"for {ast.unparse(s.target)} in {ast.unparse(s.iter)}:" if p.is_for else f"while {ast.unparse(s.test)}:"
-    A.put(segs, A.COMMENT, f"checkpointed: {head}  (segments of {p.seg} iterations, last first: restore the "
+    A.put(segs, A.COMMENT, f"checkpointed: {head}  (segments of {ast.unparse(p.S())} iterations, last first: restore the "
                            "snapshot, re-run taped, reverse)")
     out.extend(pre)
     out.append(_assign(p.trips, _n(p.counter)))
@@ -380,8 +390,12 @@ def expand_reruns(code, taped, prealloc, namer, ptr_of, pos_of, tape_of, array_p
                 first.append(_assign(pos_of(namer, n), _n(ptr_of(namer, n))))
                 last.append(_assign(ptr_of(namer, n), _n(pos_of(namer, n))))
             else:
-                first.append(ast.Delete(targets=[ast.Subscript(value=_n(tape_of(namer, n)), slice=ast.Slice(
-                    lower=_n(ptr_of(namer, n)), upper=None, step=None), ctx=ast.Del())]))
+                # (pop, not del tape[p:]: Numba's del of a slice of a list of arrays corrupts the heap)
+                first.append(ast.While(test=ast.Compare(left=_call("len", _n(tape_of(namer, n))), ops=[ast.Gt()],
+                                                        comparators=[_n(ptr_of(namer, n))]),
+                                       body=[ast.Expr(value=_call(ast.Attribute(value=_n(tape_of(namer, n)),
+                                                                                attr="pop", ctx=ast.Load())))],
+                                       orelse=[]))
                 last.append(_assign(ptr_of(namer, n), _call("len", _n(tape_of(namer, n)))))
         for n in entry:
             tape = tape_of(namer, n)
