@@ -161,3 +161,12 @@ def test_checkpoint_module_is_callable():
     assert callable(funcgrad.checkpoint.save)   # still the model-checkpoint module
     x = np.ones(3)
     np.testing.assert_allclose(h(x, W, x)[0], P._cell_taped(x, W, x)[0])
+
+
+def test_second_order_and_forward_mode():
+    args = (0.5, 0.2, 7)
+    assert funcgrad.grad(funcgrad.grad(P.logistic))(*args) == pytest.approx(
+        funcgrad.grad(funcgrad.grad(taped(P.logistic)))(*args), rel=1e-12)
+    assert funcgrad.hessian(P.logistic)(*args) == pytest.approx(funcgrad.hessian(taped(P.logistic))(*args), rel=1e-12)
+    assert funcgrad.jvp(lambda a: P.logistic(a, 0.2, 7), (0.5,), (1.0,))[1] == pytest.approx(
+        funcgrad.grad(P.logistic)(*args), rel=1e-12)
