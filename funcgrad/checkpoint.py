@@ -39,12 +39,15 @@ import fcntl
 import importlib
 import json
 import os
+import sys
 import tempfile
+import types
 import zipfile
 from typing import Any
 
 import numpy as np
 
+from .custom import remat
 from .errors import FuncgradError, TreeStructureError
 from .kernels.base import is_device_array
 from .kernels.cuda_backend import _device_index, device_get, device_put
@@ -378,3 +381,14 @@ def _check_like(path, tree, like):
         elif type(a) is not type(b):
             raise TreeStructureError(f"checkpoint.load: {path}: {where} is a {type(a).__name__}, "
                                      f"the template has a {type(b).__name__}")
+
+
+class _CallableModule(types.ModuleType):
+    """``funcgrad.checkpoint(helper)`` is ``jax.checkpoint``: :func:`funcgrad.remat` (the module's ``save`` and
+    ``load`` are model checkpoints; calling the module checkpoints a helper's intermediates)."""
+
+    def __call__(self, fun):
+        return remat(fun)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -26,7 +26,43 @@ from .ops import core as _core
 from .ops.registry import alias
 
 __all__ = ["custom_vjp", "custom_jvp", "CustomFunction", "CustomVJPFunction", "CustomJVPFunction",
-           "stop_gradient"]
+           "stop_gradient", "checkpoint_range", "remat", "Rematerialized"]
+
+
+def checkpoint_range(*args, segment=None):
+    """``range(*args)``; a differentiated loop over it is checkpointed: its gradient stores the loop's carried
+    state every ``segment`` iterations (about sqrt(trip count) by default) instead of a tape entry per
+    iteration, and recomputes each segment's iterations in the reverse sweep (one more forward run of the
+    loop). Outside a differentiated function it is ``range``."""
+    if segment is not None and (not isinstance(segment, (int, np.integer)) or isinstance(segment, bool)
+                                or segment < 1):
+        raise ValueError(f"checkpoint_range: segment must be a positive int; received {segment!r}")
+    return range(*args)
+
+
+class Rematerialized:
+    """A helper whose intermediates a gradient recomputes instead of storing (see :func:`remat`)."""
+
+    def __init__(self, fun):
+        if not callable(fun):
+            raise TypeError(f"funcgrad.checkpoint expects a function; received {fun!r}")
+        self.fun = fun
+        functools.update_wrapper(self, fun)
+
+    def __call__(self, *args, **kwargs):
+        return self.fun(*args, **kwargs)
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+def remat(fun):
+    """``jax.checkpoint`` (alias ``remat``) for a helper called inside a differentiated function: the
+    gradient stores none of its intermediates (only what the call's inputs need, as for any statement) and
+    recomputes them in the reverse sweep, just before the helper's adjoint runs: less tape for one more
+    forward run of the helper. ``funcgrad.checkpoint(helper)`` is the same. Outside a differentiated function
+    it is the helper itself."""
+    return Rematerialized(fun)
 
 
 def stop_gradient(x):

@@ -204,6 +204,8 @@ class ANF:
             self.loop_depth -= 1
             new = ast.For(target=s.target, iter=ast.Call(func=it.func, args=args, keywords=[]), body=body or [ast.Pass()],
                           orelse=[])
+            if A.get(s, A.CHECKPOINT, None) is not None:
+                A.put(new, A.CHECKPOINT, A.get(s, A.CHECKPOINT))
             out.append(ast.copy_location(new, s))
             return
         out.append(s)

@@ -8,7 +8,7 @@ that sets it and what it means; passes read and write them only through
 from __future__ import annotations
 
 __all__ = ["get", "put", "has", "PRIM", "CUSTOM", "NONDIFF", "SRC", "FILE", "COMMENT", "COUNTER", "IN_LOOP",
-           "SAVED", "MARKER", "AUGMENTED", "ANNOTATIONS"]
+           "SAVED", "MARKER", "AUGMENTED", "CHECKPOINT", "SNAPSHOT", "RERUN", "ANNOTATIONS"]
 
 # name               attribute                  carried by        set by      meaning
 PRIM = "_funcgrad_prim"          # Call            normalize   the Primitive this call applies
@@ -22,8 +22,12 @@ IN_LOOP = "_funcgrad_in_loop"    # For, While      reverse     the loop runs ins
 SAVED = "_funcgrad_saved"        # Assign x[i]=v   reverse     the name holding the elements it overwrites
 MARKER = "_funcgrad_marker"      # Expr            reverse     where a taped name's earlier value is restored
 AUGMENTED = "_funcgrad_augmented"  # Assign x = x+v normalize, anf  from ``x += v``: in place when x is an array
+CHECKPOINT = "_funcgrad_checkpoint"  # For, While   normalize   checkpoint this loop: segment length (0: automatic)
+SNAPSHOT = "_funcgrad_snapshot"  # If              reverse     a checkpointed loop's snapshot of its carried state
+RERUN = "_funcgrad_rerun"        # Expr            reverse     where a segment of a checkpointed loop is re-run taped
 
-ANNOTATIONS = (PRIM, CUSTOM, NONDIFF, SRC, FILE, COMMENT, COUNTER, IN_LOOP, SAVED, MARKER, AUGMENTED)
+ANNOTATIONS = (PRIM, CUSTOM, NONDIFF, SRC, FILE, COMMENT, COUNTER, IN_LOOP, SAVED, MARKER, AUGMENTED, CHECKPOINT,
+               SNAPSHOT, RERUN)
 
 
 def get(node, annotation, default=None):

@@ -49,6 +49,7 @@ from .infer import infer_kinds, infer_ranks
 from .realness import expr_maybe_complex, maybe_complex
 from .naming import RESERVED, Namer, names_in
 from .preaccumulate import preaccumulate
+from . import checkpointing
 from .tapes import (TAPE_DTYPES, _array_tape_pushes, _expand_markers, _marker, _needed, _preallocatable, _tape_pushes,
                     pos_of, ptr_of, save_inplace, tape_of)
 
@@ -90,6 +91,8 @@ class Reverse(Activity):
         self.cplx: set = set()           # names that may hold complex values (:mod:`.realness`)
         self.maybe_unbound: set = set()  # names some path through the primal never binds
         self.bound_flags: dict = {}      # such a name -> the primal flag saying it was bound
+        self.ckpt_plans: dict = {}       # checkpointed loops: counter -> checkpointing.Plan
+        self.rerun_reads: set = set()    # names the re-runs of checkpointed loops read
 
 
     def tmp(self, base="_v"):
@@ -532,9 +535,13 @@ def _rev_block(R, stmts, out):
     for s in reversed(stmts):
         start = len(out)
         if isinstance(s, (ast.For, ast.While)):
-            _rev_loop(R, s, out)
+            if A.get(s, A.CHECKPOINT, None) is not None:
+                checkpointing.rev_checkpointed(R, s, out, _rev_loop)
+            else:
+                _rev_loop(R, s, out)
         elif isinstance(s, ast.If):
-            _rev_if(R, s, out)
+            if not A.has(s, A.SNAPSHOT):   # a checkpointed loop's snapshot: nothing to reverse
+                _rev_if(R, s, out)
         elif isinstance(s, ast.Assign):
             R.adjoint_stmt(s, out)
         inherit_origin(out[start:], s)  # an adjoint line's errors are reported at its primal line
@@ -725,7 +732,8 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
     g_params = [namer.fresh(f"g_out{i}") for i in range(len(output_atoms))]
     loops = _Loops(namer)
     body = loops.add(save_inplace(copy.deepcopy(list(fdef.body)), R.tmp), False)
-    R.special = set(loops.counters) | set(loops.iters)
+    body, R.ckpt_plans = checkpointing.plan(body, namer, params, src_lookup)
+    R.special = set(loops.counters) | set(loops.iters) | checkpointing.special(R.ckpt_plans)
     R.nonssa = _assigned_in(body) - R.special
     R.maybe_unbound = _assigned_in(body) - _definitely_bound(body, params) - R.special
     R.ranks = infer_ranks(body, dict(param_ranks or {}))
@@ -754,7 +762,7 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
             R.accumulate(o.id, ast.Name(g_params[i], ast.Load()), adj, comment=None)
     _rev_block(R, body, adj)
     adj = _drop_unused_new(adj)
-    need = _needed(adj, R.ranks)
+    need = _needed(adj, R.ranks) | R.rerun_reads   # (what a checkpointed loop's re-run reads)
     taped = R.nonssa & need
     kinds = infer_kinds(body, dict(param_kinds or {}))
     prealloc = _preallocatable(body, taped, R.ranks, kinds)
@@ -766,13 +774,17 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
                  for _, f in sorted(R.bound_flags.items())]
     else:
         tapes = []
-    body = _array_tape_pushes(body, prealloc, namer)
-    body = _tape_pushes(body, taped - set(prealloc), namer)
+    hidden = {}   # checkpointed loops run untaped in the primal
+    body = _array_tape_pushes(checkpointing.hide(body, hidden), prealloc, namer)
+    body = checkpointing.unhide(_tape_pushes(body, taped - set(prealloc), namer), hidden)
     adj = _expand_markers(adj, taped, params, namer)
     adj = _ScalarLiterals(R, kinds).run(adj)
     if preaccumulate_loops:   # compiled code: scalar loop bodies' adjoints as one update per iteration
         preaccumulate(adj, set(R.d_to_name), namer,
                       lambda dn: R.ranks.get(R.d_to_name[dn]) == 0 and dn not in R.cplx)
+    if R.ckpt_plans:
+        adj = checkpointing.expand_reruns(adj, taped, prealloc, namer, ptr_of, pos_of, tape_of, _array_tape_pushes,
+                                          _tape_pushes)
     adj = [ast.Assign(targets=[ast.Name(ptr_of(namer, n), ast.Store())],
                       value=ast.Name(pos_of(namer, n), ast.Load()) if n in prealloc else
                       ast.Call(func=ast.Name("len", ast.Load()), args=[ast.Name(tape_of(namer, n), ast.Load())],

@@ -15,7 +15,7 @@ from numba.core.registry import cpu_target
 
 from .. import annotations as A
 from ...builtins import SUBSTITUTES as _AUTOGRAD_BUILTINS
-from ...custom import CustomFunction as CustomVJPFunction, rule_pullback  # custom_vjp and custom_jvp functions
+from ...custom import CustomFunction as CustomVJPFunction, Rematerialized, checkpoint_range, rule_pullback  # custom_vjp and custom_jvp functions
 from ...errors import FuncgradError, NoDerivativeError, UnsupportedSyntaxError
 from ...ops.numpy_shape import asarray_dtype as _asarray_dtype, astype as _astype
 from ...ops.registry import RUNTIME, Primitive, definition, lookup, unwrap_kernel
@@ -230,6 +230,35 @@ class Calls:
                 and lowering_for(fn) is None and definition(fn) is None
                 and not (isinstance(fn, types.FunctionType) and _is_user_code(fn)))
 
+    def remat_call(self, fn, args, kwargs, scope, out, node):
+        """A ``funcgrad.checkpoint`` helper: inlined as the body of a one-trip checkpointed loop (the reverse
+        pass runs it untaped, and re-runs it taped just before its adjoint)."""
+        if not (isinstance(fn.fun, types.FunctionType) and _is_user_code(fn.fun)):
+            raise error(scope.parsed, node, "funcgrad.checkpoint needs a Python function funcgrad can read "
+                                            f"(received {fn.fun!r})", "wrap your own helper function")
+        body = []
+        res = self.inline_function(fn.fun, args, kwargs, body, node, scope)
+
+        def named(v):   # the results as names bound inside the loop
+            if isinstance(v, Struct):
+                items = ({k: named(x) for k, x in v.items.items()} if v.kind == "dict" else
+                         [named(x) for x in v.items])
+                return Struct(v.kind, items, v.cls)
+            if isinstance(v, Dyn) and not isinstance(v.expr, (ast.Name, ast.Constant)):
+                t = self.names.fresh("_remat")
+                body.append(ast.copy_location(ast.Assign(targets=[ast.Name(t, ast.Store())], value=v.expr), node))
+                return Dyn(ast.Name(t, ast.Load()))
+            return v
+        res = named(res)
+        self.has_loops = True
+        it = self.names.fresh("_once")
+        loop = ast.copy_location(ast.For(target=ast.Name(it, ast.Store()), iter=ast.Call(
+            func=ast.Name("range", ast.Load()), args=[ast.Constant(1)], keywords=[]), body=body or [ast.Pass()],
+            orelse=[]), node)
+        A.put(loop, A.CHECKPOINT, 1)
+        out.append(loop)
+        return res
+
     def call_value(self, fval, args, kwargs, scope, out, node):
         P = scope.parsed
         if isinstance(fval, _BoundMethod):
@@ -266,6 +295,8 @@ class Calls:
         if getattr(fn, "__dict__", {}).get("_funcgrad_inline"):   # funcgrad.jvp/vjp inside: forward_mode inlines
             return fn._funcgrad_inline(self, args, kwargs, scope, out, node)
         fn = _AUTOGRAD_BUILTINS.get(fn, fn) if isinstance(fn, type) else fn  # funcgrad.builtins.tuple: tuple
+        if isinstance(fn, Rematerialized):
+            return self.remat_call(fn, args, kwargs, scope, out, node)
         if fn is _call_method and len(args) >= 2 and isinstance(args[1], Static):   # generated code read again
             return self.method(_BoundMethod(args[0], args[1].obj, node), list(args[2:]), kwargs, scope, out, node)
         if fn in (operator.itemgetter, operator.attrgetter) and all(isinstance(a, Static) for a in args) and not kwargs:
@@ -386,7 +417,16 @@ class Calls:
             # slice(lo, hi) of runtime integers: kept as its three parts, written as lo:hi where it indexes
             parts = [Static(None), args[0], Static(None)] if len(args) == 1 else list(args) + [Static(None)] * (3 - len(args))
             return Struct("slice", parts)
-        if fn is range:
+        if fn is range or fn is checkpoint_range:
+            seg = None
+            if fn is checkpoint_range:
+                extra = set(kwargs) - {"segment"}
+                s_val = kwargs.get("segment", Static(None))
+                if extra or not isinstance(s_val, Static) or not (
+                        s_val.obj is None or (isinstance(s_val.obj, (int, np.integer)) and s_val.obj >= 1)):
+                    raise error(scope.parsed, node, "checkpoint_range(..., segment=k) needs k a positive int known "
+                                                    "when the function is transformed", None)
+                seg = int(s_val.obj or 0)
             rargs = []
             for a in args:
                 if isinstance(a, Static) and not isinstance(a.obj, (int, np.integer)):
@@ -400,7 +440,7 @@ class Calls:
                     e = ast.Call(func=ast.Attribute(value=ast.Name("K", ast.Load()), attr="index_arg",
                                                     ctx=ast.Load()), args=[e], keywords=[])
                 rargs.append(e)
-            return _Range(rargs)
+            return _Range(rargs, seg)
         if fn in (enumerate, zip):
             return _Iter(fn, args)
         if fn is len:

@@ -127,6 +127,7 @@ class _BoundMethod:
 @dataclass
 class _Range:
     args: list
+    checkpoint: object = None   # from funcgrad.checkpoint_range: the segment length (0: automatic)
 
 
 @dataclass

@@ -520,6 +520,9 @@ class Statements:
             return None
         if isinstance(it, _Range) and all(isinstance(a, ast.Constant) for a in it.args) and \
                 self.builds_containers(s.body, scope):
+            if it.checkpoint is not None:
+                raise error(P, s, "a checkpointed loop cannot build a list or dict (such a loop is unrolled)",
+                            "preallocate an array (np.zeros) and write into it, or loop over plain range(...)")
             # a constant range whose body grows or sets items of a list/dict: run it now, unrolled
             rng = range(*[a.value for a in it.args])
             if len(rng) > 1000:
@@ -544,8 +547,11 @@ class Statements:
             tname = scope.vars[target.id].expr.id
             body = []
             self.block_cf(s.body, scope, body)
-            out.append(ast.copy_location(ast.For(target=ast.Name(tname, ast.Store()), iter=rng, body=body or [ast.Pass()],
-                                                 orelse=[]), s))
+            loop = ast.copy_location(ast.For(target=ast.Name(tname, ast.Store()), iter=rng, body=body or [ast.Pass()],
+                                             orelse=[]), s)
+            if it.checkpoint is not None:   # funcgrad.checkpoint_range
+                A.put(loop, A.CHECKPOINT, it.checkpoint)
+            out.append(loop)
             return None
         # enumerate / zip / rows of an array: a range loop over the shortest length
         inner_zip = isinstance(it, _Iter) and it.fn is enumerate and isinstance(it.args[0], _Iter) \

@@ -1,0 +1,419 @@
+"""Checkpointed loops: the tape of one segment at a time instead of the tape of every iteration.
+
+A loop the user marks (``for t in funcgrad.checkpoint_range(n)``, ``funcgrad.checkpoint`` helpers) is
+reversed the way Tapenade and JAX's ``scan`` under ``remat`` reverse one: the primal runs it *untaped*,
+saving only its carried state (the names the body reads before rebinding them, and the contents of arrays it
+writes in place) every ``S`` iterations; the adjoint sweep takes the segments last first, and for each one
+restores the state, re-runs the segment's iterations with the ordinary tape pushes, and runs the ordinary
+reversed body over them. The tape then holds one segment (``S`` iterations) instead of the trip count
+``T``; the snapshots hold ``T / S`` copies of the carried state; the price is one more forward run of the
+loop. ``S`` is ``isqrt(T)`` unless the user gives one (a two-level, sqrt(T) scheme, not Griewank's
+binomial schedule).
+
+Guarantees (``plan``): every marked loop gets a snapshot ``if`` (annotated :data:`A.SNAPSHOT`) first in
+its body and its set-up assignments before it, or is refused at the user's line (``break``/``continue`` in
+its body, or a carried name not bound on every path to the loop); ``rev_checkpointed`` wraps the ordinary
+reversed loop in the segment loop, leaving a :data:`A.RERUN` placeholder that ``expand_reruns`` fills with
+the taped re-run once tapes are planned: tape write positions rewound to (list tapes popped down to) the sweep's read positions
+before it, read positions moved to its end after it (every tape is a stack, so the re-run's entries sit exactly
+where the adjoint reads them). ``hide``/``unhide`` keep the primal's copy of the loop out of the tape
+passes (it pushes nothing).
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import linecache
+
+from . import annotations as A
+from ..errors import UnsupportedSyntaxError
+from .astutil import kernel as _K
+
+#: The segment length of a checkpointed ``while`` loop when the user gives none (its trip count is unknown
+#: when the loop starts): snapshots grow as T / 1000.
+WHILE_SEGMENT = 1000
+
+
+def _n(name):
+    return ast.Name(name, ast.Load())
+
+
+def _st(name):
+    return ast.Name(name, ast.Store())
+
+
+def _assign(name, value):
+    return ast.Assign(targets=[_st(name)], value=value)
+
+
+def _call(fn, *args):
+    return ast.Call(func=fn if isinstance(fn, ast.AST) else _n(fn), args=list(args), keywords=[])
+
+
+def _add(a, b):
+    if isinstance(a, ast.Constant) and a.value == 0:
+        return b
+    if isinstance(b, ast.Constant) and b.value == 0:
+        return a
+    return ast.BinOp(left=a, op=ast.Add(), right=b)
+
+
+def _mul(a, b):
+    if isinstance(b, ast.Constant) and b.value == 1:
+        return a
+    return ast.BinOp(left=a, op=ast.Mult(), right=b)
+
+
+def _loads(node):
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def exposed(stmts, defined=()):
+    """The names ``stmts`` may read before assigning them (upward-exposed uses; loops may run no trip)."""
+    reads = set()
+
+    def visit(ss, defined):
+        defined = set(defined)
+        for s in ss:
+            if isinstance(s, ast.If):
+                if A.has(s, A.SNAPSHOT):
+                    continue
+                reads.update(_loads(s.test) - defined)
+                defined |= visit(s.body, defined) & visit(s.orelse, defined)
+            elif isinstance(s, ast.For):
+                reads.update(_loads(s.iter) - defined)
+                visit(s.body, defined | {s.target.id})
+            elif isinstance(s, ast.While):
+                reads.update(_loads(s.test) - defined)
+                visit(s.body, defined)
+            elif isinstance(s, ast.Assign):
+                reads.update(_loads(s.value) - defined)
+                t = s.targets[0]
+                if isinstance(t, ast.Name):
+                    defined.add(t.id)
+                else:
+                    reads.update(_loads(t) - defined)
+            else:
+                reads.update(_loads(s) - defined)
+        return defined
+
+    visit(stmts, defined)
+    return reads
+
+
+def assigned(stmts):
+    """Names bound anywhere in ``stmts`` (loop targets included)."""
+    out = set()
+    for s in ast.walk(ast.Module(body=list(stmts), type_ignores=[])):
+        if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name):
+            out.add(s.targets[0].id)
+        elif isinstance(s, ast.For):
+            out.add(s.target.id)
+    return out
+
+
+def written(stmts):
+    """Arrays written in place (``x[i] = v``) anywhere in ``stmts``."""
+    return {s.targets[0].value.id for s in ast.walk(ast.Module(body=list(stmts), type_ignores=[]))
+            if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Subscript)}
+
+
+def _bound_after(stmts, acc):
+    acc = set(acc)
+    for s in stmts:
+        if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name):
+            acc.add(s.targets[0].id)
+        elif isinstance(s, ast.If):
+            acc |= _bound_after(s.body, acc) & _bound_after(s.orelse, acc)
+    return acc
+
+
+class Plan:
+    """What the primal and the sweep of one checkpointed loop share (names chosen against those in use)."""
+
+    def __init__(self, loop, namer, carried, copied):
+        c = A.get(loop, A.COUNTER)
+        k = c[2:]
+        self.loop = loop
+        self.counter = c
+        self.carried = sorted(carried)
+        self.copied = copied                       # carried arrays written in place: snapshot a copy
+        self.seg = namer.fresh(f"_seg{k}")         # iterations per segment
+        self.seg_len = None                        # ... when it is a constant
+        self.next = namer.fresh(f"_snapat{k}")     # the iteration of the next snapshot
+        self.snaps = {v: namer.fresh(f"_snap_{v.lstrip('_')}") for v in self.carried}
+        self.is_for = isinstance(loop, ast.For)
+        self.lo = self.step = None
+        self.trips = namer.fresh(f"_trips{k}")     # (the sweep) the loop's trip count
+        self.start = namer.fresh(f"_sg{k}")        # (the sweep) the first iteration of a segment
+
+    def S(self):
+        return copy.deepcopy(self.seg_len) if self.seg_len is not None else _n(self.seg)
+
+
+def _refuse(src_lookup, stmt, msg, hint):
+    f, line = src_lookup(stmt)
+    text = linecache.getline(f, line) if f and line else None
+    return UnsupportedSyntaxError(msg, f, line, None, text, hint)
+
+
+def plan(body, namer, params, src_lookup):
+    """Set up every marked loop of ``body`` (see the module docstring): ``(body, {counter: Plan})``."""
+    plans = {}
+    whole = list(body)
+
+    def walk(stmts, bound):
+        out = []
+        for s in stmts:
+            if isinstance(s, (ast.For, ast.While)) and A.get(s, A.CHECKPOINT, None) is not None:
+                out.extend(setup(s, bound))
+                out.append(s)
+                out.extend(handover(s, bound))
+                bound = _bound_after([s], bound)
+                continue
+            elif isinstance(s, (ast.For, ast.While)):
+                s.body = walk(s.body, bound | ({s.target.id} if isinstance(s, ast.For) else set()))
+            elif isinstance(s, ast.If):
+                s.body = walk(s.body, bound)
+                s.orelse = walk(s.orelse, bound)
+            out.append(s)
+            bound = _bound_after([s], bound)
+        return out
+
+    def handover(s, bound):
+        """``v = v`` after the loop for each name it binds that is read elsewhere: the primal's one tape point
+        for the loop's final values (the loop itself pushes nothing), restored by the ordinary sweep of the
+        statements after it. A name the loop may leave unbound (no trip) only where it ran."""
+        inside = {id(n) for n in ast.walk(s)}
+        read = {n.id for st in whole for n in ast.walk(st)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in inside}
+        own = {A.get(s, A.COUNTER)} | ({s.target.id} if isinstance(s, ast.For) else set())
+        p = plans[A.get(s, A.COUNTER)]
+        out = (assigned(s.body) & (read | set(p.carried))) - own - {p.next}
+        if not out:
+            return []
+        if isinstance(s, ast.For) and len(s.iter.args) == 1 and isinstance(s.iter.args[0], ast.Constant) \
+                and s.iter.args[0].value > 0:
+            bound = bound | out   # range(k), k > 0 (a checkpointed helper's loop): it runs
+        sure = [_assign(v, _n(v)) for v in sorted(out & bound)]
+        maybe = [_assign(v, _n(v)) for v in sorted(out - bound)]
+        if maybe:
+            ran = namer.fresh(f"_ran{p.counter[2:]}")
+            sure += [_assign(ran, ast.Compare(left=_n(p.counter), ops=[ast.Gt()], comparators=[ast.Constant(0)])),
+                     ast.If(test=_n(ran), body=maybe, orelse=[])]
+        for st in sure:
+            ast.copy_location(st, s)
+            for n in ast.walk(st):
+                if isinstance(n, ast.stmt):
+                    ast.copy_location(n, s)
+        return sure
+
+    def setup(s, bound):
+        if any(isinstance(n, (ast.Break, ast.Continue, ast.Return)) for n in ast.walk(ast.Module(body=s.body,
+                                                                                               type_ignores=[]))):
+            raise _refuse(src_lookup, s, "a checkpointed loop cannot contain 'break', 'continue' or 'return'",
+                          "loop over plain range(...) (taped), or move the early exit into a condition")
+        if isinstance(s, ast.For) and not (isinstance(s.iter, ast.Call) and isinstance(s.iter.func, ast.Name)
+                                           and s.iter.func.id == "range"):   # pragma: no cover (normalize)
+            raise _refuse(src_lookup, s, "only a loop over a range can be checkpointed", None)
+        body = s.body
+        counter = A.get(s, A.COUNTER)
+        own = {counter} | ({s.target.id} if isinstance(s, ast.For) else set())
+        inplace = written(body)
+        carried = (exposed(body) & (assigned(body) | inplace)) - own
+        unbound = sorted(v for v in carried - bound if v not in inplace)
+        if unbound:
+            raise _refuse(src_lookup, s, f"a checkpointed loop reads '{unbound[0]}' before assigning it, and it is "
+                                         "not bound before the loop", f"give '{unbound[0]}' a value before the loop")
+        p = Plan(s, namer, carried, {v for v in carried if v in inplace})
+        plans[counter] = p
+        pre = []
+        seg = A.get(s, A.CHECKPOINT)
+        if p.is_for:
+            args = s.iter.args
+            lo = args[0] if len(args) >= 2 else ast.Constant(0)
+            step = args[2] if len(args) == 3 else ast.Constant(1)
+            k = counter[2:]
+            for attr, e, base in (("lo", lo, f"_lo{k}"), ("step", step, f"_step{k}")):
+                if isinstance(e, ast.Constant):
+                    setattr(p, attr, e)
+                else:   # the range's arguments as the loop started (the names may be rebound later)
+                    nm = namer.fresh(base)
+                    pre.append(_assign(nm, copy.deepcopy(e)))
+                    setattr(p, attr, _n(nm))
+            if seg:
+                size = ast.Constant(int(seg))
+            else:   # about sqrt(T) iterations per segment: sqrt(T) snapshots, a tape of sqrt(T) iterations
+                size = _call("max", ast.Constant(1), _call("int", _call(ast.Attribute(
+                    value=_n("np"), attr="sqrt", ctx=ast.Load()), _call("len", copy.deepcopy(s.iter)))))
+        else:
+            size = ast.Constant(int(seg) if seg else WHILE_SEGMENT)
+        if isinstance(size, ast.Constant):   # a constant segment length is written as it is
+            p.seg_len = size
+        else:
+            pre.append(_assign(p.seg, size))
+        pre.append(_assign(p.next, ast.Constant(0)))
+        for v in p.carried:
+            pre.append(_assign(p.snaps[v], ast.List(elts=[], ctx=ast.Load())))
+        snap = ast.If(test=ast.Compare(left=_n(counter), ops=[ast.Eq()], comparators=[_n(p.next)]),
+                      body=[_assign(p.next, _add(_n(p.next), p.S()))] + [
+                          ast.Expr(value=_call(ast.Attribute(value=_n(p.snaps[v]), attr="append", ctx=ast.Load()),
+                                               _call(_K("copy"), _n(v)) if v in p.copied else _n(v)))
+                          for v in p.carried], orelse=[])
+        A.put(snap, A.SNAPSHOT, True)
+        s.body = [snap] + walk(body, bound | own)
+        for st in pre:
+            ast.copy_location(st, s)
+        return pre
+
+    return walk(body, set(params)), plans
+
+
+def special(plans):
+    """Names the loop code handles (kept out of taping): the snapshot positions."""
+    return {p.next for p in plans.values()}
+
+
+def _strip_snapshots(stmts):
+    out = []
+    for s in stmts:
+        if isinstance(s, ast.If) and A.has(s, A.SNAPSHOT):
+            continue
+        if isinstance(s, (ast.For, ast.While, ast.If)):
+            s.body = _strip_snapshots(s.body) or [ast.Pass()]
+            s.orelse = _strip_snapshots(s.orelse)
+        out.append(s)
+    return out
+
+
+def rev_checkpointed(R, s, out, rev_loop):
+    """The sweep of checkpointed loop ``s``: the ordinary reversed loop, run per segment, last first, after the
+    segment's state is restored and its iterations re-run taped (a :data:`A.RERUN` placeholder)."""
+    p = R.ckpt_plans[A.get(s, A.COUNTER)]
+    tmp = []
+    rev_loop(R, s, tmp)
+    if not tmp or not isinstance(tmp[-1], ast.For):   # nothing of the loop is reversed: nothing to recompute
+        out.extend(tmp)
+        return
+    pre, rev = tmp[:-1], tmp[-1]
+    rerun = copy.deepcopy(s)
+    rerun.body = _strip_snapshots(rerun.body[1:])
+    end = _call("min", _add(_n(p.start), p.S()), _n(p.trips))
+    if p.is_for:
+        rerun.iter = _call("range", _add(p.lo, _mul(_n(p.start), p.step)), _add(p.lo, _mul(end, p.step)),
+                           copy.deepcopy(p.step))
+    else:
+        rerun = ast.For(target=_st(R.names.fresh(f"_w{p.counter[2:]}")), iter=_call(
+            "range", ast.BinOp(left=end, op=ast.Sub(), right=_n(p.start))), body=rerun.body, orelse=[])
+        A.put(rerun, A.COUNTER, p.counter)
+    placeholder = ast.Expr(value=ast.Constant("re-run this segment, taped"))
+    A.put(placeholder, A.RERUN, (rerun, p, True))
+    done = ast.Expr(value=ast.Constant("drop the segment's first state from the tapes"))
+    A.put(done, A.RERUN, (rerun, p, False))
+    R.rerun_reads |= (exposed([rerun]) - set(p.carried)) | ({p.seg} if p.seg_len is None else set())
+    restore = [_assign(v, _call(ast.Attribute(value=_n(p.snaps[v]), attr="pop", ctx=ast.Load())))
+               for v in p.carried]
+    first_of_last = ast.BinOp(left=ast.BinOp(left=ast.BinOp(left=_n(p.trips), op=ast.Sub(), right=ast.Constant(1)),
+                                             op=ast.FloorDiv(), right=p.S()), op=ast.Mult(), right=p.S())
+    segs = ast.For(target=_st(p.start), iter=_call("range", first_of_last, ast.Constant(-1),
+                                                   ast.UnaryOp(op=ast.USub(), operand=p.S())),
+                   body=restore + [placeholder, rev, done], orelse=[])
+    head = f"for {ast.unparse(s.target)} in {ast.unparse(s.iter)}:" if p.is_for else f"while {ast.unparse(s.test)}:"
+    A.put(segs, A.COMMENT, f"checkpointed: {head}  (segments of {ast.unparse(p.S())} iterations, last first: restore the "
+                           "snapshot, re-run taped, reverse)")
+    out.extend(pre)
+    out.append(_assign(p.trips, _n(p.counter)))
+    out.append(segs)
+
+
+def hide(stmts, store):
+    """``stmts`` with every checkpointed loop replaced by a placeholder (the tape passes leave its primal run
+    untaped); ``unhide`` puts them back. ``store``: a dict the two share."""
+    out = []
+    for s in stmts:
+        if isinstance(s, (ast.For, ast.While)) and A.get(s, A.CHECKPOINT, None) is not None:
+            ph = ast.Expr(value=ast.Constant("checkpointed loop"))
+            store[id(ph)] = (ph, s)
+            out.append(ph)
+            continue
+        if isinstance(s, (ast.For, ast.While, ast.If)):
+            s.body = hide(s.body, store)
+            s.orelse = hide(s.orelse, store)
+        out.append(s)
+    return out
+
+
+def unhide(stmts, store):
+    out = []
+    for s in stmts:
+        held = store.get(id(s))
+        if held is not None and held[0] is s:
+            loop = held[1]
+            # loops checkpointed inside this one snapshot only when re-run (the sweep pops what the re-run pushed)
+            loop.body = loop.body[:1] + _strip_snapshots(loop.body[1:])
+            out.append(loop)
+            continue
+        if isinstance(s, (ast.For, ast.While, ast.If)):
+            s.body = unhide(s.body, store)
+            s.orelse = unhide(s.orelse, store)
+        out.append(s)
+    return out
+
+
+def expand_reruns(code, taped, prealloc, namer, ptr_of, pos_of, tape_of, array_pushes, list_pushes):
+    """Each :data:`A.RERUN` placeholder of the sweep -> the segment's taped re-run (see the module docstring)."""
+    out = []
+    for s in code:
+        r = A.get(s, A.RERUN, None) if isinstance(s, ast.Expr) else None
+        if r is None:
+            if isinstance(s, (ast.For, ast.While, ast.If)):
+                s.body = expand_reruns(s.body, taped, prealloc, namer, ptr_of, pos_of, tape_of, array_pushes,
+                                       list_pushes)
+                s.orelse = expand_reruns(s.orelse, taped, prealloc, namer, ptr_of, pos_of, tape_of, array_pushes,
+                                         list_pushes)
+            out.append(s)
+            continue
+        rerun, p, start = r
+        pushed = sorted(assigned([rerun]) & set(taped))
+        arr = {n: prealloc[n] for n in pushed if n in prealloc}
+        # the carried names' values at the segment's start go on their tapes first: the restore after the
+        # adjoint of the segment's first assignment of one reads it (below the re-run's entries)
+        entry = [n for n in pushed if n in p.carried]
+        if not start:   # after the segment's adjoint: its read positions back below that entry
+            out.extend(ast.copy_location(ast.AugAssign(target=_st(ptr_of(namer, n)), op=ast.Sub(),
+                                                       value=ast.Constant(1)), s) for n in entry)
+            continue
+        first = []
+        last = []
+        for n in pushed:
+            if n in arr:   # write from the sweep's read position on
+                first.append(_assign(pos_of(namer, n), _n(ptr_of(namer, n))))
+                last.append(_assign(ptr_of(namer, n), _n(pos_of(namer, n))))
+            else:
+                # (pop, not del tape[p:]: Numba's del of a slice of a list of arrays corrupts the heap)
+                first.append(ast.While(test=ast.Compare(left=_call("len", _n(tape_of(namer, n))), ops=[ast.Gt()],
+                                                        comparators=[_n(ptr_of(namer, n))]),
+                                       body=[ast.Expr(value=_call(ast.Attribute(value=_n(tape_of(namer, n)),
+                                                                                attr="pop", ctx=ast.Load())))],
+                                       orelse=[]))
+                last.append(_assign(ptr_of(namer, n), _call("len", _n(tape_of(namer, n)))))
+        for n in entry:
+            tape = tape_of(namer, n)
+            if n in arr:
+                pos = pos_of(namer, n)
+                first.append(_assign(tape, _call(_K("tape_reserve"), _n(tape), _add(_n(pos), ast.Constant(1)))))
+                first.append(ast.Assign(targets=[ast.Subscript(value=_n(tape), slice=_n(pos), ctx=ast.Store())],
+                                        value=_n(n)))
+                first.append(ast.AugAssign(target=_st(pos), op=ast.Add(), value=ast.Constant(1)))
+            else:
+                first.append(ast.Expr(value=_call(ast.Attribute(value=_n(tape), attr="append", ctx=ast.Load()),
+                                                  _n(n))))
+        first.append(_assign(p.counter, ast.Constant(0)))
+        inner = {}   # loops checkpointed inside this one re-run untaped too (their own segments are re-run)
+        rerun.body = hide(rerun.body, inner)
+        body = array_pushes([rerun], arr, namer) if arr else [rerun]
+        body = unhide(list_pushes(body, set(pushed) - set(arr), namer), inner)
+        for st in first:
+            ast.copy_location(st, s)
+        out.extend(first + body + last)
+    return out
