@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ast
 
-__all__ = ["drop_statements", "kernel"]
+__all__ = ["definitely_bound", "drop_statements", "kernel"]
 
 
 def kernel(name):
@@ -23,3 +23,14 @@ def drop_statements(code, drop):
             s.orelse = drop_statements(s.orelse, drop)
         out.append(s)
     return out
+
+
+def definitely_bound(stmts, acc):
+    """The names bound on every path through ``stmts`` (given ``acc`` bound before); loops may run no trip."""
+    acc = set(acc)
+    for s in stmts:
+        if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name):
+            acc.add(s.targets[0].id)
+        elif isinstance(s, ast.If):
+            acc |= definitely_bound(s.body, acc) & definitely_bound(s.orelse, acc)
+    return acc

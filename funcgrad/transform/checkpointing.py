@@ -27,7 +27,7 @@ import linecache
 
 from . import annotations as A
 from ..errors import UnsupportedSyntaxError
-from .astutil import kernel as _K
+from .astutil import definitely_bound, kernel as _K
 
 #: The segment length of a checkpointed ``while`` loop when the user gives none (its trip count is unknown
 #: when the loop starts): snapshots grow as T / 1000.
@@ -118,16 +118,6 @@ def written(stmts):
             if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Subscript)}
 
 
-def _bound_after(stmts, acc):
-    acc = set(acc)
-    for s in stmts:
-        if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name):
-            acc.add(s.targets[0].id)
-        elif isinstance(s, ast.If):
-            acc |= _bound_after(s.body, acc) & _bound_after(s.orelse, acc)
-    return acc
-
-
 class Plan:
     """What the primal and the sweep of one checkpointed loop share (names chosen against those in use)."""
 
@@ -169,7 +159,7 @@ def plan(body, namer, params, src_lookup):
                 out.extend(setup(s, bound))
                 out.append(s)
                 out.extend(handover(s, bound))
-                bound = _bound_after([s], bound)
+                bound = definitely_bound([s], bound)
                 continue
             elif isinstance(s, (ast.For, ast.While)):
                 s.body = walk(s.body, bound | ({s.target.id} if isinstance(s, ast.For) else set()))
@@ -177,7 +167,7 @@ def plan(body, namer, params, src_lookup):
                 s.body = walk(s.body, bound)
                 s.orelse = walk(s.orelse, bound)
             out.append(s)
-            bound = _bound_after([s], bound)
+            bound = definitely_bound([s], bound)
         return out
 
     def handover(s, bound):

@@ -42,7 +42,7 @@ from ..ops.registry import Primitive, by_name, lookup
 from .activity import Activity
 from .aliases import check_aliases
 from .anf import inherit_origin
-from .astutil import drop_statements, kernel as _K
+from .astutil import definitely_bound, drop_statements, kernel as _K
 from .deadcode import _drop_unused_new
 from .emit import render_stmt
 from .infer import infer_kinds, infer_ranks
@@ -567,17 +567,6 @@ def _guarded(R, dn, stmt):
     return ast.If(test=ast.Name(flag, ast.Load()), body=[stmt], orelse=[])
 
 
-def _definitely_bound(stmts, acc):
-    """The names bound on every path through ``stmts`` (given ``acc`` bound before); loops may run no trip."""
-    acc = set(acc)
-    for s in stmts:
-        if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name):
-            acc.add(s.targets[0].id)
-        elif isinstance(s, ast.If):
-            acc |= _definitely_bound(s.body, acc) & _definitely_bound(s.orelse, acc)
-    return acc
-
-
 def _flag_bindings(stmts, flags):
     """``<flag> = True`` after every binding of a name that has a bound flag."""
     out = []
@@ -735,7 +724,7 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
     body, R.ckpt_plans = checkpointing.plan(body, namer, params, src_lookup)
     R.special = set(loops.counters) | set(loops.iters) | checkpointing.special(R.ckpt_plans)
     R.nonssa = _assigned_in(body) - R.special
-    R.maybe_unbound = _assigned_in(body) - _definitely_bound(body, params) - R.special
+    R.maybe_unbound = _assigned_in(body) - definitely_bound(body, params) - R.special
     R.ranks = infer_ranks(body, dict(param_ranks or {}))
     R.cplx = maybe_complex(body, dict(param_kinds or {}), params)
     R.cplx |= {R.adname(n) for n in R.cplx}
