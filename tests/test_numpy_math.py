@@ -15,6 +15,7 @@ import linecache
 import math
 import warnings
 
+import numba
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -755,3 +756,25 @@ def test_tie_weight_one_pass_equals_its_ufunc(dt):
     xt = x.T                                   # not contiguous: the general path, the same values
     np.testing.assert_array_equal(cm.tie_weight(xt, 0.0, np.maximum(xt, 0.0)),
                                   cm._tie(xt, 0.0, np.maximum(xt, 0.0), dtype=xt.dtype))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_maximum_and_minimum_with_a_number_equal_numpy(dt):
+    """K.maximum/K.minimum of a contiguous float array and a number (ReLU) take one compiled pass; values,
+    NaNs, infinities, dtype (NumPy 2 keeps a Python number weak: float32 stays float32) and shape are NumPy's.
+    Other operands (a float64 scalar with a float32 array, views, small arrays) go to NumPy itself."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((16, 9)).astype(dt)
+    x[0, :5] = [np.nan, -0.0, 0.0, np.inf, -np.inf]
+    for y in (0.0, 0, -1, 0.5, np.nan, np.inf, dt(0.25), np.float64(0.25), 2 ** 30, True):
+        for a in (x, x.T, x[:2, :3]):
+            for mine, theirs in ((K.maximum, np.maximum), (K.minimum, np.minimum)):
+                got, want = mine(a, y), theirs(a, y)
+                assert got.dtype == want.dtype and got.shape == want.shape, (y, a.shape)
+                np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(K.maximum(x, 0.0, out=np.empty_like(x)), np.maximum(x, 0.0))
+
+    @numba.njit
+    def relu_clip(a):
+        return K.minimum(K.maximum(a, 0.0), 1.0)
+    np.testing.assert_array_equal(relu_clip(x), np.minimum(np.maximum(x, 0.0), 1.0))
