@@ -122,6 +122,22 @@ def minimum(x1, x2, *args, **kwargs):
     return np.minimum(x1, x2, *args, **kwargs)
 
 
+def weak(like, x):
+    """``x``, a Python number, as NumPy 2 treats it beside ``like`` (NEP 50: it takes ``like``'s float dtype).
+    In Python that is ``x`` itself; compiled code (funcgrad.transform.weak wraps numbers for Numba, which would
+    make them float64) gets ``x`` cast to float32 when ``like`` is a float32 or complex64 array or scalar."""
+    return x
+
+
+@overload(weak)
+def _weak_ov(like, x):
+    dt = like.dtype if isinstance(like, types.Array) else like
+    if isinstance(x, (types.Integer, types.Float)) and not isinstance(x, types.Boolean) and \
+            dt in (types.float32, types.complex64):
+        return lambda like, x: np.float32(x)
+    return lambda like, x: x
+
+
 @overload(maximum)
 def _maximum_ov(x1, x2):
     return lambda x1, x2: np.maximum(x1, x2)

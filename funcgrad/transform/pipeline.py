@@ -27,6 +27,7 @@ from .parse import parse
 from .activity import display_name
 from .reverse import basic_index, reverse
 from .specs import spec_kind
+from .weak import weaken_function
 from .values import Dyn, Static, Struct, map_struct
 
 STATS = {"builds": 0}
@@ -243,8 +244,11 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
     mode = choose_strategy(jit, low.has_loops, low.opaque_calls or _calls_flagged(body, backend, "python_only"))
     mode = backend.effective_strategy(mode)
     cache = not _calls_flagged(body, backend, "uncacheable")
-    compiled = backend.compile(getattr(mod, fname), mode, low.externals, cache=cache)
-    primal = backend.compile(getattr(mod, name), mode, low.externals, cache=cache) if kind != "primal" else compiled
+    fns = {fname: getattr(mod, fname), name: getattr(mod, name)}
+    if mode == "njit" and hasattr(backend.namespace(True), "weak"):   # Python numbers stay weak under Numba
+        fns = {k: weaken_function(f, src, mod.__file__, low.weak) for k, f in fns.items()}
+    compiled = backend.compile(fns[fname], mode, low.externals, cache=cache)
+    primal = backend.compile(fns[name], mode, low.externals, cache=cache) if kind != "primal" else compiled
     return Built(fn=compiled, primal_fn=primal, source=src, name=fname, params=params, captured=low.captured,
                  out_tree=low.output, out_atoms=atoms, mode=mode, static_checks=list(low.static_key),
                  path=mod.__file__, line_map=line_map, leaf_names=leaf_names, diff_names=diff_leaves,

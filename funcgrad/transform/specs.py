@@ -26,6 +26,8 @@ def leaf_spec(x):
         return ("i",)
     if isinstance(x, np.ndarray):
         return ("a", x.dtype.str, x.ndim)
+    if isinstance(x, np.generic):   # before float: np.float64 is a float, but NumPy does not treat it as weak
+        return ("s", x.dtype.str)
     if isinstance(x, bool):
         return ("b",)
     if isinstance(x, int):
@@ -34,8 +36,6 @@ def leaf_spec(x):
         return ("f",)
     if isinstance(x, complex):
         return ("c",)
-    if isinstance(x, np.generic):
-        return ("s", x.dtype.str)
     if is_device_array(x):   # a GPU array: the same code as for a NumPy array (the cuda backend runs it)
         return ("a", np.dtype(x.dtype).str, len(x.shape))
     if isinstance(x, (str, type(None))):

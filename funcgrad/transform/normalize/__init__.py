@@ -104,7 +104,9 @@ class Normalizer(Statements, Expressions, Calls, Captures, RuntimeLists):
         return Lowered(node=fdef, params=params, captured=list(self.captured_list), output=out, ranks=self.param_ranks, kinds=self.param_kinds,
                        externals=self.externals, static_key=tuple(self.static_key),
                        has_loops=self.has_loops, filename=p.filename, opaque_calls=self.opaque_calls,
-                       origins=dict(self.names.origins))
+                       origins=dict(self.names.origins),
+                       weak=frozenset(n for d in (self.param_specs, getattr(self, "value_specs", {}))
+                                      for n, sp in d.items() if sp and sp[0] in ("f", "i")))
 
 
 def _pack_var_arguments(bound):

@@ -49,6 +49,7 @@ class Lowered:
     kinds: dict = field(default_factory=dict)
     opaque_calls: bool = False   # calls whole-function Numba cannot compile
     origins: dict = field(default_factory=dict)   # generated name -> the user's words for it (messages)
+    weak: frozenset = frozenset()   # parameters that hold a Python number (NEP 50: weak beside arrays)
 
 
 # ---------------------------------------------------------------- method map

@@ -1,0 +1,106 @@
+"""Python numbers are weak in compiled code too (NumPy 2's NEP 50, funcgrad.transform.weak).
+
+``0.5 * h``, ``np.maximum(h, 0.0)`` and ``g / x.shape[0]`` of a float32 ``h`` are float32 in NumPy; Numba
+alone makes them float64, so a float32 loop compiled whole changed dtype between iterations and was
+refused (``jit="auto"`` then warned and ran it as Python). Each test compares the compiled gradient with
+the Python modes' (values and dtypes) and, in float64, with central differences.
+"""
+import ast
+import warnings
+
+import numpy as np
+import pytest
+
+import funcgrad
+from funcgrad.transform.weak import weak_names
+from tests.support import assert_value_and_gradient
+
+MODES = {"python": dict(mode="python"), "auto": dict(mode="auto"), "njit": dict(mode="njit")}
+
+
+def rnn(W, h0, xs):
+    h = h0
+    for t in range(xs.shape[0]):
+        h = np.tanh(h @ W + xs[t])
+        h = 0.5 * h + np.maximum(h, 0.0) / xs.shape[1]
+    return np.sum(h * h) / h.size
+
+
+def scaled_loop(x, lr, n):
+    s = x
+    for i in range(n):
+        s = s - lr * (s * s - 1.0) + i * 0.01
+    return s
+
+
+def scaled_loop_sum(x, lr, n):
+    return np.sum(scaled_loop(x, lr, n))
+
+
+def _args(dt):
+    rng = np.random.default_rng(3)
+    return (rng.standard_normal((6, 6)).astype(dt) * 0.3, rng.standard_normal((4, 6)).astype(dt),
+            rng.standard_normal((5, 4, 6)).astype(dt))
+
+
+@pytest.mark.parametrize("mode", ["auto", "njit"])
+def test_float32_loop_compiles_whole_and_stays_float32(mode):
+    args = _args(np.float32)
+    want = funcgrad.grad(rnn, argnums=(0, 1), **MODES["python"])(*args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")            # auto used to warn and fall back to Python here
+        got = funcgrad.grad(rnn, argnums=(0, 1), **MODES[mode])(*args)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype == np.float32
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6)
+
+
+def test_the_float64_gradient_equals_central_differences_compiled():
+    assert_value_and_gradient(rnn, _args(np.float64), (0, 1), **MODES["njit"])
+
+
+@pytest.mark.parametrize("lr", [0.1, np.float32(0.1)], ids=["python-float", "np.float32"])
+def test_a_scalar_argument_promotes_as_numpy_says(lr):
+    """A Python float argument is weak beside a float32 array, as in NumPy: the loop stays float32 and compiles
+    whole, and value and gradient have the Python mode's dtype."""
+    x = np.linspace(-1, 1, 7).astype(np.float32)
+    want = scaled_loop(x, lr, 3)
+    got = funcgrad.jit(scaled_loop, mode="njit")(x, lr, 3)
+    assert got.dtype == want.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    want_g = funcgrad.grad(scaled_loop_sum, **MODES["python"])(x, lr, 3)
+    got_g = funcgrad.grad(scaled_loop_sum, **MODES["njit"])(x, lr, 3)
+    assert got_g.dtype == want_g.dtype
+    np.testing.assert_allclose(got_g, want_g, rtol=1e-5)
+
+
+def test_a_float64_numpy_scalar_is_not_weak():
+    """np.float64(0.1) is a float subclass but NumPy promotes float32 arrays with it: the loop's array turns
+    float64 after one step, which Numba cannot compile (refused at the loop), and "auto" runs it as Python
+    with NumPy's float64 result."""
+    x = np.linspace(-1, 1, 7).astype(np.float32)
+    with pytest.raises(funcgrad.errors.CompileError, match="different types"):
+        funcgrad.jit(scaled_loop, mode="njit")(x, np.float64(0.1), 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = funcgrad.jit(scaled_loop, mode="auto")(x, np.float64(0.1), 3)
+    want = scaled_loop(x, np.float64(0.1), 3)
+    assert got.dtype == want.dtype == np.float64
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_weak_names_follow_every_binding():
+    fdef = ast.parse("""
+def f(x, lr, a):
+    n = x.shape[0]
+    m = len(a) * 2 + n
+    c = 0.5
+    s = 0.0
+    for i in range(n):
+        s = s + x[i]
+        k = i + 1
+    lr2 = lr * c
+    c2 = a * c
+    return s
+""").body[0]
+    assert weak_names(fdef, {"lr"}) == {"n", "m", "c", "i", "k", "lr", "lr2"}
