@@ -972,11 +972,6 @@ _LIN_GRAD = _api.grad(_lin_pairing, argnums=2, jit=False)
 
 
 def _derived_jvp_refusal(cf, why):
-    if getattr(cf.bwd, "__module__", "").startswith("funcgrad"):
-        # one of funcgrad's own rules (fixed_point): its code is not the user's to change
-        return NoDerivativeError(
-            f"'{cf._label}' has a first-order reverse-mode rule only: forward mode and second derivatives "
-            f"through it are not supported\n  hint: take the derivative in reverse mode (grad, vjp), once")
     return NoDerivativeError(
         f"custom_vjp function '{cf._label}' has no forward-mode (JVP) rule, and funcgrad could not derive one "
         f"from its VJP: {why}\n  hint: give it a JVP rule with {cf._label}.defjvp(rule), rule(primals, "
