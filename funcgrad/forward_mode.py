@@ -717,7 +717,7 @@ def _inline_jvp(nz, args, kwargs, scope, out, node):
     primals = list(extras) + prim.values()
     tangents = [_zero_tangent_value(nz, v, scope, out, node) for v in extras] + tans.values()
     examples = _examples(nz, primals, scope, node, what)
-    t = _cached(fun, None, True, get_backend(None))
+    t = _cached(_positional(fun, len(primals)), None, True, get_backend(None))   # defaults bound, as outside
     t.argnums = _float_argnums(examples)
     built, single, nums, flat, trees, cap, key = t._lookup(examples)
     call = _runtime_call_leaves(primals, key) + [_static(c) for c in cap]
@@ -779,7 +779,7 @@ def _inline_vjp(nz, args, kwargs, scope, out, node):
     nums = tuple(range(len(extras), len(primals))) if argnums is None else \
         tuple(len(extras) + i for i in ((argnums,) if isinstance(argnums, int) else argnums))
     examples = _examples(nz, primals, scope, node, what)
-    t = _api._cached_vjp(fun, None, True, get_backend(None))
+    t = _api._cached_vjp(_positional(fun, len(primals)), None, True, get_backend(None))   # defaults bound
     t.argnums = nums
     built, single, nums, flat, trees, cap, key = t._lookup(examples)
     call = _runtime_call_leaves(primals, key) + [_static(c) for c in cap]
@@ -972,11 +972,6 @@ _LIN_GRAD = _api.grad(_lin_pairing, argnums=2, jit=False)
 
 
 def _derived_jvp_refusal(cf, why):
-    if getattr(cf.bwd, "__module__", "").startswith("funcgrad"):
-        # one of funcgrad's own rules (fixed_point): its code is not the user's to change
-        return NoDerivativeError(
-            f"'{cf._label}' has a first-order reverse-mode rule only: forward mode and second derivatives "
-            f"through it are not supported\n  hint: take the derivative in reverse mode (grad, vjp), once")
     return NoDerivativeError(
         f"custom_vjp function '{cf._label}' has no forward-mode (JVP) rule, and funcgrad could not derive one "
         f"from its VJP: {why}\n  hint: give it a JVP rule with {cf._label}.defjvp(rule), rule(primals, "

@@ -15,6 +15,7 @@ from funcgrad import UnsupportedSyntaxError
 from funcgrad.misc import flatten
 from funcgrad.misc.flatten import flatten_func
 from funcgrad.misc.optimizers import adam, rmsprop, sgd
+from funcgrad.test_util import check_grads
 
 try:
     import autograd
@@ -509,11 +510,64 @@ def test_fixed_point_equals_autograds_bit_for_bit():
     assert funcgrad.grad(f)(2.0) == pytest.approx(ag.grad(g)(2.0), rel=1e-12)
 
 
-def test_second_derivative_through_fixed_point_is_refused_at_the_callers_line():
+@pytest.mark.parametrize("it", [_descent_iter, _newton_iter], ids=["descent", "newton"])
+def test_fixed_point_second_derivative(it):
+    """grad of grad (reverse over fixed_point's JVP rule), hessian and jacfwd of jacfwd (forward over it) are the
+    implicit second derivative, -1 / (4 a^1.5) for sqrt; the same with jit=True (compiled kernels) as in Python."""
+    f = _sqrt_by(it, 1e-12)
+    want = -0.25 * 2.0 ** -1.5
+    got = funcgrad.grad(funcgrad.grad(f))(2.0)
+    assert got == pytest.approx(want, rel=1e-9)
+    assert funcgrad.grad(funcgrad.grad(f, jit=False), jit=False)(2.0) == got
+    g = lambda a: fixed_point(it, a, 10.0, _dist, 1e-12)  # noqa: E731
+    assert funcgrad.hessian(g)(2.0) == pytest.approx(want, rel=1e-9)
+    assert funcgrad.jacfwd(funcgrad.jacfwd(g))(2.0) == pytest.approx(want, rel=1e-9)
+
+
+def test_fixed_point_second_order_of_arrays_against_central_differences():
+    """Both modes to order 2 (jvp, the VJP of the VJP, the JVP of the JVP) against central differences, for an
+    array parameter; the Hessian of a weighted sum is diagonal with entries -w / (4 a^1.5)."""
+    A = np.array([2.0, 3.0, 5.0])
+    g = lambda a: fixed_point(_descent_iter, a, np.full(3, 10.0), _maxdist, 1e-12)  # noqa: E731
+    check_grads(g, modes=["fwd", "rev"], order=2)(A)
+    H = funcgrad.hessian(lambda a: np.sum(g(a) * A))(A)
+    np.testing.assert_allclose(H, np.diag(-0.25 * A * A ** -1.5), rtol=1e-8, atol=1e-12)
+
+
+def test_fixed_point_second_derivative_in_a_pytree_parameter():
+    def it(a):
+        p, q = a
+        return lambda x: x - 0.05 * (x ** 2 - p * q)
+
+    f = lambda p, q: fixed_point(it, (p, q), 10.0, _dist, 1e-12)  # noqa: E731
+    # d2/dp2 sqrt(p q) = -q^2 / (4 (p q)^1.5)
+    assert funcgrad.grad(funcgrad.grad(f))(2.0, 1.5) == pytest.approx(-0.25 * 1.5 ** 2 * 3.0 ** -1.5, rel=1e-9)
+
+
+def test_fixed_point_at_autograds_tolerance_equals_autograds_second_derivative():
+    """autograd's fixed_points example: grad(grad(sqrt)) at tol 1e-4. The linear fixed points stop at the same
+    tolerance as autograd's, so the value is the implicit derivative to about that (autograd's own value, where it
+    is installed, to rounding: for a scalar the two orders of differentiation iterate the same sums)."""
+    f = _sqrt_by(_descent_iter, 1e-4)
+    got = funcgrad.grad(funcgrad.grad(f))(2.0)
+    assert got == pytest.approx(-0.25 * 2.0 ** -1.5, rel=1e-2)
+    if autograd is not None:
+        from autograd.misc.fixed_points import fixed_point as ag_fixed_point
+        g = lambda a, guess=10.0: ag_fixed_point(_descent_iter, a, guess, lambda x, y: anp.abs(x - y), 1e-4)  # noqa: E731
+        assert got == pytest.approx(autograd.grad(autograd.grad(g))(2.0), rel=1e-12)
+
+
+def test_third_derivative_through_fixed_point_is_refused_at_the_callers_line():
     f = _sqrt_by(_descent_iter, 1e-6)
-    with pytest.raises(funcgrad.NoDerivativeError, match="fixed_point") as ei:
-        funcgrad.grad(funcgrad.grad(f))(2.0)
+    with pytest.raises(funcgrad.NoDerivativeError, match="third derivative through it is not supported") as ei:
+        funcgrad.grad(funcgrad.grad(funcgrad.grad(f)))(2.0)
     assert __file__ in str(ei.value)
+    with pytest.raises(funcgrad.NoDerivativeError, match="fixed_point") as ei:
+        funcgrad.jacfwd(funcgrad.jacfwd(funcgrad.jacfwd(lambda a: fixed_point(_descent_iter, a, 10.0, _dist, 1e-6))))(2.0)
+    assert __file__ in str(ei.value)
+    with pytest.raises(funcgrad.FuncgradError) as ei:   # whole-function compiling: refused, naming fixed_point
+        funcgrad.grad(funcgrad.grad(f, jit="whole"), jit="whole")(2.0)
+    assert "'fixed_point'" in str(ei.value) and "_jvp" not in str(ei.value)
 
 
 def _with_default(a, scale=10.0, *, shift=0.5):

@@ -356,6 +356,30 @@ def test_derivative_rules_of_abs_are_right_on_complex_values(mode):
     assert csign(np.array([0j]))[0] == 0 and inv_abs(np.array([0.0]))[0] == 0
 
 
+def _abs_at_zero(x):
+    return np.sum(3.0 * np.abs(x) + np.absolute(x) - np.fabs(np.real(x)))
+
+
+@pytest.mark.parametrize("mode", MODES, ids=IDS)
+def test_abs_at_zero_is_autograds_convention_in_both_modes(mode):
+    """autograd's abs rules (numpy_vjps.np_abs_vjp, numpy_jvps.np_abs_jvp) divide by |x| with zeros replaced:
+    0 is the derivative at 0 in both modes, the central difference there (the kink is symmetric), and the second
+    derivative is 0 too. Real and complex 0, beside nonzero entries. autograd's test_abs checks 0 at first
+    order only: no rule can pass an order-2 check at a kink (the JVP jumps from -3 to 3 across it)."""
+    x = np.array([0.0, -1.5, 2.0])
+    want = np.array([0.0, -3.0, 3.0])
+    np.testing.assert_allclose(funcgrad.grad(_abs_at_zero, **mode)(x), want, rtol=1e-15, atol=0)
+    for e in np.eye(3):
+        assert funcgrad.jvp(_abs_at_zero, (x,), (e,), **mode)[1] == pytest.approx(want @ e, abs=1e-15)
+    np.testing.assert_allclose(numerical_vjp(_abs_at_zero, (x,), 0, 1.0, 1e-6), want, atol=1e-9)
+    assert funcgrad.hessian(lambda s: 3.0 * np.abs(s), **mode)(0.0) == 0.0
+    assert funcgrad.grad(funcgrad.grad(lambda s: 3.0 * np.abs(s), **mode), **mode)(0.0) == 0.0
+    z = np.array([0j, 1.0 + 2.0j])
+    g = funcgrad.grad(lambda z: np.sum(np.abs(z)), **mode)(z)
+    assert g[0] == 0 and g[1] == pytest.approx((1.0 - 2.0j) / np.sqrt(5.0), rel=1e-14)
+    assert funcgrad.jvp(lambda z: np.abs(z), (0j,), (1.0 + 1.0j,), **mode)[1] == 0.0
+
+
 def j_abs_angle(z):
     return np.abs(z) + np.angle(z)
 

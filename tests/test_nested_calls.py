@@ -61,3 +61,25 @@ def test_transforms_inside_with_options_known_only_at_run_time_are_refused(case)
         grad(fn)(X, 1)
     assert err.value.filename == __file__, str(err.value)
     assert "funcgrad/" not in str(err.value) and "_lambda" not in str(err.value), str(err.value)
+
+
+def _cubed(a, s=2.0, *, shift=0.5):
+    return a ** 3 * s + shift * a
+
+
+@pytest.mark.parametrize("kw", [dict(mode="auto"), dict(jit=False)], ids=["auto", "nojit"])
+def test_jvp_and_vjp_inside_of_a_function_with_defaults(kw):
+    # funcgrad.jvp and funcgrad.vjp called inside (and so jacfwd of jacfwd, grad of jacfwd) of a function with
+    # default and keyword-only parameters: the inlined transform left them unbound ("name 's' is not defined")
+    def by_jvp(a):
+        return funcgrad.jvp(_cubed, (a,), (1.0,))[1]
+
+    def by_vjp(a):
+        return funcgrad.vjp(_cubed, a)[1](1.0)[0]
+
+    want = 6.0 * 3.0 * 2.0   # d2/da2 (2 a^3 + a/2) at 3
+    assert grad(by_jvp, **kw)(3.0) == pytest.approx(want, rel=1e-12)
+    assert grad(by_vjp, **kw)(3.0) == pytest.approx(want, rel=1e-12)
+    assert funcgrad.jacfwd(funcgrad.jacfwd(_cubed, **kw), **kw)(3.0) == pytest.approx(want, rel=1e-12)
+    assert grad(funcgrad.jacfwd(_cubed, **kw), **kw)(3.0) == pytest.approx(want, rel=1e-12)
+    _check(by_jvp, (3.0,), **kw)
