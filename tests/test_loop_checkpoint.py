@@ -188,7 +188,7 @@ def test_automatic_equals_taped_and_differences(f, args, argnums, mode):
     plain = f if f is P.remat_in_loop else taped(f)
     g = funcgrad.grad(plain, argnums=argnums, mode=mode, checkpoint_loops=True)
     gt = funcgrad.grad(plain, argnums=argnums, mode=mode)
-    assert "if _ckpt1:" in funcgrad.source(g, *args, 3)
+    assert "if not _ckpt1:" in funcgrad.source(g, *args, 3)
     for n in (0, 1, 7, 10):
         got, want = g(*args, n), gt(*args, n)
         for a, b in zip(got, want):
@@ -214,7 +214,7 @@ def test_decision_from_trip_count_and_bytes_per_trip():
     g = funcgrad.grad(P.recurrence, argnums=(0, 1), mode="python", checkpoint_loops="1kB")
     src = funcgrad.source(g, 0.7, 0.4, 0.1, 5)
     assert "_ckpt1 = len(range(n)) * 16 > 1000" in src
-    assert "if _ckpt1:  # checkpoint_loops: the loop checkpointed (under else: taped)" in src
+    assert "if not _ckpt1:  # checkpoint_loops: the loop taped (under else: checkpointed)" in src
     gt = funcgrad.grad(P.recurrence, argnums=(0, 1), mode="python")
     for n in (62, 63):   # 992 bytes: taped; 1008: checkpointed
         np.testing.assert_allclose(g(0.7, 0.4, 0.1, n), gt(0.7, 0.4, 0.1, n), rtol=1e-12)
@@ -286,7 +286,7 @@ def test_grad_of_grad_with_checkpoint_loops(mode):
     args = (0.5, 0.2, 7)
     gg = funcgrad.grad(funcgrad.grad(f, checkpoint_loops=True, mode=mode), mode=mode)
     assert gg(*args) == pytest.approx(funcgrad.grad(funcgrad.grad(f, mode=mode), mode=mode)(*args), rel=1e-12)
-    assert "if _ckpt1:" in funcgrad.source(gg.transform_at(args), *args)
+    assert "if not _ckpt1:" in funcgrad.source(gg.transform_at(args), *args)
 
 
 # ------------------------------------------------------------------ while funcgrad.checkpointed(cond)

@@ -727,7 +727,8 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
         body, autos = checkpointing.automatic(body, namer, params)
     body = loops.add(body, False)
     body, R.ckpt_plans = checkpointing.plan(body, namer, params, src_lookup)
-    R.special = set(loops.counters) | set(loops.iters) | checkpointing.special(R.ckpt_plans)
+    R.special = set(loops.counters) | set(loops.iters) | checkpointing.special(R.ckpt_plans) | \
+        {a.decide.targets[0].id for a in autos}   # (a choice runs once: its decision is never overwritten)
     R.nonssa = _assigned_in(body) - R.special
     R.maybe_unbound = _assigned_in(body) - definitely_bound(body, params) - R.special
     R.ranks = infer_ranks(body, dict(param_ranks or {}))
