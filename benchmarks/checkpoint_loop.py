@@ -1,4 +1,6 @@
-"""Gradient of a 10^7-step scalar recurrence: taped (range) vs checkpointed (funcgrad.checkpoint_range).
+"""Gradient of a 10^7-step scalar recurrence: taped (range) vs checkpointed (funcgrad.checkpoint_range) vs the
+plain range loop under grad(..., checkpoint_loops=budget) (automatic: checkpointed when trip count x 16 bytes a
+trip exceeds the budget; "auto 100MB" does, "auto 1GB" stays taped and shows what carrying both copies costs).
 
     x_{t+1} = x_t + dt * (a * x_t - b * x_t**2),  x0 = 0.1, dt = 1e-7, float64, T = 10^7
 
@@ -6,8 +8,8 @@ Prints, from one run: d x_T / d(a, b) by both (they must agree); seconds per cal
 alternating blocks (each ``--reps`` calls per block, the two in turn, ``--rounds`` rounds; per contender the
 minimum over rounds of the block's median); and the peak memory of one call of each, measured in a fresh
 process as the growth of its peak RSS (VmHWM, reset after a warm-up call at T = 100) over its RSS then (tapes are Numba
-arrays, which tracemalloc does not see). Issue 18's goal for the checkpointed one: <= 100 MB, <= ~3x the
-taped time.
+arrays, which tracemalloc does not see). Issue 18's goal for the checkpointed one (and the automatic one with a
+100 MB budget): <= 100 MB, <= ~3x the taped time.
 
 Usage: python benchmarks/checkpoint_loop.py [--T 10000000] [--reps 3] [--rounds 5]
 """
@@ -40,7 +42,14 @@ def checkpointed(a, b, x0, n):
     return x
 
 
-FNS = {"taped": taped, "checkpointed": checkpointed}
+# contender -> (function, checkpoint_loops)
+FNS = {"taped": (taped, False), "checkpointed": (checkpointed, False), "auto-100MB": (taped, "100MB"),
+       "auto-1GB": (taped, "1GB")}
+
+
+def _grad(which):
+    f, budget = FNS[which]
+    return funcgrad.grad(f, argnums=(0, 1), checkpoint_loops=budget)
 
 
 def _status(field):
@@ -53,7 +62,7 @@ def _status(field):
 def _peak(which, T):
     """Peak RSS growth (bytes) of one gradient call at ``T``, in this (fresh) process (Linux: the peak is reset
     after the warm-up call, whose compile peaks higher than the call itself)."""
-    g = funcgrad.grad(FNS[which], argnums=(0, 1))
+    g = _grad(which)
     g(0.7, 0.4, 0.1, 100)   # compile (or load) first
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")         # reset VmHWM to the current RSS
@@ -72,10 +81,11 @@ def main():
     if args.peak:
         print(_peak(args.peak, args.T))
         return
-    grads = {k: funcgrad.grad(f, argnums=(0, 1)) for k, f in FNS.items()}
+    grads = {k: _grad(k) for k in FNS}
     vals = {k: g(0.7, 0.4, 0.1, args.T) for k, g in grads.items()}
-    np.testing.assert_allclose(vals["checkpointed"], vals["taped"], rtol=1e-10)
-    print(f"T = {args.T:,}: d x_T / d(a, b) = {vals['taped'][0]:.10g}, {vals['taped'][1]:.10g} (both agree)")
+    for k in FNS:
+        np.testing.assert_allclose(vals[k], vals["taped"], rtol=1e-10)
+    print(f"T = {args.T:,}: d x_T / d(a, b) = {vals['taped'][0]:.10g}, {vals['taped'][1]:.10g} (all agree)")
     times = alternating_blocks({k: (lambda g=g: g(0.7, 0.4, 0.1, args.T)) for k, g in grads.items()},
                                args.reps, args.rounds, warmup=1)
     mem = {}
@@ -85,9 +95,10 @@ def main():
         mem[k] = int(out.stdout.split()[-1])
     for k in FNS:
         print(f"{k:>13}: {times[k] * 1e3:9.1f} ms per gradient, peak memory +{mem[k] / 1e6:7.1f} MB")
-    ratio = times["checkpointed"] / times["taped"]
-    print(f"checkpointed / taped time: {ratio:.2f}x (goal <= ~3x); checkpointed peak memory "
-          f"{mem['checkpointed'] / 1e6:.1f} MB (goal <= 100 MB), taped {mem['taped'] / 1e6:.1f} MB")
+    for k in ("checkpointed", "auto-100MB"):
+        print(f"{k} / taped time: {times[k] / times['taped']:.2f}x (goal <= ~3x); {k} peak memory "
+              f"{mem[k] / 1e6:.1f} MB (goal <= 100 MB), taped {mem['taped'] / 1e6:.1f} MB")
+    print(f"auto-1GB (taped copy chosen) / taped time: {times['auto-1GB'] / times['taped']:.2f}x")
 
 
 if __name__ == "__main__":

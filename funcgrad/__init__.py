@@ -12,7 +12,7 @@ Public API (everything else is internal):
 * errors: :class:`UnsupportedSyntaxError`, :class:`NoDerivativeError`, ...
 """
 from .api import grad, value_and_grad, vjp, jit, custom_vjp, custom_jvp, stop_gradient, source
-from .custom import checkpoint_range, remat
+from .custom import checkpoint_range, checkpointed, remat
 from .forward_mode import jvp, jacfwd, linearize, hvp, hessian, source
 from .differential import jacobian, jacrev, elementwise_grad, deriv, holomorphic_grad
 from . import testing
@@ -28,7 +28,7 @@ from . import integrate as _integrate  # noqa: F401  (scipy.integrate.odeint, re
 
 __all__ = [
     "grad", "value_and_grad", "vjp", "jvp", "jacfwd", "jacrev", "linearize", "hvp", "hessian", "jit", "custom_vjp",
-    "custom_jvp", "stop_gradient", "checkpoint_range", "remat",
+    "custom_jvp", "stop_gradient", "checkpoint_range", "checkpointed", "remat",
     "source", "jacobian", "elementwise_grad", "deriv", "holomorphic_grad",
     "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure", "tree_map",
     "register_pytree_node",

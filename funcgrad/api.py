@@ -71,6 +71,27 @@ def _resolve_jit(jit, mode):
     return _MODE[mode]
 
 
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12,
+               "kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30, "tib": 2 ** 40}
+
+
+def _checkpoint_budget(value):
+    """``checkpoint_loops=`` as a number of bytes (None: off). ``True`` is 0: every loop that can be is
+    checkpointed (one whose trips push nothing on a tape excepted)."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return 0
+    if isinstance(value, (int, np.integer, float, np.floating)) and np.isfinite(value) and value >= 0:
+        return int(value)
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", value)
+        if m and m.group(2).lower() in _SIZE_UNITS:
+            return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+    raise ValueError("checkpoint_loops must be False, True, a number of bytes or a size such as '100MB' or '1GiB'; "
+                     f"received {value!r}")
+
+
 def _arg_names(fn, nargs):
     try:
         params = list(inspect.signature(fn).parameters.values())
@@ -207,10 +228,11 @@ class _Transformed:
 
     _funcgrad_transform = True   # normalize calls a jit(f) inside another transform as f
 
-    def __init__(self, fn, kind, argnums=0, has_aux=False, mode=None, jit=True, backend=None):
+    def __init__(self, fn, kind, argnums=0, has_aux=False, mode=None, jit=True, backend=None, checkpoint_loops=None):
         if not callable(fn):
             raise TypeError(f"expected a function to transform; received {fn!r}")
         self.policy = _resolve_jit(jit, mode)
+        self.checkpoint_loops = _checkpoint_budget(checkpoint_loops)   # bytes, or None
         self.backend = get_backend(backend)
         self.fn, self._by_arity = _as_python_function(fn)
         self._static_leaves: set = set()   # (argument, its treedef, leaf) of ints used as constants (axis=n)
@@ -351,7 +373,8 @@ class _Transformed:
     def _build(self, sig, force_mode=None):
         policy = force_mode or ("nojit" if _jit_disabled() else self.policy)
         fn = self._by_arity(len(sig.names)) if self._by_arity is not None else self.fn
-        return build(fn, sig, self._backend_for(sig), policy, kind="primal" if self.kind == "primal" else "vjp")
+        return build(fn, sig, self._backend_for(sig), policy, kind="primal" if self.kind == "primal" else "vjp",
+                     checkpoint_loops=self.checkpoint_loops)
 
     def _promote(self, position, flat, key):
         """Make the ``position``-th runtime argument leaf a specialization key (see StaticArgumentNeeded)."""
@@ -818,8 +841,9 @@ def _scalar_output_check(fname, out, has_aux):
 
 
 class _ValueAndGrad(_Transformed):
-    def __init__(self, fn, argnums=0, has_aux=False, mode=None, jit=True, backend=None, return_value=True):
-        super().__init__(fn, "vjp", argnums, has_aux, mode, jit, backend)
+    def __init__(self, fn, argnums=0, has_aux=False, mode=None, jit=True, backend=None, return_value=True,
+                 checkpoint_loops=None):
+        super().__init__(fn, "vjp", argnums, has_aux, mode, jit, backend, checkpoint_loops)
         self.return_value = return_value
 
     @_user_facing
@@ -1014,7 +1038,7 @@ def _argnum_alias(argnums, argnum):
     return argnum
 
 
-def grad(fun, argnums=0, has_aux=False, *, jit=True, backend=None, mode=None, argnum=None):
+def grad(fun, argnums=0, has_aux=False, *, jit=True, backend=None, mode=None, argnum=None, checkpoint_loops=False):
     """The gradient of a scalar-valued function with respect to argument(s) ``argnums``.
 
     ``grad(f)(x, ...)`` returns a value with the structure of ``x`` (a pytree of
@@ -1029,19 +1053,28 @@ def grad(fun, argnums=0, has_aux=False, *, jit=True, backend=None, mode=None, ar
     oracle for tests). ``mode="auto"/"njit"/"python"`` is the older spelling of
     ``jit="auto"/"whole"/"kernels"``. ``backend`` names the kernels it runs on.
     ``argnum=`` is autograd's name for ``argnums``.
+
+    ``checkpoint_loops`` bounds the memory of long loops: ``False`` (the default)
+    tapes every loop; a budget in bytes (or a size such as ``"100MB"``)
+    checkpoints each top-level ``for`` loop whose tape would exceed it, decided
+    when the loop starts from its trip count and the bytes one trip pushes;
+    ``True`` checkpoints every loop that can be (README: Long loops).
     """
     argnums = _argnum_alias(argnums, argnum)
     if _is_derivative(fun):   # grad of grad: forward mode builds the inner derivative as code
-        return _NESTED[0][1](fun, argnums, has_aux, jit, backend, mode, False)
-    return _ValueAndGrad(fun, argnums, has_aux, mode, jit, backend, return_value=False)
+        return _NESTED[0][1](fun, argnums, has_aux, jit, backend, mode, False, checkpoint_loops)
+    return _ValueAndGrad(fun, argnums, has_aux, mode, jit, backend, return_value=False,
+                         checkpoint_loops=checkpoint_loops)
 
 
-def value_and_grad(fun, argnums=0, has_aux=False, *, jit=True, backend=None, mode=None, argnum=None):
+def value_and_grad(fun, argnums=0, has_aux=False, *, jit=True, backend=None, mode=None, argnum=None,
+                   checkpoint_loops=False):
     """Like :func:`grad` but returns ``(value, gradient)`` (``((value, aux), gradient)`` with has_aux)."""
     argnums = _argnum_alias(argnums, argnum)
     if _is_derivative(fun):
-        return _NESTED[0][1](fun, argnums, has_aux, jit, backend, mode, True)
-    return _ValueAndGrad(fun, argnums, has_aux, mode, jit, backend, return_value=True)
+        return _NESTED[0][1](fun, argnums, has_aux, jit, backend, mode, True, checkpoint_loops)
+    return _ValueAndGrad(fun, argnums, has_aux, mode, jit, backend, return_value=True,
+                         checkpoint_loops=checkpoint_loops)
 
 
 # written inside a transformed function, grad(f) is made while transforming (normalize inlines the derivative)
@@ -1058,8 +1091,8 @@ def _is_derivative(fun):
 
 
 class _VJP(_Transformed):
-    def __init__(self, fn, has_aux=False, mode=None, jit=True, backend=None):
-        super().__init__(fn, "vjp", 0, has_aux, mode, jit, backend)
+    def __init__(self, fn, has_aux=False, mode=None, jit=True, backend=None, checkpoint_loops=None):
+        super().__init__(fn, "vjp", 0, has_aux, mode, jit, backend, checkpoint_loops)
 
     @_user_facing
     def run(self, primals, argnums=None):
@@ -1097,12 +1130,12 @@ class _VJP(_Transformed):
         return value, vjp_fn
 
 
-def vjp(fun, *primals, argnums=None, jit=True, backend=None, mode=None):
+def vjp(fun, *primals, argnums=None, jit=True, backend=None, mode=None, checkpoint_loops=False):
     """``(fun(*primals), vjp_fn)`` where ``vjp_fn(cotangent)`` returns one cotangent per primal.
 
-    ``argnums`` (default: all) limits the primals that get cotangents.
+    ``argnums`` (default: all) limits the primals that get cotangents; ``checkpoint_loops`` as for :func:`grad`.
     """
-    t = _cached_vjp(fun, mode, jit, get_backend(backend))
+    t = _cached_vjp(fun, mode, jit, get_backend(backend), _checkpoint_budget(checkpoint_loops))
     return t.run(primals, argnums)
 
 
@@ -1110,7 +1143,7 @@ _VJP_ATTR = "__funcgrad_vjp__"
 _VJP_OTHER: dict = {}   # callables that take no attributes (bound methods, partials): key holds the object itself
 
 
-def _cached_vjp(fun, mode, jit, backend):
+def _cached_vjp(fun, mode, jit, backend, checkpoint_loops=None):
     """The transform of ``fun``, cached on the function object itself (so it lives and dies with it,
     and a new function can never be handed an old one's gradient, as a cache keyed by ``id`` could)."""
     per_fun = getattr(fun, "__dict__", {}).get(_VJP_ATTR) if hasattr(fun, "__dict__") else None
@@ -1122,12 +1155,12 @@ def _cached_vjp(fun, mode, jit, backend):
             try:
                 per_fun = _VJP_OTHER.setdefault(fun, per_fun)  # keyed by the object (eq/hash), never by id
             except TypeError:  # unhashable: transform afresh
-                return _VJP(fun, False, mode, jit, backend)
+                return _VJP(fun, False, mode, jit, backend, checkpoint_loops)
             if len(_VJP_OTHER) > 256:
                 _VJP_OTHER.pop(next(iter(_VJP_OTHER)))
-    t = per_fun.get((mode, jit, backend))
+    t = per_fun.get((mode, jit, backend, checkpoint_loops))
     if t is None:
-        t = per_fun[(mode, jit, backend)] = _VJP(fun, False, mode, jit, backend)
+        t = per_fun[(mode, jit, backend, checkpoint_loops)] = _VJP(fun, False, mode, jit, backend, checkpoint_loops)
     return t
 
 

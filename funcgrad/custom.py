@@ -26,7 +26,7 @@ from .ops import core as _core
 from .ops.registry import alias
 
 __all__ = ["custom_vjp", "custom_jvp", "CustomFunction", "CustomVJPFunction", "CustomJVPFunction",
-           "stop_gradient", "checkpoint_range", "remat", "Rematerialized"]
+           "stop_gradient", "checkpoint_range", "checkpointed", "remat", "Rematerialized"]
 
 
 def checkpoint_range(*args, segment=None):
@@ -38,6 +38,18 @@ def checkpoint_range(*args, segment=None):
                                 or segment < 1):
         raise ValueError(f"checkpoint_range: segment must be a positive int; received {segment!r}")
     return range(*args)
+
+
+def checkpointed(cond, segment=None):
+    """``bool(cond)``; as the test of a ``while`` loop in a differentiated function
+    (``while funcgrad.checkpointed(err > tol, segment=k):``) the loop is checkpointed: its gradient stores the
+    loop's carried state every ``segment`` iterations (1,000 by default: the trip count is not known when the
+    loop starts) instead of a tape entry per iteration, and recomputes each segment's iterations in the reverse
+    sweep. Outside a differentiated function it is ``bool(cond)``."""
+    if segment is not None and (not isinstance(segment, (int, np.integer)) or isinstance(segment, bool)
+                                or segment < 1):
+        raise ValueError(f"checkpointed: segment must be a positive int; received {segment!r}")
+    return bool(cond)
 
 
 class Rematerialized:

@@ -545,10 +545,13 @@ class _GradOfGrad:
     """``grad`` of a function returned by ``grad``: at each signature, the inner gradient is a generated
     Python function (the jvp of the inner function along its scalar argument), and this is ``grad`` of that."""
 
-    def __init__(self, inner, argnums, has_aux, jit, backend, mode, return_value):
+    def __init__(self, inner, argnums, has_aux, jit, backend, mode, return_value, checkpoint_loops=False):
         if has_aux:
             raise TypeError("grad of grad with has_aux=True is not supported")
         self.inner, self.argnums, self.return_value = inner, argnums, return_value
+        # the reverse pass over the inner derivative's forward code: the budget asked here, else the inner one's
+        self.checkpoint_loops = _api._checkpoint_budget(checkpoint_loops) if checkpoint_loops is not False else \
+            getattr(inner, "checkpoint_loops", None)
         self.jit, self.backend, self.mode = jit, backend, mode
         self._outer: dict = {}
         functools.update_wrapper(self, getattr(inner, "fn", inner), updated=())
@@ -599,7 +602,8 @@ class _GradOfGrad:
         g = self._outer.get(id(w))
         if g is None:
             g = self._outer[id(w)] = (w, _api._ValueAndGrad(w, self.argnums, False, self.mode, self.jit, self.backend,
-                                                       return_value=self.return_value))
+                                                       return_value=self.return_value,
+                                                       checkpoint_loops=self.checkpoint_loops))
         return g[1]
 
     @_user_facing
@@ -608,8 +612,8 @@ class _GradOfGrad:
         return self.transform_at(args)(*args)
 
 
-def _nested(fun, argnums, has_aux, jit, backend, mode, return_value):
-    return _GradOfGrad(fun, argnums, has_aux, jit, backend, mode, return_value)
+def _nested(fun, argnums, has_aux, jit, backend, mode, return_value, checkpoint_loops=False):
+    return _GradOfGrad(fun, argnums, has_aux, jit, backend, mode, return_value, checkpoint_loops)
 
 
 _api._NESTED[0] = (_GradOfGrad, _nested)

@@ -194,7 +194,10 @@ class ANF:
             body = self.block(s.body)
             body.extend(copy.deepcopy(pre))  # re-evaluate the test at the end of every iteration
             self.loop_depth -= 1
-            out.append(ast.copy_location(ast.While(test=test, body=body, orelse=[]), s))
+            new = ast.While(test=test, body=body, orelse=[])
+            if A.get(s, A.CHECKPOINT, None) is not None:
+                A.put(new, A.CHECKPOINT, A.get(s, A.CHECKPOINT))
+            out.append(ast.copy_location(new, s))
             return
         if isinstance(s, ast.For):
             it = s.iter

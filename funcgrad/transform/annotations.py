@@ -8,7 +8,8 @@ that sets it and what it means; passes read and write them only through
 from __future__ import annotations
 
 __all__ = ["get", "put", "has", "PRIM", "CUSTOM", "NONDIFF", "SRC", "FILE", "COMMENT", "COUNTER", "IN_LOOP",
-           "SAVED", "MARKER", "AUGMENTED", "CHECKPOINT", "SNAPSHOT", "RERUN", "ANNOTATIONS"]
+           "SAVED", "MARKER", "AUGMENTED", "CHECKPOINT", "SNAPSHOT", "RERUN", "AUTO",
+           "TRIPS", "ANNOTATIONS"]
 
 # name               attribute                  carried by        set by      meaning
 PRIM = "_funcgrad_prim"          # Call            normalize   the Primitive this call applies
@@ -25,9 +26,12 @@ AUGMENTED = "_funcgrad_augmented"  # Assign x = x+v normalize, anf  from ``x += 
 CHECKPOINT = "_funcgrad_checkpoint"  # For, While   normalize   checkpoint this loop: segment length (0: automatic)
 SNAPSHOT = "_funcgrad_snapshot"  # If              reverse     a checkpointed loop's snapshot of its carried state
 RERUN = "_funcgrad_rerun"        # Expr            reverse     where a segment of a checkpointed loop is re-run taped
+AUTO = "_funcgrad_auto"          # If              reverse     checkpoint_loops: the taped copy of a loop (body) or
+                                 #                             the checkpointed one (orelse), on the decision's name
+TRIPS = "_funcgrad_trips"        # Expr            reverse     the push of an inner loop's trip count on its tape
 
 ANNOTATIONS = (PRIM, CUSTOM, NONDIFF, SRC, FILE, COMMENT, COUNTER, IN_LOOP, SAVED, MARKER, AUGMENTED, CHECKPOINT,
-               SNAPSHOT, RERUN)
+               SNAPSHOT, RERUN, AUTO, TRIPS)
 
 
 def get(node, annotation, default=None):

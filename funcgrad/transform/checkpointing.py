@@ -1,14 +1,20 @@
 """Checkpointed loops: the tape of one segment at a time instead of the tape of every iteration.
 
-A loop the user marks (``for t in funcgrad.checkpoint_range(n)``, ``funcgrad.checkpoint`` helpers) is
-reversed the way Tapenade and JAX's ``scan`` under ``remat`` reverse one: the primal runs it *untaped*,
-saving only its carried state (the names the body reads before rebinding them, and the contents of arrays it
-writes in place) every ``S`` iterations; the adjoint sweep takes the segments last first, and for each one
-restores the state, re-runs the segment's iterations with the ordinary tape pushes, and runs the ordinary
-reversed body over them. The tape then holds one segment (``S`` iterations) instead of the trip count
-``T``; the snapshots hold ``T / S`` copies of the carried state; the price is one more forward run of the
-loop. ``S`` is ``isqrt(T)`` unless the user gives one (a two-level, sqrt(T) scheme, not Griewank's
-binomial schedule).
+A loop the user marks (``for t in funcgrad.checkpoint_range(n)``, ``while funcgrad.checkpointed(cond)``,
+``funcgrad.checkpoint`` helpers), or one ``checkpoint_loops`` chooses, is reversed the way Tapenade and JAX's
+``scan`` under ``remat`` reverse one: the primal runs it *untaped*, saving only its carried state (the names
+the body reads before rebinding them, and the contents of arrays it writes in place) every ``S`` iterations;
+the adjoint sweep takes the segments last first, and for each one restores the state, re-runs the segment's
+iterations with the ordinary tape pushes, and runs the ordinary reversed body over them. The tape then holds
+one segment (``S`` iterations) instead of the trip count ``T``; the snapshots hold ``T / S`` copies of the
+carried state; the price is one more forward run of the loop. ``S`` is ``isqrt(T)`` unless the user gives one
+(a two-level, sqrt(T) scheme, not Griewank's binomial schedule); a while loop's is :data:`WHILE_SEGMENT` (its
+``T`` is unknown when it starts).
+
+``checkpoint_loops`` (a budget in bytes): ``automatic`` gives every top-level ``for`` loop that could be
+checkpointed two copies, ``if not _ckpt<k>: <taped> else: <checkpointed>``, and once tapes are planned ``decide``
+writes ``_ckpt<k> = len(range(...)) * <bytes one trip of the taped copy pushes> > budget`` before the choice:
+the trip count is known only when the loop starts. A loop that cannot be checkpointed stays taped, silently.
 
 Guarantees (``plan``): every marked loop gets a snapshot ``if`` (annotated :data:`A.SNAPSHOT`) first in
 its body and its set-up assignments before it, or is refused at the user's line (``break``/``continue`` in
@@ -17,7 +23,8 @@ reversed loop in the segment loop, leaving a :data:`A.RERUN` placeholder that ``
 the taped re-run once tapes are planned: tape write positions rewound to (list tapes popped down to) the sweep's read positions
 before it, read positions moved to its end after it (every tape is a stack, so the re-run's entries sit exactly
 where the adjoint reads them). ``hide``/``unhide`` keep the primal's copy of the loop out of the tape
-passes (it pushes nothing).
+passes (it pushes nothing), and drop from that untaped run the pushes of inner loops' trip counts (each
+re-run pushes them again).
 """
 from __future__ import annotations
 
@@ -27,7 +34,7 @@ import linecache
 
 from . import annotations as A
 from ..errors import UnsupportedSyntaxError
-from .astutil import definitely_bound, kernel as _K
+from .astutil import definitely_bound, drop_statements, kernel as _K
 
 #: The segment length of a checkpointed ``while`` loop when the user gives none (its trip count is unknown
 #: when the loop starts): snapshots grow as T / 1000.
@@ -68,6 +75,13 @@ def _loads(node):
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
+def _runs(loop):
+    """Whether ``for`` loop ``loop`` surely runs a trip: a range of constants that is not empty."""
+    args = loop.iter.args if isinstance(loop.iter, ast.Call) else None
+    return bool(args) and all(isinstance(a, ast.Constant) and isinstance(a.value, int) for a in args) and \
+        len(range(*[a.value for a in args])) > 0
+
+
 def exposed(stmts, defined=()):
     """The names ``stmts`` may read before assigning them (upward-exposed uses; loops may run no trip)."""
     reads = set()
@@ -82,7 +96,9 @@ def exposed(stmts, defined=()):
                 defined |= visit(s.body, defined) & visit(s.orelse, defined)
             elif isinstance(s, ast.For):
                 reads.update(_loads(s.iter) - defined)
-                visit(s.body, defined | {s.target.id})
+                inner = visit(s.body, defined | {s.target.id})
+                if _runs(s):   # (a checkpointed helper's one-trip loop)
+                    defined |= inner
             elif isinstance(s, ast.While):
                 reads.update(_loads(s.test) - defined)
                 visit(s.body, defined)
@@ -147,22 +163,55 @@ def _refuse(src_lookup, stmt, msg, hint):
     return UnsupportedSyntaxError(msg, f, line, None, text, hint)
 
 
+def _carried(s):
+    """``(carried, inplace)`` of loop ``s``: the names its body reads before rebinding them (or writes in place),
+    and the arrays it writes in place."""
+    own = {A.get(s, A.COUNTER)} | ({s.target.id} if isinstance(s, ast.For) else set())
+    inplace = written(s.body)
+    return (exposed(s.body) & (assigned(s.body) | inplace)) - own, inplace
+
+
+def refusal(s, bound):
+    """Why loop ``s`` cannot be checkpointed, given the names ``bound`` on every path to it: ``(message, hint)``,
+    or None when it can be. (An explicit request is refused with it; ``checkpoint_loops`` leaves such a loop
+    taped.)"""
+    if any(isinstance(n, (ast.Break, ast.Continue, ast.Return)) for n in ast.walk(ast.Module(body=s.body,
+                                                                                           type_ignores=[]))):
+        plain = "loop over plain range(...)" if isinstance(s, ast.For) else "use a plain while loop"
+        return ("a checkpointed loop cannot contain 'break', 'continue' or 'return'",
+                f"{plain} (taped), or move the early exit into a condition")
+    if isinstance(s, ast.For) and not (isinstance(s.iter, ast.Call) and isinstance(s.iter.func, ast.Name)
+                                       and s.iter.func.id == "range"):   # pragma: no cover (normalize)
+        return "only a loop over a range can be checkpointed", None
+    carried, inplace = _carried(s)
+    unbound = sorted(v for v in carried - bound if v not in inplace)
+    if unbound:
+        return (f"a checkpointed loop reads '{unbound[0]}' before assigning it, and it is not bound before the loop",
+                f"give '{unbound[0]}' a value before the loop")
+    return None
+
+
 def plan(body, namer, params, src_lookup):
-    """Set up every marked loop of ``body`` (see the module docstring): ``(body, {counter: Plan})``."""
+    """Set up every marked loop of ``body`` (see the module docstring): ``(body, {counter: Plan})``. The set-up
+    of the checkpointed copy of a loop ``checkpoint_loops`` chose (:func:`automatic`) runs before the choice,
+    once (not a name of the choice's branches: nothing to tape)."""
     plans = {}
     whole = list(body)
 
-    def walk(stmts, bound):
+    def walk(stmts, bound, hoist=None, scope=None):
         out = []
         for s in stmts:
             if isinstance(s, (ast.For, ast.While)) and A.get(s, A.CHECKPOINT, None) is not None:
-                out.extend(setup(s, bound))
+                (hoist if hoist is not None else out).extend(setup(s, bound))
                 out.append(s)
-                out.extend(handover(s, bound))
+                out.extend(handover(s, bound, scope or s))
                 bound = definitely_bound([s], bound)
                 continue
             elif isinstance(s, (ast.For, ast.While)):
                 s.body = walk(s.body, bound | ({s.target.id} if isinstance(s, ast.For) else set()))
+            elif isinstance(s, ast.If) and A.has(s, A.AUTO):
+                s.body = walk(s.body, bound)
+                s.orelse = walk(s.orelse, bound, out, s)
             elif isinstance(s, ast.If):
                 s.body = walk(s.body, bound)
                 s.orelse = walk(s.orelse, bound)
@@ -170,11 +219,12 @@ def plan(body, namer, params, src_lookup):
             bound = definitely_bound([s], bound)
         return out
 
-    def handover(s, bound):
-        """``v = v`` after the loop for each name it binds that is read elsewhere: the primal's one tape point
-        for the loop's final values (the loop itself pushes nothing), restored by the ordinary sweep of the
-        statements after it. A name the loop may leave unbound (no trip) only where it ran."""
-        inside = {id(n) for n in ast.walk(s)}
+    def handover(s, bound, scope):
+        """``v = v`` after the loop for each name it binds that is read elsewhere (outside ``scope``: the loop,
+        or the choice holding its taped copy too): the primal's one tape point for the loop's final values (the
+        loop itself pushes nothing), restored by the ordinary sweep of the statements after it. A name the loop
+        may leave unbound (no trip) only where it ran."""
+        inside = {id(n) for n in ast.walk(scope)}
         read = {n.id for st in whole for n in ast.walk(st)
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in inside}
         own = {A.get(s, A.COUNTER)} | ({s.target.id} if isinstance(s, ast.For) else set())
@@ -182,8 +232,7 @@ def plan(body, namer, params, src_lookup):
         out = (assigned(s.body) & (read | set(p.carried))) - own - {p.next}
         if not out:
             return []
-        if isinstance(s, ast.For) and len(s.iter.args) == 1 and isinstance(s.iter.args[0], ast.Constant) \
-                and s.iter.args[0].value > 0:
+        if isinstance(s, ast.For) and _runs(s):
             bound = bound | out   # range(k), k > 0 (a checkpointed helper's loop): it runs
         sure = [_assign(v, _n(v)) for v in sorted(out & bound)]
         maybe = [_assign(v, _n(v)) for v in sorted(out - bound)]
@@ -199,22 +248,13 @@ def plan(body, namer, params, src_lookup):
         return sure
 
     def setup(s, bound):
-        if any(isinstance(n, (ast.Break, ast.Continue, ast.Return)) for n in ast.walk(ast.Module(body=s.body,
-                                                                                               type_ignores=[]))):
-            raise _refuse(src_lookup, s, "a checkpointed loop cannot contain 'break', 'continue' or 'return'",
-                          "loop over plain range(...) (taped), or move the early exit into a condition")
-        if isinstance(s, ast.For) and not (isinstance(s.iter, ast.Call) and isinstance(s.iter.func, ast.Name)
-                                           and s.iter.func.id == "range"):   # pragma: no cover (normalize)
-            raise _refuse(src_lookup, s, "only a loop over a range can be checkpointed", None)
+        why = refusal(s, bound)
+        if why is not None:
+            raise _refuse(src_lookup, s, *why)
         body = s.body
         counter = A.get(s, A.COUNTER)
         own = {counter} | ({s.target.id} if isinstance(s, ast.For) else set())
-        inplace = written(body)
-        carried = (exposed(body) & (assigned(body) | inplace)) - own
-        unbound = sorted(v for v in carried - bound if v not in inplace)
-        if unbound:
-            raise _refuse(src_lookup, s, f"a checkpointed loop reads '{unbound[0]}' before assigning it, and it is "
-                                         "not bound before the loop", f"give '{unbound[0]}' a value before the loop")
+        carried, inplace = _carried(s)
         p = Plan(s, namer, carried, {v for v in carried if v in inplace})
         plans[counter] = p
         pre = []
@@ -339,8 +379,11 @@ def unhide(stmts, store):
         held = store.get(id(s))
         if held is not None and held[0] is s:
             loop = held[1]
-            # loops checkpointed inside this one snapshot only when re-run (the sweep pops what the re-run pushed)
-            loop.body = loop.body[:1] + _strip_snapshots(loop.body[1:])
+            # loops checkpointed inside this one snapshot only when re-run (the sweep pops what the re-run pushed);
+            # the trip counts of inner loops go on their tapes only then too (the untaped run kept them: 8 bytes
+            # per trip, never read)
+            loop.body = loop.body[:1] + drop_statements(_strip_snapshots(loop.body[1:]),
+                                                        lambda st: A.has(st, A.TRIPS))
             out.append(loop)
             continue
         if isinstance(s, (ast.For, ast.While, ast.If)):
@@ -407,3 +450,177 @@ def expand_reruns(code, taped, prealloc, namer, ptr_of, pos_of, tape_of, array_p
             ast.copy_location(st, s)
         out.extend(first + body + last)
     return out
+
+
+# ---------------------------------------------------------------------------------------------- checkpoint_loops
+class Auto:
+    """A loop ``checkpoint_loops`` may checkpoint: both copies are generated, the choice made when it runs."""
+
+    def __init__(self, decide, choice, taped, bound):
+        self.decide = decide   # ``_ckpt<k> = ...``: its value is written by :func:`decide` once tapes are known
+        self.choice = choice   # ``if not _ckpt<k>: <taped copy> else: <checkpointed copy>``
+        self.taped = taped     # the taped copy
+        self.bound = bound     # the names bound on every path to the loop
+
+
+def automatic(body, namer, params):
+    """Every top-level ``for`` loop of ``body`` (not inside another loop; branches are entered) that could be
+    checkpointed (:func:`refusal` says nothing) -> ``_ckpt<k> = <decision>`` and ``if not _ckpt<k>: <the loop>
+    else: <the loop, checkpointed>`` (annotated :data:`A.AUTO`); ``(body, [Auto])``. A loop inside another loop
+    is left alone: its tape is one run's times the outer trip count, and the outer loop is the one to
+    checkpoint (so it is, when it can be). The taped copy comes first: measured under njit on
+    benchmarks/checkpoint_loop.py, the taped sweep placed after the checkpointed one ran 2x slower (same code,
+    LLVM's layout of the function), the checkpointed one runs as fast in either place."""
+    autos = []
+
+    def walk(stmts, bound):
+        out = []
+        for s in stmts:
+            if isinstance(s, ast.For) and A.get(s, A.CHECKPOINT, None) is None and refusal(s, bound) is None:
+                flag = namer.fresh(f"_ckpt{len(autos) + 1}")
+                ck = copy.deepcopy(s)
+                A.put(ck, A.CHECKPOINT, 0)
+                decide_ = ast.copy_location(_assign(flag, ast.Constant(False)), s)
+                choice = ast.copy_location(ast.If(test=ast.UnaryOp(op=ast.Not(), operand=_n(flag)), body=[s],
+                                                  orelse=[ck]), s)
+                A.put(choice, A.AUTO, flag)
+                A.put(choice, A.COMMENT, "checkpoint_loops: the loop taped (under else: checkpointed)")
+                autos.append(Auto(decide_, choice, s, set(bound)))
+                out += [decide_, choice]
+                continue
+            if isinstance(s, ast.If):
+                s.body = walk(s.body, bound)
+                s.orelse = walk(s.orelse, bound)
+            out.append(s)
+            bound = definitely_bound([s], bound)
+        return out
+
+    return walk(list(body), set(params)), autos
+
+
+#: Bytes per entry of a preallocated tape of each kind (:data:`.tapes.TAPE_DTYPES`).
+_ITEMSIZE = {"f8": 8, "i": 8, "b": 1}
+
+
+class _Bytes:
+    """``const + sum(terms)`` bytes (terms: expressions evaluated when the decision runs)."""
+
+    def __init__(self, const=0, terms=()):
+        self.const, self.terms = const, list(terms)
+
+    def __add__(self, o):
+        return _Bytes(self.const + o.const, self.terms + o.terms)
+
+    def zero(self):
+        return self.const == 0 and not self.terms
+
+    def expr(self):
+        e = None
+        counts = {}
+        for t in self.terms:   # the same term n times: n * term
+            key = ast.dump(t)
+            counts[key] = (counts[key][0] + 1, t) if key in counts else (1, t)
+        for k, t in counts.values():
+            t = t if k == 1 else ast.BinOp(left=ast.Constant(k), op=ast.Mult(), right=t)
+            e = t if e is None else ast.BinOp(left=e, op=ast.Add(), right=t)
+        if e is None:
+            return ast.Constant(self.const)
+        return _add(e, ast.Constant(self.const))
+
+    def times(self, m):
+        if isinstance(m, int):
+            return _Bytes(self.const * m, [_mul(t, ast.Constant(m)) for t in self.terms])
+        return _Bytes(0, [_mul(m, self.expr()) if self.terms else _mul(m, ast.Constant(self.const))])
+
+    def larger(self, o):
+        if not self.terms and not o.terms:
+            return _Bytes(max(self.const, o.const))
+        return _Bytes(0, [_call("max", self.expr(), o.expr())])
+
+
+def _nbytes(v, rank):
+    e = _n(v) if rank else _call(ast.Attribute(value=_n("np"), attr="asarray", ctx=ast.Load()), _n(v))
+    return ast.Attribute(value=e, attr="nbytes", ctx=ast.Load())
+
+
+def per_trip(auto, tapes, ranks, cplx, counters):
+    """The bytes one trip of ``auto``'s taped loop pushes on its tapes (``tapes``: tape name -> (value name, kind
+    of a preallocated tape or None for a list)): exact for scalars (8 bytes a float or int, 16 a complex, 1 a
+    bool); an array pushed counts its size when the loop starts if it is bound then (the carried state), else the
+    size of the largest array the loop carries (or reads); an inner loop counts its trip count where it is known
+    when the loop starts (its range reads names the loop does not assign), else one trip; of two branches, the
+    larger."""
+    loop = auto.taped
+    inside = assigned(loop.body) | {A.get(loop, A.COUNTER), loop.target.id}
+    before = auto.bound - inside
+    arrays = sorted(v for v in auto.bound & inside if (ranks.get(v) or 0) > 0) or \
+        sorted(v for v in before & _loads(loop) if (ranks.get(v) or 0) > 0)
+    largest = (_Bytes(8) if not arrays else _Bytes(0, [_nbytes(arrays[0], 1)]) if len(arrays) == 1 else
+               _Bytes(0, [_call("max", *[_nbytes(v, 1) for v in arrays])]))
+
+    defs = {st.targets[0].id: st.value for st in ast.walk(loop) if isinstance(st, ast.Assign)
+            and isinstance(st.targets[0], ast.Name)}
+
+    def rank(v):   # (and of an element read in the loop, x[i] or a copy of it, which rank inference leaves open)
+        r = ranks.get(v)
+        e = defs.get(v)
+        if r is None and isinstance(e, ast.Call) and len(e.args) == 1 and ast.unparse(e.func) == "K.copy":
+            e = e.args[0]
+        if r is None and isinstance(e, ast.Subscript) and isinstance(e.value, ast.Name) and \
+                ranks.get(e.value.id) is not None:
+            idx = e.slice.elts if isinstance(e.slice, ast.Tuple) else [e.slice]
+            if all((isinstance(i, ast.Constant) and isinstance(i.value, int) and not isinstance(i.value, bool)) or
+                   (isinstance(i, ast.Name) and ranks.get(i.id) == 0) for i in idx):
+                r = max(ranks[e.value.id] - len(idx), 0)
+        return r
+
+    def entry(v):
+        r = rank(v)
+        if v in counters or r == 0:
+            return _Bytes(16 if v in cplx else 8)
+        if v in auto.bound:   # bound when the loop starts: its size then
+            return _Bytes(0, [_nbytes(v, r)])
+        return largest
+
+    def trips(s):
+        if isinstance(s, ast.For) and set().union(*[_loads(a) for a in s.iter.args]) <= before:
+            if all(isinstance(a, ast.Constant) for a in s.iter.args):
+                return len(range(*[a.value for a in s.iter.args]))
+            return _call("len", copy.deepcopy(s.iter))
+        return 1
+
+    def walk(stmts):
+        acc = _Bytes()
+        for st in stmts:
+            if isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Subscript) and \
+                    isinstance(st.targets[0].value, ast.Name) and st.targets[0].value.id in tapes:
+                v, kind = tapes[st.targets[0].value.id]
+                acc = acc + (_Bytes(_ITEMSIZE[kind]) if kind else entry(v))
+            elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and \
+                    isinstance(st.value.func, ast.Attribute) and st.value.func.attr == "append" and \
+                    isinstance(st.value.func.value, ast.Name) and st.value.func.value.id in tapes:
+                acc = acc + entry(tapes[st.value.func.value.id][0])
+            elif isinstance(st, (ast.For, ast.While)):
+                inner = walk(st.body)
+                if not inner.zero():
+                    acc = acc + inner.times(trips(st))
+            elif isinstance(st, ast.If):
+                acc = acc + walk(st.body).larger(walk(st.orelse))
+        return acc
+
+    return walk(loop.body)
+
+
+def decide(autos, budget, tapes, ranks, cplx, counters):
+    """Write each choice's decision: checkpointed when the trip count times :func:`per_trip` exceeds ``budget``
+    bytes (never when a trip pushes nothing)."""
+    for a in autos:
+        b = per_trip(a, tapes, ranks, cplx, counters)
+        if b.zero():
+            a.decide.value = ast.Constant(False)
+            what = "its taped copy pushes nothing"
+        else:
+            a.decide.value = ast.Compare(left=_mul(_call("len", copy.deepcopy(a.taped.iter)), b.expr()),
+                                         ops=[ast.Gt()], comparators=[ast.Constant(int(budget))])
+            what = f"tape of {ast.unparse(b.expr())} bytes a trip"
+        A.put(a.decide, A.COMMENT, f"checkpoint_loops={int(budget)} bytes: {what}")

@@ -172,12 +172,13 @@ def _internal(prim):
                for k in (prim.key, *prim.extra_keys))
 
 
-def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flow=True):
+def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flow=True, checkpoint_loops=None):
     """Transform ``fn`` for one signature and compile it on ``backend``.
 
     ``jit`` is "auto", "njit", "python" or "nojit" (see :func:`choose_strategy`); ``kind`` is
     "vjp" (outputs and cotangents), "jvp" (outputs and tangents: forward mode) or "primal"
-    (outputs only, for ``jit``).
+    (outputs only, for ``jit``). ``checkpoint_loops`` (bytes, or None): the reverse pass checkpoints a loop whose
+    tape would exceed it (see :func:`.reverse.reverse`).
     """
     STATS["builds"] += 1
     leaf_names: list = []
@@ -221,7 +222,7 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         # compiled by Numba (as far as can be told before the code exists): loop adjoints preaccumulated
         likely = backend.effective_strategy(choose_strategy(jit, low.has_loops, low.opaque_calls))
         adj = reverse(a, list(diff_leaves), atoms, src_lookup, param_ranks=low.ranks, param_kinds=low.kinds,
-                      origins=low.origins, preaccumulate_loops=likely == "njit")
+                      origins=low.origins, preaccumulate_loops=likely == "njit", checkpoint_loops=checkpoint_loops)
         g_params = adj.g_params
         ret = ast.Return(value=ast.Tuple(elts=[_returns(adj.outputs), ast.Tuple(elts=adj.grads, ctx=ast.Load())],
                                          ctx=ast.Load()))

@@ -518,10 +518,9 @@ class _Loops:
                 s.body = pre + self.add(s.body, True)
                 out.append(s)
                 if in_loop:  # each run of an inner loop has its own trip count: keep them on a tape
-                    out.append(ast.Expr(value=ast.Call(func=ast.Attribute(value=ast.Name(tape_of(self.names, n, f"_tape{n}"),
-                                                                                         ast.Load()),
-                                                                          attr="append", ctx=ast.Load()),
-                                                       args=[ast.Name(n, ast.Load())], keywords=[])))
+                    out.append(A.put(ast.Expr(value=ast.Call(func=ast.Attribute(value=ast.Name(
+                        tape_of(self.names, n, f"_tape{n}"), ast.Load()), attr="append", ctx=ast.Load()),
+                        args=[ast.Name(n, ast.Load())], keywords=[])), A.TRIPS, n))
                 continue
             if isinstance(s, ast.If):
                 s.body = self.add(s.body, in_loop)
@@ -603,7 +602,7 @@ def _rev_if(R, s, out):
     if not (rb or ro):
         return
     new = ast.If(test=s.test, body=rb or [ast.Pass()], orelse=ro)
-    A.put(new, A.COMMENT, f"if {ast.unparse(s.test)}:")
+    A.put(new, A.COMMENT, A.get(s, A.COMMENT) if A.has(s, A.AUTO) else f"if {ast.unparse(s.test)}:")
     out.append(new)
 
 
@@ -707,9 +706,11 @@ def _drop_self_assignments(code):
 
 
 def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_params=(), int_params=(),
-            param_ranks=None, param_kinds=None, origins=None, preaccumulate_loops=False):
+            param_ranks=None, param_kinds=None, origins=None, preaccumulate_loops=False, checkpoint_loops=None):
     """Build the primal + adjoint of an ANF function (see the module docstring); ``origins`` names generated
-    variables in the user's words in messages."""
+    variables in the user's words in messages. ``checkpoint_loops`` (bytes, or None): each top-level loop that
+    can be checkpointed gets a checkpointed copy beside the taped one, run when the loop's tape would exceed
+    that many bytes (:func:`.checkpointing.automatic`)."""
     params = [a.arg for a in fdef.args.args]
     all_names = names_in(fdef) | set(params)
     namer = Namer(all_names)
@@ -720,9 +721,14 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
         R.adname(n)
     g_params = [namer.fresh(f"g_out{i}") for i in range(len(output_atoms))]
     loops = _Loops(namer)
-    body = loops.add(save_inplace(copy.deepcopy(list(fdef.body)), R.tmp), False)
+    body = save_inplace(copy.deepcopy(list(fdef.body)), R.tmp)
+    autos = []
+    if checkpoint_loops is not None:
+        body, autos = checkpointing.automatic(body, namer, params)
+    body = loops.add(body, False)
     body, R.ckpt_plans = checkpointing.plan(body, namer, params, src_lookup)
-    R.special = set(loops.counters) | set(loops.iters) | checkpointing.special(R.ckpt_plans)
+    R.special = set(loops.counters) | set(loops.iters) | checkpointing.special(R.ckpt_plans) | \
+        {a.decide.targets[0].id for a in autos}   # (a choice runs once: its decision is never overwritten)
     R.nonssa = _assigned_in(body) - R.special
     R.maybe_unbound = _assigned_in(body) - definitely_bound(body, params) - R.special
     R.ranks = infer_ranks(body, dict(param_ranks or {}))
@@ -766,6 +772,12 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
     hidden = {}   # checkpointed loops run untaped in the primal
     body = _array_tape_pushes(checkpointing.hide(body, hidden), prealloc, namer)
     body = checkpointing.unhide(_tape_pushes(body, taped - set(prealloc), namer), hidden)
+    if autos:   # each choice's decision, from the tape pushes of its taped copy
+        nested = [A.get(s, A.COUNTER) for s in ast.walk(ast.Module(body=body, type_ignores=[]))
+                  if isinstance(s, (ast.For, ast.While)) and A.get(s, A.IN_LOOP)]
+        tapes_of = {tape_of(namer, n): (n, prealloc.get(n)) for n in taped}
+        tapes_of.update({tape_of(namer, c, f"_tape{c}"): (c, None) for c in nested})
+        checkpointing.decide(autos, checkpoint_loops, tapes_of, R.ranks, R.cplx, set(loops.counters))
     adj = _expand_markers(adj, taped, params, namer)
     adj = _ScalarLiterals(R, kinds).run(adj)
     if preaccumulate_loops:   # compiled code: scalar loop bodies' adjoints as one update per iteration

@@ -4,7 +4,8 @@ Guarantees: ``save_inplace`` saves the elements an in-place write overwrites;
 ``_needed`` names every value the adjoint reads (shape-only reads excluded);
 names assigned more than once that the adjoint reads are pushed on a tape
 after every assignment (``_tape_pushes``; float, integer and bool scalars of top-level range
-loops on arrays preallocated by trip count, ``_array_tape_pushes``), and the
+loops on arrays preallocated by trip count, ``_array_tape_pushes``; the branches of ``checkpoint_loops``' choice
+between two copies of a loop count as top level: it runs once), and the
 restore markers the reverse pass leaves become reads of the tape at the right
 position (``_expand_markers``).
 """
@@ -72,6 +73,9 @@ def _preallocatable(body, taped, ranks, kinds):
                 walk(st.body, inner)
             elif isinstance(st, ast.While):
                 walk(st.body, "deep")
+            elif isinstance(st, ast.If) and A.has(st, A.AUTO):   # checkpoint_loops' choice: runs once, where it is
+                walk(st.body, where)
+                walk(st.orelse, where)
             elif isinstance(st, ast.If):
                 walk(st.body, "deep")
                 walk(st.orelse, "deep")
@@ -129,9 +133,10 @@ def _array_tape_pushes(stmts, pre, namer, top=True):
                                      value=ast.Constant(1)))
             continue
         if isinstance(s, (ast.For, ast.While, ast.If)):
-            s.body = _array_tape_pushes(s.body, pre, namer, top=False)
+            inner = top and isinstance(s, ast.If) and A.has(s, A.AUTO)   # checkpoint_loops' choice: runs once
+            s.body = _array_tape_pushes(s.body, pre, namer, top=inner)
             if isinstance(s, ast.If):
-                s.orelse = _array_tape_pushes(s.orelse, pre, namer, top=False)
+                s.orelse = _array_tape_pushes(s.orelse, pre, namer, top=inner)
         out.append(s)
     return out
 

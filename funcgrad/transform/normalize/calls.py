@@ -15,7 +15,7 @@ from numba.core.registry import cpu_target
 
 from .. import annotations as A
 from ...builtins import SUBSTITUTES as _AUTOGRAD_BUILTINS
-from ...custom import CustomFunction as CustomVJPFunction, Rematerialized, checkpoint_range, rule_pullback  # custom_vjp and custom_jvp functions
+from ...custom import CustomFunction as CustomVJPFunction, Rematerialized, checkpoint_range, checkpointed, rule_pullback  # custom_vjp and custom_jvp functions
 from ...errors import FuncgradError, NoDerivativeError, UnsupportedSyntaxError
 from ...ops.numpy_shape import asarray_dtype as _asarray_dtype, astype as _astype
 from ...ops.registry import RUNTIME, Primitive, definition, lookup, unwrap_kernel
@@ -297,6 +297,9 @@ class Calls:
         fn = _AUTOGRAD_BUILTINS.get(fn, fn) if isinstance(fn, type) else fn  # funcgrad.builtins.tuple: tuple
         if isinstance(fn, Rematerialized):
             return self.remat_call(fn, args, kwargs, scope, out, node)
+        if fn is checkpointed:   # (the test of a while loop is read by the loop: statements.checkpointed_test)
+            raise error(scope.parsed, node, "funcgrad.checkpointed(cond) marks the test of a while loop to checkpoint",
+                        "write 'while funcgrad.checkpointed(cond):'; elsewhere use bool(cond)")
         if fn is _call_method and len(args) >= 2 and isinstance(args[1], Static):   # generated code read again
             return self.method(_BoundMethod(args[0], args[1].obj, node), list(args[2:]), kwargs, scope, out, node)
         if fn in (operator.itemgetter, operator.attrgetter) and all(isinstance(a, Static) for a in args) and not kwargs:

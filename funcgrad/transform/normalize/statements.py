@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 
+from ...custom import checkpointed
 from ...errors import REFUSAL_MARK, UnsupportedSyntaxError
 from .. import annotations as A
 from ..fence import error
@@ -412,6 +413,14 @@ class Statements:
                                                 orelse=orelse), s))
             return None
         if isinstance(s, ast.While):
+            seg = self.checkpointed_test(s.test, scope)   # while funcgrad.checkpointed(cond, segment=k):
+            if seg is not None:
+                s = ast.copy_location(ast.While(test=s.test.args[0], body=s.body, orelse=s.orelse), s)
+
+            def mark(loop):
+                if seg is not None:
+                    A.put(loop, A.CHECKPOINT, seg)
+                return loop
             if self.known_condition(s.test, scope) is False:   # `while 0 > 1:` never runs its body
                 return None
             self.has_loops = True
@@ -421,8 +430,8 @@ class Statements:
             body = []
             if len(out) == start:   # the test is one expression: Python re-evaluates it before every iteration
                 self.block_cf(s.body, scope, body)
-                out.append(ast.copy_location(ast.While(test=self.as_expr(test, scope, s),
-                                                       body=body or [ast.Pass()], orelse=[]), s))
+                out.append(mark(ast.copy_location(ast.While(test=self.as_expr(test, scope, s),
+                                                            body=body or [ast.Pass()], orelse=[]), s)))
                 return None
             # the test needed statements (a conditional expression, an inlined helper): they run before the
             # loop and again at the end of every iteration (continue is a flag by now, and the one break left
@@ -434,7 +443,7 @@ class Statements:
             again = self.expr(s.test, scope, body)
             body.append(ast.copy_location(ast.Assign(targets=[ast.Name(flag, ast.Store())],
                                                      value=self.as_expr(again, scope, s)), s))
-            out.append(ast.copy_location(ast.While(test=ast.Name(flag, ast.Load()), body=body, orelse=[]), s))
+            out.append(mark(ast.copy_location(ast.While(test=ast.Name(flag, ast.Load()), body=body, orelse=[]), s)))
             return None
         if isinstance(s, ast.For):
             return self.for_loop(s, scope, out)
@@ -490,6 +499,26 @@ class Statements:
                 self.leave_cf()
         if ret is not None:  # pragma: no cover - structure() removed returns from branches
             raise error(scope.parsed, stmts[-1], "'return' inside a branch or loop", None)
+
+    def checkpointed_test(self, test, scope):
+        """The segment length (0: the default) when ``test`` is ``funcgrad.checkpointed(cond, segment=k)``, the
+        test of a checkpointed while loop; else None."""
+        if not (isinstance(test, ast.Call) and isinstance(test.func, (ast.Name, ast.Attribute))):
+            return None
+        try:
+            fval = self.expr(test.func, scope, [])
+        except Exception:   # not a name funcgrad knows: the call itself reports it
+            return None
+        if not (isinstance(fval, Static) and fval.obj is checkpointed):
+            return None
+        seg = [k.value for k in test.keywords if k.arg == "segment"]
+        seg = self.expr(seg[0], scope, []) if seg else Static(None)
+        if len(test.args) != 1 or any(k.arg != "segment" for k in test.keywords) or not isinstance(seg, Static) \
+                or not (seg.obj is None or (isinstance(seg.obj, (int, np.integer)) and not isinstance(seg.obj, bool)
+                                            and seg.obj >= 1)):
+            raise error(scope.parsed, test, "funcgrad.checkpointed(cond, segment=k) takes one condition and k a "
+                                            "positive int known when the function is transformed", None)
+        return int(seg.obj or 0)
 
     def for_loop(self, s, scope, out):
         P = scope.parsed
