@@ -916,13 +916,23 @@ def _zero_tangent(a):
     return 0.0
 
 
+def _probe(a):
+    """A point at which to differentiate a rule that is linear in it: nonzero and uneven, not zeros. A rule is
+    linear there in exact arithmetic, but its code may iterate to a tolerance (an adjoint solved to convergence);
+    at zeros such a loop stops at once and its derivative is the first iterate's, a silent wrong value."""
+    z = _zero_tangent(a)
+    if isinstance(z, np.ndarray):
+        return (1.0 + 0.5 * np.sin(np.arange(1, z.size + 1))).reshape(z.shape).astype(z.dtype)
+    return type(z)(1.0)
+
+
 def _transpose_custom_jvp(cf, args, g):
     """Reverse mode over a custom_jvp function with no VJP: the cotangents of ``args`` for output cotangent
     ``g`` are the VJP of ``tangents -> rule(args, tangents)[1]`` (linear in the tangents, so the point does
-    not matter: zeros), by funcgrad's reverse mode over the rule's code."""
+    not matter in exact arithmetic: :func:`_probe`), by funcgrad's reverse mode over the rule's code."""
     label = cf._label
     nums = tuple(i for i, a in enumerate(args) if is_float_leaf(a))
-    tangents = [_zero_tangent(a) for a in args]
+    tangents = [_probe(a) if is_float_leaf(a) else _zero_tangent(a) for a in args]
     lin = cf.tangent_fn(len(args))
     try:
         _, vjp_fn = _api.vjp(lin, tuple(args), *tangents, argnums=tuple(1 + i for i in nums))
@@ -944,7 +954,8 @@ _custom._TRANSPOSE[0] = _transpose_custom_jvp
 
 # ----------------------------------------------------------------------------- custom_vjp in forward mode
 # A function with a VJP rule only (funcgrad.custom_vjp, autograd's defvjp) gets its JVP by transposing the rule:
-# u -> bwd(res, u) is linear (it is J^T u), so the gradient in u of <bwd(res, u), t> is J t, at any u. That is
+# u -> bwd(res, u) is linear (it is J^T u), so the gradient in u of <bwd(res, u), t> is J t, at any u (taken at
+# _probe(out), not zeros: a bwd that iterates to a tolerance stops at once at zeros). That is
 # funcgrad's reverse mode over the user's bwd (which must then be code funcgrad reads). The derived rule is
 # itself a custom_vjp function, so reverse over forward (hessian's and check_grads' second order) goes through
 # it: its cotangents are bwd(res, g_out) + grad_x <bwd(fwd(x)[1], g_tan), t> (the symmetry of the second
@@ -1007,7 +1018,7 @@ def _derived_parts(cf, primals, tangents):
         raise _derived_jvp_refusal(cf, "its output is not made of real arrays and floats")
     ts = _float_tangents(cf, primals, tangents)
     try:
-        t_out = _LIN_GRAD(cf.bwd, res, tree_map(_zero_tangent, out), ts)
+        t_out = _LIN_GRAD(cf.bwd, res, tree_map(_probe, out), ts)
     except FuncgradError as e:
         raise _derived_jvp_refusal(cf, f"differentiating its bwd rule failed:\n  {e}") from None
     return (out, t_out), (primals, ts, res)
