@@ -104,3 +104,24 @@ def f(x, lr, a):
     return s
 """).body[0]
     assert weak_names(fdef, {"lr"}) == {"n", "m", "c", "i", "k", "lr", "lr2"}
+
+
+def branch_on_threshold(x):
+    s = 0.0 * x[0]
+    for i in range(x.shape[0]):
+        if x[i] > 0.1:
+            s = s + x[i] * x[i]
+        else:
+            s = s - x[i]
+    return s
+
+
+def test_a_float32_value_is_compared_with_a_number_in_float32():
+    """np.float32(0.1) > 0.1 is False in NumPy 2 (the number is weak: compared in float32); Numba alone compares
+    in float64 (True), which took the other branch."""
+    x = np.array([0.1, 0.3, -0.2], dtype=np.float32)
+    want = funcgrad.grad(branch_on_threshold, **MODES["python"])(x)
+    np.testing.assert_allclose(want, [-1.0, 0.6, -1.0], rtol=1e-6)  # 0.1 is not above 0.1
+    got = funcgrad.grad(branch_on_threshold, **MODES["njit"])(x)
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -137,6 +137,17 @@ class _Weaken(ast.NodeTransformer):
             node.right = self._wrap(node.left, node.right)
         return node
 
+    def visit_Compare(self, node):
+        self.generic_visit(node)   # np.float32(0.1) > 0.1 is False in NumPy (compared in float32), True in Numba
+        if len(node.ops) == 1:
+            a, b = node.left, node.comparators[0]
+            aw, bw = _is_weak(a, self.weak), _is_weak(b, self.weak)
+            if aw and not bw and _cheap(b):
+                node.left = self._wrap(b, a)
+            elif bw and not aw and _cheap(a):
+                node.comparators[0] = self._wrap(a, b)
+        return node
+
     def visit_Call(self, node):
         self.generic_visit(node)
         f = node.func
