@@ -125,3 +125,18 @@ def test_a_float32_value_is_compared_with_a_number_in_float32():
     got = funcgrad.grad(branch_on_threshold, **MODES["njit"])(x)
     assert got.dtype == want.dtype
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def where_in_loop(x):
+    h = x
+    for i in range(2):
+        h = np.where(h > 0.0, h * h, 0.0) + np.where(h < 0.5, 1.0, h)
+    return np.sum(h)
+
+
+def test_where_with_a_number_branch_stays_float32():
+    x = np.linspace(-1, 1, 9).astype(np.float32)
+    want = funcgrad.grad(where_in_loop, **MODES["python"])(x)
+    got = funcgrad.grad(where_in_loop, **MODES["njit"])(x)
+    assert got.dtype == want.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-6)

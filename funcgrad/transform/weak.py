@@ -159,6 +159,14 @@ class _Weaken(ast.NodeTransformer):
                 node.args[0] = self._wrap(b, a)
             elif bw and not aw and _cheap(a):
                 node.args[1] = self._wrap(a, b)
+        elif isinstance(f, ast.Attribute) and f.attr == "where" and isinstance(f.value, ast.Name) and \
+                f.value.id == "K" and len(node.args) == 3 and not node.keywords:   # np.where(c, x, 0.0)
+            a, b = node.args[1:]
+            aw, bw = _is_weak(a, self.weak), _is_weak(b, self.weak)
+            if aw and not bw and _cheap(b):
+                node.args[1] = self._wrap(b, a)
+            elif bw and not aw and _cheap(a):
+                node.args[2] = self._wrap(a, b)
         return node
 
 
