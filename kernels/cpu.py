@@ -623,9 +623,10 @@ def _matmul_ov(x, y):
 
 @overload(_operator.matmul)
 def _matmul_operator_ov(x, y):
-    """``x @ y`` in compiled code where Numba's own ``@`` refuses: an operand of rank 3 or more."""
+    """``x @ y`` in compiled code where Numba's own ``@`` refuses: an operand of rank 3 or more, or two of
+    different dtypes (float32 @ float64: NumPy promotes)."""
     if isinstance(x, types.Array) and isinstance(y, types.Array) and x.ndim >= 1 and y.ndim >= 1 and \
-            (x.ndim > 2 or y.ndim > 2):
+            (x.ndim > 2 or y.ndim > 2 or x.dtype != y.dtype):
         return lambda x, y: matmul(x, y)
     return None
 

@@ -161,3 +161,32 @@ def test_program_gradient_matches_autograd(name):
     assert len(ga) == len(wa)
     for a, b in zip(ga, wa):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
+
+
+# ----------------------------------------------------------------------------------------- float32
+def _float32(tree):
+    leaves, td = tree_flatten(tree)
+    return tree_unflatten(td, [v.astype(np.float32) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v
+                               for v in leaves])
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.sweep] if load(n).PROGRAM.get("heavy") else [])
+                                  for n in NAMES if load(n).PROGRAM["njit"] and n not in ("wave", "lstm")])
+def test_program_in_float32_compiles_whole_like_python(name):
+    """The programs Numba compiles whole, given float32 arrays: compiled whole (Python numbers stay weak, as
+    NumPy 2 has them, so nothing turns float64 between iterations), with the Python mode's dtypes and values
+    to float32's precision. (Not wave.py: its ``np.zeros(n)`` is float64, so in NumPy too the state turns
+    float64 after one step, a change of type Numba cannot compile; "auto" runs it as Python. Not lstm.py: its
+    state starts as ``np.zeros`` (float64), so float32 weights get float64 cotangents whose sum changes the
+    float32 accumulator's type in the loop, refused the same way.)"""
+    m = load(name)
+    f = entry(m)
+    args, kwargs = m.make_inputs()
+    args = _float32(args)
+    nums = m.PROGRAM["argnums"]
+    v0, g0 = funcgrad.value_and_grad(f, argnums=nums, jit="kernels")(*args, **kwargs)
+    v, g = funcgrad.value_and_grad(f, argnums=nums, jit="whole")(*args, **kwargs)
+    np.testing.assert_allclose(v, v0, rtol=1e-4)
+    for a, b in zip(_leaves(g), _leaves(g0)):
+        assert np.asarray(a).dtype == np.asarray(b).dtype
+        np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-4 * float(np.max(np.abs(b))))
