@@ -138,6 +138,25 @@ def _weak_ov(like, x):
     return lambda like, x: x
 
 
+def accumulated(acc, c):
+    """``c``, a contribution to the cotangent ``acc`` (``acc + accumulated(acc, c)``): itself in Python; in
+    compiled code cast to float32 (complex64) when ``acc`` is float32 (complex64) and ``c`` is not, so a loop's
+    cotangent keeps its type (funcgrad.transform.weak)."""
+    return c
+
+
+@overload(accumulated)
+def _accumulated_ov(acc, c):
+    da = acc.dtype if isinstance(acc, types.Array) else acc
+    dc = c.dtype if isinstance(c, types.Array) else c
+    if da in (types.float32, types.complex64) and dc != da and isinstance(dc, (types.Float, types.Complex)):
+        to = np.float32 if da == types.float32 else np.complex64
+        if isinstance(c, types.Array):
+            return lambda acc, c: c.astype(to)
+        return lambda acc, c: to(c)
+    return lambda acc, c: c
+
+
 @overload(maximum)
 def _maximum_ov(x1, x2):
     return lambda x1, x2: np.maximum(x1, x2)

@@ -171,14 +171,12 @@ def _float32(tree):
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.sweep] if load(n).PROGRAM.get("heavy") else [])
-                                  for n in NAMES if load(n).PROGRAM["njit"] and n not in ("wave", "lstm")])
+                                  for n in NAMES if load(n).PROGRAM["njit"] and n != "wave"])
 def test_program_in_float32_compiles_whole_like_python(name):
     """The programs Numba compiles whole, given float32 arrays: compiled whole (Python numbers stay weak, as
     NumPy 2 has them, so nothing turns float64 between iterations), with the Python mode's dtypes and values
     to float32's precision. (Not wave.py: its ``np.zeros(n)`` is float64, so in NumPy too the state turns
-    float64 after one step, a change of type Numba cannot compile; "auto" runs it as Python. Not lstm.py: its
-    state starts as ``np.zeros`` (float64), so float32 weights get float64 cotangents whose sum changes the
-    float32 accumulator's type in the loop, refused the same way.)"""
+    float64 after one step, a change of type Numba cannot compile; "auto" runs it as Python.)"""
     m = load(name)
     f = entry(m)
     args, kwargs = m.make_inputs()

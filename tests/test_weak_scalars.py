@@ -140,3 +140,29 @@ def test_where_with_a_number_branch_stays_float32():
     got = funcgrad.grad(where_in_loop, **MODES["njit"])(x)
     assert got.dtype == want.dtype == np.float32
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def float64_state(w, b, xs):
+    h = np.zeros(xs.shape[1])          # float64, as np.zeros makes it
+    s = 0.0
+    for t in range(xs.shape[0]):
+        h = np.tanh(w @ xs[t] + h * b[0])
+        s = s + np.sum(h) * b[1]
+    return s
+
+
+def test_float32_parameters_meeting_float64_state_keep_float32_cotangents():
+    """w, b float32 and h float64: their cotangents are float64 contributions added to float32 accumulators in a
+    loop; compiled, each is taken in float32 (as JAX keeps a cotangent in its primal's dtype) so the loop
+    compiles whole; the gradient equals the Python mode's to float32 precision, in w's and b's dtype."""
+    rng = np.random.default_rng(4)
+    w = (rng.standard_normal((5, 5)) * 0.4).astype(np.float32)
+    b = np.array([0.3, 1.5], dtype=np.float32)
+    xs = rng.standard_normal((6, 5)).astype(np.float32)
+    want = funcgrad.grad(float64_state, argnums=(0, 1), **MODES["python"])(w, b, xs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = funcgrad.grad(float64_state, argnums=(0, 1), **MODES["auto"])(w, b, xs)
+    for g, wt in zip(got, want):
+        assert g.dtype == wt.dtype == np.float32
+        np.testing.assert_allclose(g, wt, rtol=1e-5, atol=1e-6)

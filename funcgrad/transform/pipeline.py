@@ -204,6 +204,7 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         check_aliases(a, [o.id for o in atoms if isinstance(o, ast.Name)],
                       infer_ranks(list(a.body), dict(low.ranks or {})), basic_index,
                       lambda st: parsed.filename, subscripts=False, origins=low.origins)
+    cotangents = frozenset()
     if kind == "primal":
         body = list(a.body) + [ast.Return(value=_returns(atoms))]
         src = module_source(header, [(name, params, body)], None, line_map,
@@ -224,6 +225,7 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         adj = reverse(a, list(diff_leaves), atoms, src_lookup, param_ranks=low.ranks, param_kinds=low.kinds,
                       origins=low.origins, preaccumulate_loops=likely == "njit", checkpoint_loops=checkpoint_loops)
         g_params = adj.g_params
+        cotangents = adj.cotangents
         ret = ast.Return(value=ast.Tuple(elts=[_returns(adj.outputs), ast.Tuple(elts=adj.grads, ctx=ast.Load())],
                                          ctx=ast.Load()))
         body = adj.primal + adj.adjoint + [ret]
@@ -247,7 +249,7 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
     cache = not _calls_flagged(body, backend, "uncacheable")
     fns = {fname: getattr(mod, fname), name: getattr(mod, name)}
     if mode == "njit" and hasattr(backend.namespace(True), "weak"):   # Python numbers stay weak under Numba
-        fns = {k: weaken_function(f, src, mod.__file__, low.weak) for k, f in fns.items()}
+        fns = {k: weaken_function(f, src, mod.__file__, low.weak, cotangents) for k, f in fns.items()}
     compiled = backend.compile(fns[fname], mode, low.externals, cache=cache)
     primal = backend.compile(fns[name], mode, low.externals, cache=cache) if kind != "primal" else compiled
     return Built(fn=compiled, primal_fn=primal, source=src, name=fname, params=params, captured=low.captured,

@@ -60,6 +60,7 @@ class Adjoint:
     grads: list        # expression per differentiated parameter
     outputs: list      # atom per output leaf
     g_params: list     # the parameter holding each output's cotangent
+    cotangents: frozenset = frozenset()   # the names of cotangents (accumulated as d_x = d_x + contribution)
 
 
 def adname(name: str) -> str:
@@ -816,4 +817,5 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
             grads.append(ast.Name(dp, ast.Load()))
         else:
             grads.append(ast.Call(func=_K("zeros_like"), args=[ast.Name(p, ast.Load())], keywords=[]))
-    return Adjoint(primal=tapes + body + pre, adjoint=adj, grads=grads, outputs=outs, g_params=g_params)
+    return Adjoint(primal=tapes + body + pre, adjoint=adj, grads=grads, outputs=outs, g_params=g_params,
+                   cotangents=frozenset(R.d_to_name))

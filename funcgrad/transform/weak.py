@@ -116,9 +116,22 @@ def _cheap(e):
 
 
 class _Weaken(ast.NodeTransformer):
-    def __init__(self, weak):
+    def __init__(self, weak, cotangents=frozenset()):
         self.weak = weak
+        self.cotangents = cotangents
         self.count = 0
+
+    def visit_Assign(self, node):
+        self.generic_visit(node)
+        t, v = node.targets[0], node.value
+        if len(node.targets) == 1 and isinstance(t, ast.Name) and t.id in self.cotangents and \
+                isinstance(v, ast.BinOp) and isinstance(v.op, ast.Add) and isinstance(v.left, ast.Name) and \
+                v.left.id == t.id:   # d_x = d_x + c: the cotangent keeps x's dtype, as JAX's do
+            self.count += 1
+            call = ast.Call(func=ast.Attribute(value=ast.Name("K", ast.Load()), attr="accumulated", ctx=ast.Load()),
+                            args=[ast.Name(t.id, ast.Load()), v.right], keywords=[])
+            v.right = ast.copy_location(call, v.right)
+        return node
 
     def _wrap(self, other, value):
         self.count += 1
@@ -174,14 +187,18 @@ def _copy(e):
     return ast.parse(ast.unparse(e), mode="eval").body
 
 
-def weaken_function(fn, source, filename, weak_params=()):
+def weaken_function(fn, source, filename, weak_params=(), cotangents=()):
     """``fn`` (defined by ``source`` in ``filename``) with weak numbers wrapped for Numba, or ``fn`` itself when
-    nothing needs it. The new function has ``fn``'s globals, name and lines."""
+    nothing needs it. The new function has ``fn``'s globals, name and lines. A contribution added to one of
+    ``cotangents`` (``d_x = d_x + c``) is wrapped as ``K.accumulated(d_x, c)``: a float64 ``c`` added to the
+    float32 cotangent of a float32 ``x`` is taken in float32, so the cotangent keeps its type through a loop
+    (the Python modes add in float64 and return the gradient in ``x``'s dtype: the same to float32's
+    precision)."""
     tree = ast.parse(source, filename)
     fdefs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == fn.__name__]
     if len(fdefs) != 1:
         return fn
-    w = _Weaken(weak_names(fdefs[0], frozenset(weak_params)))
+    w = _Weaken(weak_names(fdefs[0], frozenset(weak_params)), frozenset(cotangents))
     tree.body = [w.visit(fdefs[0])]
     if not w.count:
         return fn
