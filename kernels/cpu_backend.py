@@ -41,6 +41,23 @@ class _RewritesWithoutArrayExprs(typed_passes.NopythonRewrites):
             everything["after-inference"] = saved
 
 
+def _module_optimized_library(state):
+    """The code library Numba's lowering would make for the function being compiled, made here, that skips
+    LLVM's function-level pass over the function's own IR before linking.
+
+    Numba optimizes each lowered function at -O3 alone, links it with the kernels it calls and optimizes the
+    linked module at -O3 again; for a generated function (hundreds of statements) the first run cost as
+    much as the second and changed nothing the second does not do (bundle adjustment's gradient: same run
+    time). Kernels' libraries keep both."""
+    library = state.targetctx.codegen().create_library(state.func_id.func_qualname)
+    library.enable_object_caching()
+    if hasattr(library, "_optimize_functions") and hasattr(library._codegen, "_data_layout"):
+        def _optimize_functions(ll_module):
+            ll_module.data_layout = library._codegen._data_layout
+        library._optimize_functions = _optimize_functions
+    return library
+
+
 class _GeneratedCompiler(compiler.Compiler):
     """Numba's pipelines for funcgrad's generated functions, the nopython one without array-expression fusion
     (kernels keep Numba's default; object-mode blocks lifted out of a generated function, which Numba compiles
@@ -48,6 +65,8 @@ class _GeneratedCompiler(compiler.Compiler):
 
     def define_pipelines(self):
         pms = super().define_pipelines()
+        if not self.state.flags.force_pyobject and self.state.library is None:
+            self.state.library = _module_optimized_library(self.state)
         for pm in pms:
             swapped = False
             for i, (cls, _) in enumerate(pm.passes):
