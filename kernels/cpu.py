@@ -1163,9 +1163,44 @@ def _index_add_ov(out, idx, g):
 
 
 def index_put(out, idx, v):
-    """``out[idx] = v`` in place; returns ``out`` (for backends whose generated code spells writes as calls)."""
+    """``out[idx] = v`` in place; returns ``out`` (generated code spells writes as this call where the backend's
+    arrays have no item assignment, and on the CPU where a write replaces a row of a matrix)."""
     out[idx] = v
     return out
+
+
+@overload(index_put)
+def _index_put_ov(out, idx, v):
+    """A row of a matrix replaced by a vector, element by element. Numba's ``out[i] = v`` checks the shapes with
+    a message that formats them: Numba's whole string machinery, about 1.2 s of an LSTM's cold compile."""
+    if isinstance(out, types.Array) and out.ndim == 2 and isinstance(idx, types.Integer) and \
+            isinstance(v, types.Array) and v.ndim == 1 and v.dtype == out.dtype:
+        def row(out, idx, v):
+            i = idx + out.shape[0] if idx < 0 else idx
+            if i < 0 or i >= out.shape[0]:
+                raise IndexError("index is out of bounds")
+            n = out.shape[1]
+            if v.shape[0] != n and v.shape[0] != 1:
+                raise ValueError("could not broadcast input array into the row's shape")
+            r = out[i]
+            lo, hi = _extent(r)
+            vlo, vhi = _extent(v)
+            if vlo < hi and lo < vhi:   # v shares memory with the row: read it before the writes, as NumPy does
+                v = v.copy()
+            if v.shape[0] == 1:
+                x = v[0]
+                for j in range(n):
+                    r[j] = x
+            else:
+                for j in range(n):
+                    r[j] = v[j]
+            return out
+        return row
+
+    def basic(out, idx, v):
+        out[idx] = v
+        return out
+    return basic
 
 
 @_register
