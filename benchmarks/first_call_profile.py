@@ -11,8 +11,8 @@ too):
 * funcgrad's transform (parse to generated source, written and imported);
 * every Numba compilation, from Numba's event API (``numba:compile``), as a tree: the generated function's own
   time (exclusive of what it compiles inside) and each kernel specialisation it compiles (inclusive), with the
-  generated function's pipeline passes (type inference includes the kernels' compiles; native lowering includes
-  LLVM's optimisation and code generation).
+  generated function's pipeline passes (Numba's own wall-clock timings; type inference includes the kernels'
+  compiles; native lowering includes LLVM's optimisation and code generation).
 
     python benchmarks/first_call_profile.py                      # bundle, cold (empty caches)
     python benchmarks/first_call_profile.py --tasks bundle lstm --warm-kernels
@@ -139,7 +139,8 @@ def report(task, how, r, top):
     for c in sorted(kernels, key=lambda c: -c["incl"])[:top]:
         print(f"      {c['incl']:5.2f} s  {c['module'][-22:]:22s} {c['name'][:34]:34s} {c['args'][:60]}")
     for name, times in r["passes"].items():
-        print(f"  passes of {name}: " + ", ".join(f"{k} {v:.2f} s" for k, v in times.items()))
+        print(f"  passes of {name} (Numba's wall-clock timings): " +
+              ", ".join(f"{k} {v:.2f} s" for k, v in times.items()))
 
 
 def main(argv=None):
