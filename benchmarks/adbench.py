@@ -20,8 +20,9 @@ Rows per task:
   jit(objective); PyTorch value + backward and PyTorch objective alone. Then per task the gradient/objective
   ratios (issue 18's goal: funcgrad <= 4x its own objective), funcgrad/JAX and funcgrad/PyTorch, and the
   geometric mean of funcgrad/JAX over the tasks measured (goal <= 1.0x). Last, funcgrad's first call per task
-  in a fresh process with an empty FUNCGRAD_CACHE_DIR (cold: transform + Numba compile) and in a second fresh
-  process sharing that directory (warm: disk cache), as benchmarks/bench_programs.py measures them.
+  in a fresh process with empty FUNCGRAD_CACHE_DIR and NUMBA_CACHE_DIR (cold: transform + Numba compile of the
+  generated code and of every kernel it calls) and in a second fresh process sharing them (warm: disk cache),
+  wall and CPU seconds.
 
     python benchmarks/adbench.py                                   # all tasks, --size small
     python benchmarks/adbench.py --tasks gmm lstm --size large --reps 20 --rounds 5
@@ -251,7 +252,7 @@ def check_close(name, got, ref):
 
 
 _CHILD = r"""
-import sys, time, json
+import sys, time, json, resource
 sys.path.insert(0, sys.argv[1])
 import numpy as np
 import funcgrad
@@ -260,26 +261,32 @@ task, size = sys.argv[2], sys.argv[3]
 args = adbench.make_inputs(task, size)
 f = getattr(adbench.A, adbench.OBJECTIVE[task])
 g = funcgrad.value_and_grad(f, argnums=adbench.ARGNUMS[task], jit="auto")
-t = time.perf_counter()
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+t, c = time.perf_counter(), cpu()
 g(*args)
-first = time.perf_counter() - t
-print(json.dumps({"first": first}))
+print(json.dumps({"first": time.perf_counter() - t, "cpu": cpu() - c}))
 """
 
 
 def first_calls(task, size):
-    """(cold, warm) seconds of funcgrad's first value_and_grad call (``import funcgrad`` not included), each in
-    a fresh process; both share one new FUNCGRAD_CACHE_DIR, empty for the cold one."""
+    """[(wall, CPU) cold, (wall, CPU) warm] seconds of funcgrad's first value_and_grad call (``import funcgrad``
+    not included), each in a fresh process; both share one new FUNCGRAD_CACHE_DIR and NUMBA_CACHE_DIR, empty for
+    the cold one (nothing of funcgrad's or Numba's disk caches: generated code and kernels compile). CPU time
+    (user + system of the process) is reported beside the wall time: the machine is shared."""
     out = []
     with tempfile.TemporaryDirectory(prefix="funcgrad-adbench-") as cache:
-        env = dict(os.environ, FUNCGRAD_CACHE_DIR=cache, PYTHONWARNINGS="ignore")
+        env = dict(os.environ, FUNCGRAD_CACHE_DIR=cache, NUMBA_CACHE_DIR=os.path.join(cache, "numba"),
+                   PYTHONWARNINGS="ignore")
         env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
         for _ in range(2):
             p = subprocess.run([sys.executable, "-c", _CHILD, HERE, task, size], cwd=ROOT, env=env,
                                capture_output=True, text=True, timeout=1800)
             if p.returncode != 0:
                 return "error: " + (p.stderr.strip().splitlines() or ["?"])[-1][:160]
-            out.append(json.loads(p.stdout.strip().splitlines()[-1])["first"])
+            r = json.loads(p.stdout.strip().splitlines()[-1])
+            out.append((r["first"], r["cpu"]))
     return out
 
 
@@ -429,14 +436,17 @@ def main(argv=None):
               f"{math.exp(sum(map(math.log, jr)) / len(jr)):.2f}x (goal <= 1.0x)")
 
     if not a.no_first_calls:
-        print("\nfuncgrad first value_and_grad call in a fresh process (cold: empty FUNCGRAD_CACHE_DIR; "
-              "warm: a second process, same directory; import funcgrad not included)")
+        print("\nfuncgrad first value_and_grad call in a fresh process, wall (CPU) seconds (cold: empty "
+              "FUNCGRAD_CACHE_DIR and NUMBA_CACHE_DIR; warm: a second process, same directories; import funcgrad "
+              "not included)")
         for task in a.tasks:
             r = first_calls(task, a.size)
             if isinstance(r, str):
                 print(f"{describe(task, a.size):48s} {r}")
             else:
-                print(f"{describe(task, a.size):48s} cold {r[0]:6.2f} s   warm {r[1]:6.2f} s", flush=True)
+                (cw, cc), (ww, wc) = r
+                print(f"{describe(task, a.size):48s} cold {cw:6.2f} s ({cc:.2f} s CPU)   warm {ww:6.2f} s "
+                      f"({wc:.2f} s CPU)", flush=True)
 
 
 if __name__ == "__main__":

@@ -7,12 +7,75 @@ import warnings
 
 import numba
 import numpy as np
+from numba.core import compiler, typed_passes
+from numba.core.compiler_machinery import register_pass
 from numba.core.errors import NumbaPerformanceWarning
+from numba.core.rewrites import registry as _rewrites
+from numba.np.ufunc.array_exprs import RewriteArrayExprs
 
 from . import cpu
 from .base import Backend, register_backend
 
 __all__ = ["CPUBackend", "CPU"]
+
+
+@register_pass(mutates_CFG=True, analysis_only=False)
+class _RewritesWithoutArrayExprs(typed_passes.NopythonRewrites):
+    """Numba's post-typing rewrites except the fusion of array expressions.
+
+    The fusion compiles every fused expression as a function of its own (a whole Numba pipeline per
+    expression, never shared): in generated code, where each statement is one operation, it fuses little
+    and costs about 20 ms per array operation of the program cold (55 in bundle adjustment's adjoint).
+    Unfused, each operation is lowered as NumPy's ufunc loop, in place (bundle adjustment's gradient: the
+    same run time; the LSTM's, whose 64-wide adjoint expressions it did join, about 3% slower). The registry is Numba's one list; it is narrowed only while this pass runs, under Numba's
+    compiler lock, which every compilation holds."""
+    _name = "funcgrad_nopython_rewrites"
+
+    def run_pass(self, state):
+        everything = _rewrites.rewrite_registry.rewrites
+        kept = [r for r in everything["after-inference"] if r is not RewriteArrayExprs]
+        saved, everything["after-inference"] = everything["after-inference"], kept
+        try:
+            return super().run_pass(state)
+        finally:
+            everything["after-inference"] = saved
+
+
+def _module_optimized_library(state):
+    """The code library Numba's lowering would make for the function being compiled, made here, that skips
+    LLVM's function-level pass over the function's own IR before linking.
+
+    Numba optimizes each lowered function at -O3 alone, links it with the kernels it calls and optimizes the
+    linked module at -O3 again; for a generated function (hundreds of statements) the first run cost as
+    much as the second and left little the second does not do (bundle adjustment's gradient: the same run
+    time; the LSTM's about 2% slower). Kernels' libraries keep both."""
+    library = state.targetctx.codegen().create_library(state.func_id.func_qualname)
+    library.enable_object_caching()
+    if hasattr(library, "_optimize_functions") and hasattr(library._codegen, "_data_layout"):
+        def _optimize_functions(ll_module):
+            ll_module.data_layout = library._codegen._data_layout
+        library._optimize_functions = _optimize_functions
+    return library
+
+
+class _GeneratedCompiler(compiler.Compiler):
+    """Numba's pipelines for funcgrad's generated functions, the nopython one without array-expression fusion
+    (kernels keep Numba's default; object-mode blocks lifted out of a generated function, which Numba compiles
+    with its caller's pipeline class, keep Numba's object-mode pipeline)."""
+
+    def define_pipelines(self):
+        pms = super().define_pipelines()
+        if not self.state.flags.force_pyobject and self.state.library is None:
+            self.state.library = _module_optimized_library(self.state)
+        for pm in pms:
+            swapped = False
+            for i, (cls, _) in enumerate(pm.passes):
+                if cls is typed_passes.NopythonRewrites:
+                    pm.passes[i] = (_RewritesWithoutArrayExprs, "nopython rewrites, no array expressions")
+                    swapped = True
+            if swapped:
+                pm.finalize()
+        return pms
 
 
 class CPUBackend(Backend):
@@ -31,7 +94,7 @@ class CPUBackend(Backend):
         return self._python
 
     def compile_whole(self, fn, cache=True):
-        return numba.njit(cache=cache)(fn)
+        return numba.njit(cache=cache, pipeline_class=_GeneratedCompiler)(fn)
 
     def fingerprint(self):
         if self._fingerprint is None:

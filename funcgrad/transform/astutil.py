@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ast
 
-__all__ = ["definitely_bound", "drop_statements", "kernel"]
+__all__ = ["definitely_bound", "drop_statements", "fold_int_constants", "kernel"]
 
 
 def kernel(name):
@@ -34,3 +34,38 @@ def definitely_bound(stmts, acc):
         elif isinstance(s, ast.If):
             acc |= definitely_bound(s.body, acc) & definitely_bound(s.orelse, acc)
     return acc
+
+
+def _int(e):
+    return isinstance(e, ast.Constant) and type(e.value) in (int, bool)
+
+
+_FOLD = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b}
+
+
+class _Folder(ast.NodeTransformer):
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        fold = _FOLD.get(type(node.op))
+        if fold is not None and _int(node.left) and _int(node.right):
+            return ast.copy_location(ast.Constant(int(fold(node.left.value, node.right.value))), node)
+        for side in ("left", "right"):   # an operand ``e ** 1`` is ``e`` (the result is a new value either way)
+            child = getattr(node, side)
+            if isinstance(child, ast.BinOp) and isinstance(child.op, ast.Pow) and _int(child.right) and \
+                    child.right.value == 1 and type(child.right.value) is int:
+                setattr(node, side, child.left)
+        return node
+
+    def visit_Compare(self, node):
+        self.generic_visit(node)
+        if len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)) and _int(node.left) and \
+                _int(node.comparators[0]):
+            same = node.left.value == node.comparators[0].value
+            return ast.copy_location(ast.Constant(same if isinstance(node.ops[0], ast.Eq) else not same), node)
+        return node
+
+
+def fold_int_constants(e):
+    """A filled template expression with integer arithmetic on literals computed (``2 - 1 + (2 == 0)``: ``1``)
+    and an operand ``e ** 1`` written ``e``: power's VJP at ``x ** 2`` reads ``d * 2 * x``."""
+    return _Folder().visit(e)

@@ -22,6 +22,7 @@ import tempfile
 
 import numpy as np
 from . import annotations as A
+from .parse import GENERATED_PREFIX
 
 _BIN = {"+": ast.Add, "-": ast.Sub, "*": ast.Mult, "/": ast.Div, "**": ast.Pow, "@": ast.MatMult}
 
@@ -135,6 +136,40 @@ class _AsKernels(ast.NodeTransformer):
         return node
 
 
+def _int_index(idx, ranks):
+    """An index that is one integer: a name of rank 0 or an int literal."""
+    if isinstance(idx, ast.Name):
+        return ranks.get(idx.id) == 0
+    return isinstance(idx, ast.Constant) and isinstance(idx.value, int) and not isinstance(idx.value, bool)
+
+
+def rows_as_kernel(stmts, ranks):
+    """``x[i] = v`` with ``x`` a matrix (``ranks``: the primal names' ndims) and ``v`` a name, written
+    ``x = K.index_put(x, i, v)``: the CPU kernel replaces the row element by element, where Numba's item
+    assignment compiles its shape-mismatch message (its string machinery, a second or more cold) into every
+    function that writes a row. Returns new statement lists; the nodes given are left as they are. Code read
+    back (second order) sees the write again (:func:`funcgrad.transform.parse.parse`)."""
+    out = []
+    for s in stmts:
+        if isinstance(s, (ast.For, ast.While, ast.If)):
+            s = copy.copy(s)
+            s.body = rows_as_kernel(s.body, ranks)
+            s.orelse = rows_as_kernel(s.orelse, ranks)
+        elif isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Subscript) and \
+                isinstance(s.targets[0].value, ast.Name) and (ranks.get(s.targets[0].value.id) or 0) >= 2 and \
+                _int_index(s.targets[0].slice, ranks) and isinstance(s.value, ast.Name):
+            x = s.targets[0].value.id
+            new = ast.Assign(targets=[ast.Name(x, ast.Store())],
+                             value=_k("index_put", ast.Name(x, ast.Load()), s.targets[0].slice, s.value))
+            new = ast.copy_location(new, s)
+            for ann in (A.FILE, A.COMMENT, A.SRC):
+                if A.has(s, ann):
+                    A.put(new, ann, A.get(s, ann))
+            s = new
+        out.append(s)
+    return out
+
+
 def _clone(x):
     """A copy of the AST ``x`` for printing: every node and list is new, annotation values (a primitive, a
     comment) are shared. (``copy.deepcopy`` also copied each annotation's objects: a third of a warm first
@@ -237,7 +272,7 @@ def write_module(stem: str, source: str):
     """Write ``source`` to ``<cache>/<stem>_<hash>.py`` (atomically, once) and import it."""
     h = hashlib.sha256(source.encode()).hexdigest()[:16]
     safe = "".join(c if c.isalnum() or c == "_" else "_" for c in stem)[:60]
-    modname = f"funcgrad_generated_{safe}_{h}"
+    modname = f"{GENERATED_PREFIX}{safe}_{h}"
     if modname in sys.modules:
         return sys.modules[modname]
     path = os.path.join(cache_dir(), f"{modname}.py")

@@ -34,7 +34,7 @@ from ..ops.registry import lookup, by_name
 from .activity import Activity
 from .anf import inherit_origin
 from .infer import infer_ranks
-from .astutil import kernel as _K
+from .astutil import fold_int_constants, kernel as _K
 from .realness import expr_maybe_complex, maybe_complex
 from .naming import RESERVED, Namer, names_in
 
@@ -358,7 +358,7 @@ class Forward(Activity):
                     return node
                 raise TransformError(f"JVP line of {prim.name}: call of {ast.unparse(f)} is not a primitive")
 
-        return T().visit(e)
+        return fold_int_constants(T().visit(e))
 
 
 def _zero_node(like):

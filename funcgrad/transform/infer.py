@@ -17,6 +17,7 @@ _REDUCTIONS = {"sum", "mean", "max", "min", "prod", "var", "std", "ptp", "nansum
 
 
 _FILLED = frozenset(["ones", "zeros", "empty", "full"])
+_LIKE = frozenset(["empty_like", "zeros_like", "ones_like", "full_like"])
 _SCALAR_TYPES = frozenset(["float64", "float32", "int64", "int32", "intp", "bool_", "complex128"])
 
 
@@ -60,6 +61,8 @@ def infer_ranks(stmts, ranks):
                             return len(a0.elts)
                         return 1 if rk(a0) == 0 else None
                     if f in _SCALAR_TYPES and len(e.args) == 1:   # np.float64(a) keeps an array an array
+                        return rk(a0)
+                    if f in _LIKE and not any(k.arg == "shape" for k in e.keywords):   # np.empty_like(a)
                         return rk(a0)
                 return None
             args = [rk(a) for a in e.args]

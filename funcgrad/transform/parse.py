@@ -93,7 +93,33 @@ def _parse_code(fn, code):
             n.col_offset += indent
     fdef.decorator_list = []
     _generators_as_lists(fdef)
+    if (getattr(fn, "__module__", None) or "").startswith(GENERATED_PREFIX):
+        _kernel_writes_as_syntax(fdef)
     return fdef, filename
+
+
+GENERATED_PREFIX = "funcgrad_generated_"   # the module names of generated code (transform/emit.py)
+
+
+def _kernel_writes_as_syntax(fdef):
+    """Generated code read back: ``x = K.index_put(x, i, v)`` (a write the CPU spells as a kernel call, see
+    transform/emit.py: rows_as_kernel) is the in-place write ``x[i] = v`` it performs, so the passes see the
+    write itself (other names holding ``x`` see it too)."""
+    for node in ast.walk(fdef):
+        for field in ("body", "orelse"):
+            stmts = getattr(node, field, None)
+            if not isinstance(stmts, list):
+                continue
+            for k, st in enumerate(stmts):
+                if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) and \
+                        isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Attribute) and \
+                        st.value.func.attr == "index_put" and isinstance(st.value.func.value, ast.Name) and \
+                        st.value.func.value.id == "K" and len(st.value.args) == 3 and not st.value.keywords and \
+                        isinstance(st.value.args[0], ast.Name) and st.value.args[0].id == st.targets[0].id:
+                    x, idx, v = st.value.args
+                    stmts[k] = ast.copy_location(ast.Assign(
+                        targets=[ast.Subscript(value=ast.Name(x.id, ast.Load()), slice=idx, ctx=ast.Store())],
+                        value=v), st)
 
 
 _YIELDED = "_yielded_items"

@@ -21,7 +21,7 @@ from .aliases import check_aliases
 from .anf import anf
 from .forward import forward
 from .infer import infer_ranks
-from .emit import externals_fingerprint, module_source, render_block, write_module
+from .emit import externals_fingerprint, module_source, render_block, rows_as_kernel, write_module
 from .normalize import normalize
 from .parse import parse
 from .activity import display_name
@@ -200,13 +200,14 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
     def src_lookup(stmt):
         return (parsed.filename, getattr(stmt, "lineno", None))
 
+    ranks = infer_ranks(list(a.body), dict(low.ranks or {}))
     if kind != "vjp":   # x += v into an array another name holds: NumPy writes in place, the code rebinds x
-        check_aliases(a, [o.id for o in atoms if isinstance(o, ast.Name)],
-                      infer_ranks(list(a.body), dict(low.ranks or {})), basic_index,
+        check_aliases(a, [o.id for o in atoms if isinstance(o, ast.Name)], ranks, basic_index,
                       lambda st: parsed.filename, subscripts=False, origins=low.origins)
     cotangents = frozenset()
+    rows = (lambda body: rows_as_kernel(body, ranks)) if backend.operators_as_syntax else (lambda body: body)
     if kind == "primal":
-        body = list(a.body) + [ast.Return(value=_returns(atoms))]
+        body = rows(list(a.body)) + [ast.Return(value=_returns(atoms))]
         src = module_source(header, [(name, params, body)], None, line_map,
                             operators=backend.operators_as_syntax)
         fname = name
@@ -215,8 +216,8 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         ret = ast.Return(value=ast.Tuple(elts=[_returns(atoms), ast.Tuple(elts=fw.tangents, ctx=ast.Load())],
                                          ctx=ast.Load()))
         fname = f"{name}_jvp"
-        primal_body = list(a.body) + [ast.Return(value=_returns(atoms))]
-        body = fw.body + [ret]
+        primal_body = rows(list(a.body)) + [ast.Return(value=_returns(atoms))]
+        body = rows(fw.body) + [ret]
         src = module_source(header, [(fname, params + fw.params, body), (name, params, primal_body)],
                             None, line_map, operators=backend.operators_as_syntax)
     else:
@@ -228,9 +229,9 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         cotangents = adj.cotangents
         ret = ast.Return(value=ast.Tuple(elts=[_returns(adj.outputs), ast.Tuple(elts=adj.grads, ctx=ast.Load())],
                                          ctx=ast.Load()))
-        body = adj.primal + adj.adjoint + [ret]
+        body = rows(adj.primal + adj.adjoint) + [ret]
         fname = f"{name}_vjp"
-        primal_body = list(a.body) + [ast.Return(value=_returns(atoms))]
+        primal_body = rows(list(a.body)) + [ast.Return(value=_returns(atoms))]
         src = module_source(header, [(fname, params + g_params, body), (name, params, primal_body)], None, line_map,
                             operators=backend.operators_as_syntax)
     _debug("emit", src)

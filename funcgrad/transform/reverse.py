@@ -42,7 +42,7 @@ from ..ops.registry import Primitive, by_name, lookup
 from .activity import Activity
 from .aliases import check_aliases
 from .anf import inherit_origin
-from .astutil import definitely_bound, drop_statements, kernel as _K
+from .astutil import definitely_bound, drop_statements, fold_int_constants, kernel as _K
 from .deadcode import _drop_unused_new
 from .emit import render_stmt
 from .infer import infer_kinds, infer_ranks
@@ -402,7 +402,7 @@ class Reverse(Activity):
                     return node
                 raise TransformError(f"VJP template of {prim.name}: call of {ast.unparse(f)} is not a primitive")
 
-        return T().visit(e)
+        return fold_int_constants(T().visit(e))
 
 
 _BINOPS = {"+": ast.Add, "-": ast.Sub, "*": ast.Mult, "/": ast.Div, "**": ast.Pow, "@": ast.MatMult}

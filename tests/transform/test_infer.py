@@ -17,3 +17,16 @@ def test_scalar_loop_values_are_float64():
     a, low, _ = anf_of(P.looped, 1.0, 0.1, 3)
     kinds = infer_kinds(a.body, dict(low.kinds))
     assert kinds["x"] == "f8" and kinds["a"] == "f8"
+
+
+def _rows(state):
+    s = np.empty_like(state)
+    o = np.ones_like(state)
+    z = np.empty_like(state, shape=(4,))
+    return s, o, z
+
+
+def test_empty_like_has_its_arguments_rank_unless_given_a_shape():
+    a, low, _ = anf_of(_rows, np.ones((2, 3)))
+    ranks = infer_ranks(a.body, dict(low.ranks))
+    assert ranks["s"] == 2 and ranks["o"] == 2 and ranks["z"] is None
