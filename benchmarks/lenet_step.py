@@ -4,7 +4,8 @@ float32, batch 64, 1x28x28 -> conv 6@5x5 -> relu -> maxpool 2 -> conv 16@5x5 -> 
 -> maxpool 2 -> dense 120 -> relu -> dense 84 -> relu -> dense 10 -> cross-entropy;
 one step = forward + backward + SGD update (in place for every framework).
 
-Timed (median of --steps after --warmup):
+Timed in alternating blocks (--steps steps of each contestant in turn, --rounds rounds; the minimum of
+the block medians, benchmarks/_timing.py):
 
 * funcgrad: ``funcgrad.grad`` of the loss written in plain NumPy with funcgrad.nn
   (the real thing), then the SGD update;
@@ -43,6 +44,9 @@ import numpy as np  # noqa: E402
 import funcgrad  # noqa: E402
 import funcgrad.nn as nn  # noqa: E402
 from funcgrad.kernels import cpu_nn as K  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _timing import alternating_blocks  # noqa: E402
 
 BATCH = 64
 LR = 0.01
@@ -181,29 +185,27 @@ def make_jax_step(params):
     return step, jax.__version__
 
 
-def interleaved_medians(steps_by_name, batches, warmup, steps):
-    """Median ms per step of each contestant, timed round-robin (one step of each in turn),
-    so load from other processes hits every contestant alike."""
-    names = list(steps_by_name)
-    for i in range(warmup):
-        for n in names:
-            fn, params = steps_by_name[n]
-            fn(params, *batches[i % len(batches)])
-    ts = {n: [] for n in names}
-    for i in range(steps):
-        x, y = batches[i % len(batches)]
-        for n in names[i % len(names):] + names[:i % len(names)]:
-            fn, params = steps_by_name[n]
-            t = time.perf_counter()
+def block_medians(steps_by_name, batches, warmup, steps, rounds):
+    """Milliseconds per step of each contestant in alternating blocks (benchmarks/_timing.py): ``steps`` steps
+    of one, then of the next, for ``rounds`` rounds; the minimum over rounds of each block's median. (One step
+    of each in turn would let one framework's spinning threads slow the next.)"""
+    calls = {}
+    for n, (fn, params) in steps_by_name.items():
+        it = {"i": 0}
+
+        def call(fn=fn, params=params, it=it):
+            x, y = batches[it["i"] % len(batches)]
+            it["i"] += 1
             fn(params, x, y)
-            ts[n].append(time.perf_counter() - t)
-    return {n: 1e3 * float(np.median(v)) for n, v in ts.items()}
+        calls[n] = call
+    return {n: 1e3 * v for n, v in alternating_blocks(calls, steps, rounds, warmup).items()}
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of alternating blocks of --steps steps")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                     help="torch intra-op threads (numba uses NUMBA_NUM_THREADS)")
     args = ap.parse_args(argv)
@@ -260,12 +262,13 @@ def main(argv=None):
         versions.append(f"jax {jv}")
     except ImportError:
         pass
-    results = interleaved_medians(contestants, batches, args.warmup, args.steps)
+    results = block_medians(contestants, batches, args.warmup, args.steps, args.rounds)
 
     if versions:
         print("peers: " + ", ".join(versions))
     ref_key = next((k for k in results if k.startswith("torch")), None)
-    print(f"\nLeNet step, float32, batch {BATCH}: median of {args.steps} steps, contestants interleaved")
+    print(f"\nLeNet step, float32, batch {BATCH}: alternating blocks of {args.steps} steps, {args.rounds} rounds, "
+          "minimum of block medians")
     for k, v in results.items():
         ratio = f"  {v / results[ref_key]:.2f}x torch" if ref_key else ""
         print(f"  {k:<22s} {v:8.2f} ms{ratio}")
