@@ -20,9 +20,14 @@ It also sets OPENBLAS_NUM_THREADS=1 unless you set it: funcgrad's conv and pool 
 split the batch over their own threads, so NumPy's BLAS (used by funcgrad for the dense
 layers only) runs on one thread, as the examples run it; OpenBLAS threads spinning after
 each call would otherwise steal the cores from whichever contestant runs next. This only
-slows funcgrad's dense layers; torch and JAX keep their own thread pools.
+slows funcgrad's dense layers; torch and JAX keep their own thread pools. For the same reason it
+sets NUMBA_THREADING_LAYER=workqueue unless you set it: Numba's default OpenMP layer leaves its
+threads spinning after each parallel kernel, and torch's OpenMP threads then fight them for the 2
+cores (measured in alternating blocks: torch 27 ms a step instead of 2.3 ms). With
+OMP_WAIT_POLICY=PASSIVE instead, funcgrad takes 2.3 ms and torch 4.1 ms (its own threads stop
+spinning too): the workqueue layer is the fairer setting for both.
 
-    .venv/bin/python benchmarks/lenet_step.py [--steps 30] [--warmup 5] [--threads N]
+    .venv/bin/python benchmarks/lenet_step.py [--steps 20] [--rounds 5] [--warmup 5] [--threads N]
 """
 from __future__ import annotations
 
@@ -32,11 +37,12 @@ import sys
 import time
 
 _BLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-if (any(v in os.environ for v in _BLAS_VARS) or "OPENBLAS_NUM_THREADS" not in os.environ) \
-        and "_LENET_REEXEC" not in os.environ:
+if (any(v in os.environ for v in _BLAS_VARS) or "OPENBLAS_NUM_THREADS" not in os.environ
+        or "NUMBA_THREADING_LAYER" not in os.environ) and "_LENET_REEXEC" not in os.environ:
     env = {k: v for k, v in os.environ.items() if k not in _BLAS_VARS}
     env["_LENET_REEXEC"] = ",".join(v for v in _BLAS_VARS if v in os.environ)
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    env.setdefault("NUMBA_THREADING_LAYER", "workqueue")
     os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
 import numpy as np  # noqa: E402
@@ -203,7 +209,7 @@ def block_medians(steps_by_name, batches, warmup, steps, rounds):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=5, help="rounds of alternating blocks of --steps steps")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
@@ -213,7 +219,8 @@ def main(argv=None):
     if os.environ.get("_LENET_REEXEC"):
         print(f"note: unset {os.environ['_LENET_REEXEC']} for this run (they slow OpenBLAS)")
     print(f"note: OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')} for NumPy's BLAS "
-          f"(funcgrad's conv/pool kernels run on their own threads)")
+          f"(funcgrad's conv/pool kernels run on their own threads), "
+          f"NUMBA_THREADING_LAYER={os.environ.get('NUMBA_THREADING_LAYER')}")
     import numba
     print(f"machine: {os.cpu_count()} cores; numba {numba.__version__} ({numba.config.NUMBA_NUM_THREADS} threads), "
           f"numpy {np.__version__}")
