@@ -21,7 +21,7 @@ import linecache
 
 import numpy as np
 
-from .errors import FuncgradError
+from .errors import FuncgradError, NoDerivativeError
 from .ops import core as _core
 from .ops.registry import alias
 
@@ -281,3 +281,27 @@ def custom_jvp(fun):
     calling ``f`` runs as Python over compiled kernels (``jit="auto"``), as with :func:`custom_vjp`.
     """
     return CustomJVPFunction(fun)
+
+
+def second_order_rule(name, jvp_fun, jvp_fwd, jvp_bwd, jvp_jvp):
+    """The JVP rule (for ``f.defjvp``) of a library function ``name`` whose derivatives are solved rather than
+    read from code (odeint, fixed_point): ``jvp_fun`` with its VJP (``jvp_fwd``, ``jvp_bwd``: reverse over
+    forward) and its own JVP ``jvp_jvp`` (forward over forward), each a second derivative; a third is refused,
+    naming ``name``, which the rules are named for (a refusal that names the function reads well)."""
+    def no_third(*_):
+        raise NoDerivativeError(
+            f"{name} gives first and second derivatives; a third derivative through it is not supported\n"
+            f"  hint: take at most two derivatives (grad of grad, hessian, jacfwd of jacfwd) of a function calling "
+            f"{name}")
+
+    def jvp_jvp_fwd(primals2, tangents2):
+        return jvp_jvp(primals2, tangents2), None
+
+    jvp_fun.__name__ = jvp_jvp.__name__ = name
+    second = custom_vjp(jvp_jvp)
+    second.defvjp(jvp_jvp_fwd, no_third)
+    second.defjvp(no_third)
+    rule = custom_vjp(jvp_fun)
+    rule.defvjp(jvp_fwd, jvp_bwd)
+    rule.defjvp(second)
+    return rule

@@ -24,9 +24,9 @@ from __future__ import annotations
 import numpy as np
 
 from .api import vjp
-from .errors import FuncgradError, NoDerivativeError
+from .errors import FuncgradError
 from .forward_mode import _wrapper as _source_function, jvp
-from .custom import custom_vjp
+from .custom import custom_vjp, second_order_rule
 from .ops.registry import define, when_imported
 from .tree import tree_flatten, tree_unflatten
 
@@ -315,25 +315,7 @@ def _odeint_jvp_jvp(primals2, tangents2):
     return (yt, yt_dot), (np.reshape(d_yt, np.shape(yt)), np.reshape(d_yt_dot, np.shape(yt)))
 
 
-def _no_third_derivative(*_):
-    raise NoDerivativeError(
-        "odeint gives first and second derivatives; a third derivative through it is not supported\n"
-        "  hint: take at most two derivatives (grad of grad, hessian, jacfwd of jacfwd) of a function calling "
-        "odeint")
-
-
-def _odeint_jvp_jvp_fwd(primals2, tangents2):
-    return _odeint_jvp_jvp(primals2, tangents2), None
-
-
-# the rules are named for what users call (odeint), so that a refusal that names the function reads well
-_odeint_jvp_fun.__name__ = _odeint_jvp_jvp.__name__ = "odeint"
-_odeint_jvp_jvp_rule = custom_vjp(_odeint_jvp_jvp)     # a derivative of it (a third one) is refused
-_odeint_jvp_jvp_rule.defvjp(_odeint_jvp_jvp_fwd, _no_third_derivative)
-_odeint_jvp_jvp_rule.defjvp(_no_third_derivative)
-_odeint_jvp = custom_vjp(_odeint_jvp_fun)
-_odeint_jvp.defvjp(_odeint_jvp_fwd, _odeint_jvp_bwd)
-_odeint_jvp.defjvp(_odeint_jvp_jvp_rule)
+_odeint_jvp = second_order_rule("odeint", _odeint_jvp_fun, _odeint_jvp_fwd, _odeint_jvp_bwd, _odeint_jvp_jvp)
 
 
 _odeint = custom_vjp(_odeint_fun)

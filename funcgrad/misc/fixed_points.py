@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..api import vjp
-from ..custom import custom_vjp
+from ..custom import custom_vjp, second_order_rule
 from ..errors import NoDerivativeError
 from ..forward_mode import _wrapper as _source_function, jvp
 from ..tree import tree_flatten, tree_map, tree_unflatten
@@ -177,22 +177,6 @@ def _fixed_point_jvp_jvp(primals2, tangents2):
     return (x_star, t), (dx, dt)
 
 
-def _no_third_derivative(*_):
-    raise NoDerivativeError(
-        "fixed_point gives first and second derivatives; a third derivative through it is not supported\n"
-        "  hint: take at most two derivatives (grad of grad, hessian) of a function calling fixed_point")
-
-
-def _jvp_jvp_fwd(primals2, tangents2):
-    return _fixed_point_jvp_jvp(primals2, tangents2), None
-
-
-# the rules are named for what users call (fixed_point), so that a refusal that names the function reads well
-_fixed_point_jvp_fun.__name__ = _fixed_point_jvp_jvp.__name__ = "fixed_point"
-_fixed_point_jvp_jvp_rule = custom_vjp(_fixed_point_jvp_jvp)     # a derivative of it (a third one) is refused
-_fixed_point_jvp_jvp_rule.defvjp(_jvp_jvp_fwd, _no_third_derivative)
-_fixed_point_jvp_jvp_rule.defjvp(_no_third_derivative)
-_fixed_point_jvp = custom_vjp(_fixed_point_jvp_fun)
-_fixed_point_jvp.defvjp(_jvp_parts, _fixed_point_jvp_bwd)
-_fixed_point_jvp.defjvp(_fixed_point_jvp_jvp_rule)
+_fixed_point_jvp = second_order_rule("fixed_point", _fixed_point_jvp_fun, _jvp_parts, _fixed_point_jvp_bwd,
+                                     _fixed_point_jvp_jvp)
 fixed_point.defjvp(_fixed_point_jvp)
