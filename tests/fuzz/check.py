@@ -42,6 +42,7 @@ MODES = ("auto", "python", "njit", "nojit")
 RTOL, ATOL = 1e-4, 1e-6
 EPS1, EPS2 = 1e-6, 1e-5
 VALUE_RTOL = 1e-9
+FLOAT32 = os.environ.get("FUZZ_FLOAT32") == "1"   # also compare njit with python on float32 arrays
 
 _FUNCGRAD_DIR = os.path.dirname(os.path.abspath(funcgrad.__file__))
 
@@ -405,7 +406,47 @@ def check_program(src, args, argnums, modes=MODES, use_autograd=True, timeout=12
         st, kind, msg = per_mode[first_refused]
         modes_ref = [m for m, v in per_mode.items() if v[0] == REFUSED]
         return Outcome(REFUSED, ",".join(modes_ref), kind, msg, "", per_mode)
+    if FLOAT32 and per_mode.get("python", (None,))[0] == RIGHT and per_mode.get("njit", (None,))[0] == RIGHT:
+        bad = _float32_mismatch(fn, args, argnums, scale, path, timeout)
+        if bad:
+            per_mode["njit"] = (FAILURE, "float32", bad)
+            return Outcome(FAILURE, "njit", "float32", bad.partition("\n")[0], bad.partition("\n")[2], per_mode)
     return Outcome(RIGHT, per_mode=per_mode)
+
+
+def _float32_mismatch(fn, args, argnums, scale, path, timeout):
+    """With the float64 arrays given as float32 (FUZZ_FLOAT32=1): a description of how njit's value or gradient
+    differs from the Python mode's (dtype, or beyond float32's precision), or it refuses a program whose value
+    NumPy computes in float32, or None. A program the Python mode cannot run in float32, or that njit refuses
+    where NumPy's value is float64 (NumPy changed a dtype, which a compiled loop cannot), is not judged."""
+    a32 = tuple(a.astype(np.float32) if isinstance(a, np.ndarray) and a.dtype == np.float64 else a for a in args)
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings(), _time_limit(timeout):
+            warnings.simplefilter("ignore")
+            ref_v, ref_g = _run_mode(fn, a32, argnums, "python")
+    except Exception:
+        return None
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings(), _time_limit(timeout):
+            warnings.simplefilter("ignore")
+            v, g = _run_mode(fn, a32, argnums, "njit")
+    except Exception as e:
+        st, kind, msg = _classify_exception(e, path)
+        if st == FAILURE or np.asarray(ref_v).dtype == np.float32:
+            # refused although NumPy kept float32 throughout (its value is float32): a weak number turned float64
+            return f"njit in float32 raised {kind}: {msg}"
+        return None
+    ref_g = list(ref_g) if isinstance(ref_g, tuple) else [ref_g]
+    g = list(g) if isinstance(g, tuple) else [g]
+    if not np.isclose(float(v), float(ref_v), rtol=1e-3, atol=1e-4 * scale):
+        return f"float32 value {v!r}, the Python mode gives {ref_v!r}"
+    for j, (x, w) in enumerate(zip(g, ref_g)):
+        if np.asarray(x).dtype != np.asarray(w).dtype:
+            return f"float32 gradient of argument {argnums[j]} is {np.asarray(x).dtype}, the Python mode's is " \
+                   f"{np.asarray(w).dtype}"
+        if not np.allclose(np.asarray(x, float), np.asarray(w, float), rtol=1e-3, atol=1e-4 * scale):
+            return f"float32 gradient of argument {argnums[j]}: {np.asarray(x)!r}\n  the Python mode: {np.asarray(w)!r}"
+    return None
 
 
 def _grad_details(fn, args, argnums, mode, fd1, ag):
