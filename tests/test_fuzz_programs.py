@@ -12,7 +12,9 @@ The budget is fixed and derandomized (the same programs every run):
 ``FUZZ_CI_EXAMPLES`` (default 12) programs; ``FUZZ_CI_FEATURES`` /
 ``FUZZ_CI_WITHOUT`` (comma lists) choose the constructs; shrinking a failure stops
 taking new programs ``FUZZ_CI_SHRINK_SECONDS`` (default 180) after the first one
-(``FUZZ_CI_NO_SHRINK=1`` skips it). ``make fuzz`` is the
+(``FUZZ_CI_NO_SHRINK=1`` skips it). Each program that is right in float64 is also given float32
+arrays, its compiled value and gradient compared with the Python mode's (``FUZZ_FLOAT32`` of the long run;
+``FUZZ_CI_FLOAT32=0`` leaves it out). ``make fuzz`` is the
 long run (``tests/fuzz/run.py``).
 """
 import os
@@ -24,8 +26,12 @@ import pytest
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 
+import tests.fuzz.check as _check  # noqa: E402
 from tests.fuzz.check import FAILURE, INVALID, check  # noqa: E402
 from tests.fuzz.gen import ALL_FEATURES, Config, programs  # noqa: E402
+
+# each program right in float64 is also run on float32 arrays, compiled against Python (FUZZ_CI_FLOAT32=0: not)
+_check.FLOAT32 = os.environ.get("FUZZ_CI_FLOAT32", "1") == "1"
 
 # The constructs the CI run draws from: all of them. To leave one out while it is
 # being fixed, set FUZZ_CI_WITHOUT (the long run takes --without).
