@@ -27,7 +27,7 @@ from ..values import Dyn, Splat, Static, Struct, leaves as _leaves, map_struct a
 from ...tree import tree_flatten, tree_map, tree_unflatten
 from ..specs import leaf_spec
 from .lowerings import lower_call, lowering_for
-from .lists import has_runtime_list
+from .lists import RListPop, has_runtime_list
 from .common import (_DictView, _is_metadata, lookup_getitem, _Partial, _NJIT_BUILTINS, _STATIC_BUILTINS, _is_static_tree, _is_user_code, LocalFunction, Scope, _BUILTIN_MAP, _BoundMethod, _Iter, _METHODS, _Range,
                      _default_value, _np_attr, _static_value, tag_file, shown_as)
 
@@ -267,6 +267,8 @@ class Calls:
             return self.inline(fval.node, fval.parsed, fval.scope, args, kwargs, out, node)
         if isinstance(fval, _DictView):
             return self.dict_method(fval, args, kwargs, scope, out, node)
+        if isinstance(fval, RListPop):
+            return self.runtime_pop(fval.rl, args, kwargs, scope, out, node)
         if isinstance(fval, _Partial):
             return self.call_value(fval.fn, list(fval.args) + list(args), {**fval.kwargs, **kwargs}, scope, out, node)
         if isinstance(fval, Static) and fval.obj is functools.partial and args:  # partial(f, x) made here
@@ -452,6 +454,8 @@ class Calls:
                 return Static(len(a.values()))
             if isinstance(a, Static):
                 return Static(len(a.obj))
+            if isinstance(a, _Range):
+                return self.range_length(a, scope, out, node)
             return Dyn(ast.Subscript(value=ast.Attribute(value=self.as_expr(a, scope, node), attr="shape",
                                                          ctx=ast.Load()), slice=ast.Constant(0), ctx=ast.Load()))
         if fn in (float, int, bool):
@@ -514,6 +518,26 @@ class Calls:
                                  "supported", "create it outside and pass it in, or use a tuple, dict or NamedTuple",
                         cls=UnsupportedSyntaxError)
         raise error(P, node, f"'{public_name(fn)}' is not callable", None, cls=UnsupportedSyntaxError)
+
+    def range_length(self, rng, scope, out, node):
+        """``len(range(...))`` of bounds known when the function runs: ``max(stop - start, 0)``, or with a
+        constant step ``s``, ``max((stop - start + s - 1) // s, 0)`` (``s < 0`` mirrored). Generated loop code
+        sizes its tapes this way, so this is what lets a gradient with loops be read back and differentiated."""
+        vals = [Static(e.value) if isinstance(e, ast.Constant) else Dyn(e) for e in rng.args]
+        if all(isinstance(v, Static) for v in vals):
+            return Static(len(range(*[v.obj for v in vals])))
+        start, stop = (Static(0), vals[0]) if len(vals) == 1 else (vals[0], vals[1])
+        step = vals[2] if len(vals) == 3 else Static(1)
+        if not isinstance(step, Static) or not isinstance(step.obj, (int, np.integer)) or step.obj == 0:
+            raise error(scope.parsed, node, "len() of a range whose step is computed when the function runs is not "
+                                            "supported", "use a constant step", cls=UnsupportedSyntaxError)
+        s = int(step.obj)
+        hi, lo = (stop, start) if s > 0 else (start, stop)
+        span = self.binop(ast.Sub(), hi, lo, scope, out, node) if not (isinstance(lo, Static) and lo.obj == 0) else hi
+        if abs(s) != 1:
+            span = self.binop(ast.FloorDiv(), self.binop(ast.Add(), span, Static(abs(s) - 1), scope, out, node),
+                              Static(abs(s)), scope, out, node)
+        return self.call_object(max, [span, Static(0)], {}, scope, out, node)
 
     def array_of(self, a, scope, out, node):
         """``np.array([...])`` of a (nested) list whose entries are computed: a stack of stacks."""
