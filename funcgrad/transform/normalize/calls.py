@@ -7,6 +7,7 @@ import functools
 import inspect
 import linecache
 import operator
+import re
 import types
 import warnings
 
@@ -183,6 +184,24 @@ def _is_int_spec(sp):
 def _is_shape(e):
     return isinstance(e, ast.Attribute) and e.attr == "shape" or (
         isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Slice) and _is_shape(e.value))
+
+
+def _list_grown_at_run_time(built):
+    """``(the user's file:line, "'name' ")`` of an append to a list grown at run time in the code ``built`` (its
+    rows promoted with ``list_promote`` before each append), or ``()``."""
+    try:
+        tree = ast.parse(built.source)
+    except (SyntaxError, TypeError, ValueError):
+        return ()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute) \
+                and n.value.func.attr == "list_promote" and isinstance(n.targets[0], ast.Name):
+            fl = (built.line_map or {}).get(n.lineno)
+            where = f"{fl[0]}:{fl[1]}" if fl else "a line of the function"
+            grown = re.search(r"(\w+)\s*\.\s*(?:append|extend)\b|(\w+)\s*\+=", linecache.getline(*fl) if fl else "")
+            name = (grown.group(1) or grown.group(2)) if grown else ""
+            return where, (f"'{name}' " if name.isidentifier() else "")
+    return ()
 
 
 class Calls:
@@ -736,6 +755,7 @@ class Calls:
                     call.append(v)
         call += [Static(c) for c in cap]
         call += [Static(1.0)] + [Static(0.0)] * (len(built.out_atoms) - 1)
+        self.refuse_ragged_tapes(built, scope, node)
         try:
             res = self.inline_function(built.py_fn, call, {}, out, node, scope)
         except FuncgradError as e:   # a refusal inside the generated code: reported at the user's call of it
@@ -757,6 +777,21 @@ class Calls:
             k += n
         g = result[0] if single else Struct("tuple", result)
         return Struct("tuple", [outs.values()[0], g]) if fn.return_value else g
+
+    def refuse_ragged_tapes(self, built, scope, node):
+        """Refuse, at the user's call, reading back reverse-mode code that tapes a list grown at run time: the list
+        is the rows of a buffer that doubles as it grows, and the tape of that buffer holds arrays of changing
+        length, which a list read back (rows of one buffer itself) cannot hold."""
+        found = built.__dict__.get("_ragged_tape")
+        if found is None:
+            found = built.__dict__["_ragged_tape"] = _list_grown_at_run_time(built)
+        if found:
+            where, name = found
+            raise error(scope.parsed, node, f"differentiating this gradient again: the list {name}appended to at "
+                                            f"{where} grows while the function runs (in a loop or a branch on "
+                                            "values), and the gradient's record of it cannot be differentiated again",
+                        "collect the values in an array instead (y = np.zeros(n) before the loop, y[i] = ... in it)",
+                        cls=UnsupportedSyntaxError)
 
     def _example_leaf(self, v):
         """A value with the spec of the value ``v`` (for building a nested transform's signature): an argument
