@@ -193,3 +193,46 @@ def test_pop_of_a_list_known_while_transforming():
     eps = 1e-6
     want = (f(0.8 + eps) - f(0.8 - eps)) / (2 * eps)
     assert funcgrad.grad(f, jit=False)(0.8) == pytest.approx(want, rel=1e-7)
+
+
+def stepped(a, n):
+    s = a
+    for i in range(1, n, 2):          # the tape is sized by len(range(1, n, 2))
+        s = np.sin(s) * a + i
+    return s
+
+
+def over_rows(x, n):
+    s = 0.0
+    for r in x:
+        s = s + np.sin(r) * s + r
+    return s * n
+
+
+def test_grad_of_a_function_calling_grad_of_a_stepped_range_and_a_loop_over_rows():
+    h = _outer(stepped, "grad")
+    assert funcgrad.grad(h, jit=False)(0.8, 6) == pytest.approx(
+        (h(0.8 + 1e-6, 6) - h(0.8 - 1e-6, 6)) / 2e-6, rel=1e-6)
+    h = lambda a, n: np.sum(np.cos(funcgrad.grad(over_rows)(a, n)))
+    np.testing.assert_allclose(funcgrad.grad(h, jit="kernels")(X, N), _fd(h, X), rtol=1e-6, atol=1e-8)
+
+
+def _checkpointed_matrix_loop(x, n):
+    W = np.outer(x, x)
+    h = x
+    for i in range(n):
+        h = np.tanh(W @ h)
+    return np.sum(h)
+
+
+def test_grad_inside_with_checkpoint_loops_is_refused_at_the_users_line():
+    def h(x, n):
+        return np.sum(funcgrad.grad(_checkpointed_matrix_loop, checkpoint_loops=True)(x, n))
+    with pytest.raises(UnsupportedSyntaxError) as e:
+        funcgrad.grad(h)(X, N)
+    first = str(e.value).splitlines()[0]
+    assert "test_nested_loops.py" in first and "checkpoint_loops" in first and "differentiated again" in first
+    # without it, the same program is differentiated again
+    def h2(x, n):
+        return np.sum(funcgrad.grad(_checkpointed_matrix_loop)(x, n))
+    np.testing.assert_allclose(funcgrad.grad(h2, jit=False)(X, N), _fd(h2, X), rtol=1e-6, atol=1e-8)

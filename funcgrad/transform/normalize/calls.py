@@ -761,6 +761,13 @@ class Calls:
         except FuncgradError as e:   # a refusal inside the generated code: reported at the user's call of it
             if getattr(e, "filename", None) == scope.parsed.filename:
                 raise
+            if getattr(fn, "checkpoint_loops", None) is not None:
+                # a loop it checkpoints: segments re-run from snapshots, its tape cut back by a while loop of
+                # pops, which is not read back
+                raise error(scope.parsed, node, "differentiating this gradient again: a gradient that checkpoints "
+                                                "its loops (checkpoint_loops) cannot be differentiated again",
+                            "take the inner gradient without checkpoint_loops (the outer transform can checkpoint)",
+                            cls=UnsupportedSyntaxError) from None
             text = str(getattr(e, "msg", None) or e)
             hint = getattr(e, "hint", None) or (text.split("\n  hint: ", 1)[1].split("\n")[0]
                                                 if "\n  hint: " in text else None)
