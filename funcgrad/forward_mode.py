@@ -761,6 +761,7 @@ class _InlinePull:
         if len(cts) != n_out:
             raise _refuse(scope, node, what, f"the cotangent has {len(cts)} leaves but the output has {n_out}",
                           "give the cotangent the output's structure")
+        nz.refuse_ragged_tapes(self.built, scope, node)
         res = nz.inline_function(self.built.py_fn, list(self.call) + cts, {}, out, node, scope)
         _, grads = res.values()
         grads = grads.values()

@@ -480,6 +480,10 @@ def broadcast_to(x, shape):
 
 @overload(broadcast_to)
 def _broadcast_to_ov(x, shape):
+    if _is_scalar_type(x) and isinstance(shape, types.BaseTuple) and len(shape) == 0:
+        # to the shape of a scalar (the cotangent of unbroadcast(g, s) for a scalar g): the scalar, not a 0-d
+        # array, which compiled arithmetic with scalars does not take (+= of a float and a 0-d array)
+        return lambda x, shape: x
     if _is_scalar_type(x):
         return lambda x, shape: np.full(shape, x)
     return lambda x, shape: np.ascontiguousarray(np.broadcast_to(x, shape))
@@ -1383,6 +1387,9 @@ def written(dx, idx):
 
 @overload(written)
 def _written_ov(dx, idx):
+    parts = idx.types if isinstance(idx, types.BaseTuple) else (idx,)
+    if isinstance(dx, types.Array) and len(parts) == dx.ndim and all(isinstance(p, types.Integer) for p in parts):
+        return lambda dx, idx: dx[idx]   # one element: a scalar (which has no .copy())
     if _basic_index_type(idx):
         return lambda dx, idx: dx[idx].copy()
 

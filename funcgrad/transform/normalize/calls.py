@@ -7,6 +7,7 @@ import functools
 import inspect
 import linecache
 import operator
+import re
 import types
 import warnings
 
@@ -27,7 +28,7 @@ from ..values import Dyn, Splat, Static, Struct, leaves as _leaves, map_struct a
 from ...tree import tree_flatten, tree_map, tree_unflatten
 from ..specs import leaf_spec
 from .lowerings import lower_call, lowering_for
-from .lists import has_runtime_list
+from .lists import RListPop, has_runtime_list
 from .common import (_DictView, _is_metadata, lookup_getitem, _Partial, _NJIT_BUILTINS, _STATIC_BUILTINS, _is_static_tree, _is_user_code, LocalFunction, Scope, _BUILTIN_MAP, _BoundMethod, _Iter, _METHODS, _Range,
                      _default_value, _np_attr, _static_value, tag_file, shown_as)
 
@@ -185,6 +186,24 @@ def _is_shape(e):
         isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Slice) and _is_shape(e.value))
 
 
+def _list_grown_at_run_time(built):
+    """``(the user's file:line, "'name' ")`` of an append to a list grown at run time in the code ``built`` (its
+    rows promoted with ``list_promote`` before each append), or ``()``."""
+    try:
+        tree = ast.parse(built.source)
+    except (SyntaxError, TypeError, ValueError):
+        return ()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute) \
+                and n.value.func.attr == "list_promote" and isinstance(n.targets[0], ast.Name):
+            fl = (built.line_map or {}).get(n.lineno)
+            where = f"{fl[0]}:{fl[1]}" if fl else "a line of the function"
+            grown = re.search(r"(\w+)\s*\.\s*(?:append|extend)\b|(\w+)\s*\+=", linecache.getline(*fl) if fl else "")
+            name = (grown.group(1) or grown.group(2)) if grown else ""
+            return where, (f"'{name}' " if name.isidentifier() else "")
+    return ()
+
+
 class Calls:
     # ------------------------------------------------------------ calls
     def call(self, node, scope, out):
@@ -267,6 +286,8 @@ class Calls:
             return self.inline(fval.node, fval.parsed, fval.scope, args, kwargs, out, node)
         if isinstance(fval, _DictView):
             return self.dict_method(fval, args, kwargs, scope, out, node)
+        if isinstance(fval, RListPop):
+            return self.runtime_pop(fval.rl, args, kwargs, scope, out, node)
         if isinstance(fval, _Partial):
             return self.call_value(fval.fn, list(fval.args) + list(args), {**fval.kwargs, **kwargs}, scope, out, node)
         if isinstance(fval, Static) and fval.obj is functools.partial and args:  # partial(f, x) made here
@@ -452,6 +473,8 @@ class Calls:
                 return Static(len(a.values()))
             if isinstance(a, Static):
                 return Static(len(a.obj))
+            if isinstance(a, _Range):
+                return self.range_length(a, scope, out, node)
             return Dyn(ast.Subscript(value=ast.Attribute(value=self.as_expr(a, scope, node), attr="shape",
                                                          ctx=ast.Load()), slice=ast.Constant(0), ctx=ast.Load()))
         if fn in (float, int, bool):
@@ -514,6 +537,26 @@ class Calls:
                                  "supported", "create it outside and pass it in, or use a tuple, dict or NamedTuple",
                         cls=UnsupportedSyntaxError)
         raise error(P, node, f"'{public_name(fn)}' is not callable", None, cls=UnsupportedSyntaxError)
+
+    def range_length(self, rng, scope, out, node):
+        """``len(range(...))`` of bounds known when the function runs: ``max(stop - start, 0)``, or with a
+        constant step ``s``, ``max((stop - start + s - 1) // s, 0)`` (``s < 0`` mirrored). Generated loop code
+        sizes its tapes this way, so this is what lets a gradient with loops be read back and differentiated."""
+        vals = [Static(e.value) if isinstance(e, ast.Constant) else Dyn(e) for e in rng.args]
+        if all(isinstance(v, Static) for v in vals):
+            return Static(len(range(*[v.obj for v in vals])))
+        start, stop = (Static(0), vals[0]) if len(vals) == 1 else (vals[0], vals[1])
+        step = vals[2] if len(vals) == 3 else Static(1)
+        if not isinstance(step, Static) or not isinstance(step.obj, (int, np.integer)) or step.obj == 0:
+            raise error(scope.parsed, node, "len() of a range whose step is computed when the function runs is not "
+                                            "supported", "use a constant step", cls=UnsupportedSyntaxError)
+        s = int(step.obj)
+        hi, lo = (stop, start) if s > 0 else (start, stop)
+        span = self.binop(ast.Sub(), hi, lo, scope, out, node) if not (isinstance(lo, Static) and lo.obj == 0) else hi
+        if abs(s) != 1:
+            span = self.binop(ast.FloorDiv(), self.binop(ast.Add(), span, Static(abs(s) - 1), scope, out, node),
+                              Static(abs(s)), scope, out, node)
+        return self.call_object(max, [span, Static(0)], {}, scope, out, node)
 
     def array_of(self, a, scope, out, node):
         """``np.array([...])`` of a (nested) list whose entries are computed: a stack of stacks."""
@@ -712,11 +755,19 @@ class Calls:
                     call.append(v)
         call += [Static(c) for c in cap]
         call += [Static(1.0)] + [Static(0.0)] * (len(built.out_atoms) - 1)
+        self.refuse_ragged_tapes(built, scope, node)
         try:
             res = self.inline_function(built.py_fn, call, {}, out, node, scope)
         except FuncgradError as e:   # a refusal inside the generated code: reported at the user's call of it
             if getattr(e, "filename", None) == scope.parsed.filename:
                 raise
+            if getattr(fn, "checkpoint_loops", None) is not None:
+                # a loop it checkpoints: segments re-run from snapshots, its tape cut back by a while loop of
+                # pops, which is not read back
+                raise error(scope.parsed, node, "differentiating this gradient again: a gradient that checkpoints "
+                                                "its loops (checkpoint_loops) cannot be differentiated again",
+                            "take the inner gradient without checkpoint_loops (the outer transform can checkpoint)",
+                            cls=UnsupportedSyntaxError) from None
             text = str(getattr(e, "msg", None) or e)
             hint = getattr(e, "hint", None) or (text.split("\n  hint: ", 1)[1].split("\n")[0]
                                                 if "\n  hint: " in text else None)
@@ -733,6 +784,21 @@ class Calls:
             k += n
         g = result[0] if single else Struct("tuple", result)
         return Struct("tuple", [outs.values()[0], g]) if fn.return_value else g
+
+    def refuse_ragged_tapes(self, built, scope, node):
+        """Refuse, at the user's call, reading back reverse-mode code that tapes a list grown at run time: the list
+        is the rows of a buffer that doubles as it grows, and the tape of that buffer holds arrays of changing
+        length, which a list read back (rows of one buffer itself) cannot hold."""
+        found = built.__dict__.get("_ragged_tape")
+        if found is None:
+            found = built.__dict__["_ragged_tape"] = _list_grown_at_run_time(built)
+        if found:
+            where, name = found
+            raise error(scope.parsed, node, f"differentiating this gradient again: the list {name}appended to at "
+                                            f"{where} grows while the function runs (in a loop or a branch on "
+                                            "values), and the gradient's record of it cannot be differentiated again",
+                        "collect the values in an array instead (y = np.zeros(n) before the loop, y[i] = ... in it)",
+                        cls=UnsupportedSyntaxError)
 
     def _example_leaf(self, v):
         """A value with the spec of the value ``v`` (for building a nested transform's signature): an argument

@@ -16,7 +16,7 @@ from .common import (CustomVJP, LocalFunction, Scope, _BoundMethod, _DictView, _
                      _is_metadata, _is_static_tree, _np_attr, lookup_getitem)
 from .constants import (_const_binop, _const_compare_chain, _const_unary)
 from .lowerings import index_concat
-from .lists import RList
+from .lists import RList, RListPop, generated_file
 
 
 class Expressions:
@@ -278,6 +278,8 @@ class Expressions:
                 return _DictView(base, attr)
             if base.kind == "namedtuple" and attr == "_replace":
                 return _DictView(base, attr)
+            if base.kind == "list" and attr == "pop":
+                return RListPop(base)
             raise error(P, node, f"{base.kind} has no attribute '{attr}' here", None)
         if isinstance(base, Dyn):
             if attr == "T":
@@ -290,6 +292,8 @@ class Expressions:
                     return known
                 return Dyn(ast.Attribute(value=base.expr, attr=attr, ctx=ast.Load()))
             return _BoundMethod(base, attr, node)
+        if isinstance(base, RList) and attr == "pop":
+            return RListPop(base)
         raise error(P, node, f"cannot take attribute '{attr}' of this value", None)
 
     def known_metadata(self, base, attr):
@@ -349,6 +353,13 @@ class Expressions:
                     if isinstance(r, range) else Static(r)
         if isinstance(base, Struct):
             key = self.as_static_capture(self.expr(node.slice, scope, out))
+            if not isinstance(key, Static) and base.kind == "list" and base.items and generated_file(P.filename):
+                # a tape of values known now (the loop that pushed it was written out), read back by a loop that
+                # runs: the items stacked, then indexed
+                rows = self.call_object(np.stack, [Struct("tuple", list(base.items))], {}, scope, out, node)
+                val = self.call_prim(lookup_getitem(), [rows, Dyn(self.as_expr(key, scope, node))], {}, scope, out,
+                                     node)
+                return self.call_prim(lookup(np.copy), [val], {}, scope, out, node)
             if not isinstance(key, Static):
                 raise error(P, node, "a tuple/list/dict argument can only be indexed by a constant",
                             "index with a literal key or number")

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import ast
 import copy
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from ...ops.numpy_shape import join_rows, list_promote
 from ...ops.registry import lookup
+from ..emit import cache_dir
 from ..fence import error
 from ..values import Dyn, Static, Struct
 from .common import _Iter, _Range, lookup_getitem
@@ -44,6 +46,20 @@ class RList:
 
 
 _GROWERS = ("append", "extend")
+
+
+@dataclass
+class RListPop:
+    """``lst.pop`` of a :class:`RList` or of a list known now (a ``Struct``), called next."""
+    rl: object
+
+
+def generated_file(filename):
+    """True for a module funcgrad generated (its cache directory): code read back, a gradient taken inside a
+    differentiated function, whose list tapes are popped in the order they were pushed."""
+    return isinstance(filename, str) and os.path.dirname(os.path.abspath(filename)) == os.path.abspath(cache_dir())
+
+
 # NumPy functions that take the list as a sequence of arrays
 _SEQUENCE_FUNCTIONS = {np.stack, np.array, np.asarray, np.asanyarray, np.concatenate}
 # np.vstack(lst) and friends of a list grown at run time: its buffer reshaped or transposed (``join_rows``)
@@ -204,6 +220,32 @@ class RuntimeLists:
             return
         raise error(scope.parsed, node, f"'{rl.name}.extend(...)' of this value is not supported on a list that "
                                         "grows at run time", "extend it with a list or tuple display, or append in a loop")
+
+    def runtime_pop(self, rl, args, kwargs, scope, out, node):
+        """``lst.pop()`` in generated code read back (the reverse sweep of a tape pushed in a loop: nested loops
+        keep their inner trip counts so): the last row, and the count one less. Only there: a tape is popped
+        as often as it was pushed, while the user's own list could be empty, which the buffer cannot tell."""
+        P = scope.parsed
+        if isinstance(rl, Struct):   # a list known now: its last item, outside loops and branches that run later
+            if args or kwargs or not rl.items or getattr(self, "cf_depth", 0):
+                raise error(P, node, "list.pop() is supported only without arguments, on a non-empty list, outside "
+                                     "loops over a runtime range and branches on array values", None)
+            return rl.items.pop()
+        if args or kwargs or not generated_file(P.filename):
+            raise error(P, node, f"'{rl.name}.pop(...)' on a list whose length is only known when the function runs "
+                                 "is not supported", "read it by index (lst[-1]) and keep a count of your own")
+        last = Dyn(ast.BinOp(left=ast.Name(rl.count, ast.Load()), op=ast.Sub(), right=ast.Constant(1)))
+        val = self.call_prim(lookup_getitem(), [Dyn(ast.Name(rl.buf, ast.Load())), last], {}, scope, out, node)
+        val = self.call_prim(lookup(np.copy), [val], {}, scope, out, node)
+        tmp = self.names.fresh(scope.prefix + rl.name + "_popped")
+        dec = ast.Assign(targets=[ast.Name(rl.count, ast.Store())],
+                         value=ast.BinOp(left=ast.Name(rl.count, ast.Load()), op=ast.Sub(), right=ast.Constant(1)))
+        out.append(ast.copy_location(ast.Assign(targets=[ast.Name(tmp, ast.Store())], value=val.expr), node))
+        out.append(ast.copy_location(dec, node))
+        for n in ast.walk(dec):
+            if isinstance(n, (ast.stmt, ast.expr)):
+                ast.copy_location(n, node)
+        return Dyn(ast.Name(tmp, ast.Load()))
 
     # ------------------------------------------------------------ reading
     def runtime_list_array(self, rl, scope, out, node):

@@ -193,7 +193,7 @@ class Statements:
         return None
 
     def builds_containers(self, stmts, scope):
-        """True when ``stmts`` append to, or set items of, a list or dict bound now."""
+        """True when ``stmts`` append to, pop from, or set items of, a list or dict bound now."""
         for st in stmts:
             for n in ast.walk(st):
                 name = None
@@ -201,6 +201,9 @@ class Statements:
                         and isinstance(n.value.func.value, ast.Name) and n.value.func.attr in ("append", "extend",
                                                                                                "insert", "update"):
                     name = n.value.func.value.id
+                elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "pop" and \
+                        isinstance(n.func.value, ast.Name):   # (a tape popped in generated code read back)
+                    name = n.func.value.id
                 elif isinstance(n, (ast.Assign, ast.AugAssign)):
                     for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
                         if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
