@@ -236,3 +236,23 @@ def test_grad_inside_with_checkpoint_loops_is_refused_at_the_users_line():
     def h2(x, n):
         return np.sum(funcgrad.grad(_checkpointed_matrix_loop)(x, n))
     np.testing.assert_allclose(funcgrad.grad(h2, jit=False)(X, N), _fd(h2, X), rtol=1e-6, atol=1e-8)
+
+
+def _slice_writes(x, n):
+    y = x * 1.0
+    for i in range(n):
+        y[i:i + 2] = y[i:i + 2] + np.sin(y[i + 1:i + 3])
+    return np.sum(y * y)
+
+
+def test_slice_writes_inside_a_gradient_taken_inside_are_refused_in_the_users_terms():
+    """The inner gradient keeps the slice it read (a view) while the write changes it: refused at the user's line,
+    naming the gradient by the function differentiated, never the generated function or its temporaries."""
+    def h(x, n):
+        return np.sum(funcgrad.grad(_slice_writes)(x, n) ** 2)
+    with pytest.raises(UnsupportedSyntaxError) as e:
+        funcgrad.grad(h)(np.linspace(0.1, 1.0, 8), 4)
+    msg = str(e.value)
+    assert "test_nested_loops.py" in msg.splitlines()[0]
+    assert "the gradient funcgrad made of _slice_writes" in msg
+    assert "_vjp" not in msg and "'_t" not in msg

@@ -6,6 +6,7 @@ import builtins
 import copy
 import inspect
 import os
+import re
 import site
 import sysconfig
 import types
@@ -253,6 +254,13 @@ def shown_as(name, scope, path=()):
     user's words with the helper it lives in (``'p' (in h)``, ``item 1 of the value h returns``) and the
     identifier the user can write (None for a returned value)."""
     helper = scope.prefix[:-1] if scope.prefix else None
+    if helper and "funcgrad_generated_" in os.path.basename(getattr(scope.parsed, "filename", "") or ""):
+        # code funcgrad generated (a gradient taken inside, read again): its function and temporaries are
+        # not the user's; name the derivative by what the user differentiated
+        made = re.sub(r"_(vjp|jvp)(_\d+)?$", "", helper)
+        helper = f"the gradient funcgrad made of {made}"
+        if name.startswith("_") or name.startswith("d_") or name.startswith("g_"):
+            return f"a value {helper} keeps", None
     if name == "__ret":
         whole = f"the value {helper} returns" if helper else "the returned value"
         return (f"item {']['.join(str(k) for k in path)} of {whole}" if path else whole), None
