@@ -216,16 +216,27 @@ def list_promote(buf, v):
     """``buf`` (the rows of a list grown at run time) with a dtype that also holds ``v``, the next item:
     ``buf`` itself when its dtype does (no copy), else ``buf`` cast to NumPy's promoted dtype (a list of
     ints that receives a float holds floats from then on, as ``np.stack`` of the Python list would)."""
+    if np.shape(v) != buf.shape[1:]:   # writing it into a row would broadcast it, or fail with NumPy's words
+        raise ValueError(_RAGGED + f" (this item's shape is {np.shape(v)}, the items before it {buf.shape[1:]})")
     dt = _promoted(buf.dtype, np.asarray(v).dtype)
     return buf if dt == buf.dtype else buf.astype(dt)
+
+
+_RAGGED = ("a list that grows at run time holds items of one shape: funcgrad keeps it as the rows of one array, and "
+           "this item's shape differs from the items before it; build an array that changes shape with "
+           "np.concatenate instead of a list")
 
 
 @overload(list_promote)
 def _list_promote_ov(buf, v):
     dt = _promoted(_dtype_of(buf), _dtype_of(v))
-    if dt == _dtype_of(buf):
-        return lambda buf, v: buf
-    return _compile("def impl(buf, v):\n    return buf.astype(_dt)\n", env={"_dt": dt.type})
+    vnd = v.ndim if isinstance(v, types.Array) else 0
+    if vnd != buf.ndim - 1:
+        return _compile("def impl(buf, v):\n    raise ValueError(_msg)\n", env={"_msg": _RAGGED})
+    same = "np.shape(v) != buf.shape[1:]" if vnd else "False"
+    cast = "buf" if dt == _dtype_of(buf) else "buf.astype(_dt)"
+    return _compile(f"def impl(buf, v):\n    if {same}:\n        raise ValueError(_msg)\n    return {cast}\n",
+                    env={"_dt": dt.type, "_msg": _RAGGED})
 
 
 # ----------------------------------------------------------------------------- items of a list argument

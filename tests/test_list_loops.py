@@ -7,6 +7,7 @@ import pytest
 
 import funcgrad
 from funcgrad.testing import numerical_vjp
+from tests.support import tagged_line
 
 MODES = [dict(jit="auto"), dict(jit="whole"), dict(jit="kernels"), dict(jit=False)]
 
@@ -101,3 +102,35 @@ def test_a_differentiated_list_or_mixed_items_are_written_out(kw):
     w1 = rs.randn(3)
     gm = funcgrad.grad(f, **kw)(w1, mixed)
     np.testing.assert_allclose(gm, numerical_vjp(lambda a: f(a, mixed), (w1,), 0, 1.0, 1e-6), rtol=1e-6, atol=1e-9)
+
+
+def _ragged(a, n):
+    xs = []
+    x = np.array([a])
+    for i in range(n):
+        x = np.concatenate([x, np.sin(x[-1:]) * a])
+        xs.append(x)   # LINE: ragged-append
+    return np.sum(xs[-1])
+
+
+def _scalar_into_rows(a, n):
+    xs = [np.zeros(3) + a]
+    for i in range(n):
+        xs.append(a * i)
+    return np.sum(np.stack(xs[:1]))
+
+
+@pytest.mark.parametrize("kw", MODES, ids=["auto", "whole", "kernels", "nojit"])
+def test_items_of_changing_shape_in_a_list_grown_at_run_time_are_refused_in_words(kw):
+    """funcgrad keeps a list grown at run time as the rows of one array: an item of another shape is refused with
+    that reason (never NumPy's broadcast message, never broadcast silently into a row), at the append's line."""
+    for f in (_ragged, _scalar_into_rows):
+        if f is _scalar_into_rows and kw.get("jit") == "whole":   # Numba refuses the row turning a number first
+            with pytest.raises(funcgrad.errors.CompileError, match="test_list_loops.py"):
+                funcgrad.grad(f, **kw)(0.7, 3)
+            continue
+        with pytest.raises(ValueError, match="holds items of one shape") as e:
+            funcgrad.grad(f, **kw)(0.7, 3)
+        if f is _ragged and kw.get("jit") != "whole":
+            notes = "".join(getattr(e.value, "__notes__", []))
+            assert f"test_list_loops.py:{tagged_line(__file__, 'ragged-append')}" in notes, notes
