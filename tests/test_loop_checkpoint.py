@@ -102,14 +102,17 @@ def test_tape_holds_one_segment():
     assert "K.tape_reserve(_tape_x, _pos_x + _trip1)" in src
 
 
+def _checkpointed_with_break(a, n):
+    x = a
+    for t in funcgrad.checkpoint_range(n):
+        x = x * a
+        if x > 3.0:
+            break
+    return x
+
+
 def test_refuses_break():
-    def f(a, n):
-        x = a
-        for t in funcgrad.checkpoint_range(n):
-            x = x * a
-            if x > 3.0:
-                break
-        return x
+    f = _checkpointed_with_break
     with pytest.raises(UnsupportedSyntaxError, match="checkpointed loop cannot contain 'break'") as e:
         funcgrad.grad(f)(1.1, 5)
     assert e.value.lineno == f.__code__.co_firstlineno + 2
@@ -249,16 +252,8 @@ def test_automatic_leaves_other_loops_taped():
     gt = funcgrad.grad(P.with_break, argnums=(0, 1), mode="python")
     for n in (0, 3, 20):
         np.testing.assert_allclose(g(0.7, 0.3, n), gt(0.7, 0.3, n), rtol=1e-12)
-
-    def asked(a, n):
-        x = a
-        for t in funcgrad.checkpoint_range(n):
-            x = x * a
-            if x > 3.0:
-                break
-        return x
     with pytest.raises(UnsupportedSyntaxError, match="cannot contain 'break'"):
-        funcgrad.grad(asked, checkpoint_loops=True)(1.1, 5)
+        funcgrad.grad(_checkpointed_with_break, checkpoint_loops=True)(1.1, 5)
     g0 = funcgrad.grad(taped(P.logistic), mode="python", checkpoint_loops=False)
     assert "_ckpt" not in funcgrad.source(g0, 0.5, 0.2, 3)
 
