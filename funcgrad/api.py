@@ -717,8 +717,10 @@ def _locate_in_python(err, built, call_args):
         where = _raised_at(again, built)
         if where and hasattr(err, "add_note"):
             text = (_line_text(*where) or "").strip()
+            said = str(again)   # Python's message, with what compiled code could not format (shapes, values)
+            said = said[len(str(err)):].strip() if said.startswith(str(err)) else f"(NumPy says: {said})"
             err.add_note(f"funcgrad: raised at {where[0]}:{where[1]}" + (f": {text}" if text else "") +
-                         f"\n  (NumPy says: {again})")
+                         (f"\n  {said}" if said else ""))
     except Exception:   # fails differently (or not at all) as Python: nothing reliable to add
         pass
 

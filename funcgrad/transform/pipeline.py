@@ -21,7 +21,7 @@ from .aliases import check_aliases
 from .anf import anf
 from .forward import forward
 from .infer import infer_ranks
-from .emit import externals_fingerprint, module_source, render_block, rows_as_kernel, write_module
+from .emit import GENERATED_LINES, externals_fingerprint, module_source, render_block, rows_as_kernel, write_module
 from .normalize import normalize
 from .parse import parse
 from .activity import display_name
@@ -31,8 +31,6 @@ from .weak import weaken_function
 from .values import Dyn, Static, Struct, map_struct
 
 STATS = {"builds": 0}
-GENERATED_LINES: dict = {}   # generated file -> its line map (second order reads generated code: errors there
-                             # are reported at the user's line the generated line came from)
 _KERNELS_READABLE: set = set()
 
 

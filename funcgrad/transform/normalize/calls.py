@@ -30,7 +30,8 @@ from ..specs import leaf_spec
 from .lowerings import lower_call, lowering_for
 from .lists import RListPop, has_runtime_list
 from .common import (_DictView, _is_metadata, lookup_getitem, _Partial, _NJIT_BUILTINS, _STATIC_BUILTINS, _is_static_tree, _is_user_code, LocalFunction, Scope, _BUILTIN_MAP, _BoundMethod, _Iter, _METHODS, _Range,
-                     _default_value, _np_attr, _static_value, tag_file, shown_as)
+                     _default_value, _np_attr, _static_value, tag_file, shown_as,
+                     generated_file, place_at_call)
 
 # operator.add(a, b) is a + b (autograd's tests pass operator functions as the function to check)
 _OPERATOR_BINOPS = {operator.add: ast.Add, operator.sub: ast.Sub, operator.mul: ast.Mult, operator.truediv: ast.Div,
@@ -1107,7 +1108,11 @@ class Calls:
                         "write the recursion as a loop")
         p = parse(fn)
         fence_check(p, allow_control_flow=self.allow_control_flow)
-        return self.inline(p.node, p, None, args, kwargs, out, node, code=fn.__code__, defaults=fn)
+        start = len(out)
+        res = self.inline(p.node, p, None, args, kwargs, out, node, code=fn.__code__, defaults=fn)
+        if generated_file(p.filename) and not generated_file(scope.parsed.filename):
+            place_at_call(out[start:], scope.parsed.filename, node)
+        return res
 
     def inline(self, fdef, parsed, parent_scope, args, kwargs, out, node, code=None, defaults=None):
         if parent_scope is not None:

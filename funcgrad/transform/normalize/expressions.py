@@ -7,6 +7,7 @@ import types
 
 import numpy as np
 
+from ...ops.numpy_shape import pick
 from ...ops.registry import lookup
 from .. import annotations as A
 from ..fence import error
@@ -18,6 +19,11 @@ from .constants import (_const_binop, _const_compare_chain, _const_unary)
 from .lowerings import index_concat
 from .lists import RList, RListPop, generated_file
 
+
+
+def _view_index(idx):
+    """Whether the index expression ``idx`` (a slice, or a tuple with one) makes NumPy return a view."""
+    return isinstance(idx, ast.Slice) or isinstance(idx, ast.Tuple) and any(isinstance(e, ast.Slice) for e in idx.elts)
 
 class Expressions:
     # ------------------------------------------------------------ expressions
@@ -355,11 +361,17 @@ class Expressions:
             key = self.as_static_capture(self.expr(node.slice, scope, out))
             if not isinstance(key, Static) and base.kind == "list" and base.items and generated_file(P.filename):
                 # a tape of values known now (the loop that pushed it was written out), read back by a loop that
-                # runs: the items stacked, then indexed
-                rows = self.call_object(np.stack, [Struct("tuple", list(base.items))], {}, scope, out, node)
-                val = self.call_prim(lookup_getitem(), [rows, Dyn(self.as_expr(key, scope, node))], {}, scope, out,
-                                     node)
-                return self.call_prim(lookup(np.copy), [val], {}, scope, out, node)
+                # runs: the item the index names, picked (``pick``: the items may differ in shape, an array the
+                # loop rebuilt at every trip)
+                idx = self.names.fresh("_at")
+                out.append(ast.copy_location(ast.Assign(targets=[ast.Name(idx, ast.Store())],
+                                                        value=self.as_expr(key, scope, node)), node))
+                items = list(base.items)
+                val = items[-1]
+                for k in range(len(items) - 2, -1, -1):
+                    cond = Dyn(ast.Compare(left=ast.Name(idx, ast.Load()), ops=[ast.Eq()], comparators=[ast.Constant(k)]))
+                    val = self.call_prim(lookup(pick), [cond, items[k], val], {}, scope, out, node)
+                return val
             if not isinstance(key, Static):
                 raise error(P, node, "a tuple/list/dict argument can only be indexed by a constant",
                             "index with a literal key or number")
@@ -387,7 +399,12 @@ class Expressions:
             if _is_metadata(base.expr):  # x.shape[0]
                 return Dyn(ast.Subscript(value=base.expr, slice=self.index(node.slice, scope, out), ctx=ast.Load()))
             idx = self.index(node.slice, scope, out)
-            return self.call_prim(lookup_getitem(), [base, Dyn(idx)], {}, scope, out, node)
+            val = self.call_prim(lookup_getitem(), [base, Dyn(idx)], {}, scope, out, node)
+            if generated_file(P.filename) and _view_index(idx):
+                # a gradient's code read back: it keeps the slices it reads (views) and restores the array before
+                # reading them again in its reverse loop; as values, they are the slice when it was read
+                val = self.call_prim(lookup(np.copy), [val], {}, scope, out, node)
+            return val
         raise error(P, node, "cannot index this value", None)
 
     def index(self, sl, scope, out):
