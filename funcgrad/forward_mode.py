@@ -22,7 +22,7 @@ import numpy as np
 from . import api as _api
 from . import custom as _custom
 from .api import _jit_disabled, _match, _Transformed, _user_facing
-from .errors import FuncgradError, NoDerivativeError, TreeStructureError, UnsupportedSyntaxError
+from .errors import ArgumentTypeError, FuncgradError, NoDerivativeError, TreeStructureError, UnsupportedSyntaxError
 from .kernels.base import get_backend
 from .transform.fence import error
 from .transform.normalize.calls import _local_as_function, _value_tree
@@ -119,9 +119,16 @@ class _JVP(_Transformed):
 
 
 def _float_argnums(primals):
-    """The arguments made of floating-point leaves only (jvp differentiates those; ints are constants)."""
+    """The arguments made of floating-point leaves only (jvp differentiates those; ints are constants). A value
+    of a user's vector space is refused: its tangent would be dropped as a constant's."""
     out = []
     for i, p in enumerate(primals):
+        if any(_custom.is_user_vspace_value(x) for x in tree_flatten(p)[0]):
+            raise ArgumentTypeError(
+                f"jvp: primal {i} holds a {type(p).__name__ if _custom.is_user_vspace_value(p) else 'value'} of a "
+                "vector space registered with VSpace.register; forward mode (jvp, hvp, linearize) does not "
+                "differentiate with respect to such values. Use grad or vjp (reverse mode), which take its "
+                "derivative from the rules (defvjp) of the primitives it is given to.")
         if type(p) is np.ndarray:
             ok = p.dtype.kind in "fc"
         elif type(p) is float:

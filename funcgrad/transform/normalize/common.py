@@ -51,6 +51,7 @@ class Lowered:
     opaque_calls: bool = False   # calls whole-function Numba cannot compile
     origins: dict = field(default_factory=dict)   # generated name -> the user's words for it (messages)
     weak: frozenset = frozenset()   # parameters that hold a Python number (NEP 50: weak beside arrays)
+    vspace: str | None = None    # the generated code's name of custom.vspace, when an argument is a user space's
 
 
 # ---------------------------------------------------------------- method map
