@@ -1115,6 +1115,12 @@ class _VJP(_Transformed):
         built, single, nums, flat, trees, leaves, cap, key = self._call_vjp(primals, None)
         built, outs = self._invoke(built, key, "primal", (*leaves, *cap), len(leaves))
         value = self._outputs(built, list(outs))
+        for o in tree_flatten(value)[0]:
+            if is_user_vspace_value(o):
+                raise ArgumentTypeError(
+                    f"vjp of {getattr(self.fn, '__qualname__', 'f')}: the function returns a {type(o).__name__}, a "
+                    "value of a vector space registered with VSpace.register; vjp takes cotangents of array and "
+                    "number outputs only (return what is computed from it)")
 
         def vjp_fn(cotangent):
             ct_leaves, ct_td = tree_flatten(cotangent)

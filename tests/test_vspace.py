@@ -132,6 +132,11 @@ def test_value_and_grad_vjp_tuples_and_pytrees():
     out, pull = funcgrad.vjp(lambda v: S.loss(v, W, 2), V)
     (g2,) = pull(2.0)
     assert np.allclose([g2.items[k] for k in gv.items], [2.0 * c for c in gv.items.values()])
+    # the object as has_aux's aux (its seed is zero), and as a vjp output (refused: no cotangent for it)
+    g3, aux = funcgrad.grad(lambda v: (S.loss(v, W, 2), v), has_aux=True)(V)
+    assert aux is V and items(g3) == items(gv)
+    with pytest.raises(ArgumentTypeError, match="the function returns a SparseVec"):
+        funcgrad.vjp(lambda v: (v(W), v), V)
 
 
 def test_a_fixed_object_and_a_rule_without_its_argument():
@@ -225,6 +230,8 @@ def test_a_jvp_only_rule_and_forward_mode_are_refused():
         funcgrad.grad(lambda v: first(v))(V)
     with pytest.raises(ArgumentTypeError, match=r"forward mode .* does not differentiate"):
         funcgrad.jvp(lambda v, w: v(w), (V, W), (V, W))
+    with pytest.raises(TypeError, match=r"argument 0 is a SparseVec; jacobian differentiates"):
+        funcgrad.jacobian(lambda v: v(W))(V)
 
 
 def test_extend_and_util_names():

@@ -793,7 +793,8 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
         else:
             outs.append(o)
     for i, o in enumerate(output_atoms):
-        if isinstance(o, ast.Name) and o.id in R.active:
+        # (an object of a user's space returned is has_aux's aux, whose seed is zero: api refuses it elsewhere)
+        if isinstance(o, ast.Name) and o.id in R.active and o.id not in R.vspace_names:
             R.accumulate(o.id, ast.Name(g_params[i], ast.Load()), adj, comment=None)
     _rev_block(R, body, adj)
     adj = _drop_unused_new(adj)
