@@ -228,8 +228,10 @@ def test_a_jvp_only_rule_and_forward_mode_are_refused():
 
     with pytest.raises(NoDerivativeError, match=r"'first' has a JVP rule only.*vector space"):
         funcgrad.grad(lambda v: first(v))(V)
-    with pytest.raises(ArgumentTypeError, match=r"forward mode .* does not differentiate"):
+    with pytest.raises(ArgumentTypeError, match=r"jvp: primal 0 holds a SparseVec.*forward mode .* does not "):
         funcgrad.jvp(lambda v, w: v(w), (V, W), (V, W))
+    with pytest.raises(ArgumentTypeError, match=r"hvp: primal 0 holds a SparseVec"):
+        funcgrad.hvp(lambda v: v.norm2(), (V,), (V,))
     with pytest.raises(TypeError, match=r"argument 0 is a SparseVec; jacobian differentiates"):
         funcgrad.jacobian(lambda v: v(W))(V)
 
