@@ -30,7 +30,7 @@ from ..specs import leaf_spec
 from .lowerings import lower_call, lowering_for
 from .lists import RListPop, has_runtime_list
 from .common import (_DictView, _is_metadata, lookup_getitem, _Partial, _NJIT_BUILTINS, _STATIC_BUILTINS, _is_static_tree, _is_user_code, LocalFunction, Scope, _BUILTIN_MAP, _BoundMethod, _Iter, _METHODS, _Range,
-                     _default_value, _np_attr, _static_value, tag_file, shown_as)
+                     _default_value, _np_attr, _static_value, primitive_method, tag_file, shown_as)
 
 # operator.add(a, b) is a + b (autograd's tests pass operator functions as the function to check)
 _OPERATOR_BINOPS = {operator.add: ast.Add, operator.sub: ast.Sub, operator.mul: ast.Mult, operator.truediv: ast.Div,
@@ -293,8 +293,8 @@ class Calls:
         if isinstance(fval, Static) and fval.obj is functools.partial and args:  # partial(f, x) made here
             return _Partial(args[0], list(args[1:]), dict(kwargs))
         if isinstance(fval, VSElement):   # f(x) of a differentiated object whose class's __call__ has a rule
-            call = getattr(fval.cls, "__call__", None)
-            if not isinstance(call, CustomVJPFunction):
+            call = primitive_method(fval.cls, "__call__")
+            if call is None:
                 raise self.refuse_vspace(fval, scope, node, "calls")
             return self.custom_vjp_call(call, [fval] + list(args), kwargs, scope, out, node)
         if not isinstance(fval, Static):

@@ -7,14 +7,13 @@ import types
 
 import numpy as np
 
-from ...custom import CustomFunction
 from ...ops.registry import lookup
 from .. import annotations as A
 from ..fence import error
 from ..parse import MISSING
 from ..values import ContentsOf, Dyn, Splat, Static, Struct, VSElement
 from .common import (CustomVJP, LocalFunction, Scope, _BoundMethod, _DictView, _Iter, _OPS, _Partial, _Range, _attr_getter,
-                     _is_metadata, _is_static_tree, _np_attr, lookup_getitem)
+                     _is_metadata, _is_static_tree, _np_attr, lookup_getitem, primitive_method)
 from .constants import (_const_binop, _const_compare_chain, _const_unary)
 from .lowerings import index_concat
 from .lists import RList, RListPop, generated_file
@@ -283,8 +282,8 @@ class Expressions:
                 return RListPop(base)
             raise error(P, node, f"{base.kind} has no attribute '{attr}' here", None)
         if isinstance(base, VSElement):   # a method of the user's space made a primitive: called with the value
-            meth = getattr(base.cls, attr, None)
-            if isinstance(meth, CustomFunction):
+            meth = primitive_method(base.cls, attr)
+            if meth is not None:
                 return _Partial(Static(meth), [base], {})
             raise self.refuse_vspace(base, scope, node, f"reads .{attr} of")
         if isinstance(base, Dyn):
