@@ -7,6 +7,7 @@ sparse direction (central differences, through the space's own add, scalar_mul a
 gradient in every Python mode, autograd's gradient where autograd is installed, and the refusals.
 """
 import types
+import warnings
 
 import numpy as np
 import pytest
@@ -152,6 +153,17 @@ def test_a_fixed_object_and_a_rule_without_its_argument():
     assert items(g) == {0: 1.4, 2: -2.6}
     g0 = funcgrad.grad(lambda v, w: weigh(v, w))(V, W)
     assert type(g0) is S.SparseVec and g0.items == {}
+
+    def unused(v, w, n):   # a loop (auto would compile it whole) and the object not used at all
+        t = 0.0
+        for k in range(n):
+            t = t + np.sum(w) * k
+        return t
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g1, gw = funcgrad.grad(unused, argnums=(0, 1))(V, W, 3)
+    assert type(g1) is S.SparseVec and g1.items == {} and np.allclose(gw, 3.0)
 
 
 def test_matches_autograd():

@@ -122,7 +122,8 @@ def _argument_values(sig: Signature, leaf_names: list, diff: list):
                     diff.append(n)
                     normalizer.param_diff.add(n)
                 if spec[0] == "vs":   # an object of a user's vector space: its cotangent's zeros and sums are its
-                    normalizer.vspace = normalizer.external(vspace).id   # space's (vspace(x).zeros(), .add)
+                    normalizer.vspace = normalizer.external(vspace).id   # space's (vspace(x).zeros(), .add),
+                    normalizer.opaque_calls = True                       # Python calls (auto: run as Python)
                     return VSElement(ast.Name(n, ast.Load()), spec[1])
                 return Dyn(ast.Name(n, ast.Load()))
 
