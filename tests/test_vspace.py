@@ -154,6 +154,14 @@ def test_a_fixed_object_and_a_rule_without_its_argument():
     g0 = funcgrad.grad(lambda v, w: weigh(v, w))(V, W)
     assert type(g0) is S.SparseVec and g0.items == {}
 
+    @funcgrad.custom_vjp   # JAX's spelling: bwd returns the object's cotangent, an element of its space
+    def second(v):
+        return v.items.get(1, 0.0) ** 2
+
+    second.defvjp(lambda v: (second(v), v), lambda v, g: (S.SparseVec({1: 2.0 * g * v.items.get(1, 0.0)}),))
+    g2 = funcgrad.grad(lambda v: second(v) + 0.5 * v.norm2())(S.SparseVec({1: 3.0, 4: 1.0}))
+    assert items(g2) == {1: 9.0, 4: 1.0}
+
     def unused(v, w, n):   # a loop (auto would compile it whole) and the object not used at all
         t = 0.0
         for k in range(n):
