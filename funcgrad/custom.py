@@ -13,6 +13,10 @@ given (``defvjp``), else the VJP of the rule's tangent, which is linear in the
 tangents (what JAX derives by transposition), computed by funcgrad's reverse
 mode over the rule's code. Higher orders differentiate the rule's code again,
 as JAX does.
+
+:class:`VSpace` (autograd's, re-exported by ``funcgrad.extend``) registers a user's
+vector space: a differentiated argument of a registered type gets a cotangent of
+that space (``vspace(x).zeros()``, ``.add``), made by the rules it is given to.
 """
 from __future__ import annotations
 
