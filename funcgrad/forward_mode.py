@@ -22,7 +22,7 @@ import numpy as np
 from . import api as _api
 from . import custom as _custom
 from .api import _jit_disabled, _match, _Transformed, _user_facing
-from .errors import FuncgradError, NoDerivativeError, TreeStructureError, UnsupportedSyntaxError
+from .errors import ArgumentTypeError, FuncgradError, NoDerivativeError, TreeStructureError, UnsupportedSyntaxError
 from .kernels.base import get_backend
 from .transform.fence import error
 from .transform.normalize.calls import _local_as_function, _value_tree
@@ -60,6 +60,7 @@ class _JVP(_Transformed):
                 if out is not _api._MISS:
                     return out
         _api.refuse_device_args((primals, tangents), "forward mode (jvp, jacfwd, linearize, hvp, hessian)")
+        _refuse_space_tangents(primals, tangents)
         self.argnums = _float_argnums(primals)
         built, single, nums, flat, trees, cap, key = self._lookup(primals)
         leaves = [x for ls in flat for x in ls if not is_static_leaf(x)]
@@ -116,6 +117,22 @@ class _JVP(_Transformed):
         if out is not None and not isinstance(out, (str, bool, int)):
             tout = _match(tout, out)
         return out, tout
+
+
+def _refuse_space_tangents(primals, tangents, what="jvp"):
+    """A value of a user's vector space among the primals is a constant of forward mode: refused where its tangent
+    is anything but a zero number (or None), which would otherwise be dropped."""
+    for i, (p, t) in enumerate(zip(primals, tangents)):
+        if not any(_custom.is_user_vspace_value(x) for x in tree_flatten(p)[0]):
+            continue
+        if all(t is None or isinstance(t, (int, float, np.number, np.ndarray)) and not np.any(t)
+               for t in tree_flatten(t)[0]):
+            continue
+        raise ArgumentTypeError(
+            f"{what}: primal {i} holds a {type(p).__name__ if _custom.is_user_vspace_value(p) else 'value'} of a "
+            "vector space registered with VSpace.register, with a tangent; forward mode (jvp, hvp, linearize) does "
+            "not differentiate with respect to such values. Use grad or vjp (reverse mode), which take its "
+            "derivative from the rules (defvjp) of the primitives it is given to.")
 
 
 def _float_argnums(primals):
@@ -244,6 +261,7 @@ def linearize(fun, *primals, jit=True, backend=None, mode=None):
     signature), which computes the primal values its tangents read beside them: no intermediate values
     are stored between calls, so each call costs one ``jvp`` (about 1.5-3 times ``fun``), not less."""
     primals = tuple(primals)
+    _refuse_space_tangents(primals, primals, "linearize")   # (every primal is linearized, with a tangent)
     t = _cached(fun, mode, jit, get_backend(backend))
     nargs = len(primals)
     y = jvp(fun, primals, tuple(_zeros_like_tree(p) for p in primals), jit=jit, backend=backend, mode=mode)[0]
@@ -402,6 +420,7 @@ def _unflatten(so, leaves):
 def hvp(fun, primals, tangents, *, jit=True, backend=None, mode=None):
     """The Hessian-vector product of a scalar function: ``H(primals) @ tangents``, one per primal, without
     forming the Hessian (reverse mode over forward mode)."""
+    _refuse_space_tangents(primals, tangents, "hvp")
     _require_scalar_output(_so(fun, primals, mode, jit, backend), primals, fun, "hvp")
     hx, _ = vjp_of_jvp(fun, primals, tangents, [1.0], jit=jit, backend=backend, mode=mode)
     return hx if len(hx) != 1 else hx[0]

@@ -28,7 +28,8 @@ from .activity import display_name
 from .reverse import basic_index, reverse
 from .specs import spec_kind
 from .weak import weaken_function
-from .values import Dyn, Static, Struct, map_struct
+from ..custom import vspace
+from .values import Dyn, Static, Struct, VSElement, map_struct
 
 STATS = {"builds": 0}
 _KERNELS_READABLE: set = set()
@@ -112,12 +113,16 @@ def _argument_values(sig: Signature, leaf_names: list, diff: list):
                 base = nm + ("_" + "_".join(_sanitize(p) for p in path) if path else "")
                 n = normalizer.names.fresh(base)
                 normalizer.param_ranks[n] = spec[2] if spec[0] == "a" else 0
-                normalizer.param_kinds[n] = spec_kind(spec)
+                normalizer.param_kinds[n] = spec_kind(spec) if spec[0] != "vs" else "vs"
                 normalizer.param_specs[n] = spec
                 leaf_names.append(n)
                 if i in sig.diff:
                     diff.append(n)
                     normalizer.param_diff.add(n)
+                if spec[0] == "vs":   # an object of a user's vector space: its cotangent's zeros and sums are its
+                    normalizer.vspace = normalizer.external(vspace).id   # space's (vspace(x).zeros(), .add),
+                    normalizer.opaque_calls = True                       # Python calls (auto: run as Python)
+                    return VSElement(ast.Name(n, ast.Load()), spec[1])
                 return Dyn(ast.Name(n, ast.Load()))
 
             if td.num_leaves == 1 and td.kind == "leaf":
@@ -222,7 +227,8 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         # compiled by Numba (as far as can be told before the code exists): loop adjoints preaccumulated
         likely = backend.effective_strategy(choose_strategy(jit, low.has_loops, low.opaque_calls))
         adj = reverse(a, list(diff_leaves), atoms, src_lookup, param_ranks=low.ranks, param_kinds=low.kinds,
-                      origins=low.origins, preaccumulate_loops=likely == "njit", checkpoint_loops=checkpoint_loops)
+                      origins=low.origins, preaccumulate_loops=likely == "njit", checkpoint_loops=checkpoint_loops,
+                      vspace=low.vspace)
         g_params = adj.g_params
         cotangents = adj.cotangents
         ret = ast.Return(value=ast.Tuple(elts=[_returns(adj.outputs), ast.Tuple(elts=adj.grads, ctx=ast.Load())],

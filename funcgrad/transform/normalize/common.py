@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import annotations as A
+from ...custom import CustomFunction
 from ...ops.core import getitem as _getitem
 from ...ops.registry import lookup
 from ..parse import MISSING, Parsed
@@ -52,6 +53,7 @@ class Lowered:
     opaque_calls: bool = False   # calls whole-function Numba cannot compile
     origins: dict = field(default_factory=dict)   # generated name -> the user's words for it (messages)
     weak: frozenset = frozenset()   # parameters that hold a Python number (NEP 50: weak beside arrays)
+    vspace: str | None = None    # the generated code's name of custom.vspace, when an argument is a user space's
 
 
 # ---------------------------------------------------------------- method map
@@ -168,6 +170,13 @@ def lookup_getitem():
 
 def _np_attr(name):
     return ast.Attribute(value=ast.Name("np", ast.Load()), attr=name, ctx=ast.Load())
+
+
+def primitive_method(cls, name):
+    """The custom function (``@primitive``, ``custom_vjp``) defined as method ``name`` of ``cls`` (one that binds
+    its object as the first argument: not a staticmethod or classmethod), or None."""
+    meth = inspect.getattr_static(cls, name, None)
+    return meth if isinstance(meth, CustomFunction) else None
 
 
 def _is_user_code(fn):

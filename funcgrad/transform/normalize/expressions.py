@@ -12,9 +12,9 @@ from ...ops.registry import lookup
 from .. import annotations as A
 from ..fence import error
 from ..parse import MISSING
-from ..values import ContentsOf, Dyn, Splat, Static, Struct
-from .common import (CustomVJP, LocalFunction, Scope, _BoundMethod, _DictView, _Iter, _OPS, _Range, _attr_getter,
-                     _is_metadata, _is_static_tree, _np_attr, lookup_getitem)
+from ..values import ContentsOf, Dyn, Splat, Static, Struct, VSElement
+from .common import (CustomVJP, LocalFunction, Scope, _BoundMethod, _DictView, _Iter, _OPS, _Partial, _Range, _attr_getter,
+                     _is_metadata, _is_static_tree, _np_attr, lookup_getitem, primitive_method)
 from .constants import (_const_binop, _const_compare_chain, _const_unary)
 from .lowerings import index_concat
 from .lists import RList, RListPop, generated_file
@@ -287,6 +287,11 @@ class Expressions:
             if base.kind == "list" and attr == "pop":
                 return RListPop(base)
             raise error(P, node, f"{base.kind} has no attribute '{attr}' here", None)
+        if isinstance(base, VSElement):   # a method of the user's space made a primitive: called with the value
+            meth = primitive_method(base.cls, attr)
+            if meth is not None:
+                return _Partial(Static(meth), [base], {})
+            raise self.refuse_vspace(base, scope, node, f"reads .{attr} of")
         if isinstance(base, Dyn):
             if attr == "T":
                 return self.call_prim(lookup(np.transpose), [base], {}, scope, out, node)
