@@ -28,9 +28,9 @@ from .transform.fence import error
 from .transform.normalize.calls import _local_as_function, _value_tree
 from .transform.normalize.common import LocalFunction
 from .transform.pipeline import build
-from .transform.specs import is_float_leaf, is_static_leaf, leaf_spec
+from .transform.specs import is_float_leaf, leaf_spec
 from .transform.values import Dyn, Static, Struct, map_struct
-from .tree import tree_flatten, tree_map, tree_unflatten
+from .tree import tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 
 __all__ = ["jvp", "jacfwd", "linearize", "hvp", "hessian", "vjp_of_jvp", "jvp_of_jvp"]
 
@@ -63,7 +63,7 @@ class _JVP(_Transformed):
         _refuse_space_tangents(primals, tangents)
         self.argnums = _float_argnums(primals)
         built, single, nums, flat, trees, cap, key = self._lookup(primals)
-        leaves = [x for ls in flat for x in ls if not is_static_leaf(x)]
+        leaves = _runtime_leaves(flat, key)
         tleaves = []
         for i in nums:
             x, v = primals[i], tangents[i]
@@ -315,18 +315,26 @@ def _jvp_built(fun, primals, mode, jit, backend):
     return t, built, nums, flat, trees, cap, key
 
 
+def _runtime_leaves(flat, key):
+    """The leaves of the arguments (``flat``: per argument) that the generated code takes, as its signature
+    ``key`` says: not those fixed into it (strings, None, and bools that are not differentiated)."""
+    return [x for ls, (_, specs, _) in zip(flat, key) for x, sp in zip(ls, specs) if sp[0] != "static"]
+
+
 class _SecondOrder:
     """Per (function, signature): the generated jvp as Python, and transforms of it, built once."""
 
     def __init__(self, fun, primals, mode, jit, backend):
         self.t, self.built, self.nums, self.flat, self.trees, cap, key = _jvp_built(fun, primals, mode, jit, backend)
-        leaves = [x for ls in self.flat for x in ls if not is_static_leaf(x)]
-        self.n = len(leaves)
+        # which leaves the generated code takes: not those fixed into it (strings, None, and flags: bools that are
+        # not differentiated), as its signature says
+        self.runtime = [[sp[0] != "static" for sp in specs] for _, specs, _ in key]
+        self.n = sum(map(sum, self.runtime))
         self.diff_pos = []
         pos = 0
         for i, ls in enumerate(self.flat):
-            for x in ls:
-                if is_static_leaf(x):
+            for x, rt in zip(ls, self.runtime[i]):
+                if not rt:
                     continue
                 if i in self.nums:
                     self.diff_pos.append(pos)
@@ -344,7 +352,7 @@ class _SecondOrder:
         self._fof = None
 
     def leaves(self, primals):
-        return [x for a in primals for x in tree_flatten(a)[0] if not is_static_leaf(x)]
+        return [x for a, rt in zip(primals, self.runtime) for x, r in zip(tree_flatten(a)[0], rt) if r]
 
     def rev_over_fwd(self, outs_used, mode, jit, wrt=None):
         """grad of ``sum_k <c_k, tangent_k>`` w.r.t. the primal leaves and the tangents; with ``wrt`` (positions
@@ -543,19 +551,19 @@ def _scalar_jvp_function(f, argnum, args, mode, jit, backend):
     store = so.__dict__.setdefault("_grad_fns", {})
     if argnum in store:
         return store[argnum]
-    tans = []
-    pos = 0
-    for i in so.nums:
-        for v in tree_flatten(args[i])[0]:
-            p = so.diff_pos[pos]
-            if i == argnum:
-                tans.append("1.0" if not isinstance(v, np.ndarray) else f"np.ones(x{p}.shape)")
-            else:
-                tans.append("0.0" if not isinstance(v, np.ndarray) else f"np.zeros(x{p}.shape)")
-            pos += 1
-    call = f"_jvpfn({', '.join(so.xs + so.caps + tans)})"
-    out = "_r[1][0]"
-    w = _wrapper(f"grad_{getattr(f, '__name__', 'f')}", so.xs, [f"_r = {call}", f"return {out}"], so.scope)
+    # the wrapper takes the arguments as the user passes them (containers, strings and flags included: the outer
+    # grad is called with them) and hands the generated jvp their leaves, read by their paths
+    params = [f"a{i}" for i in range(len(args))]
+    leaves = []
+    for i, a in enumerate(args):
+        leaves += [(i, f"a{i}{path}", v) for (path, v), rt in zip(tree_flatten_with_path(a)[0], so.runtime[i]) if rt]
+    if len(leaves) != so.n:   # pragma: no cover - the jvp's leaves are these
+        raise TypeError("grad of grad: the arguments' leaves do not match the inner function's")
+    tans = [("1.0" if i == argnum else "0.0") if not isinstance(v, np.ndarray) else
+            f"np.{'ones' if i == argnum else 'zeros'}({src}.shape)"
+            for i, src, v in leaves if i in so.nums]
+    call = f"_jvpfn({', '.join([src for _, src, _ in leaves] + so.caps + tans)})"
+    w = _wrapper(f"grad_{getattr(f, '__name__', 'f')}", params, [f"_r = {call}", "return _r[1][0]"], so.scope)
     store[argnum] = w
     return w
 
