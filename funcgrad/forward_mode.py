@@ -61,7 +61,7 @@ class _JVP(_Transformed):
                     return out
         _api.refuse_device_args((primals, tangents), "forward mode (jvp, jacfwd, linearize, hvp, hessian)")
         _refuse_space_tangents(primals, tangents)
-        self.argnums = _float_argnums(primals)
+        self.argnums = _tangent_argnums(primals)
         built, single, nums, flat, trees, cap, key = self._lookup(primals)
         leaves = _runtime_leaves(flat, key)
         tleaves = []
@@ -149,6 +149,18 @@ def _float_argnums(primals):
         if ok:
             out.append(i)
     return tuple(out)
+
+
+def _tangent_argnums(primals):
+    """:func:`_float_argnums` of a forward-mode call, refused in words when no argument can carry a tangent."""
+    nums = _float_argnums(primals)
+    if not nums:
+        kinds = ", ".join(f"{type(p).__name__} ({p!r})" if np.ndim(p) == 0 and not isinstance(p, (dict, list, tuple))
+                          else type(p).__name__ for p in primals) or "no arguments"
+        raise ArgumentTypeError(f"forward mode (jvp, linearize, hvp): no argument is made of floating-point values "
+                                f"(received {kinds}); tangents are taken along float arguments: pass floats "
+                                "(3.0 for 3) or float arrays")
+    return nums
 
 
 _JVP_CACHE_ATTR = "__funcgrad_jvp__"
@@ -310,7 +322,7 @@ def _wrapper(label, params, body_lines, scope):
 def _jvp_built(fun, primals, mode, jit, backend):
     fun = _positional(fun, len(primals))
     t = _cached(fun, mode, jit, get_backend(backend))
-    t.argnums = _float_argnums(primals)
+    t.argnums = _tangent_argnums(primals)
     built, single, nums, flat, trees, cap, key = t._lookup(tuple(primals))
     return t, built, nums, flat, trees, cap, key
 
@@ -382,7 +394,7 @@ def _so(fun, primals, mode, jit, backend, complex_ok=False):
     real tangents, so they refuse complex arguments)."""
     fun = _positional(fun, len(primals))
     t = _cached(fun, mode, jit, get_backend(backend))
-    t.argnums = _float_argnums(primals)
+    t.argnums = _tangent_argnums(primals)
     if not complex_ok and any(np.iscomplexobj(x) for i in t.argnums for x in tree_flatten(primals[i])[0]):
         raise TypeError("second-order derivatives (hessian, hvp, grad of grad, jvp of jvp) of functions of complex "
                         "arguments are not supported; pass the real and imaginary parts as real arguments "

@@ -394,3 +394,14 @@ def test_jacfwd_refuses_a_container_argument_by_name():
             jac(lambda p: p["a"] * p["b"])({"a": np.ones(2), "b": np.ones(2)})
     with pytest.raises(ValueError, match="out of range"):
         funcgrad.jacfwd(lambda a: a, argnums=3)(np.ones(2))
+
+
+@pytest.mark.parametrize("call", ["jvp", "linearize", "hvp"])
+def test_forward_mode_with_no_float_argument_is_refused_in_words(call):
+    def f(n):
+        return float(n) ** 2
+    run = {"jvp": lambda: funcgrad.jvp(f, (3,), (1,)), "linearize": lambda: funcgrad.linearize(f, 3),
+           "hvp": lambda: funcgrad.hvp(f, (3,), (1,))}[call]
+    with pytest.raises(funcgrad.errors.ArgumentTypeError, match=r"no argument is made of floating-point values "
+                                                                 r"\(received int \(3\)\).*pass floats"):
+        run()
