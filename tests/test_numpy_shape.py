@@ -396,6 +396,88 @@ def test_einsum_kernels_match_numpy(subs, shapes):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
 
 
+# Two-operand einsums large enough for BLAS run as one batched matmul (kernels/cpu_shape.py's _einsum_bmm), the
+# rest through np.einsum: (subscripts, shapes, whether the BLAS path serves them in float64)
+BMM_CASES = [
+    ("kij,nkj->nki", [(10, 10, 10), (300, 10, 10)], True),          # GMM's, and its two adjoints
+    ("nki,nkj->kij", [(300, 10, 10), (300, 10, 10)], True),
+    ("nki,kij->nkj", [(300, 10, 10), (10, 10, 10)], True),
+    ("ij,jk->ik", [(40, 30), (30, 50)], True), ("ij,jk", [(40, 30), (30, 50)], True),
+    ("ji,kj->ik", [(30, 40), (50, 30)], True),                        # transposed operands and output
+    ("ijk,kl->li", [(10, 20, 30), (30, 40)], True),                   # a label summed away in one operand only
+    ("abc,bd->dc", [(7, 40, 30), (40, 20)], True),
+    ("...ij,...jk->...ik", [(3, 8, 20, 30), (8, 30, 10)], True),      # ellipsis, ranks broadcast
+    ("bij,bj->bi", [(100, 30, 30), (100, 30)], True),
+    ("i,i->", [(20000,), (20000,)], True),                            # a scalar result
+    ("bi,bi->b", [(1000, 10), (1000, 10)], False),                    # a batch of dots: c_einsum's loop
+    ("ii,ij->j", [(100, 100), (100, 100)], False),                    # a diagonal
+    ("ij,jk->ik", [(1, 100), (100, 100)], True),
+    ("ij,jk->ik", [(100, 1), (50, 100)], False),                      # j broadcast from size 1
+    ("ij,jk->ik", [(16, 16), (16, 16)], False),                       # too small to pay
+    ("ij,jk,kl->il", [(30, 30), (30, 30), (30, 30)], False),          # three operands
+]
+
+
+def _ops(shapes, dt):
+    ops = [rng.normal(size=s) * 3 for s in shapes]
+    if np.dtype(dt).kind == "c":
+        ops = [o + 1j * rng.normal(size=o.shape) for o in ops]
+    return tuple(o.astype(dt) for o in ops)
+
+
+@pytest.mark.parametrize("dt", [np.float64, np.float32, np.complex128, np.int64])
+@pytest.mark.parametrize("subs,shapes,blas", BMM_CASES)
+def test_einsum_blas_path_matches_numpy(subs, shapes, blas, dt):
+    from funcgrad.kernels import cpu_shape
+    ops = _ops(shapes, dt)
+    want = np.einsum(subs, *ops)
+    assert (cpu_shape._einsum_bmm(subs, ops) is not None) == (blas and np.dtype(dt).kind in "fc")
+    got = K.einsum(subs, ops)
+    assert type(got) is type(want) and got.dtype == want.dtype and np.shape(got) == np.shape(want)
+    tol = 1e-4 if dt == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * max(1.0, float(np.max(np.abs(want)))))
+    # the cotangents against the same rule with every contraction through np.einsum
+    g = _ops([np.shape(want)], dt)[0]
+    got_d = K.einsum_vjp(g, subs, ops)
+    old = cpu_shape._BMM_MIN
+    try:
+        cpu_shape._BMM_MIN = 1 << 62
+        cpu_shape._bmm_plan.cache_clear()
+        want_d = K.einsum_vjp(g, subs, ops)
+    finally:
+        cpu_shape._BMM_MIN = old
+        cpu_shape._bmm_plan.cache_clear()
+    for a, b, o in zip(got_d, want_d, ops):
+        assert np.shape(a) == np.shape(b) == np.shape(o) and a.dtype == b.dtype
+        assert a.flags.writeable
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol * max(1.0, float(np.max(np.abs(b)))))
+        assert not np.shares_memory(a, g) and not any(np.shares_memory(a, p) for p in ops)
+
+
+def f_gmm_einsum(L, c):
+    y = np.einsum("kij,nkj->nki", L, c)
+    return np.sum(np.sin(y) * y) + np.sum(np.einsum("nki,nkj->kij", c, c) * L)
+
+
+@pytest.mark.parametrize("mode", ["python", "nojit"])
+def test_einsum_blas_path_gradient(mode):
+    L, c = rng.normal(size=(4, 8, 8)), rng.normal(size=(64, 4, 8))   # 16,384 multiply-adds: the BLAS path
+    from funcgrad.kernels import cpu_shape
+    assert cpu_shape._einsum_bmm("kij,nkj->nki", (L, c)) is not None
+    v, g = funcgrad.value_and_grad(f_gmm_einsum, argnums=(0, 1), **_kw(mode))(L, c)
+    np.testing.assert_allclose(v, f_gmm_einsum(L, c), rtol=1e-12)
+    check_grads(f_gmm_einsum, (L, c), **_kw(mode))
+
+
+def test_einsum_blas_path_compiled_whole_equals_python():
+    L, c = rng.normal(size=(4, 8, 8)), rng.normal(size=(64, 4, 8))
+    v, g = funcgrad.value_and_grad(f_gmm_einsum, argnums=(0, 1), mode="python")(L, c)
+    vn, gn = funcgrad.value_and_grad(f_gmm_einsum, argnums=(0, 1), mode="njit")(L, c)
+    np.testing.assert_allclose(vn, v, rtol=1e-12)
+    for a, b in zip(gn, g):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+
+
 # ----------------------------------------------------------------------------- refusals at the user's line
 def r_order(x):
     return np.sum(np.ravel(x, order="K"))
