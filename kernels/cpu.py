@@ -230,6 +230,58 @@ def impl(x, axis=None, keepdims=False):
     return _compile(src, "impl")
 
 
+# NumPy's add.reduce over the leading or trailing axes of an array whose other axes are many runs one inner
+# loop per output row or column: 266 us for (1000, 10, 10) summed over its last axis here, 43 us over its first,
+# 1.7-2.2 ms for (100000, 3) over either, against 17, 8.3, 61 and 91 us as one BLAS matrix-vector product with
+# a vector of ones (np.dot). So a float32/float64 C-contiguous array of at least _SUM_BLAS_MIN elements summed
+# over its leading or its trailing axes (not all of them) goes to np.dot; the result has NumPy's dtype and
+# shape, its roundings may differ (BLAS adds in its own order).
+_SUM_BLAS_MIN = 1024
+_SUM_BLAS_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
+_ONES = {}
+
+
+def _ones(m, dt):
+    v = _ONES.get((m, dt))
+    if v is None:
+        v = np.ones(m, dtype=dt)
+        v.flags.writeable = False
+        if m <= 1 << 16:
+            _ONES[(m, dt)] = v
+    return v
+
+
+def _sum_blas(x, axis, keepdims):
+    """``np.sum(x, axis, keepdims=keepdims)`` as one BLAS matrix-vector product where that pays (see above),
+    else None. ``x`` is an ndarray."""
+    if x.dtype not in _SUM_BLAS_DTYPES or x.size < _SUM_BLAS_MIN or not x.flags.c_contiguous or axis is None:
+        return None
+    nd = x.ndim
+    try:
+        axes = sorted(_operator.index(a) % nd if -nd <= _operator.index(a) < nd else None
+                      for a in (axis if isinstance(axis, tuple) else (axis,)))
+    except TypeError:
+        return None
+    if not axes or None in axes or len(set(axes)) != len(axes) or len(axes) == nd:
+        return None
+    k = len(axes)
+    sh = x.shape
+    if axes == list(range(k)):                       # leading axes: ones @ (m, rest)
+        m = 1
+        for v in sh[:k]:
+            m *= v
+        r = np.dot(_ones(m, x.dtype), x.reshape(m, -1))
+    elif axes == list(range(nd - k, nd)):            # trailing axes: (rest, m) @ ones
+        m = 1
+        for v in sh[nd - k:]:
+            m *= v
+        r = np.dot(x.reshape(-1, m), _ones(m, x.dtype))
+    else:
+        return None
+    return r.reshape(tuple(1 if i in axes else n for i, n in enumerate(sh)) if keepdims else
+                     tuple(n for i, n in enumerate(sh) if i not in axes))
+
+
 def _make_reduction(op, npfn, ufunc=None):
     # an ndarray goes to the ufunc's reduce directly: np.sum & co. add 2 us of dispatch per
     # call (3.2 us against 1.2 us for a 32x1 array here), which adds up in small models' steps
@@ -239,8 +291,14 @@ def _make_reduction(op, npfn, ufunc=None):
     else:
         reduce = ufunc.reduce
 
+        fast = _sum_blas if op == "sum" else None
+
         def pyimpl(x, axis=None, keepdims=False):
             if type(x) is _ndarray:
+                if fast is not None and axis is not None and x.size >= _SUM_BLAS_MIN:
+                    r = fast(x, axis, keepdims)
+                    if r is not None:
+                        return r
                 return reduce(x, axis=axis, keepdims=keepdims)
             return npfn(x, axis=axis, keepdims=keepdims)
 
@@ -301,7 +359,8 @@ def unbroadcast(g, x):
     lead = len(gs) - len(xs)
     axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(xs) if n == 1 and gs[lead + i] != 1)
     if type(g) is _ndarray:
-        return np.add.reduce(g, axis=axes).reshape(xs)
+        r = _sum_blas(g, axes, False) if g.size >= _SUM_BLAS_MIN else None
+        return (np.add.reduce(g, axis=axes) if r is None else r).reshape(xs)
     return np.sum(g, axis=axes).reshape(xs)
 
 
