@@ -175,7 +175,21 @@ def _swapaxes_ov(x, axis1, axis2):
     return _transpose_impl("x, axis1, axis2", _swap_perm(_nd(x), _lit(axis1, "axis1"), _lit(axis2, "axis2")))
 
 
+@_functools.lru_cache(maxsize=256)
+def _moveaxis_perm_cached(nd, source, destination):
+    return _moveaxis_perm(nd, source, destination)
+
+
 def moveaxis(x, source, destination):
+    # np.moveaxis normalizes its axes in Python each call (9 us against 0.1 us for the transpose it makes,
+    # measured here): an ndarray with int (or tuple) axes takes the cached permutation
+    if type(x) is np.ndarray and type(source) in (int, tuple) and type(destination) in (int, tuple):
+        try:
+            perm = _moveaxis_perm_cached(x.ndim, source, destination)
+        except (ValueError, TypeError, IndexError):
+            perm = None   # np.moveaxis raises NumPy's own message
+        if perm is not None:
+            return x.transpose(perm)
     return np.moveaxis(x, source, destination)
 
 
@@ -216,6 +230,8 @@ def list_promote(buf, v):
     """``buf`` (the rows of a list grown at run time) with a dtype that also holds ``v``, the next item:
     ``buf`` itself when its dtype does (no copy), else ``buf`` cast to NumPy's promoted dtype (a list of
     ints that receives a float holds floats from then on, as ``np.stack`` of the Python list would)."""
+    if type(v) is np.ndarray and v.dtype == buf.dtype and v.shape == buf.shape[1:]:
+        return buf   # the common case, without NumPy's Python-level shape and dtype helpers
     if np.shape(v) != buf.shape[1:]:   # writing it into a row would broadcast it, or fail with NumPy's words
         raise ValueError(_RAGGED + f" (this item's shape is {np.shape(v)}, the items before it {buf.shape[1:]})")
     dt = _promoted(buf.dtype, np.asarray(v).dtype)

@@ -454,6 +454,36 @@ def test_einsum_blas_path_matches_numpy(subs, shapes, blas, dt):
         assert not np.shares_memory(a, g) and not any(np.shares_memory(a, p) for p in ops)
 
 
+def test_python_kernels_fast_paths_match_numpy():
+    """copy, zeros_like, moveaxis and list_promote take ndarray methods / cached permutations in Python:
+    the same results and the same refusals as NumPy's functions."""
+    x = rng.normal(size=(3, 4, 5))
+    for src, dst in [(0, 1), (0, -1), (-1, 0), ((0, 1), (2, 0)), ((2, 0), (0, 1))]:
+        got, want = K.moveaxis(x, src, dst), np.moveaxis(x, src, dst)
+        assert got.shape == want.shape and np.array_equal(got, want) and np.shares_memory(got, x)
+    for src, dst in [(3, 0), ((0, 0), (1, 2)), ((0, 1), (1,)), (0, 5)]:
+        with pytest.raises(Exception) as want:
+            np.moveaxis(x, src, dst)
+        with pytest.raises(type(want.value)) as got:
+            K.moveaxis(x, src, dst)
+        assert str(got.value) == str(want.value)
+    f = np.asfortranarray(rng.normal(size=(3, 4)))
+    for a in (x, x[:, ::2], f, np.arange(6, dtype=np.int32), np.array(2.5)):
+        c, z = K.copy(a), K.zeros_like(a)
+        assert np.array_equal(c, a) and c.dtype == a.dtype and not np.shares_memory(c, a)
+        assert z.shape == a.shape and z.dtype == a.dtype and not np.any(z)
+    assert K.copy(f).flags.f_contiguous and K.zeros_like(f).flags.f_contiguous
+    assert K.copy(1.5) == 1.5 and K.zeros_like(np.float32(2)).dtype == np.float32
+    buf = np.zeros((4, 3))
+    assert K.list_promote(buf, np.ones(3)) is buf
+    assert K.list_promote(buf, np.ones(3, dtype=complex)).dtype == complex
+    assert K.list_promote(np.zeros((4, 3), dtype=np.int64), np.ones(3)).dtype == np.float64
+    with pytest.raises(ValueError, match="holds items of one shape"):
+        K.list_promote(buf, np.ones(4))
+    pieces = K.unconcatenate(np.arange(10.0), (np.zeros(3), np.zeros(7)))
+    assert [list(p) for p in pieces] == [[0, 1, 2], [3, 4, 5, 6, 7, 8, 9]]
+
+
 def f_gmm_einsum(L, c):
     y = np.einsum("kij,nkj->nki", L, c)
     return np.sum(np.sin(y) * y) + np.sum(np.einsum("nki,nkj->kij", c, c) * L)
