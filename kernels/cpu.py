@@ -282,6 +282,42 @@ def _sum_blas(x, axis, keepdims):
                      tuple(n for i, n in enumerate(sh) if i not in axes))
 
 
+# max and min over the trailing axes of a C-contiguous array whose rows are short run one inner loop per row
+# too (56 us for (1000, 10) over axis 1 here, logsumexp's row maxima); reduced over the leading axis of the
+# transposed copy, the same comparisons in a different order (the same result, NaN included), 6 us.
+_MINMAX_ROW_MAX = 64
+
+
+def _trailing_axes(x, axis):
+    """(rows, row length) when ``axis`` names the trailing axes of ``x`` (not all of them), else None."""
+    nd = x.ndim
+    try:
+        axes = sorted(_operator.index(a) % nd if -nd <= _operator.index(a) < nd else None
+                      for a in (axis if isinstance(axis, tuple) else (axis,)))
+    except TypeError:
+        return None
+    k = len(axes)
+    if not k or None in axes or k >= nd or axes != list(range(nd - k, nd)):
+        return None
+    m = 1
+    for v in x.shape[nd - k:]:
+        m *= v
+    return axes, m
+
+
+def _minmax_rows(reduce, x, axis, keepdims):
+    if x.size < _SUM_BLAS_MIN or not x.flags.c_contiguous or axis is None or x.dtype.kind not in "fiu":
+        return None
+    ta = _trailing_axes(x, axis)
+    if ta is None or ta[1] > _MINMAX_ROW_MAX or ta[1] == 0:
+        return None
+    axes, m = ta
+    r = reduce(np.ascontiguousarray(x.reshape(-1, m).T), axis=0)
+    sh = x.shape
+    return r.reshape(tuple(1 if i in axes else n for i, n in enumerate(sh)) if keepdims else
+                     tuple(n for i, n in enumerate(sh) if i not in axes))
+
+
 def _make_reduction(op, npfn, ufunc=None):
     # an ndarray goes to the ufunc's reduce directly: np.sum & co. add 2 us of dispatch per
     # call (3.2 us against 1.2 us for a 32x1 array here), which adds up in small models' steps
@@ -291,7 +327,8 @@ def _make_reduction(op, npfn, ufunc=None):
     else:
         reduce = ufunc.reduce
 
-        fast = _sum_blas if op == "sum" else None
+        fast = _sum_blas if op == "sum" else \
+            (lambda x, axis, keepdims: _minmax_rows(reduce, x, axis, keepdims)) if op in ("max", "min") else None
 
         def pyimpl(x, axis=None, keepdims=False):
             if type(x) is _ndarray:
