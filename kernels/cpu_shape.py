@@ -1592,7 +1592,13 @@ def _bmm_plan(subscripts, shapes):
     produced = bat + akeep + bkeep
     shape_ab = tuple(size[l] for l in produced)
     perm_ab = tuple(produced.index(l) for l in out)
-    return sum_a, perm_a, shape_a, sum_b, perm_b, shape_b, shape_ab, perm_ab
+    # the output's labels in another order than the matmul makes them: with one label per group, the matmul
+    # writes into the permuted view of a C-contiguous result (out_shape, inv_ab), as c_einsum's is
+    out_shape = inv_ab = None
+    if perm_ab != tuple(range(len(perm_ab))) and len(bat) <= 1 and len(akeep) <= 1 and len(bkeep) <= 1:
+        out_shape = tuple(size[l] for l in out)
+        inv_ab = tuple(out.index(l) for l in produced)
+    return sum_a, perm_a, shape_a, sum_b, perm_b, shape_b, shape_ab, perm_ab, out_shape, inv_ab
 
 
 def _einsum_bmm(subscripts, operands):
@@ -1609,13 +1615,20 @@ def _einsum_bmm(subscripts, operands):
     plan = _bmm_plan(subscripts, (a.shape, b.shape))
     if plan is None:
         return None
-    sum_a, perm_a, shape_a, sum_b, perm_b, shape_b, shape_ab, perm_ab = plan
+    sum_a, perm_a, shape_a, sum_b, perm_b, shape_b, shape_ab, perm_ab, out_shape, inv_ab = plan
     if sum_a:
         a = np.sum(a, axis=sum_a)
     if sum_b:
         b = np.sum(b, axis=sum_b)
     a = np.reshape(np.transpose(a.astype(dt, copy=False), perm_a), shape_a)
     b = np.reshape(np.transpose(b.astype(dt, copy=False), perm_b), shape_b)
+    if out_shape is not None:
+        # a transposed result costs its consumers: (1000, 10, 10) + its transposed view took 122 us here against
+        # 36 us for two C-contiguous arrays, and copying it 1.3 ms; writing the matmul into the permuted view of a
+        # C-contiguous array costs 44 us more than the view (141 -> 185 us for GMM's contraction)
+        r = np.empty(out_shape, dtype=dt)
+        np.matmul(a, b, out=np.reshape(np.transpose(r, inv_ab), (shape_a[0], shape_a[1], shape_b[2])))
+        return r
     r = np.transpose(np.reshape(np.matmul(a, b), shape_ab), perm_ab)
     return r[()] if r.ndim == 0 else r   # a full contraction: np.einsum's result is a NumPy scalar
 

@@ -454,6 +454,16 @@ def test_einsum_blas_path_matches_numpy(subs, shapes, blas, dt):
         assert not np.shares_memory(a, g) and not any(np.shares_memory(a, p) for p in ops)
 
 
+def test_einsum_blas_path_results_are_c_contiguous_where_the_matmul_can_write_them():
+    L, c, g = rng.normal(size=(10, 10, 10)), rng.normal(size=(300, 10, 10)), rng.normal(size=(300, 10, 10))
+    y = K.einsum("kij,nkj->nki", (L, c))      # the matmul makes (k, n, i): written into (n, k, i) in place
+    assert y.flags.c_contiguous
+    np.testing.assert_allclose(y, np.einsum("kij,nkj->nki", L, c), rtol=1e-12, atol=1e-12)
+    dL, dc = K.einsum_vjp(g, "kij,nkj->nki", (L, c))
+    assert dL.flags.c_contiguous and dc.flags.c_contiguous
+    np.testing.assert_allclose(dc, np.einsum("nki,kij->nkj", g, L), rtol=1e-12, atol=1e-12)
+
+
 def test_python_kernels_fast_paths_match_numpy():
     """copy, zeros_like, moveaxis and list_promote take ndarray methods / cached permutations in Python:
     the same results and the same refusals as NumPy's functions."""
