@@ -454,6 +454,16 @@ def test_einsum_blas_path_matches_numpy(subs, shapes, blas, dt):
         assert not np.shares_memory(a, g) and not any(np.shares_memory(a, p) for p in ops)
 
 
+def test_einsum_blas_path_leaves_numpys_errors_to_numpy():
+    a, b = np.zeros((64, 64)), np.zeros((65, 64))
+    for subs, ops in [("ij,jk->ik", (a, b)), ("ij,jk->il", (a, a)), ("ij,jk", (a,))]:
+        with pytest.raises(ValueError) as want:
+            np.einsum(subs, *ops)
+        with pytest.raises(ValueError) as got:
+            K.einsum(subs, ops)
+        assert str(got.value) == str(want.value)
+
+
 def test_einsum_blas_path_results_are_c_contiguous_where_the_matmul_can_write_them():
     L, c, g = rng.normal(size=(10, 10, 10)), rng.normal(size=(300, 10, 10)), rng.normal(size=(300, 10, 10))
     y = K.einsum("kij,nkj->nki", (L, c))      # the matmul makes (k, n, i): written into (n, k, i) in place
