@@ -1643,6 +1643,11 @@ def einsum(subscripts, operands, optimize=False):
     return np.einsum(subscripts, *operands, optimize=optimize)
 
 
+def _broadcast_to(a, shape):
+    """``np.broadcast_to(a, shape)``, or ``a`` itself when it has that shape (3 us less per operand)."""
+    return a if a.shape == shape else np.broadcast_to(a, shape)
+
+
 def _einsum_operand_d(g, spec, operands, i, optimize):
     """Cotangent of operand ``i``: an einsum of ``g`` with the other operands, then broadcast back over
     labels only operand ``i`` has, summed over axes it broadcast, and placed on its diagonals."""
@@ -1664,8 +1669,8 @@ def _einsum_operand_d(g, spec, operands, i, optimize):
     ins = [fmt(spec.output)] + [fmt(spec.inputs[j]) for j in others]
     # broadcast every operand of this einsum to the full label sizes (NumPy's einsum does not broadcast
     # a label whose size is 1 in one operand and n in another consistently across versions)
-    arrs = [np.broadcast_to(np.asarray(g), tuple(size[l] for l in spec.output))]
-    arrs += [np.broadcast_to(np.asarray(operands[j]), tuple(size[l] for l in spec.inputs[j])) for j in others]
+    arrs = [_broadcast_to(np.asarray(g), tuple(size[l] for l in spec.output))]
+    arrs += [_broadcast_to(np.asarray(operands[j]), tuple(size[l] for l in spec.inputs[j])) for j in others]
     sub = ",".join(ins) + "->" + fmt(kept)
     r = _einsum_bmm(sub, arrs) if optimize is False else None
     fresh = r is not None   # r's memory is its own (no input's, no broadcast): returned without a copy
