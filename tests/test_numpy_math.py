@@ -483,9 +483,10 @@ def test_sum_blas_path_matches_numpy(shape, axis, blas, dt, keepdims):
 
 @pytest.mark.parametrize("keepdims", [False, True])
 @pytest.mark.parametrize("dt", [np.float64, np.float32, np.int64, np.bool_])
-@pytest.mark.parametrize("shape,axis,fast", [((1000, 10), 1, True), ((1000, 10), -1, True), ((200, 4, 5), (1, 2), True),
-                                             ((100, 10, 10), 2, True), ((1000, 10), 0, False), ((100, 10, 10), 1, False),
-                                             ((20, 200), 1, False), ((100, 10, 10), None, False), ((10, 10), 1, False)])
+@pytest.mark.parametrize("shape,axis,fast", [
+    ((1000, 10), 1, True), ((1000, 10), -1, True), ((200, 4, 5), (1, 2), True), ((100, 10, 10), 2, True),
+    ((1000, 10), 0, False), ((100, 10, 10), 1, False), ((20, 200), 1, False), ((100, 10, 10), None, False),
+    ((10, 10), 1, False)])
 def test_max_min_over_short_rows_match_numpy(shape, axis, fast, dt, keepdims):
     """max/min over the trailing axes of many short rows reduce the transposed copy (kernels/cpu.py's
     _minmax_rows): exactly NumPy's result, NaN included."""

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import funcgrad
 from funcgrad.ops.registry import registry
 from funcgrad.kernels import cpu as K
+from funcgrad.kernels import cpu_shape
 from funcgrad.testing import check_grads
 
 rng = np.random.default_rng(0)
@@ -428,7 +429,6 @@ def _ops(shapes, dt):
 @pytest.mark.parametrize("dt", [np.float64, np.float32, np.complex128, np.int64])
 @pytest.mark.parametrize("subs,shapes,blas", BMM_CASES)
 def test_einsum_blas_path_matches_numpy(subs, shapes, blas, dt):
-    from funcgrad.kernels import cpu_shape
     ops = _ops(shapes, dt)
     want = np.einsum(subs, *ops)
     assert (cpu_shape._einsum_bmm(subs, ops) is not None) == (blas and np.dtype(dt).kind in "fc")
@@ -512,7 +512,6 @@ def f_gmm_einsum(L, c):
 @pytest.mark.parametrize("mode", ["python", "nojit"])
 def test_einsum_blas_path_gradient(mode):
     L, c = rng.normal(size=(4, 8, 8)), rng.normal(size=(64, 4, 8))   # 16,384 multiply-adds: the BLAS path
-    from funcgrad.kernels import cpu_shape
     assert cpu_shape._einsum_bmm("kij,nkj->nki", (L, c)) is not None
     v, g = funcgrad.value_and_grad(f_gmm_einsum, argnums=(0, 1), **_kw(mode))(L, c)
     np.testing.assert_allclose(v, f_gmm_einsum(L, c), rtol=1e-12)
