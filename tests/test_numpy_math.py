@@ -455,6 +455,79 @@ def test_logsumexp_pattern(mode):
     np.testing.assert_allclose(g, np.exp(x) / np.sum(np.exp(x)), rtol=1e-12)
 
 
+# Sums over the leading or trailing axes of large float arrays run as one BLAS matrix-vector product
+# (kernels/cpu.py's _sum_blas): the same dtype and shape as np.sum, the same values to rounding; the rest is
+# NumPy's own reduce.
+SUM_CASES = [((1000, 10, 10), 2, True), ((1000, 10, 10), -1, True), ((1000, 10, 10), 0, True),
+             ((1000, 10, 10), (1, 2), True), ((1000, 10, 10), (0, 1), True), ((1000, 10, 10), (2, 1), True),
+             ((1000, 10, 10), 1, False), ((1000, 10, 10), (0, 2), False), ((1000, 10, 10), (0, 1, 2), False),
+             ((1000, 10, 10), None, False), ((5000, 3), 0, True), ((5000, 3), 1, True), ((20, 20), 1, False)]
+
+
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("dt", [np.float64, np.float32, np.int64, np.complex128])
+@pytest.mark.parametrize("shape,axis,blas", SUM_CASES)
+def test_sum_blas_path_matches_numpy(shape, axis, blas, dt, keepdims):
+    x = (RNG.standard_normal(shape) * 5).astype(dt)
+    want = np.sum(x, axis=axis, keepdims=keepdims)
+    assert (K._sum_blas(x, axis, keepdims) is not None) == (blas and np.dtype(dt).kind == "f")
+    got = K.sum(x, axis=axis, keepdims=keepdims)
+    assert got.dtype == want.dtype and np.shape(got) == np.shape(want)
+    tol = 1e-5 if dt == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * float(np.max(np.abs(want))))
+    # a transposed (not C-contiguous) array: NumPy's reduce
+    assert K._sum_blas(x.T, axis, keepdims) is None
+    np.testing.assert_allclose(K.sum(x.T, axis=axis, keepdims=keepdims), np.sum(x.T, axis=axis, keepdims=keepdims),
+                               rtol=tol, atol=tol * float(np.max(np.abs(want))))
+
+
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("dt", [np.float64, np.float32, np.int64, np.bool_])
+@pytest.mark.parametrize("shape,axis,fast", [
+    ((1000, 10), 1, True), ((1000, 10), -1, True), ((200, 4, 5), (1, 2), True), ((100, 10, 10), 2, True),
+    ((1000, 10), 0, False), ((100, 10, 10), 1, False), ((20, 200), 1, False), ((100, 10, 10), None, False),
+    ((10, 10), 1, False)])
+def test_max_min_over_short_rows_match_numpy(shape, axis, fast, dt, keepdims):
+    """max/min over the trailing axes of many short rows reduce the transposed copy (kernels/cpu.py's
+    _minmax_rows): exactly NumPy's result, NaN included."""
+    x = (RNG.standard_normal(shape) * 5).astype(dt)
+    if dt == np.float64:
+        x.flat[37] = np.nan
+    for f, nf, ufunc in ((K.max, np.max, np.maximum), (K.min, np.min, np.minimum)):
+        want = nf(x, axis=axis, keepdims=keepdims)
+        assert (K._minmax_rows(ufunc.reduce, x, axis, keepdims) is not None) == (fast and dt != np.bool_)
+        got = f(x, axis=axis, keepdims=keepdims)
+        assert got.dtype == want.dtype and np.shape(got) == np.shape(want)
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("gshape,xshape", [((1000, 10, 10), (1, 10, 10)), ((1000, 10, 10), (10, 10)),
+                                           ((1000, 10, 10), (1000, 10, 1)), ((1000, 10, 10), (1, 10, 1)),
+                                           ((4000, 3), (3,)), ((1000, 10, 10), ())])
+def test_unbroadcast_blas_path_matches_numpy(gshape, xshape):
+    g = RNG.standard_normal(gshape)
+    lead = len(gshape) - len(xshape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(xshape) if n == 1)
+    want = np.sum(g, axis=axes).reshape(xshape)
+    got = K.unbroadcast(g, np.zeros(xshape))
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * float(np.max(np.abs(want))))
+
+
+def big_sums(x, m):
+    c = x[:, None, :] - m[None, :, :]
+    return (np.sum(np.sin(np.sum(c ** 2, axis=2))) + np.sum(np.cos(np.sum(c, axis=0))) + np.sum(np.max(c, axis=2) ** 2),
+            np.sum(np.sin(x), axis=1))
+
+
+@pytest.mark.parametrize("mode", ["python", "nojit"])
+def test_big_sums_gradient(mode):
+    x, m = RNG.standard_normal((200, 8)), RNG.standard_normal((6, 8))   # (200, 6, 8): the BLAS sums
+    assert K._sum_blas(np.zeros((200, 6, 8)), 2, False) is not None
+    assert K._minmax_rows(np.maximum.reduce, np.zeros((200, 6, 8)), 2, False) is not None
+    check(big_sums, (x, m), **MODES[mode])
+
+
 # ----------------------------------------------------------------------------- scans, diff, sorting
 def scans(a, b):
     return (np.cumsum(a, axis=0), np.cumsum(a, axis=1), np.cumsum(a), np.cumsum(b), np.cumsum(a, axis=-1),

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import funcgrad
 from funcgrad.ops.registry import registry
 from funcgrad.kernels import cpu as K
+from funcgrad.kernels import cpu_shape
 from funcgrad.testing import check_grads
 
 rng = np.random.default_rng(0)
@@ -404,6 +405,136 @@ def test_einsum_kernels_match_numpy(subs, shapes):
     for a, b, o in zip(got_nb, got_py, ops):
         assert np.shape(a) == np.shape(o) == np.shape(b)
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+# Two-operand einsums large enough for BLAS run as one batched matmul (kernels/cpu_shape.py's _einsum_bmm), the
+# rest through np.einsum: (subscripts, shapes, whether the BLAS path serves them in float64)
+BMM_CASES = [
+    ("kij,nkj->nki", [(10, 10, 10), (300, 10, 10)], True),          # GMM's, and its two adjoints
+    ("nki,nkj->kij", [(300, 10, 10), (300, 10, 10)], True),
+    ("nki,kij->nkj", [(300, 10, 10), (10, 10, 10)], True),
+    ("ij,jk->ik", [(40, 30), (30, 50)], True), ("ij,jk", [(40, 30), (30, 50)], True),
+    ("ji,kj->ik", [(30, 40), (50, 30)], True),                        # transposed operands and output
+    ("ijk,kl->li", [(10, 20, 30), (30, 40)], True),                   # a label summed away in one operand only
+    ("abc,bd->dc", [(7, 40, 30), (40, 20)], True),
+    ("...ij,...jk->...ik", [(3, 8, 20, 30), (8, 30, 10)], True),      # ellipsis, ranks broadcast
+    ("bij,bj->bi", [(100, 30, 30), (100, 30)], True),
+    ("i,i->", [(20000,), (20000,)], True),                            # a scalar result
+    ("bi,bi->b", [(1000, 10), (1000, 10)], False),                    # a batch of dots: c_einsum's loop
+    ("ii,ij->j", [(100, 100), (100, 100)], False),                    # a diagonal
+    ("ij,jk->ik", [(1, 100), (100, 100)], True),
+    ("ij,jk->ik", [(100, 1), (50, 100)], False),                      # j broadcast from size 1
+    ("ij,jk->ik", [(16, 16), (16, 16)], False),                       # too small to pay
+    ("ij,jk,kl->il", [(30, 30), (30, 30), (30, 30)], False),          # three operands
+]
+
+
+def _ops(shapes, dt):
+    ops = [rng.normal(size=s) * 3 for s in shapes]
+    if np.dtype(dt).kind == "c":
+        ops = [o + 1j * rng.normal(size=o.shape) for o in ops]
+    return tuple(o.astype(dt) for o in ops)
+
+
+@pytest.mark.parametrize("dt", [np.float64, np.float32, np.complex128, np.int64])
+@pytest.mark.parametrize("subs,shapes,blas", BMM_CASES)
+def test_einsum_blas_path_matches_numpy(subs, shapes, blas, dt):
+    ops = _ops(shapes, dt)
+    want = np.einsum(subs, *ops)
+    assert (cpu_shape._einsum_bmm(subs, ops) is not None) == (blas and np.dtype(dt).kind in "fc")
+    got = K.einsum(subs, ops)
+    assert type(got) is type(want) and got.dtype == want.dtype and np.shape(got) == np.shape(want)
+    tol = 1e-4 if dt == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * max(1.0, float(np.max(np.abs(want)))))
+    # the cotangents against the same rule with every contraction through np.einsum
+    g = _ops([np.shape(want)], dt)[0]
+    got_d = K.einsum_vjp(g, subs, ops)
+    old = cpu_shape._BMM_MIN
+    try:
+        cpu_shape._BMM_MIN = 1 << 62
+        cpu_shape._bmm_plan.cache_clear()
+        want_d = K.einsum_vjp(g, subs, ops)
+    finally:
+        cpu_shape._BMM_MIN = old
+        cpu_shape._bmm_plan.cache_clear()
+    for a, b, o in zip(got_d, want_d, ops):
+        assert np.shape(a) == np.shape(b) == np.shape(o) and a.dtype == b.dtype
+        assert a.flags.writeable
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol * max(1.0, float(np.max(np.abs(b)))))
+        assert not np.shares_memory(a, g) and not any(np.shares_memory(a, p) for p in ops)
+
+
+def test_einsum_blas_path_leaves_numpys_errors_to_numpy():
+    a, b = np.zeros((64, 64)), np.zeros((65, 64))
+    for subs, ops in [("ij,jk->ik", (a, b)), ("ij,jk->il", (a, a)), ("ij,jk", (a,))]:
+        with pytest.raises(ValueError) as want:
+            np.einsum(subs, *ops)
+        with pytest.raises(ValueError) as got:
+            K.einsum(subs, ops)
+        assert str(got.value) == str(want.value)
+
+
+def test_einsum_blas_path_results_are_c_contiguous_where_the_matmul_can_write_them():
+    L, c, g = rng.normal(size=(10, 10, 10)), rng.normal(size=(300, 10, 10)), rng.normal(size=(300, 10, 10))
+    y = K.einsum("kij,nkj->nki", (L, c))      # the matmul makes (k, n, i): written into (n, k, i) in place
+    assert y.flags.c_contiguous
+    np.testing.assert_allclose(y, np.einsum("kij,nkj->nki", L, c), rtol=1e-12, atol=1e-12)
+    dL, dc = K.einsum_vjp(g, "kij,nkj->nki", (L, c))
+    assert dL.flags.c_contiguous and dc.flags.c_contiguous
+    np.testing.assert_allclose(dc, np.einsum("nki,kij->nkj", g, L), rtol=1e-12, atol=1e-12)
+
+
+def test_python_kernels_fast_paths_match_numpy():
+    """copy, zeros_like, moveaxis and list_promote take ndarray methods / cached permutations in Python:
+    the same results and the same refusals as NumPy's functions."""
+    x = rng.normal(size=(3, 4, 5))
+    for src, dst in [(0, 1), (0, -1), (-1, 0), ((0, 1), (2, 0)), ((2, 0), (0, 1))]:
+        got, want = K.moveaxis(x, src, dst), np.moveaxis(x, src, dst)
+        assert got.shape == want.shape and np.array_equal(got, want) and np.shares_memory(got, x)
+    for src, dst in [(3, 0), ((0, 0), (1, 2)), ((0, 1), (1,)), (0, 5)]:
+        with pytest.raises(Exception) as want:
+            np.moveaxis(x, src, dst)
+        with pytest.raises(type(want.value)) as got:
+            K.moveaxis(x, src, dst)
+        assert str(got.value) == str(want.value)
+    f = np.asfortranarray(rng.normal(size=(3, 4)))
+    for a in (x, x[:, ::2], f, np.arange(6, dtype=np.int32), np.array(2.5)):
+        c, z = K.copy(a), K.zeros_like(a)
+        assert np.array_equal(c, a) and c.dtype == a.dtype and not np.shares_memory(c, a)
+        assert z.shape == a.shape and z.dtype == a.dtype and not np.any(z)
+    assert K.copy(f).flags.f_contiguous and K.zeros_like(f).flags.f_contiguous
+    assert K.copy(1.5) == 1.5 and K.zeros_like(np.float32(2)).dtype == np.float32
+    buf = np.zeros((4, 3))
+    assert K.list_promote(buf, np.ones(3)) is buf
+    assert K.list_promote(buf, np.ones(3, dtype=complex)).dtype == complex
+    assert K.list_promote(np.zeros((4, 3), dtype=np.int64), np.ones(3)).dtype == np.float64
+    with pytest.raises(ValueError, match="holds items of one shape"):
+        K.list_promote(buf, np.ones(4))
+    pieces = K.unconcatenate(np.arange(10.0), (np.zeros(3), np.zeros(7)))
+    assert [list(p) for p in pieces] == [[0, 1, 2], [3, 4, 5, 6, 7, 8, 9]]
+
+
+def f_gmm_einsum(L, c):
+    y = np.einsum("kij,nkj->nki", L, c)
+    return np.sum(np.sin(y) * y) + np.sum(np.einsum("nki,nkj->kij", c, c) * L)
+
+
+@pytest.mark.parametrize("mode", ["python", "nojit"])
+def test_einsum_blas_path_gradient(mode):
+    L, c = rng.normal(size=(4, 8, 8)), rng.normal(size=(64, 4, 8))   # 16,384 multiply-adds: the BLAS path
+    assert cpu_shape._einsum_bmm("kij,nkj->nki", (L, c)) is not None
+    v, g = funcgrad.value_and_grad(f_gmm_einsum, argnums=(0, 1), **_kw(mode))(L, c)
+    np.testing.assert_allclose(v, f_gmm_einsum(L, c), rtol=1e-12)
+    check_grads(f_gmm_einsum, (L, c), **_kw(mode))
+
+
+def test_einsum_blas_path_compiled_whole_equals_python():
+    L, c = rng.normal(size=(4, 8, 8)), rng.normal(size=(64, 4, 8))
+    v, g = funcgrad.value_and_grad(f_gmm_einsum, argnums=(0, 1), mode="python")(L, c)
+    vn, gn = funcgrad.value_and_grad(f_gmm_einsum, argnums=(0, 1), mode="njit")(L, c)
+    np.testing.assert_allclose(vn, v, rtol=1e-12)
+    for a, b in zip(gn, g):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
 
 
 # ----------------------------------------------------------------------------- refusals at the user's line
