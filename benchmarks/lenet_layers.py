@@ -26,7 +26,7 @@ K = L.K
 
 
 def ops(x, p):
-    """``{op: (funcgrad call, torch call, check)}`` on the activations of one forward pass."""
+    """``{op: (funcgrad call, torch call)}`` on the activations of one forward pass."""
     import torch
     A = torch.ops.aten
     c1 = K.conv2d(x, p["c1w"], p["c1b"])
@@ -50,25 +50,23 @@ def ops(x, p):
 
     return {
         "conv1 forward": (lambda: K.conv2d(x, p["c1w"], p["c1b"]),
-                          lambda: A.conv2d(T["x"], T["c1w"], T["c1b"]), None),
+                          lambda: A.conv2d(T["x"], T["c1w"], T["c1b"])),
         "conv1 weight grad": (lambda: K.conv2d_weight_grad(g1, x, p["c1w"].shape),
-                              lambda: conv_bwd(T["g1"], T["x"], T["c1w"], [False, True, False])[1], None),
-        "pool1 forward": (lambda: K.max_pool2d(r1, 2), lambda: A.max_pool2d_with_indices(T["r1"], [2, 2], [2, 2]),
-                          None),
+                              lambda: conv_bwd(T["g1"], T["x"], T["c1w"], [False, True, False])[1]),
+        "pool1 forward": (lambda: K.max_pool2d(r1, 2), lambda: A.max_pool2d_with_indices(T["r1"], [2, 2], [2, 2])),
         "pool1 backward": (lambda: K.max_pool2d_grad(gm1, r1, 2),
                            lambda: A.max_pool2d_with_indices_backward(T["gm1"], T["r1"], [2, 2], [2, 2], [0, 0],
-                                                                       [1, 1], False, i1), None),
+                                                                       [1, 1], False, i1)),
         "conv2 forward": (lambda: K.conv2d(m1, p["c2w"], p["c2b"]),
-                          lambda: A.conv2d(T["m1"], T["c2w"], T["c2b"]), None),
+                          lambda: A.conv2d(T["m1"], T["c2w"], T["c2b"])),
         "conv2 input grad": (lambda: K.conv2d_input_grad(g2, p["c2w"], m1.shape),
-                             lambda: conv_bwd(T["g2"], T["m1"], T["c2w"], [True, False, False])[0], None),
+                             lambda: conv_bwd(T["g2"], T["m1"], T["c2w"], [True, False, False])[0]),
         "conv2 weight grad": (lambda: K.conv2d_weight_grad(g2, m1, p["c2w"].shape),
-                              lambda: conv_bwd(T["g2"], T["m1"], T["c2w"], [False, True, False])[1], None),
-        "pool2 forward": (lambda: K.max_pool2d(r2, 2), lambda: A.max_pool2d_with_indices(T["r2"], [2, 2], [2, 2]),
-                          None),
+                              lambda: conv_bwd(T["g2"], T["m1"], T["c2w"], [False, True, False])[1]),
+        "pool2 forward": (lambda: K.max_pool2d(r2, 2), lambda: A.max_pool2d_with_indices(T["r2"], [2, 2], [2, 2])),
         "pool2 backward": (lambda: K.max_pool2d_grad(gm2, r2, 2),
                            lambda: A.max_pool2d_with_indices_backward(T["gm2"], T["r2"], [2, 2], [2, 2], [0, 0],
-                                                                       [1, 1], False, i2), None),
+                                                                       [1, 1], False, i2)),
     }
 
 
@@ -97,10 +95,12 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(L.BATCH, 1, 28, 28)).astype(np.float32)
     table = ops(x, L.init_params())
-    for name, (f, t, _) in table.items():   # the same results (and every kernel compiled) before timing
-        np.testing.assert_allclose(_as_array(f()), _as_array(t()), rtol=2e-4, atol=2e-4, err_msg=name)
+    for name, (f, t) in table.items():   # the same results (and every kernel compiled) before timing
+        want = _as_array(t())   # float32 sums of ~10^4 products: agree to float32 rounding of the largest entry
+        np.testing.assert_allclose(_as_array(f()), want, rtol=1e-4, atol=1e-5 * float(np.max(np.abs(want))),
+                                   err_msg=name)
     calls = {}
-    for name, (f, t, _) in table.items():
+    for name, (f, t) in table.items():
         calls[("funcgrad", name)] = f
         calls[("torch", name)] = t
     times = alternating_blocks(calls, args.reps, args.rounds, warmup=3)
