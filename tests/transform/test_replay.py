@@ -62,6 +62,20 @@ def mixed_branches(P, Q, w, idx):
     return total
 
 
+def rebound_after(P, Q, w, idx):
+    # c, read by recomputed lines, is bound again after the loop: the reversed loop must see the loop's c
+    c = P[0] * 2.0
+    for _ in range(2):
+        c = c * 1.5 + P[1]
+    total = 0.0
+    for i in range(idx.shape[0]):
+        y = Q[idx[i, 1]] * c + w[i]
+        total = total + np.sum(y * y)
+    for _ in range(2):
+        c = c * total
+    return total + np.sum(c)
+
+
 def while_rows(P, Q, w, idx):
     total = 0.0
     i = 0
@@ -83,10 +97,12 @@ def _inputs(n=7, seed=3):
 
 
 CASES = {"rows_through_helpers": rows_through_helpers, "carried_state": carried_state,
-         "live_out_and_nested": live_out_and_nested, "mixed_branches": mixed_branches, "while_rows": while_rows}
+         "live_out_and_nested": live_out_and_nested, "mixed_branches": mixed_branches, "rebound_after": rebound_after,
+         "while_rows": while_rows}
 #: names each case must keep on a tape (what they carry, read after the loop or do not always recompute)
 TAPED = {"rows_through_helpers": ["i", "total"], "carried_state": ["i", "x"],
-         "live_out_and_nested": ["i", "last", "acc"], "mixed_branches": ["i", "s"], "while_rows": ["i"]}
+         "live_out_and_nested": ["i", "last", "acc"], "mixed_branches": ["i", "s"], "rebound_after": ["i", "c"],
+         "while_rows": ["i"]}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
