@@ -15,7 +15,9 @@ the adjoint sweep, where
   assignment and restored right after that assignment's adjoint, so every
   adjoint statement sees exactly the values its primal statement saw. Float64
   scalars of top-level range loops get preallocated array tapes sized by the
-  trip count; other tapes are growable lists. Branches are reversed on their
+  trip count; other tapes are growable lists. In compiled code a loop body's own cheap values (those
+  that do not depend on what the loop carries) are instead computed again at the start of each reversed
+  iteration and never taped (:mod:`.replay`). Branches are reversed on their
   recorded conditions; the cotangent state of both branches (and of every loop
   iteration) is made to agree where they meet;
 * in-place writes ``x[idx] = v`` save the overwritten values in the primal and
