@@ -9,7 +9,8 @@ reversed iteration, by the statements that computed it in the primal: the adjoin
 reads exactly the values iteration ``k`` computed, and nothing about them is stored.
 
 What may be recomputed (``plan``), for a loop ``L`` (not a checkpointed loop, nor one inside one; no
-``break``/``continue``/``return`` and no in-place write ``x[i] = v`` anywhere in it):
+``break``/``continue``/``return``, no in-place write ``x[i] = v`` and no call made for its effect anywhere in
+it):
 
 * a statement ``n = rhs`` of ``L``'s body (or of branches of it, replayed under the same condition; never of
   a nested loop) whose ``rhs`` is cheap: per element a few operations (arithmetic, comparisons, indexing,
@@ -118,6 +119,8 @@ def _eligible(loop):
             return False
         if isinstance(n, ast.Assign) and not isinstance(n.targets[0], ast.Name):
             return False
+        if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and not A.has(n, A.TRIPS):
+            return False   # a call for its effect (it might change an array the recomputed lines read)
         if isinstance(n, (ast.For, ast.While)) and A.get(n, A.CHECKPOINT, None) is not None:
             return False
     return A.get(loop, A.CHECKPOINT, None) is None
