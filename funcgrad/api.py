@@ -30,7 +30,7 @@ import warnings
 import numpy as np
 from numba.core import errors as _numba_errors
 
-from .custom import CustomFunction, custom_jvp, custom_vjp, stop_gradient
+from .custom import CustomFunction, custom_jvp, custom_vjp, is_user_vspace_value, stop_gradient
 from .errors import (ArgumentTypeError, CompileError, DeviceError, FuncgradError, FuncgradWarning, NoDerivativeError,
                      REFUSAL_MARK, TransformError, TreeStructureError, UnsupportedSyntaxError)
 from .kernels.base import get_backend, is_device_array
@@ -326,6 +326,8 @@ class _Transformed:
         if not diff and (isinstance(x, (bool, np.bool_)) or
                          (where in self._static_leaves and isinstance(x, (int, np.integer)))):
             return ("static", repr(x))
+        if diff and is_user_vspace_value(x):   # an element of a user's vector space: a runtime value
+            return ("vs", type(x))
         return leaf_spec(x)
 
     @staticmethod
@@ -346,6 +348,19 @@ class _Transformed:
                 if is_float_leaf(x):
                     continue
                 where = f"argument {i} ({names[i]})" + (f" at {path}" if path else "")
+                if is_user_vspace_value(x):
+                    if self.kind != "vjp":
+                        raise ArgumentTypeError(
+                            f"{fname}: {where} is a {type(x).__name__}, a value of a vector space registered with "
+                            "VSpace.register; forward mode (jvp, jacfwd, hessian) cannot differentiate with respect "
+                            "to it. Use grad or vjp (reverse mode), which take its derivative from the rules "
+                            "(defvjp) of the primitives it is given to.")
+                    if self.policy == "njit" and not _jit_disabled():
+                        raise ArgumentTypeError(
+                            f"{fname}: {where} is a {type(x).__name__}, a value of a vector space registered with "
+                            "VSpace.register; its gradient comes from Python rules (defvjp), which whole-function "
+                            "compiled code cannot run. Use jit=\"auto\" or jit=\"kernels\" (or jit=False).")
+                    continue
                 if isinstance(x, np.ndarray):
                     what, fix = f"an array of dtype {x.dtype}", f"cast it with {names[i]}.astype(np.float64)"
                 elif isinstance(x, (bool, np.bool_)):
@@ -717,8 +732,10 @@ def _locate_in_python(err, built, call_args):
         where = _raised_at(again, built)
         if where and hasattr(err, "add_note"):
             text = (_line_text(*where) or "").strip()
+            said = str(again)   # Python's message, with what compiled code could not format (shapes, values)
+            said = said[len(str(err)):].strip() if said.startswith(str(err)) else f"(NumPy says: {said})"
             err.add_note(f"funcgrad: raised at {where[0]}:{where[1]}" + (f": {text}" if text else "") +
-                         f"\n  (NumPy says: {again})")
+                         (f"\n  {said}" if said else ""))
     except Exception:   # fails differently (or not at all) as Python: nothing reliable to add
         pass
 
@@ -868,7 +885,7 @@ class _ValueAndGrad(_Transformed):
         # value seed: 1 for the (first) scalar output, 0 for aux outputs
         # run once with the seed; the primal value determines the seed's dtype
         if getattr(built, "seed_dtype", None) is None:
-            fl = [x.dtype if is_device_array(x) else x for i in nums for x in flat[i]]
+            fl = [x.dtype if is_device_array(x) else x for i in nums for x in flat[i] if not is_user_vspace_value(x)]
             built.seed_dtype = np.result_type(*fl) if fl else np.dtype(np.float64)
             if built.seed_dtype.kind == "c":   # complex inputs, real output: a real seed
                 built.seed_dtype = np.finfo(built.seed_dtype).dtype
@@ -1100,6 +1117,12 @@ class _VJP(_Transformed):
         built, single, nums, flat, trees, leaves, cap, key = self._call_vjp(primals, None)
         built, outs = self._invoke(built, key, "primal", (*leaves, *cap), len(leaves))
         value = self._outputs(built, list(outs))
+        for o in tree_flatten(value)[0]:
+            if is_user_vspace_value(o):
+                raise ArgumentTypeError(
+                    f"vjp of {getattr(self.fn, '__qualname__', 'f')}: the function returns a {type(o).__name__}, a "
+                    "value of a vector space registered with VSpace.register; vjp takes cotangents of array and "
+                    "number outputs only (return what is computed from it)")
 
         def vjp_fn(cotangent):
             ct_leaves, ct_td = tree_flatten(cotangent)

@@ -13,11 +13,16 @@ given (``defvjp``), else the VJP of the rule's tangent, which is linear in the
 tangents (what JAX derives by transposition), computed by funcgrad's reverse
 mode over the rule's code. Higher orders differentiate the rule's code again,
 as JAX does.
+
+:class:`VSpace` (autograd's, re-exported by ``funcgrad.extend``) registers a user's
+vector space: a differentiated argument of a registered type gets a cotangent of
+that space (``vspace(x).zeros()``, ``.add``), made by the rules it is given to.
 """
 from __future__ import annotations
 
 import functools
 import linecache
+import types
 
 import numpy as np
 
@@ -26,7 +31,8 @@ from .ops import core as _core
 from .ops.registry import alias
 
 __all__ = ["custom_vjp", "custom_jvp", "CustomFunction", "CustomVJPFunction", "CustomJVPFunction",
-           "stop_gradient", "checkpoint_range", "checkpointed", "remat", "Rematerialized"]
+           "stop_gradient", "checkpoint_range", "checkpointed", "remat", "Rematerialized", "VSpace", "vspace",
+           "is_user_vspace_value"]
 
 
 def checkpoint_range(*args, segment=None):
@@ -173,6 +179,11 @@ class CustomFunction:
     def __deepcopy__(self, memo):
         return self
 
+    def __get__(self, obj, objtype=None):
+        """A method: ``@primitive`` on ``def __call__(self, x)`` binds as a function does (``obj(x)`` and
+        ``obj.method(x)`` call it with ``obj`` first); read from the class it is the custom function itself."""
+        return self if obj is None else types.MethodType(self, obj)
+
     @property
     def _label(self):
         """The function's name as users write it (``f``, not ``outer.<locals>.f``)."""
@@ -197,8 +208,8 @@ class CustomFunction:
                                 f"cotangents (one per argument); it returned {type(cts).__name__}"
                                 + (f" of length {len(cts)}" if isinstance(cts, tuple) else ""))
         # None is a zero cotangent (as in JAX): the argument does not change the result, by the user's rule
-        return tuple(np.zeros_like(a) if c is None and isinstance(a, (np.ndarray, np.generic, float)) else c
-                     for a, c in zip(args, cts))
+        return tuple(c if c is not None else np.zeros_like(a) if isinstance(a, (np.ndarray, np.generic, float))
+                     else vspace(a).zeros() if is_user_vspace_value(a) else None for a, c in zip(args, cts))
 
     def tangent_fn(self, n):
         """``tangent_out(primals, t0, ..., t<n-1>)``: the rule's tangent for ``n`` arguments, a Python function
@@ -305,3 +316,127 @@ def second_order_rule(name, jvp_fun, jvp_fwd, jvp_bwd, jvp_jvp):
     rule.defvjp(jvp_fwd, jvp_bwd)
     rule.defjvp(second)
     return rule
+
+
+# ---------------------------------------------------------------------------------------------- vector spaces
+class VSpace:
+    """autograd's vector space of a value type (``funcgrad.extend.VSpace``): what a gradient with respect to a
+    value of a user's class (a function object, a sparse vector) needs. Subclass it, give ``zeros()`` and the
+    operations ``_add``, ``_scalar_mul``, ``_inner_prod`` (``_covector``: the identity by default) and register
+    it: ``MySpace.register(MyType)``. Differentiating with respect to a ``MyType`` argument then gives an
+    element of that space: starts from ``zeros()``, accumulates with ``add``, and every contribution comes from
+    a function with a derivative rule (``primitive`` + ``defvjp``, or ``custom_vjp``) called with the value."""
+
+    mappings: dict = {}
+    iscomplex = False
+
+    def __init__(self, value):
+        pass
+
+    def zeros(self):
+        raise NotImplementedError(f"{type(self).__name__} gives no zeros(); a vector space needs one")
+
+    def ones(self):
+        raise NotImplementedError(f"{type(self).__name__} gives no ones()")
+
+    def standard_basis(self):
+        raise NotImplementedError(f"{type(self).__name__} gives no standard_basis()")
+
+    def randn(self):
+        raise NotImplementedError(f"{type(self).__name__} gives no randn()")
+
+    def add(self, x, y):
+        return self._add(x, y)
+
+    def mut_add(self, x_prev, x_new):
+        return self._mut_add(self.zeros() if x_prev is None else x_prev, x_new)
+
+    def scalar_mul(self, x, a):
+        return self._scalar_mul(x, a)
+
+    def inner_prod(self, x, y):
+        return self._inner_prod(x, y)
+
+    def covector(self, x):
+        return self._covector(x)
+
+    def _add(self, x, y):
+        return x + y
+
+    def _mut_add(self, x, y):
+        x += y
+        return x
+
+    def _scalar_mul(self, x, a):
+        return x * a
+
+    def _inner_prod(self, x, y):
+        raise NotImplementedError(f"{type(self).__name__} gives no _inner_prod(x, y)")
+
+    def _covector(self, x):
+        return x
+
+    def __eq__(self, other):
+        return type(self) is type(other) and vars(self) == vars(other)
+
+    def __repr__(self):
+        return f"{type(self).__name__}_{vars(self)}"
+
+    @classmethod
+    def register(cls, value_type, vspace_maker=None):
+        """Values of ``value_type`` belong to this space (``vspace_maker(value)`` makes it, default the class)."""
+        VSpace.mappings[value_type] = vspace_maker or cls
+
+
+class _ArrayVSpace(VSpace):
+    """The vector space of arrays and numbers (``vspace(np.ones(3))``), as autograd has it."""
+
+    def __init__(self, value):
+        value = np.asarray(value)
+        self.shape, self.dtype = value.shape, value.dtype
+        self.iscomplex = np.iscomplexobj(value)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape))
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def zeros(self):
+        return np.zeros(self.shape, dtype=self.dtype)
+
+    def ones(self):
+        return np.ones(self.shape, dtype=self.dtype)
+
+    def standard_basis(self):
+        for i in np.ndindex(*self.shape):
+            v = self.zeros()
+            v[i] = 1
+            yield v
+
+    def randn(self):
+        return np.random.randn(*self.shape).astype(self.dtype)
+
+    def _inner_prod(self, x, y):
+        return np.real(np.dot(np.ravel(np.conj(x)), np.ravel(y)))
+
+    def _covector(self, x):
+        return np.conj(x)
+
+
+def is_user_vspace_value(x):
+    """Whether ``x`` is a value of a type registered with :meth:`VSpace.register` (the user's own space)."""
+    return type(x) in VSpace.mappings
+
+
+def vspace(value):
+    """The vector space of ``value``: its registered space, or the space of arrays for a number or an array."""
+    maker = VSpace.mappings.get(type(value))
+    if maker is not None:
+        return maker(value)
+    if isinstance(value, (np.ndarray, np.generic, float, int, complex)) and not isinstance(value, bool):
+        return _ArrayVSpace(value)
+    raise TypeError(f"no vector space is registered for a value of type {type(value).__name__}; register one "
+                    f"with MySpace.register({type(value).__name__}) (MySpace: a subclass of funcgrad.extend.VSpace)")

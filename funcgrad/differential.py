@@ -30,6 +30,7 @@ import warnings
 import numpy as np
 
 from . import api as _api
+from .custom import is_user_vspace_value
 from .errors import FuncgradError
 from . import forward_mode as _fm
 from .forward_mode import jvp as _jvp
@@ -220,10 +221,11 @@ def jacobian(fun, argnum=0, *, jit=True, backend=None, mode=None):
             raise TypeError(f"jacobian of {fname}: the function must return one array or scalar; it returned "
                             f"a {type(y).__name__}")
         for i in nums:
-            if isinstance(args[i], (tuple, list, dict)):
+            if isinstance(args[i], (tuple, list, dict)) or is_user_vspace_value(args[i]):
                 raise TypeError(f"jacobian of {fname}: argument {i} is a {type(args[i]).__name__}; jacobian "
                                 "differentiates with respect to an array or a float (use funcgrad.vjp for "
-                                "containers)")
+                                + ("containers)" if not is_user_vspace_value(args[i]) else
+                                   "a value of a vector space registered with VSpace.register, or funcgrad.grad)"))
         rows = _basis_rows(y, pull, f"jacobian of {fname}")
         out = []
         for k, i in enumerate(nums):

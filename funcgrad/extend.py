@@ -14,12 +14,38 @@ spelling is :func:`funcgrad.custom_vjp` / :func:`funcgrad.custom_jvp`, which the
 A VJP maker is ``maker(ans, *args) -> (g -> cotangent of that argument)``; a JVP maker is
 ``maker(g, ans, *args) -> the output's tangent due to that argument``; ``None`` (or an argument with no
 maker) contributes nothing. The function runs as Python (as every ``custom_vjp`` function does).
+``@primitive`` on a method binds as a function does (``obj.method(x)``, ``obj(x)`` for ``__call__``).
+
+User vector spaces: ``VSpace`` (subclass it with ``zeros``, ``_add``, ``_scalar_mul``, ``_inner_prod``;
+``MySpace.register(MyType)``) and ``vspace(x)``. A gradient with respect to a ``MyType`` argument is an element
+of its space, made by the rules of the primitives the value is given to (README: autograd compatibility).
+``Box`` exists for code that subclasses and registers it (``class MyBox(Box, MyType)``; ``MyBox.register(MyType)``):
+funcgrad reads the function's source instead of tracing, so boxes are never made.
 """
 from __future__ import annotations
 
-from .custom import CustomFunction, CustomVJPFunction
+from .custom import CustomFunction, CustomVJPFunction, VSpace, vspace
 
-__all__ = ["primitive", "defvjp", "defjvp"]
+__all__ = ["primitive", "defvjp", "defjvp", "Box", "VSpace", "vspace"]
+
+
+class Box:
+    """autograd's tracing box, kept for code that subclasses it together with its own class and registers it.
+    funcgrad does not trace (it reads the function's source), so it never makes one; ``Box.register`` records
+    the pairing only."""
+
+    type_mappings: dict = {}
+    types: set = set()
+    __slots__ = ("_value", "_trace", "_node")
+
+    def __init__(self, value, trace=None, node=None):
+        self._value, self._trace, self._node = value, trace, node
+
+    @classmethod
+    def register(cls, value_type):
+        Box.types.add(cls)
+        Box.type_mappings[value_type] = cls
+        Box.type_mappings[cls] = cls
 
 
 def primitive(fun):

@@ -22,15 +22,15 @@ import numpy as np
 from . import api as _api
 from . import custom as _custom
 from .api import _jit_disabled, _match, _Transformed, _user_facing
-from .errors import FuncgradError, NoDerivativeError, TreeStructureError, UnsupportedSyntaxError
+from .errors import ArgumentTypeError, FuncgradError, NoDerivativeError, TreeStructureError, UnsupportedSyntaxError
 from .kernels.base import get_backend
 from .transform.fence import error
 from .transform.normalize.calls import _local_as_function, _value_tree
 from .transform.normalize.common import LocalFunction
 from .transform.pipeline import build
-from .transform.specs import is_float_leaf, is_static_leaf, leaf_spec
+from .transform.specs import is_float_leaf, leaf_spec
 from .transform.values import Dyn, Static, Struct, map_struct
-from .tree import tree_flatten, tree_map, tree_unflatten
+from .tree import tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 
 __all__ = ["jvp", "jacfwd", "linearize", "hvp", "hessian", "vjp_of_jvp", "jvp_of_jvp"]
 
@@ -60,9 +60,10 @@ class _JVP(_Transformed):
                 if out is not _api._MISS:
                     return out
         _api.refuse_device_args((primals, tangents), "forward mode (jvp, jacfwd, linearize, hvp, hessian)")
-        self.argnums = _float_argnums(primals)
+        _refuse_space_tangents(primals, tangents)
+        self.argnums = _tangent_argnums(primals)
         built, single, nums, flat, trees, cap, key = self._lookup(primals)
-        leaves = [x for ls in flat for x in ls if not is_static_leaf(x)]
+        leaves = _runtime_leaves(flat, key)
         tleaves = []
         for i in nums:
             x, v = primals[i], tangents[i]
@@ -118,6 +119,22 @@ class _JVP(_Transformed):
         return out, tout
 
 
+def _refuse_space_tangents(primals, tangents, what="jvp"):
+    """A value of a user's vector space among the primals is a constant of forward mode: refused where its tangent
+    is anything but a zero number (or None), which would otherwise be dropped."""
+    for i, (p, t) in enumerate(zip(primals, tangents)):
+        if not any(_custom.is_user_vspace_value(x) for x in tree_flatten(p)[0]):
+            continue
+        if all(t is None or isinstance(t, (int, float, np.number, np.ndarray)) and not np.any(t)
+               for t in tree_flatten(t)[0]):
+            continue
+        raise ArgumentTypeError(
+            f"{what}: primal {i} holds a {type(p).__name__ if _custom.is_user_vspace_value(p) else 'value'} of a "
+            "vector space registered with VSpace.register, with a tangent; forward mode (jvp, hvp, linearize) does "
+            "not differentiate with respect to such values. Use grad or vjp (reverse mode), which take its "
+            "derivative from the rules (defvjp) of the primitives it is given to.")
+
+
 def _float_argnums(primals):
     """The arguments made of floating-point leaves only (jvp differentiates those; ints are constants)."""
     out = []
@@ -132,6 +149,18 @@ def _float_argnums(primals):
         if ok:
             out.append(i)
     return tuple(out)
+
+
+def _tangent_argnums(primals):
+    """:func:`_float_argnums` of a forward-mode call, refused in words when no argument can carry a tangent."""
+    nums = _float_argnums(primals)
+    if not nums:
+        kinds = ", ".join(f"{type(p).__name__} ({p!r})" if np.ndim(p) == 0 and not isinstance(p, (dict, list, tuple))
+                          else type(p).__name__ for p in primals) or "no arguments"
+        raise ArgumentTypeError(f"forward mode (jvp, linearize, hvp): no argument is made of floating-point values "
+                                f"(received {kinds}); tangents are taken along float arguments: pass floats "
+                                "(3.0 for 3) or float arrays")
+    return nums
 
 
 _JVP_CACHE_ATTR = "__funcgrad_jvp__"
@@ -244,6 +273,7 @@ def linearize(fun, *primals, jit=True, backend=None, mode=None):
     signature), which computes the primal values its tangents read beside them: no intermediate values
     are stored between calls, so each call costs one ``jvp`` (about 1.5-3 times ``fun``), not less."""
     primals = tuple(primals)
+    _refuse_space_tangents(primals, primals, "linearize")   # (every primal is linearized, with a tangent)
     t = _cached(fun, mode, jit, get_backend(backend))
     nargs = len(primals)
     y = jvp(fun, primals, tuple(_zeros_like_tree(p) for p in primals), jit=jit, backend=backend, mode=mode)[0]
@@ -292,9 +322,15 @@ def _wrapper(label, params, body_lines, scope):
 def _jvp_built(fun, primals, mode, jit, backend):
     fun = _positional(fun, len(primals))
     t = _cached(fun, mode, jit, get_backend(backend))
-    t.argnums = _float_argnums(primals)
+    t.argnums = _tangent_argnums(primals)
     built, single, nums, flat, trees, cap, key = t._lookup(tuple(primals))
     return t, built, nums, flat, trees, cap, key
+
+
+def _runtime_leaves(flat, key):
+    """The leaves of the arguments (``flat``: per argument) that the generated code takes, as its signature
+    ``key`` says: not those fixed into it (strings, None, and bools that are not differentiated)."""
+    return [x for ls, (_, specs, _) in zip(flat, key) for x, sp in zip(ls, specs) if sp[0] != "static"]
 
 
 class _SecondOrder:
@@ -302,13 +338,15 @@ class _SecondOrder:
 
     def __init__(self, fun, primals, mode, jit, backend):
         self.t, self.built, self.nums, self.flat, self.trees, cap, key = _jvp_built(fun, primals, mode, jit, backend)
-        leaves = [x for ls in self.flat for x in ls if not is_static_leaf(x)]
-        self.n = len(leaves)
+        # which leaves the generated code takes: not those fixed into it (strings, None, and flags: bools that are
+        # not differentiated), as its signature says
+        self.runtime = [[sp[0] != "static" for sp in specs] for _, specs, _ in key]
+        self.n = sum(map(sum, self.runtime))
         self.diff_pos = []
         pos = 0
         for i, ls in enumerate(self.flat):
-            for x in ls:
-                if is_static_leaf(x):
+            for x, rt in zip(ls, self.runtime[i]):
+                if not rt:
                     continue
                 if i in self.nums:
                     self.diff_pos.append(pos)
@@ -326,7 +364,7 @@ class _SecondOrder:
         self._fof = None
 
     def leaves(self, primals):
-        return [x for a in primals for x in tree_flatten(a)[0] if not is_static_leaf(x)]
+        return [x for a, rt in zip(primals, self.runtime) for x, r in zip(tree_flatten(a)[0], rt) if r]
 
     def rev_over_fwd(self, outs_used, mode, jit, wrt=None):
         """grad of ``sum_k <c_k, tangent_k>`` w.r.t. the primal leaves and the tangents; with ``wrt`` (positions
@@ -356,7 +394,7 @@ def _so(fun, primals, mode, jit, backend, complex_ok=False):
     real tangents, so they refuse complex arguments)."""
     fun = _positional(fun, len(primals))
     t = _cached(fun, mode, jit, get_backend(backend))
-    t.argnums = _float_argnums(primals)
+    t.argnums = _tangent_argnums(primals)
     if not complex_ok and any(np.iscomplexobj(x) for i in t.argnums for x in tree_flatten(primals[i])[0]):
         raise TypeError("second-order derivatives (hessian, hvp, grad of grad, jvp of jvp) of functions of complex "
                         "arguments are not supported; pass the real and imaginary parts as real arguments "
@@ -402,6 +440,7 @@ def _unflatten(so, leaves):
 def hvp(fun, primals, tangents, *, jit=True, backend=None, mode=None):
     """The Hessian-vector product of a scalar function: ``H(primals) @ tangents``, one per primal, without
     forming the Hessian (reverse mode over forward mode)."""
+    _refuse_space_tangents(primals, tangents, "hvp")
     _require_scalar_output(_so(fun, primals, mode, jit, backend), primals, fun, "hvp")
     hx, _ = vjp_of_jvp(fun, primals, tangents, [1.0], jit=jit, backend=backend, mode=mode)
     return hx if len(hx) != 1 else hx[0]
@@ -524,19 +563,19 @@ def _scalar_jvp_function(f, argnum, args, mode, jit, backend):
     store = so.__dict__.setdefault("_grad_fns", {})
     if argnum in store:
         return store[argnum]
-    tans = []
-    pos = 0
-    for i in so.nums:
-        for v in tree_flatten(args[i])[0]:
-            p = so.diff_pos[pos]
-            if i == argnum:
-                tans.append("1.0" if not isinstance(v, np.ndarray) else f"np.ones(x{p}.shape)")
-            else:
-                tans.append("0.0" if not isinstance(v, np.ndarray) else f"np.zeros(x{p}.shape)")
-            pos += 1
-    call = f"_jvpfn({', '.join(so.xs + so.caps + tans)})"
-    out = "_r[1][0]"
-    w = _wrapper(f"grad_{getattr(f, '__name__', 'f')}", so.xs, [f"_r = {call}", f"return {out}"], so.scope)
+    # the wrapper takes the arguments as the user passes them (containers, strings and flags included: the outer
+    # grad is called with them) and hands the generated jvp their leaves, read by their paths
+    params = [f"a{i}" for i in range(len(args))]
+    leaves = []
+    for i, a in enumerate(args):
+        leaves += [(i, f"a{i}{path}", v) for (path, v), rt in zip(tree_flatten_with_path(a)[0], so.runtime[i]) if rt]
+    if len(leaves) != so.n:   # pragma: no cover - the jvp's leaves are these
+        raise TypeError("grad of grad: the arguments' leaves do not match the inner function's")
+    tans = [("1.0" if i == argnum else "0.0") if not isinstance(v, np.ndarray) else
+            f"np.{'ones' if i == argnum else 'zeros'}({src}.shape)"
+            for i, src, v in leaves if i in so.nums]
+    call = f"_jvpfn({', '.join([src for _, src, _ in leaves] + so.caps + tans)})"
+    w = _wrapper(f"grad_{getattr(f, '__name__', 'f')}", params, [f"_r = {call}", "return _r[1][0]"], so.scope)
     store[argnum] = w
     return w
 

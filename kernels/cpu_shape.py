@@ -31,13 +31,16 @@ from numba.core.errors import TypingError as _TypingError
 from numba.extending import overload as _overload, register_jitable
 from numba.np import numpy_support
 
+from ..errors import REFUSAL_MARK
+
 __all__ = [
     "swapaxes", "moveaxis", "rollaxis", "unrollaxis", "reshape_like", "atleast_1d", "atleast_2d", "atleast_3d",
     "tile", "untile", "repeat", "unrepeat", "roll", "roll_back", "rot90", "flip", "pad", "unpad", "pad_mask",
     "hstack", "vstack", "dstack", "column_stack", "unjoin", "split_piece", "unsplit_piece",
     "diag", "undiag", "diagonal", "undiagonal", "tril", "triu", "kron", "kron_dx", "kron_dy",
     "inner", "inner_dx", "inner_dy", "einsum", "einsum_vjp", "einsum_tangent", "einsum_tangent_vjp", "einsum_tangent2", "take_along_axis", "untake_along_axis", "put_along_axis", "written_along_axis",
-    "gradient_along", "ungradient_along", "cross", "cross_dx", "cross_dy", "list_promote", "pick", "join_rows", "unjoin_rows",
+    "gradient_along", "ungradient_along", "cross", "cross_dx", "cross_dy", "list_promote", "tape_promote", "pick", "join_rows",
+    "unjoin_rows",
     "astype", "asarray_dtype", "cast_like",
 ]
 
@@ -212,31 +215,48 @@ def _promoted(buf_dt, v_dt):
     return np.result_type(buf_dt, v_dt)
 
 
-def list_promote(buf, v):
-    """``buf`` (the rows of a list grown at run time) with a dtype that also holds ``v``, the next item:
-    ``buf`` itself when its dtype does (no copy), else ``buf`` cast to NumPy's promoted dtype (a list of
-    ints that receives a float holds floats from then on, as ``np.stack`` of the Python list would)."""
-    if np.shape(v) != buf.shape[1:]:   # writing it into a row would broadcast it, or fail with NumPy's words
-        raise ValueError(_RAGGED + f" (this item's shape is {np.shape(v)}, the items before it {buf.shape[1:]})")
-    dt = _promoted(buf.dtype, np.asarray(v).dtype)
-    return buf if dt == buf.dtype else buf.astype(dt)
+def _rows_promoter(ragged, exc):
+    """A kernel ``(buf, v) -> buf`` for the rows of a list grown at run time, raising ``exc(ragged)`` when ``v`` is
+    not of the rows' shape, and its Numba overload."""
+    def promote(buf, v):
+        if np.shape(v) != buf.shape[1:]:   # writing it into a row would broadcast it, or fail with NumPy's words
+            raise exc(ragged + f" (this item's shape is {np.shape(v)}, the items before it {buf.shape[1:]})")
+        dt = _promoted(buf.dtype, np.asarray(v).dtype)
+        return buf if dt == buf.dtype else buf.astype(dt)
+
+    def ov(buf, v):
+        dt = _promoted(_dtype_of(buf), _dtype_of(v))
+        vnd = v.ndim if isinstance(v, types.Array) else 0
+        if vnd != buf.ndim - 1:
+            return _compile("def impl(buf, v):\n    raise _exc(_msg)\n", env={"_msg": ragged, "_exc": exc})
+        same = "np.shape(v) != buf.shape[1:]" if vnd else "False"
+        cast = "buf" if dt == _dtype_of(buf) else "buf.astype(_dt)"
+        return _compile(f"def impl(buf, v):\n    if {same}:\n        raise _exc(_msg)\n    return {cast}\n",
+                        env={"_dt": dt.type, "_msg": ragged, "_exc": exc})
+    return promote, ov
 
 
 _RAGGED = ("a list that grows at run time holds items of one shape: funcgrad keeps it as the rows of one array, and "
            "this item's shape differs from the items before it; build an array that changes shape with "
            "np.concatenate instead of a list")
+# the same rows, when they are a gradient's record of a loop (a gradient taken inside a function that is itself
+# differentiated): the array the loop records changes shape between trips. A refusal (errors.REFUSAL_MARK):
+# reported as funcgrad's NoDerivativeError at the user's call of that gradient
+_RAGGED_TAPE = (REFUSAL_MARK + "differentiating this gradient again: the gradient taken here records an array at every trip of a "
+                "loop, and that array changes shape from one trip to the next (it is rebuilt by np.concatenate, "
+                "np.append, a slice or a reshape), which funcgrad cannot differentiate again; keep the array's shape "
+                "fixed in the loop (allocate it before the loop and write its items, y[i] = ...)")
 
-
-@overload(list_promote)
-def _list_promote_ov(buf, v):
-    dt = _promoted(_dtype_of(buf), _dtype_of(v))
-    vnd = v.ndim if isinstance(v, types.Array) else 0
-    if vnd != buf.ndim - 1:
-        return _compile("def impl(buf, v):\n    raise ValueError(_msg)\n", env={"_msg": _RAGGED})
-    same = "np.shape(v) != buf.shape[1:]" if vnd else "False"
-    cast = "buf" if dt == _dtype_of(buf) else "buf.astype(_dt)"
-    return _compile(f"def impl(buf, v):\n    if {same}:\n        raise ValueError(_msg)\n    return {cast}\n",
-                    env={"_dt": dt.type, "_msg": _RAGGED})
+list_promote, _list_promote_ov = _rows_promoter(_RAGGED, ValueError)
+list_promote.__name__ = list_promote.__qualname__ = "list_promote"
+list_promote.__doc__ = """``buf`` (the rows of a list grown at run time) with a dtype that also holds ``v``, the next item:
+    ``buf`` itself when its dtype does (no copy), else ``buf`` cast to NumPy's promoted dtype (a list of
+    ints that receives a float holds floats from then on, as ``np.stack`` of the Python list would)."""
+tape_promote, _tape_promote_ov = _rows_promoter(_RAGGED_TAPE, AssertionError)
+tape_promote.__name__ = tape_promote.__qualname__ = "tape_promote"
+tape_promote.__doc__ = "``list_promote`` of a gradient's record of a loop, read back to differentiate it again."
+overload(list_promote)(_list_promote_ov)
+overload(tape_promote)(_tape_promote_ov)
 
 
 # ----------------------------------------------------------------------------- items of a list argument

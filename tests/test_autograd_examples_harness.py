@@ -49,6 +49,31 @@ def test_values_the_record_cannot_hold_are_refused(tmp_path, value):
         R.save_tree([1.0, value], str(tmp_path / "t.npz"))
 
 
+def test_a_result_of_the_programs_own_class_is_recorded_by_its_attributes(tmp_path):
+    def kernel(a, b):
+        return a * b
+
+    Fun = type("Fun", (), {"__module__": "__main__"})   # a class the example program (run as __main__) defines
+
+    def fun(alphas):
+        f = Fun()
+        f.alphas, f.kernel = alphas, kernel
+        return f
+
+    with pytest.raises(R.NotRecordable):   # as an argument: autograd could not be called with its record
+        R.save_tree(fun({0: 1.0}), str(tmp_path / "a.npz"))
+    with pytest.raises(R.NotRecordable):   # a function is a result's attribute only, never a result
+        R.save_tree(kernel, str(tmp_path / "k.npz"), objects=True)
+    blob = R.save_tree(fun({0: 1.5, 3: np.float64(2.0)}), str(tmp_path / "r.npz"), objects=True)
+    back = R.load_tree(json.loads(json.dumps(blob)), str(tmp_path))
+    assert back == {"__class__": "Fun", "alphas": {0: 1.5, 3: 2.0}, "kernel": f"<function {kernel.__qualname__}>"}
+    assert R.compare(back, {"__class__": "Fun", "alphas": {3: 2.0, 0: 1.5}, "kernel": back["kernel"]})[0]
+    assert R.compare(back, {"__class__": "Fun", "alphas": {0: 1.5, 2: 2.0}, "kernel": back["kernel"]})[3] == \
+        "different dict keys"
+    assert not R.compare(back, {"__class__": "Fun", "alphas": {0: 1.5, 3: 2.5}, "kernel": back["kernel"]})[0]
+    assert not R.compare(back, {"__class__": "Other", "alphas": {0: 1.5, 3: 2.0}, "kernel": back["kernel"]})[0]
+
+
 def test_state_round_trip_keeps_tuple_keys(tmp_path):
     key = ("grad(f)", 0, 1)
     state = {"status": "ok", "records": {key: {"seq": 1, "seconds": 0.5}}, "order": [key]}

@@ -85,6 +85,37 @@ def test_grad_of_grad_of_grad(mode):
     np.testing.assert_allclose(funcgrad.grad(funcgrad.grad(np.tanh))(0.5), -2 * t * (1 - t * t), rtol=1e-12)
 
 
+def _with_other_arguments(x, params, tag, scaled):
+    s = np.sin(x) * params["a"] + x ** 4 * np.sum(params["b"])
+    return s * len(tag) if scaled else s
+
+
+def test_grad_of_grad_with_a_pytree_a_string_and_a_flag_beside_the_scalar():
+    """The other arguments reach the inner function as the user passed them: a dict of a float and an array, a
+    string and a bool fixed into the code (they were flattened, and the call failed with an internal name)."""
+    p = {"a": 2.0, "b": np.array([1.0, 2.0])}
+    args = (0.5, p, "abc", True)
+    d2, d3 = -np.sin(0.5) * 2 + 12 * 0.25 * 3, -np.cos(0.5) * 2 + 24 * 0.5 * 3
+    g2 = funcgrad.grad(funcgrad.grad(_with_other_arguments))
+    assert g2(*args) == pytest.approx(d2 * 3, rel=1e-12)
+    assert g2(0.5, p, "abc", scaled=False) == pytest.approx(d2, rel=1e-12)
+    assert funcgrad.grad(g2)(*args) == pytest.approx(d3 * 3, rel=1e-12)
+    # with respect to a later argument
+    def f(p, x, tag):
+        return np.sin(x) * p["a"] * len(tag)
+    assert funcgrad.grad(funcgrad.grad(f, argnums=1), argnums=1)(p, 0.5, "ab") == pytest.approx(
+        -np.sin(0.5) * 4, rel=1e-12)
+
+
+def test_forward_mode_and_hessian_with_a_flag_and_a_string_beside_the_array():
+    def h(x, scaled, tag):
+        return np.sum(np.sin(x) * 2.0) * len(tag) if scaled else np.sum(np.sin(x))
+    x = np.array([0.5, 0.7])
+    np.testing.assert_allclose(funcgrad.hessian(h)(x, True, "ab"), np.diag(-np.sin(x) * 4), rtol=1e-12)
+    np.testing.assert_allclose(funcgrad.hvp(h, (x, True, "ab"), (np.ones(2), 0.0, 0.0)), -np.sin(x) * 4, rtol=1e-12)
+    np.testing.assert_allclose(funcgrad.jacfwd(h)(x, False, "ab"), np.cos(x), rtol=1e-12)
+
+
 def test_grad_of_grad_needs_a_scalar_inner_argument():
     with pytest.raises(TypeError, match="scalar"):
         funcgrad.grad(funcgrad.grad(straight))(X)
@@ -363,3 +394,14 @@ def test_jacfwd_refuses_a_container_argument_by_name():
             jac(lambda p: p["a"] * p["b"])({"a": np.ones(2), "b": np.ones(2)})
     with pytest.raises(ValueError, match="out of range"):
         funcgrad.jacfwd(lambda a: a, argnums=3)(np.ones(2))
+
+
+@pytest.mark.parametrize("call", ["jvp", "linearize", "hvp"])
+def test_forward_mode_with_no_float_argument_is_refused_in_words(call):
+    def f(n):
+        return float(n) ** 2
+    run = {"jvp": lambda: funcgrad.jvp(f, (3,), (1,)), "linearize": lambda: funcgrad.linearize(f, 3),
+           "hvp": lambda: funcgrad.hvp(f, (3,), (1,))}[call]
+    with pytest.raises(funcgrad.errors.ArgumentTypeError, match=r"no argument is made of floating-point values "
+                                                                 r"\(received int \(3\)\).*pass floats"):
+        run()

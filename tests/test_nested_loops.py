@@ -5,7 +5,10 @@ sized by ``len(range(n))``, nested loops pop their inner trip counts, loops writ
 transforming) fill list tapes that the reversed loop indexes, and in-place writes ``y[i] = ...`` leave
 ``written``/``index_add`` in it. Each program is checked against central differences of the first-order
 gradient funcgrad gets right, in float64, in every mode; a list grown at run time is refused at the user's
-call (its tape holds arrays of changing length).
+call (its tape holds arrays of changing length), and so is an inner loop over a run-time trip count that
+rebuilds an array of another shape at every trip (the inner gradient's record of it is ragged). Slice writes
+inside (``y[i:i + 2] = ...``) are differentiated again: the slices the inner gradient keeps are read back as
+the values they had when read.
 """
 import numpy as np
 import pytest
@@ -245,14 +248,51 @@ def _slice_writes(x, n):
     return np.sum(y * y)
 
 
-def test_slice_writes_inside_a_gradient_taken_inside_are_refused_in_the_users_terms():
-    """The inner gradient keeps the slice it read (a view) while the write changes it: refused at the user's line,
-    naming the gradient by the function differentiated, never the generated function or its temporaries."""
+@pytest.mark.parametrize("mode", [m if m != "nojit" else pytest.param(m, marks=pytest.mark.sweep) for m in MODES])
+def test_slice_writes_inside_a_gradient_taken_inside(mode):
+    """The inner gradient keeps the slices it reads (views of y) and restores y before reading them in its
+    reverse loop; read back, each slice is the value it had when read: grad and jvp of the outer function agree
+    with central differences."""
     def h(x, n):
         return np.sum(funcgrad.grad(_slice_writes)(x, n) ** 2)
-    with pytest.raises(UnsupportedSyntaxError) as e:
-        funcgrad.grad(h)(np.linspace(0.1, 1.0, 8), 4)
+    x = np.linspace(0.1, 1.0, 8)
+    want = np.array([(h(x + 1e-6 * e, 4) - h(x - 1e-6 * e, 4)) / 2e-6 for e in np.eye(8)])
+    np.testing.assert_allclose(funcgrad.grad(h, jit=MODES[mode])(x, 4), want, rtol=1e-6, atol=1e-6)
+    _, t = funcgrad.jvp(lambda b: h(b, 4), (x,), (np.ones(8),), jit=MODES[mode])
+    assert t == pytest.approx(np.sum(want), rel=1e-7)
+
+
+def _rebuilt(a, n):
+    x = np.array([a])
+    for i in range(n):                 # x changes shape at every trip: the gradient records arrays of 1, 2, 3 numbers
+        x = np.concatenate([x, np.sin(x[-1:]) * a])
+    return np.sum(x * x)
+
+
+def _grad_of_rebuilt(a, n):
+    return funcgrad.grad(_rebuilt)(a, n) * a          # the call the refusal names
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_grad_inside_recording_an_array_that_changes_shape_is_refused_at_the_users_call(mode):
+    """The inner gradient records ``x`` at every trip of a loop that runs (n is not known while transforming),
+    and ``x`` grows; its record read back is the rows of one array, so differentiating it again is refused at the
+    user's call of grad, as funcgrad's refusal, never NumPy's shape error or a line of funcgrad's file."""
+    with pytest.raises(funcgrad.errors.NoDerivativeError) as e:
+        funcgrad.grad(_grad_of_rebuilt, jit=MODES[mode])(0.7, N)
+    assert e.value.filename == __file__
+    assert e.value.lineno == _grad_of_rebuilt.__code__.co_firstlineno + 1
     msg = str(e.value)
-    assert "test_nested_loops.py" in msg.splitlines()[0]
-    assert "the gradient funcgrad made of _slice_writes" in msg
-    assert "_vjp" not in msg and "'_t" not in msg
+    assert "changes shape from one trip to the next" in msg and "differentiating this gradient again" in msg
+    assert "funcgrad_generated" not in msg and "_tape" not in msg and "refuses:" not in msg
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_jvp_of_grad_of_a_loop_rebuilding_an_array_with_a_known_trip_count(mode):
+    """With the trip count known while transforming, the loop is written out and the reversed loop picks the
+    recorded arrays of 1, 2, 3 numbers by index: differentiated again, right against central differences."""
+    def h(a):
+        return funcgrad.grad(_rebuilt)(a, 3)
+    want = (h(0.7 + 1e-6) - h(0.7 - 1e-6)) / 2e-6
+    assert funcgrad.jvp(h, (0.7,), (1.0,), jit=MODES[mode])[1] == pytest.approx(want, rel=1e-6)
+    assert funcgrad.grad(h, jit=MODES[mode])(0.7) == pytest.approx(want, rel=1e-6)

@@ -290,6 +290,16 @@ MINE = sorted(n for n, p in REG.items() if p.impl.__module__ in ("funcgrad.ops.r
               and (p.sample is not None or p.tested_via is not None))
 
 
+def _literal(v):
+    """Source text for the argument ``v``: a NumPy scalar type (``np.float64``, which hypothesis may draw as the
+    dtype argument) or dtype by its name, anything else by its repr."""
+    if isinstance(v, type) and issubclass(v, np.generic):
+        return f"np.{v.__name__}"
+    if isinstance(v, np.dtype):
+        return f"np.dtype({v.name!r})"
+    return repr(v)
+
+
 def _kernel_call(name, args, kwargs):
     """A njit-able function ``run(*arrays)`` calling ``K.<name>`` with the non-array arguments as literals."""
     params, parts, values = [], [], []
@@ -300,9 +310,9 @@ def _kernel_call(name, args, kwargs):
             parts.append(params[-1])
             values.append(a)
         else:
-            parts.append(repr(a))
-    parts += [f"{k}={v!r}" for k, v in kwargs.items()]
-    ns = {"K": K}
+            parts.append(_literal(a))
+    parts += [f"{k}={_literal(v)}" for k, v in kwargs.items()]
+    ns = {"K": K, "np": np}
     exec(f"def run({', '.join(params)}):\n    return K.{name}({', '.join(parts)})\n", ns)
     return ns["run"], values
 

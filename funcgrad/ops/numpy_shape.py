@@ -518,6 +518,14 @@ def list_promote(y, buf, v):
     t[y] = list_promote(t[buf], v)
 
 
+@defvjp(None, sample=S.custom(_sample_list_promote))
+def tape_promote(y, buf, v):
+    """``list_promote`` of a gradient's record of a loop, read back to be differentiated again."""
+    d[buf] = match_complex(d[y], buf)
+    d[v] = None
+    t[y] = tape_promote(t[buf], v)
+
+
 # --------------------------------------------------------------------- items of a list argument
 def _sample_pick(draw, dt, st, array, shapes):
     sh = shapes(draw, 1, 3)

@@ -261,6 +261,10 @@ def module_source(header: str, functions: list[tuple[str, list[str], list]], ret
     return "\n".join(out) + "\n"
 
 
+GENERATED_LINES: dict = {}   # generated file -> its line map (second order reads generated code: errors there
+                             # are reported at the user's line the generated line came from)
+
+
 def cache_dir() -> str:
     d = os.environ.get("FUNCGRAD_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "funcgrad")
     d = os.path.join(d, "generated")

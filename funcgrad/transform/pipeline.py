@@ -21,18 +21,17 @@ from .aliases import check_aliases
 from .anf import anf
 from .forward import forward
 from .infer import infer_ranks
-from .emit import externals_fingerprint, module_source, render_block, rows_as_kernel, write_module
+from .emit import GENERATED_LINES, externals_fingerprint, module_source, render_block, rows_as_kernel, write_module
 from .normalize import normalize
 from .parse import parse
 from .activity import display_name
 from .reverse import basic_index, reverse
 from .specs import spec_kind
 from .weak import weaken_function
-from .values import Dyn, Static, Struct, map_struct
+from ..custom import vspace
+from .values import Dyn, Static, Struct, VSElement, map_struct
 
 STATS = {"builds": 0}
-GENERATED_LINES: dict = {}   # generated file -> its line map (second order reads generated code: errors there
-                             # are reported at the user's line the generated line came from)
 _KERNELS_READABLE: set = set()
 
 
@@ -114,12 +113,16 @@ def _argument_values(sig: Signature, leaf_names: list, diff: list):
                 base = nm + ("_" + "_".join(_sanitize(p) for p in path) if path else "")
                 n = normalizer.names.fresh(base)
                 normalizer.param_ranks[n] = spec[2] if spec[0] == "a" else 0
-                normalizer.param_kinds[n] = spec_kind(spec)
+                normalizer.param_kinds[n] = spec_kind(spec) if spec[0] != "vs" else "vs"
                 normalizer.param_specs[n] = spec
                 leaf_names.append(n)
                 if i in sig.diff:
                     diff.append(n)
                     normalizer.param_diff.add(n)
+                if spec[0] == "vs":   # an object of a user's vector space: its cotangent's zeros and sums are its
+                    normalizer.vspace = normalizer.external(vspace).id   # space's (vspace(x).zeros(), .add),
+                    normalizer.opaque_calls = True                       # Python calls (auto: run as Python)
+                    return VSElement(ast.Name(n, ast.Load()), spec[1])
                 return Dyn(ast.Name(n, ast.Load()))
 
             if td.num_leaves == 1 and td.kind == "leaf":
@@ -225,7 +228,7 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         likely = backend.effective_strategy(choose_strategy(jit, low.has_loops, low.opaque_calls))
         adj = reverse(a, list(diff_leaves), atoms, src_lookup, param_ranks=low.ranks, param_kinds=low.kinds,
                       origins=low.origins, preaccumulate_loops=likely == "njit", checkpoint_loops=checkpoint_loops,
-                      replay_loops=likely == "njit")
+                      vspace=low.vspace, replay_loops=likely == "njit")
         g_params = adj.g_params
         cotangents = adj.cotangents
         ret = ast.Return(value=ast.Tuple(elts=[_returns(adj.outputs), ast.Tuple(elts=adj.grads, ctx=ast.Load())],

@@ -98,6 +98,8 @@ class Reverse(Activity):
         self.rerun_reads: set = set()    # names the re-runs of checkpointed loops read
         self.replay_plans: dict = {}     # id(loop) -> statements its reversed iterations may recompute
         self.replayed: set = set()       # names recomputed in reversed iterations (never taped)
+        self.vspace = None               # the generated code's name of custom.vspace (see vspace_call)
+        self.vspace_names: set = set()   # names holding an object of a user's vector space (and so d_<name>)
 
 
     def tmp(self, base="_v"):
@@ -124,10 +126,24 @@ class Reverse(Activity):
         return c
 
     # ------------------------------------------------------------------ accumulation
+    def vspace_call(self, name, method, args):
+        """``vspace(name).method(*args)``: an operation of the user's vector space ``name`` belongs to."""
+        space = ast.Call(func=ast.Name(self.vspace, ast.Load()), args=[ast.Name(name, ast.Load())], keywords=[])
+        return ast.Call(func=ast.Attribute(value=space, attr=method, ctx=ast.Load()), args=list(args), keywords=[])
+
+    def zero_of(self, name):
+        """The zero cotangent of ``name``: ``K.zeros_like(name)``, or its vector space's ``zeros()``."""
+        if name in self.vspace_names:
+            return self.vspace_call(name, "zeros", [])
+        return ast.Call(func=_K("zeros_like"), args=[ast.Name(name, ast.Load())], keywords=[])
+
     def accumulate(self, name, contrib, out, comment=None):
-        """``d_name += contrib`` (first contribution binds)."""
+        """``d_name += contrib`` (first contribution binds; a user's vector space adds with its ``add``)."""
         dn = self.adname(name)
-        if dn in self.defined:
+        if dn in self.defined and name in self.vspace_names:
+            s = ast.Assign(targets=[ast.Name(dn, ast.Store())],
+                           value=self.vspace_call(name, "add", [ast.Name(dn, ast.Load()), contrib]))
+        elif dn in self.defined:
             s = ast.Assign(targets=[ast.Name(dn, ast.Store())],
                            value=ast.BinOp(left=ast.Name(dn, ast.Load()), op=ast.Add(), right=contrib))
             self.owned.add(dn)
@@ -249,6 +265,12 @@ class Reverse(Activity):
                                       "and a differentiated value flows into it",
                                 hint=f"give it one: {label}.defjvp(rule) (custom_jvp) or {label}.defvjp(fwd, bwd) "
                                      "(custom_vjp)")
+        spaces = [a for a in e.args if isinstance(a, ast.Name) and a.id in self.vspace_names and self.is_active(a)]
+        if spaces and getattr(cf, "fwd", None) is None:
+            label = getattr(cf, "_label", "f")
+            raise self.nd_error(stmt, f"'{label}' has a JVP rule only, and a differentiated value of a user's vector "
+                                      "space (VSpace.register) is given to it: its gradient needs a VJP",
+                                hint=f"give {label} a VJP: defvjp({label}, ...) or {label}.defvjp(fwd, bwd)")
         res = self.tmp("_res")
         out.append(ast.Assign(targets=[ast.Name(res, ast.Store())],
                               value=ast.Call(func=ast.Attribute(value=copy.deepcopy(e.func), attr="bwd_from_args",
@@ -409,6 +431,21 @@ class Reverse(Activity):
         return fold_int_constants(T().visit(e))
 
 
+def _copies_of(names, body):
+    """``names`` and every name bound to one of them (``g = f``), anywhere in ``body``."""
+    names = set(names)
+    copies = [(s.targets[0].id, s.value.id) for s in ast.walk(ast.Module(body=list(body), type_ignores=[]))
+              if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Name)]
+    grew = bool(names)
+    while grew:
+        grew = False
+        for t, v in copies:
+            if v in names and t not in names:
+                names.add(t)
+                grew = True
+    return names
+
+
 _BINOPS = {"+": ast.Add, "-": ast.Sub, "*": ast.Mult, "/": ast.Div, "**": ast.Pow, "@": ast.MatMult}
 
 
@@ -553,9 +590,7 @@ def _rev_block(R, stmts, out):
 
 def _zero(R, dn, out):
     """``d_v = zeros_like(v)``; guarded by ``v``'s bound flag where ``v`` may never be bound (see ``_guarded``)."""
-    out.append(_guarded(R, dn, ast.Assign(targets=[ast.Name(dn, ast.Store())],
-                                          value=ast.Call(func=_K("zeros_like"),
-                                                         args=[ast.Name(R.d_to_name[dn], ast.Load())], keywords=[]))))
+    out.append(_guarded(R, dn, ast.Assign(targets=[ast.Name(dn, ast.Store())], value=R.zero_of(R.d_to_name[dn]))))
 
 
 def _guarded(R, dn, stmt):
@@ -719,17 +754,21 @@ def _drop_self_assignments(code):
 
 def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_params=(), int_params=(),
             param_ranks=None, param_kinds=None, origins=None, preaccumulate_loops=False, checkpoint_loops=None,
-            replay_loops=False):
+            vspace=None, replay_loops=False):
     """Build the primal + adjoint of an ANF function (see the module docstring); ``origins`` names generated
     variables in the user's words in messages. ``checkpoint_loops`` (bytes, or None): each top-level loop that
     can be checkpointed gets a checkpointed copy beside the taped one, run when the loop's tape would exceed
-    that many bytes (:func:`.checkpointing.automatic`). ``replay_loops``: reversed loop iterations recompute the
-    cheap values of their own body instead of reading them from tapes (:mod:`.replay`; compiled code)."""
+    that many bytes (:func:`.checkpointing.automatic`). ``vspace``: the generated code's name of
+    ``custom.vspace`` where parameters of kind "vs" (objects of a user's vector space) are differentiated.
+    ``replay_loops``: reversed loop iterations recompute the cheap values of their own body instead of reading
+    them from tapes (:mod:`.replay`; compiled code)."""
     params = [a.arg for a in fdef.args.args]
     all_names = names_in(fdef) | set(params)
     namer = Namer(all_names)
     R = Reverse(src_lookup, float_params, int_params, namer)
     R.active = set(diff_params)
+    R.vspace = vspace
+    R.vspace_names = _copies_of({p for p in params if (param_kinds or {}).get(p) == "vs"}, fdef.body)
     # cotangent names, fixed up front in a set order (parameters first): readable and collision-free
     for n in list(params) + sorted(all_names - set(params) - RESERVED):
         R.adname(n)
@@ -769,7 +808,8 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
         else:
             outs.append(o)
     for i, o in enumerate(output_atoms):
-        if isinstance(o, ast.Name) and o.id in R.active:
+        # (an object of a user's space returned is has_aux's aux, whose seed is zero: api refuses it elsewhere)
+        if isinstance(o, ast.Name) and o.id in R.active and o.id not in R.vspace_names:
             R.accumulate(o.id, ast.Name(g_params[i], ast.Load()), adj, comment=None)
     _rev_block(R, body, adj)
     adj = _drop_unused_new(adj)
@@ -831,6 +871,6 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
         if dp in R.defined:
             grads.append(ast.Name(dp, ast.Load()))
         else:
-            grads.append(ast.Call(func=_K("zeros_like"), args=[ast.Name(p, ast.Load())], keywords=[]))
+            grads.append(R.zero_of(p))
     return Adjoint(primal=tapes + body + pre, adjoint=adj, grads=grads, outputs=outs, g_params=g_params,
                    cotangents=frozenset(R.d_to_name))

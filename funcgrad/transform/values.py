@@ -12,7 +12,7 @@ import ast
 import copy
 from dataclasses import dataclass
 
-__all__ = ["ContentsOf", "Dyn", "Splat", "Static", "Struct", "leaves", "map_struct"]
+__all__ = ["ContentsOf", "Dyn", "Splat", "Static", "Struct", "VSElement", "leaves", "map_struct"]
 
 
 @dataclass
@@ -23,6 +23,13 @@ class Dyn:
 
 class Splat(Dyn):
     """``*t.shape`` among a call's arguments: a runtime tuple of sizes passed on as it is (``*expr``)."""
+
+
+@dataclass
+class VSElement(Dyn):
+    """A differentiated argument whose value is an object of a user's vector space (``VSpace.register(cls)``):
+    known when the code runs; it can only be given to functions with derivative rules, bound and passed on."""
+    cls: type = None
 
 
 @dataclass

@@ -223,10 +223,11 @@ def _same(a, b):
     return True
 
 
-def _blob(obj, what):
-    """(description, note): ``obj`` saved as ``<seq>-<what>.npz``, or None and why not."""
+def _blob(obj, what, objects=False):
+    """(description, note): ``obj`` saved as ``<seq>-<what>.npz``, or None and why not (``objects``: see
+    records.encode; for results, which are compared, never for arguments, which autograd is called with)."""
     try:
-        return R.save_tree(obj, os.path.join(ARRAYS, f"{SEQ[0]}-{what}.npz")), None
+        return R.save_tree(obj, os.path.join(ARRAYS, f"{SEQ[0]}-{what}.npz"), objects), None
     except R.NotRecordable as e:
         return None, f"not recordable: {e}"
 
@@ -308,7 +309,7 @@ def record_call(info, call, args, kwargs):
     if rec is not None:
         rec["seconds"] = time.perf_counter() - t0
         rec["structure"] = _structure(out)
-        rec["result_blob"], rec["result_note"] = _blob(out, "result")
+        rec["result_blob"], rec["result_note"] = _blob(out, "result", objects=True)
         STATE["records"][key] = rec
         STATE["order"].append(key)
         save()

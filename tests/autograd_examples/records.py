@@ -4,7 +4,10 @@ A recorded value (a gradient call's arguments or its result) is a pytree of tupl
 bools, strings, Python and NumPy numbers and arrays. :func:`encode` turns it into a JSON description whose
 numeric leaves are keys into a dict of arrays (saved with ``np.savez``, read back with
 ``allow_pickle=False``); :func:`decode` rebuilds the same tree, the same types. Anything else (a function,
-an object array, a user class) is not recordable: :class:`NotRecordable`, and the record says so.
+an object array, a user class) is not recordable: :class:`NotRecordable`, and the record says so. A result
+(``objects=True``) may also be an object of a class the example program defines (a gradient that is an element
+of the program's own vector space, rkhs.py's RKHSFun): it is recorded by its attributes, the functions among
+them by name, and read back as a dict ``{"__class__": name, attribute: value...}``: compared, never replayed.
 
 :func:`compare` and :func:`judge` are the survey's verdicts (used by ``run.py``; kept here so that they can
 be tested on synthetic records).
@@ -24,8 +27,15 @@ class NotRecordable(TypeError):
     """A value the pickle-free record cannot hold."""
 
 
-def encode(x, arrays):
-    """The JSON description of the pytree ``x``; its arrays and numbers go into ``arrays`` (name -> ndarray)."""
+def encode(x, arrays, objects=False, _depth=0, _attribute=False):
+    """The JSON description of the pytree ``x``; its arrays and numbers go into ``arrays`` (name -> ndarray).
+    ``objects``: an object of the program's own classes is described by its attributes (see the module)."""
+    if _depth > 20:
+        raise NotRecordable("a value nested more than 20 deep")
+
+    def enc(v):
+        return encode(v, arrays, objects, _depth + 1)
+
     def arr(a, tag):
         name = f"a{len(arrays)}"
         arrays[name] = a
@@ -36,12 +46,12 @@ def encode(x, arrays):
     if isinstance(x, tuple) and hasattr(x, "_fields"):
         raise NotRecordable(f"a namedtuple ({type(x).__name__})")
     if type(x) in (tuple, list):
-        return {type(x).__name__: [encode(v, arrays) for v in x]}
+        return {type(x).__name__: [enc(v) for v in x]}
     if type(x) is dict:
         keys = list(x)
         if not all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in keys):
             raise NotRecordable(f"a dict with keys {[type(k).__name__ for k in keys]}")
-        return {"dict": [[{"s": k} if isinstance(k, str) else {"i": k}, encode(x[k], arrays)] for k in keys]}
+        return {"dict": [[{"s": k} if isinstance(k, str) else {"i": k}, enc(x[k])] for k in keys]}
     if type(x) in (int, float, complex):
         return arr(np.asarray(x), "py_" + type(x).__name__)
     if isinstance(x, np.generic):
@@ -52,6 +62,12 @@ def encode(x, arrays):
         if x.dtype.kind not in "biufc":
             raise NotRecordable(f"an array of dtype {x.dtype}")
         return arr(x, "ndarray")
+    if objects and getattr(type(x), "__module__", None) == "__main__" and hasattr(x, "__dict__") \
+            and not isinstance(x, type):
+        return {"object": [type(x).__qualname__, {"dict": [[{"s": k}, encode(v, arrays, objects, _depth + 1, True)]
+                                                           for k, v in vars(x).items()]}]}
+    if _attribute and callable(x) and hasattr(x, "__qualname__"):   # a function an object holds (a kernel)
+        return {"fn": x.__qualname__}
     raise NotRecordable(f"a {type(x).__module__}.{type(x).__qualname__}")
 
 
@@ -66,6 +82,10 @@ def decode(d, arrays):
         return [decode(e, arrays) for e in v]
     if tag == "dict":
         return {(k["s"] if "s" in k else k["i"]): decode(e, arrays) for k, e in v}
+    if tag == "object":
+        return {"__class__": v[0], **decode(v[1], arrays)}
+    if tag == "fn":
+        return f"<function {v}>"
     a = np.asarray(arrays[v])
     if tag == "ndarray":
         return a
@@ -76,10 +96,10 @@ def decode(d, arrays):
     raise ValueError(f"unknown record tag {tag!r}")
 
 
-def save_tree(x, path):
+def save_tree(x, path, objects=False):
     """Write ``x`` as ``path`` (.npz of its arrays) and return its JSON description; raises NotRecordable."""
     arrays = {}
-    desc = encode(x, arrays)
+    desc = encode(x, arrays, objects)
     tmp = path + ".tmp.npz"
     np.savez(tmp, **arrays)
     os.replace(tmp, path)
@@ -137,14 +157,34 @@ def leaves(x, out=None):
     return out
 
 
+def _keys(x):
+    """The dict keys of a tree, all the way down, in :func:`leaves`' order."""
+    if isinstance(x, dict):
+        try:
+            keys = sorted(x)
+        except TypeError:
+            keys = sorted(x, key=repr)
+        return [(k, _keys(x[k])) for k in keys]
+    if isinstance(x, (list, tuple)):
+        return [_keys(v) for v in x]
+    return None
+
+
 def compare(a, b):
-    """(ok, max_abs_diff, max_rel_diff, note) of two results: the same number of leaves, the same shapes
-    (or sizes), NaN and inf at the same places, the finite parts allclose (rtol RTOL, atol ATOL * max|b|)."""
+    """(ok, max_abs_diff, max_rel_diff, note) of two results: the same dict keys and number of leaves, the same
+    shapes (or sizes), NaN and inf at the same places, the finite parts allclose (rtol RTOL, atol ATOL * max|b|);
+    a string leaf (a recorded object's class or function name) equal to the other's."""
     la, lb = leaves(a), leaves(b)
     if len(la) != len(lb):
         return False, None, None, f"{len(la)} leaves vs {len(lb)}"
+    if _keys(a) != _keys(b):
+        return False, None, None, "different dict keys"
     mad, mrd, ok = 0.0, 0.0, True
     for x, y in zip(la, lb):
+        if isinstance(x, str) or isinstance(y, str):
+            if x != y:
+                return False, None, None, f"{x!r} vs {y!r}"
+            continue
         try:
             cplx = np.iscomplexobj(x) or np.iscomplexobj(y)
             xa, ya = np.asarray(x, dtype=complex if cplx else float), np.asarray(y, dtype=complex if cplx else float)

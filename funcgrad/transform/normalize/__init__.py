@@ -65,6 +65,7 @@ class Normalizer(Statements, Expressions, Calls, Captures, RuntimeLists):
         self._owned_structs: dict = {}  # (scope, variable) -> the container whose leaves it owns
         self.owned_leaves: set = set()  # runtime names of those leaves
         self.opaque_calls = False       # calls Numba cannot compile (library Python, logging)
+        self.vspace = None              # the external name of custom.vspace (an argument of a user's vector space)
 
     # ------------------------------------------------------------ entry
     def lower(self, arg_values_for) -> Lowered:
@@ -104,7 +105,7 @@ class Normalizer(Statements, Expressions, Calls, Captures, RuntimeLists):
         return Lowered(node=fdef, params=params, captured=list(self.captured_list), output=out, ranks=self.param_ranks, kinds=self.param_kinds,
                        externals=self.externals, static_key=tuple(self.static_key),
                        has_loops=self.has_loops, filename=p.filename, opaque_calls=self.opaque_calls,
-                       origins=dict(self.names.origins),
+                       origins=dict(self.names.origins), vspace=self.vspace,
                        weak=frozenset(n for d in (self.param_specs, getattr(self, "value_specs", {}))
                                       for n, sp in d.items() if sp and sp[0] in ("f", "i")))
 

@@ -20,17 +20,18 @@ from ...custom import CustomFunction as CustomVJPFunction, Rematerialized, check
 from ...errors import FuncgradError, NoDerivativeError, UnsupportedSyntaxError
 from ...ops.numpy_shape import asarray_dtype as _asarray_dtype, astype as _astype
 from ...ops.registry import RUNTIME, Primitive, definition, lookup, unwrap_kernel
-from ..activity import users_calling
+from ..activity import display_name, users_calling
 from ..fence import check as fence_check, error
 from ..public_names import public_name
 from ..parse import MISSING, parse
-from ..values import Dyn, Splat, Static, Struct, leaves as _leaves, map_struct as _map_struct
+from ..values import Dyn, Splat, Static, Struct, VSElement, leaves as _leaves, map_struct as _map_struct
 from ...tree import tree_flatten, tree_map, tree_unflatten
 from ..specs import leaf_spec
 from .lowerings import lower_call, lowering_for
 from .lists import RListPop, has_runtime_list
 from .common import (_DictView, _is_metadata, lookup_getitem, _Partial, _NJIT_BUILTINS, _STATIC_BUILTINS, _is_static_tree, _is_user_code, LocalFunction, Scope, _BUILTIN_MAP, _BoundMethod, _Iter, _METHODS, _Range,
-                     _default_value, _np_attr, _static_value, tag_file, shown_as)
+                     _default_value, _np_attr, _static_value, primitive_method, tag_file, shown_as,
+                     generated_file, place_at_call)
 
 # operator.add(a, b) is a + b (autograd's tests pass operator functions as the function to check)
 _OPERATOR_BINOPS = {operator.add: ast.Add, operator.sub: ast.Sub, operator.mul: ast.Mult, operator.truediv: ast.Div,
@@ -292,6 +293,11 @@ class Calls:
             return self.call_value(fval.fn, list(fval.args) + list(args), {**fval.kwargs, **kwargs}, scope, out, node)
         if isinstance(fval, Static) and fval.obj is functools.partial and args:  # partial(f, x) made here
             return _Partial(args[0], list(args[1:]), dict(kwargs))
+        if isinstance(fval, VSElement):   # f(x) of a differentiated object whose class's __call__ has a rule
+            call = primitive_method(fval.cls, "__call__")
+            if call is None:
+                raise self.refuse_vspace(fval, scope, node, "calls")
+            return self.custom_vjp_call(call, [fval] + list(args), kwargs, scope, out, node)
         if not isinstance(fval, Static):
             raise error(P, node, "only functions known when the function is transformed can be called",
                         "call a module-level function, a nested def, a lambda or a NumPy function")
@@ -388,6 +394,12 @@ class Calls:
             return self.call_value(self.constant_value(fn.func, scope, node) if not isinstance(
                 fn.func, (types.FunctionType, types.MethodType)) else Static(fn.func), fixed + list(args),
                 {**fixed_kw, **kwargs}, scope, out, node)
+        if isinstance(fn, types.MethodType) and isinstance(fn.__func__, CustomVJPFunction):
+            # a method made a primitive (@primitive def __call__(self, x)): self is its first argument
+            return self.custom_vjp_call(fn.__func__, [Static(fn.__self__)] + list(args), kwargs, scope, out, node)
+        if not isinstance(fn, (type, CustomVJPFunction)) and isinstance(getattr(type(fn), "__call__", None),
+                                                                         CustomVJPFunction):
+            return self.custom_vjp_call(type(fn).__call__, [Static(fn)] + list(args), kwargs, scope, out, node)
         if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType) and \
                 not isinstance(fn.__self__, types.ModuleType) and _is_user_code(fn.__func__):
             # a method of the user's own class: self is the instance, known now
@@ -1026,8 +1038,24 @@ class Calls:
             return self.call_prim(lookup(np.maximum), [x, lo], {}, scope, out, node)
         return self.call_prim(prim, args, kwargs, scope, out, node)
 
+    def refuse_vspace(self, v, scope, node, what):
+        """The refusal of an operation on a differentiated object of a user's vector space that no rule covers:
+        ``what`` says what the user's line does to it (``"calls"``, ``"applies np.sin to"``)."""
+        name = v.cls.__name__
+        return error(scope.parsed, node,
+                     f"'{ast.unparse(node)}' {what} a differentiated {name}, a value of a vector space registered "
+                     f"with VSpace.register: funcgrad takes its derivative only from the rules of the functions it "
+                     "is given to, and this has none",
+                     f"do this inside a function with a derivative rule (funcgrad.extend.primitive + defvjp, which "
+                     f"may be a method of {name}) and give {name} values only to such functions",
+                     cls=NoDerivativeError)
+
     def call_prim(self, prim: Primitive, args, kwargs, scope, out, node):
         P = scope.parsed
+        for v in list(args) + list(kwargs.values()):
+            for leaf in _leaves(v) if isinstance(v, Struct) else [v]:
+                if isinstance(leaf, VSElement):
+                    raise self.refuse_vspace(leaf, scope, node, f"applies {display_name(prim)} to")
         self.opaque_calls |= prim.python_only   # no nopython kernel (scipy.special): auto runs this as Python
         try:
             ba = prim.signature.bind(*args, **kwargs)
@@ -1107,7 +1135,11 @@ class Calls:
                         "write the recursion as a loop")
         p = parse(fn)
         fence_check(p, allow_control_flow=self.allow_control_flow)
-        return self.inline(p.node, p, None, args, kwargs, out, node, code=fn.__code__, defaults=fn)
+        start = len(out)
+        res = self.inline(p.node, p, None, args, kwargs, out, node, code=fn.__code__, defaults=fn)
+        if generated_file(p.filename) and not generated_file(scope.parsed.filename):
+            place_at_call(out[start:], scope.parsed.filename, node)
+        return res
 
     def inline(self, fdef, parsed, parent_scope, args, kwargs, out, node, code=None, defaults=None):
         if parent_scope is not None:

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import annotations as A
+from ...custom import CustomFunction
 from ...ops.core import getitem as _getitem
 from ...ops.registry import lookup
 from ..parse import MISSING, Parsed
+from ..emit import GENERATED_LINES, cache_dir
 from ..naming import RESERVED
 from ..values import Dyn, Static, Struct
 
@@ -51,6 +53,7 @@ class Lowered:
     opaque_calls: bool = False   # calls whole-function Numba cannot compile
     origins: dict = field(default_factory=dict)   # generated name -> the user's words for it (messages)
     weak: frozenset = frozenset()   # parameters that hold a Python number (NEP 50: weak beside arrays)
+    vspace: str | None = None    # the generated code's name of custom.vspace, when an argument is a user space's
 
 
 # ---------------------------------------------------------------- method map
@@ -169,6 +172,13 @@ def _np_attr(name):
     return ast.Attribute(value=ast.Name("np", ast.Load()), attr=name, ctx=ast.Load())
 
 
+def primitive_method(cls, name):
+    """The custom function (``@primitive``, ``custom_vjp``) defined as method ``name`` of ``cls`` (one that binds
+    its object as the first argument: not a staticmethod or classmethod), or None."""
+    meth = inspect.getattr_static(cls, name, None)
+    return meth if isinstance(meth, CustomFunction) else None
+
+
 def _is_user_code(fn):
     """True for Python functions funcgrad reads and transforms: the user's own code (and funcgrad's).
 
@@ -254,7 +264,7 @@ def shown_as(name, scope, path=()):
     user's words with the helper it lives in (``'p' (in h)``, ``item 1 of the value h returns``) and the
     identifier the user can write (None for a returned value)."""
     helper = scope.prefix[:-1] if scope.prefix else None
-    if helper and "funcgrad_generated_" in os.path.basename(getattr(scope.parsed, "filename", "") or ""):
+    if helper and generated_file(getattr(scope.parsed, "filename", None)):
         # code funcgrad generated (a gradient taken inside, read again): its function and temporaries are
         # not the user's; name the derivative by what the user differentiated
         made = re.sub(r"_(vjp|jvp)(_\d+)?$", "", helper)
@@ -266,6 +276,38 @@ def shown_as(name, scope, path=()):
         return (f"item {']['.join(str(k) for k in path)} of {whole}" if path else whole), None
     shown = name + "".join(f"[{k!r}]" for k in path)
     return (f"'{shown}' (in {helper})" if helper else f"'{shown}'"), shown
+
+
+def generated_file(filename):
+    """True for a module funcgrad generated (its cache directory): code read back, a gradient taken inside a
+    differentiated function, whose list tapes are popped in the order they were pushed."""
+    return isinstance(filename, str) and os.path.dirname(os.path.abspath(filename)) == os.path.abspath(cache_dir())
+
+
+def place_at_call(stmts, filename, node):
+    """Statements inlined from code funcgrad generated (a gradient taken inside the function, read back) that came
+    from no line of the user's (its tapes, its loop counters) placed at the user's call of it: an error raised
+    while they run is reported at that line, not in funcgrad's file. The others keep their generated line, which
+    reports at the user's line it came from (``GENERATED_LINES``)."""
+    at = (node.lineno, getattr(node, "end_lineno", node.lineno))
+    for st in stmts:
+        for n in ast.walk(st):
+            f = A.get(n, A.FILE, None) if isinstance(n, ast.stmt) else None
+            if f is not None and generated_file(f) and GENERATED_LINES.get(f, {}).get(n.lineno) is None:
+                A.put(n, A.FILE, filename)
+                n.lineno, n.end_lineno = at
+                for sub in _own_expressions(n):   # passes that split it copy its expressions' lines
+                    sub.lineno, sub.end_lineno = at
+
+
+def _own_expressions(stmt):
+    """The expressions of ``stmt`` itself, not those of the statements in its body."""
+    todo = [c for c in ast.iter_child_nodes(stmt) if not isinstance(c, ast.stmt)]
+    while todo:
+        n = todo.pop()
+        if hasattr(n, "lineno"):
+            yield n
+        todo.extend(c for c in ast.iter_child_nodes(n) if not isinstance(c, ast.stmt))
 
 
 def tag_file(stmts, filename):

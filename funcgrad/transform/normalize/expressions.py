@@ -7,17 +7,23 @@ import types
 
 import numpy as np
 
+from ...ops.numpy_shape import pick
 from ...ops.registry import lookup
 from .. import annotations as A
 from ..fence import error
 from ..parse import MISSING
-from ..values import ContentsOf, Dyn, Splat, Static, Struct
-from .common import (CustomVJP, LocalFunction, Scope, _BoundMethod, _DictView, _Iter, _OPS, _Range, _attr_getter,
-                     _is_metadata, _is_static_tree, _np_attr, lookup_getitem)
+from ..values import ContentsOf, Dyn, Splat, Static, Struct, VSElement
+from .common import (CustomVJP, LocalFunction, Scope, _BoundMethod, _DictView, _Iter, _OPS, _Partial, _Range, _attr_getter,
+                     _is_metadata, _is_static_tree, _np_attr, lookup_getitem, primitive_method)
 from .constants import (_const_binop, _const_compare_chain, _const_unary)
 from .lowerings import index_concat
 from .lists import RList, RListPop, generated_file
 
+
+
+def _view_index(idx):
+    """Whether the index expression ``idx`` (a slice, or a tuple with one) makes NumPy return a view."""
+    return isinstance(idx, ast.Slice) or isinstance(idx, ast.Tuple) and any(isinstance(e, ast.Slice) for e in idx.elts)
 
 class Expressions:
     # ------------------------------------------------------------ expressions
@@ -281,6 +287,11 @@ class Expressions:
             if base.kind == "list" and attr == "pop":
                 return RListPop(base)
             raise error(P, node, f"{base.kind} has no attribute '{attr}' here", None)
+        if isinstance(base, VSElement):   # a method of the user's space made a primitive: called with the value
+            meth = primitive_method(base.cls, attr)
+            if meth is not None:
+                return _Partial(Static(meth), [base], {})
+            raise self.refuse_vspace(base, scope, node, f"reads .{attr} of")
         if isinstance(base, Dyn):
             if attr == "T":
                 return self.call_prim(lookup(np.transpose), [base], {}, scope, out, node)
@@ -355,11 +366,17 @@ class Expressions:
             key = self.as_static_capture(self.expr(node.slice, scope, out))
             if not isinstance(key, Static) and base.kind == "list" and base.items and generated_file(P.filename):
                 # a tape of values known now (the loop that pushed it was written out), read back by a loop that
-                # runs: the items stacked, then indexed
-                rows = self.call_object(np.stack, [Struct("tuple", list(base.items))], {}, scope, out, node)
-                val = self.call_prim(lookup_getitem(), [rows, Dyn(self.as_expr(key, scope, node))], {}, scope, out,
-                                     node)
-                return self.call_prim(lookup(np.copy), [val], {}, scope, out, node)
+                # runs: the item the index names, picked (``pick``: the items may differ in shape, an array the
+                # loop rebuilt at every trip)
+                idx = self.names.fresh("_at")
+                out.append(ast.copy_location(ast.Assign(targets=[ast.Name(idx, ast.Store())],
+                                                        value=self.as_expr(key, scope, node)), node))
+                items = list(base.items)
+                val = items[-1]
+                for k in range(len(items) - 2, -1, -1):
+                    cond = Dyn(ast.Compare(left=ast.Name(idx, ast.Load()), ops=[ast.Eq()], comparators=[ast.Constant(k)]))
+                    val = self.call_prim(lookup(pick), [cond, items[k], val], {}, scope, out, node)
+                return val
             if not isinstance(key, Static):
                 raise error(P, node, "a tuple/list/dict argument can only be indexed by a constant",
                             "index with a literal key or number")
@@ -387,7 +404,12 @@ class Expressions:
             if _is_metadata(base.expr):  # x.shape[0]
                 return Dyn(ast.Subscript(value=base.expr, slice=self.index(node.slice, scope, out), ctx=ast.Load()))
             idx = self.index(node.slice, scope, out)
-            return self.call_prim(lookup_getitem(), [base, Dyn(idx)], {}, scope, out, node)
+            val = self.call_prim(lookup_getitem(), [base, Dyn(idx)], {}, scope, out, node)
+            if generated_file(P.filename) and _view_index(idx):
+                # a gradient's code read back: it keeps the slices it reads (views) and restores the array before
+                # reading them again in its reverse loop; as values, they are the slice when it was read
+                val = self.call_prim(lookup(np.copy), [val], {}, scope, out, node)
+            return val
         raise error(P, node, "cannot index this value", None)
 
     def index(self, sl, scope, out):

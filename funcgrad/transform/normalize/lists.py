@@ -28,12 +28,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...ops.numpy_shape import join_rows, list_promote
+from ...ops.numpy_shape import join_rows, list_promote, tape_promote
 from ...ops.registry import lookup
-from ..emit import cache_dir
 from ..fence import error
 from ..values import Dyn, Static, Struct
-from .common import _Iter, _Range, lookup_getitem
+from .common import _Iter, _Range, generated_file, lookup_getitem
 
 
 @dataclass
@@ -52,12 +51,6 @@ _GROWERS = ("append", "extend")
 class RListPop:
     """``lst.pop`` of a :class:`RList` or of a list known now (a ``Struct``), called next."""
     rl: object
-
-
-def generated_file(filename):
-    """True for a module funcgrad generated (its cache directory): code read back, a gradient taken inside a
-    differentiated function, whose list tapes are popped in the order they were pushed."""
-    return isinstance(filename, str) and os.path.dirname(os.path.abspath(filename)) == os.path.abspath(cache_dir())
 
 
 # NumPy functions that take the list as a sequence of arrays
@@ -186,7 +179,10 @@ class RuntimeLists:
         grow.append(ast.Assign(targets=[ast.Name(rl.buf, ast.Store())], value=bigger.expr))
         # an item of a wider dtype (a float after ints) widens the rows first, as np.stack of the list would
         promote = []
-        wider = self.call_prim(lookup(list_promote), [Dyn(buf), v], {}, scope, promote, node)
+        # a gradient's record of a loop, read back to differentiate that gradient again, gets its own words
+        record = rl.name.startswith("_tape") and generated_file(scope.parsed.filename)
+        wider = self.call_prim(lookup(tape_promote if record else list_promote), [Dyn(buf), v], {}, scope, promote,
+                               node)
         promote.append(ast.Assign(targets=[ast.Name(rl.buf, ast.Store())], value=wider.expr))
         write = [ast.If(test=ast.Compare(left=cnt, ops=[ast.Eq()], comparators=[
                      ast.Subscript(value=ast.Attribute(value=buf, attr="shape", ctx=ast.Load()),

@@ -13,7 +13,7 @@ from ...errors import REFUSAL_MARK, UnsupportedSyntaxError
 from .. import annotations as A
 from ..fence import error
 from ..structure import RET, StructureError, structure
-from ..values import Dyn, Static, Struct
+from ..values import Dyn, Static, Struct, VSElement
 from .lowerings import inplace_call, is_inplace
 from .lists import RList
 from ...ops.numpy_shape import pick
@@ -676,13 +676,16 @@ class Statements:
                                      f"{'function' if callable(getattr(val, 'obj', None)) or isinstance(val, LocalFunction) else 'value'}"
                                      " that cannot change inside a loop or branch",
                             "only arrays, numbers and containers of them can be assigned inside loops and branches")
+            if isinstance(val, VSElement) and getattr(self, "cf_depth", 0):
+                raise self.refuse_vspace(val, scope, stmt, "assigns, inside a loop or branch,")
             if isinstance(val, Dyn):
                 outname = self.var_name(target.id, scope)
                 self.remember_spec(outname, val.expr)
                 a = ast.Assign(targets=[ast.Name(outname, ast.Store())], value=val.expr)
                 ast.copy_location(a, stmt)
                 out.append(a)
-                scope.vars[target.id] = Dyn(ast.Name(outname, ast.Load()))
+                scope.vars[target.id] = (VSElement(ast.Name(outname, ast.Load()), val.cls) if isinstance(val, VSElement)
+                                         else Dyn(ast.Name(outname, ast.Load())))
             else:
                 scope.vars[target.id] = val
             return
