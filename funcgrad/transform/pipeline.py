@@ -228,7 +228,7 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         likely = backend.effective_strategy(choose_strategy(jit, low.has_loops, low.opaque_calls))
         adj = reverse(a, list(diff_leaves), atoms, src_lookup, param_ranks=low.ranks, param_kinds=low.kinds,
                       origins=low.origins, preaccumulate_loops=likely == "njit", checkpoint_loops=checkpoint_loops,
-                      vspace=low.vspace)
+                      vspace=low.vspace, replay_loops=likely == "njit")
         g_params = adj.g_params
         cotangents = adj.cotangents
         ret = ast.Return(value=ast.Tuple(elts=[_returns(adj.outputs), ast.Tuple(elts=adj.grads, ctx=ast.Load())],

@@ -15,7 +15,9 @@ the adjoint sweep, where
   assignment and restored right after that assignment's adjoint, so every
   adjoint statement sees exactly the values its primal statement saw. Float64
   scalars of top-level range loops get preallocated array tapes sized by the
-  trip count; other tapes are growable lists. Branches are reversed on their
+  trip count; other tapes are growable lists. In compiled code a loop body's own cheap values (those
+  that do not depend on what the loop carries) are instead computed again at the start of each reversed
+  iteration and never taped (:mod:`.replay`). Branches are reversed on their
   recorded conditions; the cotangent state of both branches (and of every loop
   iteration) is made to agree where they meet;
 * in-place writes ``x[idx] = v`` save the overwritten values in the primal and
@@ -49,7 +51,7 @@ from .infer import infer_kinds, infer_ranks
 from .realness import expr_maybe_complex, maybe_complex
 from .naming import RESERVED, Namer, names_in
 from .preaccumulate import preaccumulate
-from . import checkpointing
+from . import checkpointing, replay
 from .tapes import (TAPE_DTYPES, _array_tape_pushes, _expand_markers, _marker, _needed, _preallocatable, _tape_pushes,
                     pos_of, ptr_of, save_inplace, tape_of)
 
@@ -94,6 +96,8 @@ class Reverse(Activity):
         self.bound_flags: dict = {}      # such a name -> the primal flag saying it was bound
         self.ckpt_plans: dict = {}       # checkpointed loops: counter -> checkpointing.Plan
         self.rerun_reads: set = set()    # names the re-runs of checkpointed loops read
+        self.replay_plans: dict = {}     # id(loop) -> statements its reversed iterations may recompute
+        self.replayed: set = set()       # names recomputed in reversed iterations (never taped)
         self.vspace = None               # the generated code's name of custom.vspace (see vspace_call)
         self.vspace_names: set = set()   # names holding an object of a user's vector space (and so d_<name>)
 
@@ -694,6 +698,13 @@ def _rev_loop(R, s, out):
     out.extend(pre)
     if not body:
         return
+    cand = R.replay_plans.get(id(s))
+    if cand:   # this iteration's own values computed again rather than read back from tapes (see .replay)
+        again, bound = replay.select(cand, _needed(body, R.ranks))
+        if again:
+            A.put(again[0], A.COMMENT, "recomputed: this iteration's values, cheaper than taped")
+            R.replayed |= bound
+            body = again + body
     if A.get(s, A.IN_LOOP):
         out.append(ast.Assign(targets=[ast.Name(n, ast.Store())],
                               value=ast.Call(func=ast.Attribute(value=ast.Name(tape_of(R.names, n, f"_tape{n}"), ast.Load()),
@@ -743,12 +754,14 @@ def _drop_self_assignments(code):
 
 def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_params=(), int_params=(),
             param_ranks=None, param_kinds=None, origins=None, preaccumulate_loops=False, checkpoint_loops=None,
-            vspace=None):
+            vspace=None, replay_loops=False):
     """Build the primal + adjoint of an ANF function (see the module docstring); ``origins`` names generated
     variables in the user's words in messages. ``checkpoint_loops`` (bytes, or None): each top-level loop that
     can be checkpointed gets a checkpointed copy beside the taped one, run when the loop's tape would exceed
     that many bytes (:func:`.checkpointing.automatic`). ``vspace``: the generated code's name of
-    ``custom.vspace`` where parameters of kind "vs" (objects of a user's vector space) are differentiated."""
+    ``custom.vspace`` where parameters of kind "vs" (objects of a user's vector space) are differentiated.
+    ``replay_loops``: reversed loop iterations recompute the cheap values of their own body instead of reading
+    them from tapes (:mod:`.replay`; compiled code)."""
     params = [a.arg for a in fdef.args.args]
     all_names = names_in(fdef) | set(params)
     namer = Namer(all_names)
@@ -777,6 +790,8 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
     check_aliases(fdef, [o.id for o in output_atoms if isinstance(o, ast.Name)], R.ranks, _basic_index,
                   lambda st: src_lookup(st)[0], origins=origins)
     R.mark(body)
+    if replay_loops:
+        R.replay_plans = replay.plan(body, R.ranks, R.special)
     R.d_to_name = {R.adname(n): n for n in all_names | set(loops.counters) | set(loops.iters)}
     adj = []
     # outputs: snapshot names the sweep will restore or arrays it will undo writes in
@@ -799,7 +814,7 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
     _rev_block(R, body, adj)
     adj = _drop_unused_new(adj)
     need = _needed(adj, R.ranks) | R.rerun_reads   # (what a checkpointed loop's re-run reads)
-    taped = R.nonssa & need
+    taped = (R.nonssa & need) - R.replayed
     kinds = infer_kinds(body, dict(param_kinds or {}))
     prealloc = _preallocatable(body, taped, R.ranks, kinds)
     for p in params:

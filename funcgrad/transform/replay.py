@@ -1,0 +1,240 @@
+"""Recomputation of a loop body's own values in the reversed loop, instead of taping them.
+
+Taped, every value a loop body computes and the adjoint reads goes on a tape once per iteration: for a body
+over small arrays (bundle adjustment: 3-vectors through helpers) that is a list append of a fresh array per
+value and iteration, every array kept alive until the sweep ends (T iterations x dozens of arrays: the tape
+cost five times the primal, grew faster than T, and typed lists of arrays cost seconds of compile). A value
+that depends only on what the iteration starts from can instead be computed again, at the start of its
+reversed iteration, by the statements that computed it in the primal: the adjoint of iteration ``k`` then
+reads exactly the values iteration ``k`` computed, and nothing about them is stored.
+
+What may be recomputed (``plan``), for a loop ``L`` (not a checkpointed loop, nor one inside one; no
+``break``/``continue``/``return``, no in-place write ``x[i] = v`` and no call made for its effect anywhere in
+it):
+
+* a statement ``n = rhs`` of ``L``'s body (or of branches of it, replayed under the same condition; never of
+  a nested loop) whose ``rhs`` is cheap: per element a few operations (arithmetic, comparisons, indexing,
+  basic transcendental functions, reductions, ``cross``, ``dot``/``matmul`` of vectors), never a matrix
+  product, a decomposition, a special function or a call of the user's;
+* ``n`` is bound nowhere but there (once on every path through the body, in one statement), read nowhere
+  outside ``L``'s body, and never read in the body before this iteration binds it (not carried from the
+  previous iteration);
+* every name ``rhs`` (and every enclosing branch's condition) reads holds, at the start of the reversed
+  iteration, the value it had when the primal iteration read it: a name ``L`` never binds, one recomputed
+  before it, or one ``L``'s body binds once on every path before the read (then it is taped, and the tape's
+  restores leave it at iteration ``k``'s value when reversed iteration ``k`` starts).
+
+``select`` picks, once a reversed body is built, the recomputable statements whose values that body (or a
+statement picked) reads, in primal order with their branches; ``reverse`` puts them first in the reversed
+body and tapes none of the names they bind (their restore markers drop). Loops whose values depend on what
+they carry (a recurrence, an LSTM's state) recompute nothing and stay as taped as before.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+
+from . import annotations as A
+
+#: Elementwise primitives cheap enough to compute again (a few instructions per element; special functions
+#: such as gammainc or jv cost hundreds and stay taped).
+CHEAP_ELEMENTWISE = frozenset("""absolute add angle arccos arcsin arctan arctan2 cbrt conj cos cosh csign deg2rad
+divide elu exp exp2 expit expm1 fabs fmax fmin fmod hypot imag leaky_relu log log10 log1p log2 logaddexp logit
+maximum minimum multiply negative power rad2deg real reciprocal relu remainder sigmoid sign sin sinh softplus
+sqrt square subtract tan tanh xlog1py xlogy""".split())
+
+#: Other primitives linear in the size of what they read and write.
+CHEAP_OTHER = frozenset("""getitem sum mean max min prod cross copy astype reshape transpose squeeze expand_dims
+atleast_1d concatenate stack hstack vstack where clip matrix_transpose""".split())
+
+#: Products cheap only between vectors (and numbers): a dot of matrices is a matrix product.
+VECTOR_ONLY = frozenset(["dot", "matmul", "inner"])
+
+_BUILTINS = frozenset(["int", "float", "len", "min", "max", "abs", "bool"])
+
+
+def _loads(node):
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _cheap(e, ranks):
+    """Whether expression ``e`` (the right side of an A-normal-form assignment) is cheap to compute again."""
+    if isinstance(e, (ast.Name, ast.Constant)):
+        return True
+    if isinstance(e, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
+        return True
+    if isinstance(e, ast.BinOp):
+        return not isinstance(e.op, ast.MatMult)
+    if isinstance(e, (ast.Subscript, ast.Attribute)):
+        return not any(isinstance(n, ast.Call) for n in ast.walk(e))
+    if isinstance(e, ast.Tuple):
+        return all(isinstance(x, (ast.Name, ast.Constant)) for x in e.elts)
+    if isinstance(e, ast.Call):
+        if A.get(e, A.CUSTOM, None) is not None:
+            return False
+        prim = A.get(e, A.PRIM, None)
+        if prim is None:
+            return isinstance(e.func, ast.Name) and e.func.id in _BUILTINS and all(
+                isinstance(a, (ast.Name, ast.Constant)) for a in e.args)
+        if prim.name in CHEAP_ELEMENTWISE or prim.name in CHEAP_OTHER:
+            return True
+        if prim.name in VECTOR_ONLY:
+            return all(isinstance(a, ast.Constant) or (isinstance(a, ast.Name) and ranks.get(a.id) in (0, 1))
+                       for a in e.args[:2])
+    return False
+
+
+def _bindings(stmts, acc):
+    """Names bound in ``stmts`` (assignments, loop targets, augmented and in-place writes' arrays)."""
+    for s in stmts:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Assign):
+                for t in n.targets:
+                    acc.add(t.id if isinstance(t, ast.Name) else getattr(getattr(t, "value", None), "id", None))
+            elif isinstance(n, (ast.For, ast.AugAssign)) and isinstance(n.target, ast.Name):
+                acc.add(n.target.id)
+    return acc
+
+
+def _path_count(stmts):
+    """How many times each name is bound along the path through ``stmts`` that binds it most (a nested
+    loop's bindings count as many)."""
+    out = {}
+    for s in stmts:
+        if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name):
+            out[s.targets[0].id] = out.get(s.targets[0].id, 0) + 1
+        elif isinstance(s, ast.If):
+            a, b = _path_count(s.body), _path_count(s.orelse)
+            for n in set(a) | set(b):
+                out[n] = out.get(n, 0) + max(a.get(n, 0), b.get(n, 0))
+        elif isinstance(s, (ast.For, ast.While)):
+            for n in _bindings([s], set()):
+                out[n] = 2
+    return out
+
+
+def _eligible(loop):
+    for n in ast.walk(ast.Module(body=loop.body, type_ignores=[])):
+        if isinstance(n, (ast.Break, ast.Continue, ast.Return)):
+            return False
+        if isinstance(n, ast.Assign) and not isinstance(n.targets[0], ast.Name):
+            return False
+        if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and not A.has(n, A.TRIPS):
+            return False   # a call for its effect (it might change an array the recomputed lines read)
+        if isinstance(n, (ast.For, ast.While)) and A.get(n, A.CHECKPOINT, None) is not None:
+            return False
+    return A.get(loop, A.CHECKPOINT, None) is None
+
+
+def plan(body, ranks, special):
+    """``{id(loop): candidate statements}`` for every loop of ``body`` with something to recompute: the
+    recomputable statements of its body, copied, in order, inside copies of their branches."""
+    plans = {}
+
+    def visit(stmts):
+        for s in stmts:
+            if isinstance(s, (ast.For, ast.While)):
+                if A.get(s, A.CHECKPOINT, None) is None:   # (nor the loops inside a checkpointed one)
+                    if _eligible(s):
+                        cand = _candidates(s, body, ranks, special)
+                        if cand:
+                            plans[id(s)] = cand
+                    visit(s.body)
+            elif isinstance(s, ast.If):
+                visit(s.body)
+                visit(s.orelse)
+
+    visit(body)
+    return plans
+
+
+def _candidates(loop, fbody, ranks, special):
+    in_loop = _bindings(loop.body, set())
+    if isinstance(loop, ast.For):
+        in_loop.add(loop.target.id)
+    counts = _path_count(loop.body)
+    # bound elsewhere, read outside the loop: never recomputed (their values outside are the tape's business)
+    outside_bound, outside_read = set(), set()
+
+    def scan(stmts):
+        for s in stmts:
+            if s is loop:
+                outside_read.update(_loads(s.iter) if isinstance(s, ast.For) else _loads(s.test))
+                continue
+            if isinstance(s, (ast.For, ast.While, ast.If)):
+                outside_read.update(_loads(s.iter) if isinstance(s, ast.For) else _loads(s.test))
+                if isinstance(s, ast.For):
+                    outside_bound.add(s.target.id)
+                scan(s.body)
+                scan(s.orelse)
+            else:
+                outside_read.update(_loads(s))
+                _bindings([s], outside_bound)
+
+    scan(fbody)
+    once = {n for n, c in counts.items() if c == 1 and n not in special}
+    carried = set()
+
+    def reads_ok(names, defined):
+        return all(n not in in_loop or (n in defined and n in once) for n in names)
+
+    targets, rejected = set(), set()
+
+    def walk(stmts, defined, build):
+        # build: whether the statements here may be recomputed (False under a branch whose condition may not)
+        out = []
+        for s in stmts:
+            if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name):
+                reads = _loads(s.value)
+                carried.update(r for r in reads if r in in_loop and r not in defined)
+                n = s.targets[0].id
+                if n in targets:
+                    if build and _cheap(s.value, ranks) and reads_ok(reads, defined):
+                        out.append(copy.deepcopy(s))
+                    else:
+                        rejected.add(n)
+                defined = defined | {n}
+            elif isinstance(s, ast.If):
+                reads = _loads(s.test)
+                carried.update(r for r in reads if r in in_loop and r not in defined)
+                sub = build and reads_ok(reads, defined)
+                b, db = walk(s.body, defined, sub)
+                o, do = walk(s.orelse, defined, sub)
+                if b or o:
+                    out.append(ast.If(test=copy.deepcopy(s.test), body=b or [ast.Pass()], orelse=o))
+                defined = defined | (db & do)
+            else:
+                carried.update(r for r in _loads(s) if r in in_loop and r not in defined)
+        return out, defined
+
+    walk(loop.body, set(), False)   # first: which names are carried
+    # (recomputed names must be bound only here; a name some iteration reads before binding is carried)
+    targets |= once - carried - outside_bound - outside_read
+    while True:   # a name recomputed on one path but not on another (not cheap there) is taped on all
+        rejected.clear()
+        cand, _ = walk(loop.body, set(), True)
+        if not rejected:
+            return cand
+        targets -= rejected
+
+
+def select(cand, need):
+    """The statements of ``cand`` that bind a name in ``need`` or one a selected statement reads, with the
+    branches around them (``need`` grows by what they read); returns ``(statements, names bound)``."""
+    bound = set()
+
+    def pick(stmts):
+        out = []
+        for s in reversed(stmts):
+            if isinstance(s, ast.If):
+                b, o = pick(s.body), pick(s.orelse)
+                if b or o:
+                    need.update(_loads(s.test))
+                    out.append(ast.If(test=copy.deepcopy(s.test), body=b or [ast.Pass()], orelse=o))
+            elif isinstance(s, ast.Assign) and s.targets[0].id in need:
+                need.update(_loads(s.value))
+                bound.add(s.targets[0].id)
+                out.append(copy.deepcopy(s))
+        return out[::-1]
+
+    return pick(cand), bound
