@@ -330,7 +330,7 @@ def _jvp_built(fun, primals, mode, jit, backend):
 def _runtime_leaves(flat, key):
     """The leaves of the arguments (``flat``: per argument) that the generated code takes, as its signature
     ``key`` says: not those fixed into it (strings, None, and bools that are not differentiated)."""
-    return [x for ls, (_, specs, _) in zip(flat, key) for x, sp in zip(ls, specs) if sp[0] != "static"]
+    return [x for ls, (_, specs, _) in zip(flat, _api._host_key(key)) for x, sp in zip(ls, specs) if sp[0] != "static"]
 
 
 class _SecondOrder:
@@ -340,7 +340,7 @@ class _SecondOrder:
         self.t, self.built, self.nums, self.flat, self.trees, cap, key = _jvp_built(fun, primals, mode, jit, backend)
         # which leaves the generated code takes: not those fixed into it (strings, None, and flags: bools that are
         # not differentiated), as its signature says
-        self.runtime = [[sp[0] != "static" for sp in specs] for _, specs, _ in key]
+        self.runtime = [[sp[0] != "static" for sp in specs] for _, specs, _ in _api._host_key(key)]
         self.n = sum(map(sum, self.runtime))
         self.diff_pos = []
         pos = 0

@@ -263,6 +263,7 @@ def module_source(header: str, functions: list[tuple[str, list[str], list]], ret
 
 GENERATED_LINES: dict = {}   # generated file -> its line map (second order reads generated code: errors there
                              # are reported at the user's line the generated line came from)
+REVERSE_MODE_FILES: set = set()   # generated files of reverse-mode code (read back: their slices are values)
 
 
 def cache_dir() -> str:

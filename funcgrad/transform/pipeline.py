@@ -21,7 +21,7 @@ from .aliases import check_aliases
 from .anf import anf
 from .forward import forward
 from .infer import infer_ranks
-from .emit import GENERATED_LINES, externals_fingerprint, module_source, render_block, rows_as_kernel, write_module
+from .emit import GENERATED_LINES, REVERSE_MODE_FILES, externals_fingerprint, module_source, render_block, rows_as_kernel, write_module
 from .normalize import normalize
 from .parse import parse
 from .activity import display_name
@@ -243,6 +243,8 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
     for k, (f, ln) in list(line_map.items()):   # code funcgrad generated (second order): the user's line it came from
         line_map[k] = GENERATED_LINES.get(f, {}).get(ln, (f, ln))
     GENERATED_LINES[mod.__file__] = line_map
+    if kind == "vjp":
+        REVERSE_MODE_FILES.add(mod.__file__)
     if type(backend).supports is not Backend.supports:
         _check_supported(src, backend, line_map)
     if backend not in _KERNELS_READABLE:   # generated code calls K.<name>: let funcgrad read it back

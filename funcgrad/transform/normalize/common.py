@@ -19,7 +19,7 @@ from ...custom import CustomFunction
 from ...ops.core import getitem as _getitem
 from ...ops.registry import lookup
 from ..parse import MISSING, Parsed
-from ..emit import GENERATED_LINES, cache_dir
+from ..emit import GENERATED_LINES, REVERSE_MODE_FILES, cache_dir
 from ..naming import RESERVED
 from ..values import Dyn, Static, Struct
 
@@ -282,6 +282,13 @@ def generated_file(filename):
     """True for a module funcgrad generated (its cache directory): code read back, a gradient taken inside a
     differentiated function, whose list tapes are popped in the order they were pushed."""
     return isinstance(filename, str) and os.path.dirname(os.path.abspath(filename)) == os.path.abspath(cache_dir())
+
+
+def reverse_mode_file(filename):
+    """True for a module of reverse-mode code funcgrad generated: read back, a slice it keeps is the value the slice
+    had when read (the code restores an array before it reads such a slice again). Not forward-mode code, whose
+    views are the user's (a write through one shows in the other)."""
+    return filename in REVERSE_MODE_FILES
 
 
 def place_at_call(stmts, filename, node):

@@ -14,7 +14,7 @@ from ..fence import error
 from ..parse import MISSING
 from ..values import ContentsOf, Dyn, Splat, Static, Struct, VSElement
 from .common import (CustomVJP, LocalFunction, Scope, _BoundMethod, _DictView, _Iter, _OPS, _Partial, _Range, _attr_getter,
-                     _is_metadata, _is_static_tree, _np_attr, lookup_getitem, primitive_method)
+                     _is_metadata, _is_static_tree, _np_attr, lookup_getitem, primitive_method, reverse_mode_file)
 from .constants import (_const_binop, _const_compare_chain, _const_unary)
 from .lowerings import index_concat
 from .lists import RList, RListPop, generated_file
@@ -405,9 +405,10 @@ class Expressions:
                 return Dyn(ast.Subscript(value=base.expr, slice=self.index(node.slice, scope, out), ctx=ast.Load()))
             idx = self.index(node.slice, scope, out)
             val = self.call_prim(lookup_getitem(), [base, Dyn(idx)], {}, scope, out, node)
-            if generated_file(P.filename) and _view_index(idx):
+            if reverse_mode_file(P.filename) and _view_index(idx):
                 # a gradient's code read back: it keeps the slices it reads (views) and restores the array before
-                # reading them again in its reverse loop; as values, they are the slice when it was read
+                # reading them again in its reverse loop; as values, they are the slice when it was read (not in
+                # forward-mode code: there a write through a view is the user's, and shows in the other name)
                 val = self.call_prim(lookup(np.copy), [val], {}, scope, out, node)
             return val
         raise error(P, node, "cannot index this value", None)
