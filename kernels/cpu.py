@@ -1522,10 +1522,8 @@ def _rv_apply(st, act):
         st[4] = -1
 
 
-@njit(cache=True)
-def revolve_init(n, s):
-    """The state of a binomial schedule reversing ``n`` steps with ``s`` snapshots (at least 1, at most n used),
-    before the forward run: :func:`revolve_shot` gives the steps it snapshots."""
+@register_jitable
+def _rv_init(n, s):
     if s > n:   # (this module's max/min are the reductions: plain comparisons here)
         s = n
     if s < 1:
@@ -1538,9 +1536,8 @@ def revolve_init(n, s):
     return st
 
 
-@njit(cache=True)
-def revolve_shot(st):
-    """The forward run's next step to snapshot (-1: none left); the run itself does the advances."""
+@register_jitable
+def _rv_shot(st):
     while True:
         act = _rv_decide(st)
         if act == 1:
@@ -1552,12 +1549,26 @@ def revolve_shot(st):
             return -1
 
 
+# (the entry points call no other dispatcher: a cached kernel calling one is not cached, "dynamic globals")
+@njit(cache=True)
+def revolve_init(n, s):
+    """The state of a binomial schedule reversing ``n`` steps with ``s`` snapshots (at least 1, at most n used),
+    before the forward run: :func:`revolve_shot` gives the steps it snapshots."""
+    return _rv_init(n, s)
+
+
+@njit(cache=True)
+def revolve_shot(st):
+    """The forward run's next step to snapshot (-1: none left); the run itself does the advances."""
+    return _rv_shot(st)
+
+
 @njit(cache=True)
 def revolve_sweep(n, s):
     """The state of the schedule as the reverse sweep starts: the forward run's snapshots taken, the loop state
     unknown (the run went on to step n)."""
-    st = revolve_init(n, s)
-    while revolve_shot(st) >= 0:
+    st = _rv_init(n, s)
+    while _rv_shot(st) >= 0:
         pass
     st[4] = -1
     return st
