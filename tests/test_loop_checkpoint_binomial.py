@@ -150,8 +150,8 @@ def test_checkpointed_loop_inside_a_checkpointed_loop(f):
 def test_source_shows_the_schedule():
     src = funcgrad.source(funcgrad.grad(P.binomial2, argnums=(0, 1), jit="kernels"), 0.5, 0.2, 10)
     assert "_rv1 = K.revolve_init(len(range(n)), 2)" in src and "_snapat1 = K.revolve_shot(_rv1)" in src
-    assert "K.revolve_sweep(_trips1, 2)" in src and "while _act1 != 0:  # checkpointed: for" in src
-    assert "2 snapshots" in src
+    assert "_rvs1 = K.revolve_sweep(_steps1, 2)" in src and "for _turn1 in range(_steps1):  # checkpointed: for" in src
+    assert "2 snapshots" in src and "while _act1 != 5:" in src
 
 
 def test_budget_sizes_the_schedule():

@@ -172,6 +172,7 @@ class Plan:
         self.rv = namer.fresh(f"_rv{k}")           # (binomial) the schedule's state in the forward run
         self.rvs = namer.fresh(f"_rvs{k}")         # ... in the sweep
         self.act = namer.fresh(f"_act{k}")         # ... the sweep's action
+        self.steps_name = namer.fresh(f"_steps{k}")   # ... the steps
 
     def S(self):
         return copy.deepcopy(self.seg_len) if self.seg_len is not None else _n(self.seg)
@@ -445,20 +446,28 @@ def _binomial_sweep(R, s, p, out, pre, turn):
         return ast.If(test=ast.Compare(left=_n(p.act), ops=[ast.Eq()], comparators=[ast.Constant(code)]),
                       body=body or [ast.Pass()], orelse=orelse)
 
-    step = when(5, [_assign(p.start, _mul(copy.deepcopy(at[0]), p.S()))] + turn,
-                [when(1, [advance], [when(2, shots, [when(3, restores, drops)])])])
+    # one trip a step, last first (a step is reversed once): the schedule's actions up to its turn, then its re-run
+    # and adjoint (a for loop over the steps, as the two-level sweep's: the reversed loop inside it is preaccumulated)
     nxt = _assign(p.act, _call(_K("revolve_next"), _n(p.rvs)))
-    loop = ast.While(test=ast.Compare(left=_n(p.act), ops=[ast.NotEq()], comparators=[ast.Constant(0)]),
-                     body=[step, copy.deepcopy(nxt)], orelse=[])
+    until = ast.While(test=ast.Compare(left=_n(p.act), ops=[ast.NotEq()], comparators=[ast.Constant(5)]),
+                      body=[when(1, [advance], [when(2, shots, [when(3, restores, drops)])]), copy.deepcopy(nxt)],
+                      orelse=[])
+    loop = ast.For(target=_st(R.names.fresh(f"_turn{p.counter[2:]}")), iter=_call("range", _n(p.steps_name)),
+                   body=[copy.deepcopy(nxt), until, _assign(p.start, _mul(copy.deepcopy(at[0]), p.S()))] + turn,
+                   orelse=[])
+    rest = ast.While(test=ast.Compare(left=_n(p.act), ops=[ast.NotEq()], comparators=[ast.Constant(0)]),
+                     body=drops + [copy.deepcopy(nxt)], orelse=[])   # (the first snapshot is dropped last)
     head = f"for {ast.unparse(s.target)} in {ast.unparse(s.iter)}:"
     A.put(loop, A.COMMENT, f"checkpointed: {head}  (binomial schedule: steps of {ast.unparse(p.S())} iterations, "
-                           f"{ast.unparse(p.NS())} snapshots; 5: re-run a step taped and reverse it, 1: advance "
-                           "untaped, 2: snapshot, 3: restore, 4: drop)")
+                           f"{ast.unparse(p.NS())} snapshots, last first: 1 advance untaped, 2 snapshot, 3 restore, "
+                           "4 drop a snapshot, until 5: re-run the step taped, reverse it)")
     out.extend(pre)
     out.append(_assign(p.trips, _n(p.counter)))
-    out.append(_assign(p.rvs, _call(_K("revolve_sweep"), p.steps(_n(p.trips)), p.NS())))
-    out.append(nxt)
+    out.append(_assign(p.steps_name, p.steps(_n(p.trips))))
+    out.append(_assign(p.rvs, _call(_K("revolve_sweep"), _n(p.steps_name), p.NS())))
     out.append(loop)
+    out.append(copy.deepcopy(nxt))
+    out.append(rest)
 
 
 def hide(stmts, store):
