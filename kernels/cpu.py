@@ -1444,9 +1444,9 @@ def tape_reserve(tape, n):
 # ----------------------------------------------------------------------------
 # Binomial checkpointing (Griewank's revolve) of a loop of n steps with s snapshots: a schedule of actions read
 # one at a time by a checkpointed loop's generated code. The state is one int64 array:
-# [A, B, sp, b, cur, s, n, pos[0..s]]: the current action's arguments, the top of the snapshot stack, the end of
-# the steps still to reverse above it, the step the loop state is at (-1: unknown), and the stack of the steps
-# whose states are snapshotted. A snapshot at step a with s - 1 - sp snapshots free reverses steps [a, b): by
+# [A, B, sp, b, cur, s, n, (sp, b, split) of the last split computed, pos[0..s]]: the current action's arguments,
+# the top of the snapshot stack, the end of the steps still to reverse above it, the step the loop state is at
+# (-1: unknown), and the stack of the steps whose states are snapshotted. A snapshot at step a with s - 1 - sp snapshots free reverses steps [a, b): by
 # advancing to a split point m and snapshotting it (m - a as small as the fewest repetitions allow: steps
 # [m, b) are reversed with one snapshot fewer and the same repetition number r, steps [a, m) with r - 1), or with
 # no snapshot free, by restoring a and advancing to each step before reversing it.
@@ -1487,14 +1487,22 @@ def _rv_decide(st):
             st[0] = 0
             return 2
         return 0
-    a = st[7 + sp]
+    a = st[10 + sp]
     if b == a:
         return 4
     if cur == b - 1:
         st[0] = b - 1
         return 5
     free = st[5] - 1 - sp
-    target = b - 1 if (free == 0 or b - a == 1) else _rv_split(a, b, free + 1)
+    if free == 0 or b - a == 1:
+        target = b - 1
+    elif st[7] == sp and st[8] == b:   # (decided again until its snapshot is taken: restore, advance, snapshot)
+        target = st[9]
+    else:
+        target = _rv_split(a, b, free + 1)
+        st[7] = sp
+        st[8] = b
+        st[9] = target
     if cur < a or cur > target:
         st[0] = a
         return 3
@@ -1510,11 +1518,11 @@ def _rv_decide(st):
 def _rv_apply(st, act):
     if act == 2:
         st[2] += 1
-        st[7 + st[2]] = st[0]
+        st[10 + st[2]] = st[0]
     elif act == 1:
         st[4] = st[1]
     elif act == 3:
-        st[4] = st[7 + st[2]]
+        st[4] = st[10 + st[2]]
     elif act == 4:
         st[2] -= 1
     elif act == 5:
@@ -1528,8 +1536,9 @@ def _rv_init(n, s):
         s = n
     if s < 1:
         s = 1
-    st = np.zeros(8 + s, dtype=np.int64)
+    st = np.zeros(11 + s, dtype=np.int64)
     st[2] = -1
+    st[7] = -2
     st[3] = n
     st[5] = s
     st[6] = n
