@@ -1443,14 +1443,17 @@ def tape_reserve(tape, n):
 
 # ----------------------------------------------------------------------------
 # Binomial checkpointing (Griewank's revolve) of a loop of n steps with s snapshots: a schedule of actions read
-# one at a time by a checkpointed loop's generated code. The state is one int64 array:
-# [A, B, sp, b, cur, s, n, (sp, b, split) of the last split computed, pos[0..s]]: the current action's arguments,
-# the top of the snapshot stack, the end of the steps still to reverse above it, the step the loop state is at
-# (-1: unknown), and the stack of the steps whose states are snapshotted. A snapshot at step a with s - 1 - sp snapshots free reverses steps [a, b): by
-# advancing to a split point m and snapshotting it (m - a as small as the fewest repetitions allow: steps
-# [m, b) are reversed with one snapshot fewer and the same repetition number r, steps [a, m) with r - 1), or with
-# no snapshot free, by restoring a and advancing to each step before reversing it.
-RV_END, RV_ADVANCE, RV_TAKESHOT, RV_RESTORE, RV_RELEASE, RV_YOUTURN = 0, 1, 2, 3, 4, 5
+# by a checkpointed loop's generated code, a few at a time. The state is one int64 array:
+# [A, B, sp, b, cur, s, n, (sp, b, split) of the last split computed, the split being advanced to, pos[0..s]]:
+# the last advance's steps (from A to B), the top of the snapshot stack, the end of the steps still to reverse
+# above it, the step the loop state is at (-1: unknown), and the stack of the steps whose states are
+# snapshotted. A snapshot at step a with s - 1 - sp snapshots free reverses steps [a, b): by advancing to a split
+# point m and snapshotting it (m - a as small as the fewest repetitions allow: steps [m, b) are reversed with one
+# snapshot fewer and the same repetition number r, steps [a, m) with r - 1), or with no snapshot free, by
+# restoring a and advancing to each step before reversing it. Actions (flags of revolve_next, run in this order
+# when one call gives several): drop the last snapshot (8), restore the last snapshot (4), advance from step A to
+# B untaped (1), snapshot (2), reverse step b (16: re-run it taped, run its adjoint).
+RV_ADVANCE, RV_TAKESHOT, RV_RESTORE, RV_RELEASE, RV_YOUTURN = 1, 2, 4, 8, 16
 
 
 @register_jitable
@@ -1479,19 +1482,19 @@ def _rv_split(a, b, s):
 
 @register_jitable
 def _rv_decide(st):
+    """The next action (0 end, 1 advance, 2 snapshot, 3 restore, 4 drop, 5 reverse); changes nothing but the
+    split remembered and the advance's target."""
     sp = st[2]
     b = st[3]
     cur = st[4]
     if sp < 0:
         if b > 0 and cur == 0:
-            st[0] = 0
             return 2
         return 0
-    a = st[10 + sp]
+    a = st[11 + sp]
     if b == a:
         return 4
     if cur == b - 1:
-        st[0] = b - 1
         return 5
     free = st[5] - 1 - sp
     if free == 0 or b - a == 1:
@@ -1504,13 +1507,10 @@ def _rv_decide(st):
         st[8] = b
         st[9] = target
     if cur < a or cur > target:
-        st[0] = a
         return 3
     if cur < target:
-        st[0] = cur
-        st[1] = target
+        st[10] = target
         return 1
-    st[0] = target
     return 2
 
 
@@ -1518,11 +1518,13 @@ def _rv_decide(st):
 def _rv_apply(st, act):
     if act == 2:
         st[2] += 1
-        st[10 + st[2]] = st[0]
+        st[11 + st[2]] = st[4]
     elif act == 1:
-        st[4] = st[1]
+        st[0] = st[4]
+        st[1] = st[10]
+        st[4] = st[10]
     elif act == 3:
-        st[4] = st[10 + st[2]]
+        st[4] = st[11 + st[2]]
     elif act == 4:
         st[2] -= 1
     elif act == 5:
@@ -1536,7 +1538,7 @@ def _rv_init(n, s):
         s = n
     if s < 1:
         s = 1
-    st = np.zeros(11 + s, dtype=np.int64)
+    st = np.zeros(12 + s, dtype=np.int64)
     st[2] = -1
     st[7] = -2
     st[3] = n
@@ -1553,7 +1555,7 @@ def _rv_shot(st):
             _rv_apply(st, act)
         elif act == 2:
             _rv_apply(st, act)
-            return st[0]
+            return st[4]
         else:
             return -1
 
@@ -1585,12 +1587,24 @@ def revolve_sweep(n, s):
 
 @njit(cache=True)
 def revolve_next(st):
-    """The sweep's next action: 0 done, 1 advance from step st[0] to st[1] (untaped), 2 snapshot (step st[0]),
-    3 restore the last snapshot (step st[0]), 4 drop the last snapshot, 5 reverse step st[0] (re-run it taped,
-    run its adjoint)."""
-    act = _rv_decide(st)
-    _rv_apply(st, act)
-    return act
+    """The sweep's next actions, as flags (0: done), to run in this order: 8 drop the last snapshot, 4 restore the
+    last snapshot, 1 advance from step st[0] to st[1] (untaped), 2 snapshot, 16 reverse step st[3] (re-run it
+    taped, run its adjoint; always the last of a call). One call gives as many as follow each other in that
+    order (a kernel call costs more than deciding an action)."""
+    ops = 0
+    last = -1
+    while True:
+        act = _rv_decide(st)
+        if act == 0:
+            return ops
+        rank = 2 if act == 1 else 3 if act == 2 else 1 if act == 3 else 0 if act == 4 else 4
+        if rank <= last:
+            return ops
+        _rv_apply(st, act)
+        ops |= 1 if act == 1 else 2 if act == 2 else 4 if act == 3 else 8 if act == 4 else 16
+        if act == 5:
+            return ops
+        last = rank
 
 
 @njit(cache=True)

@@ -418,8 +418,8 @@ def rev_checkpointed(R, s, out, rev_loop):
 
 
 def _binomial_sweep(R, s, p, out, pre, turn):
-    """The sweep of a checkpointed for loop under a binomial schedule (``K.revolve_next``'s actions, one at a time,
-    until 0): advance (the loop's iterations from one step to another, untaped), take a snapshot, restore the
+    """The sweep of a checkpointed for loop under a binomial schedule (``K.revolve_next``'s actions, a few at a
+    time, until 0): advance (the loop's iterations from one step to another, untaped), take a snapshot, restore the
     last one, drop it, or reverse a step (``turn``: re-run its iterations taped, run their adjoint)."""
     if p.nsnap_len is None:
         R.rerun_reads.add(p.nsnap)
@@ -442,25 +442,28 @@ def _binomial_sweep(R, s, p, out, pre, turn):
     drops = [ast.Expr(value=_call(ast.Attribute(value=_n(p.snaps[v]), attr="pop", ctx=ast.Load())))
              for v in p.carried]
 
-    def when(code, body, orelse):
-        return ast.If(test=ast.Compare(left=_n(p.act), ops=[ast.Eq()], comparators=[ast.Constant(code)]),
-                      body=body or [ast.Pass()], orelse=orelse)
+    def when(flag, body):
+        test = ast.BinOp(left=_n(p.act), op=ast.BitAnd(), right=ast.Constant(flag))
+        return ast.If(test=ast.Compare(left=test, ops=[ast.NotEq()], comparators=[ast.Constant(0)]),
+                      body=body or [ast.Pass()], orelse=[])
 
-    # one trip a step, last first (a step is reversed once): the schedule's actions up to its turn, then its re-run
-    # and adjoint (a for loop over the steps, as the two-level sweep's: the reversed loop inside it is preaccumulated)
+    # one trip a step, last first (a step is reversed once): the schedule's actions up to its turn (K.revolve_next
+    # gives several a call, as flags), then its re-run and adjoint (a for loop over the steps, as the two-level
+    # sweep's: the reversed loop inside it is preaccumulated)
     nxt = _assign(p.act, _call(_K("revolve_next"), _n(p.rvs)))
-    until = ast.While(test=ast.Compare(left=_n(p.act), ops=[ast.NotEq()], comparators=[ast.Constant(5)]),
-                      body=[when(1, [advance], [when(2, shots, [when(3, restores, drops)])]), copy.deepcopy(nxt)],
+    until = ast.While(test=ast.Compare(left=_n(p.act), ops=[ast.Lt()], comparators=[ast.Constant(16)]),
+                      body=[copy.deepcopy(nxt), when(8, drops), when(4, restores), when(1, [advance]), when(2, shots)],
                       orelse=[])
+    turned = ast.Subscript(value=_n(p.rvs), slice=ast.Constant(3), ctx=ast.Load())
     loop = ast.For(target=_st(R.names.fresh(f"_turn{p.counter[2:]}")), iter=_call("range", _n(p.steps_name)),
-                   body=[copy.deepcopy(nxt), until, _assign(p.start, _mul(copy.deepcopy(at[0]), p.S()))] + turn,
+                   body=[_assign(p.act, ast.Constant(0)), until, _assign(p.start, _mul(turned, p.S()))] + turn,
                    orelse=[])
     rest = ast.While(test=ast.Compare(left=_n(p.act), ops=[ast.NotEq()], comparators=[ast.Constant(0)]),
                      body=drops + [copy.deepcopy(nxt)], orelse=[])   # (the first snapshot is dropped last)
     head = f"for {ast.unparse(s.target)} in {ast.unparse(s.iter)}:"
     A.put(loop, A.COMMENT, f"checkpointed: {head}  (binomial schedule: steps of {ast.unparse(p.S())} iterations, "
-                           f"{ast.unparse(p.NS())} snapshots, last first: 1 advance untaped, 2 snapshot, 3 restore, "
-                           "4 drop a snapshot, until 5: re-run the step taped, reverse it)")
+                           f"{ast.unparse(p.NS())} snapshots, last first: drop a snapshot (8), restore (4), advance "
+                           "untaped (1), snapshot (2), until 16: re-run the step taped, reverse it)")
     out.extend(pre)
     out.append(_assign(p.trips, _n(p.counter)))
     out.append(_assign(p.steps_name, p.steps(_n(p.trips))))
