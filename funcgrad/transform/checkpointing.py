@@ -16,12 +16,14 @@ with at most ``s`` snapshots (``Plan.binomial``): ``checkpoint_range(n, snapshot
 by default), ``checkpoint_range(n)`` (``S = isqrt(T)``, ``s = ceil(T / S)``: a snapshot a step, the two-level
 schedule), ``checkpoint_loops`` (``S``, ``s`` from ``K.revolve_plan`` of the trip count, the bytes a trip tapes,
 the bytes a snapshot holds and the budget, written by :func:`decide`). The kernels hold the schedule's state
-(O(s) integers) and give one action at a time, in compiled code as well: the primal's untaped run snapshots at
-the steps ``K.revolve_shot`` names; the sweep (``K.revolve_sweep``, then ``K.revolve_next`` until 0) advances
-untaped between steps (a copy of the loop, expanded from an :data:`A.RERUN` placeholder with no pushes),
-snapshots, restores (a copy of an array written in place: it is restored again), drops a snapshot, or reverses a
-step: the same taped re-run and reversed body as a segment above. Snapshot lists stay stacks, so a checkpointed
-loop inside another is reversed by the re-run of the outer step that holds it.
+(O(s) integers) and give it out as it runs, in compiled code as well: the primal's untaped run snapshots at the
+steps ``K.revolve_shot`` names; the sweep (``K.revolve_sweep``) is a for loop over the steps, last first (each
+is reversed once): ``K.revolve_next``'s actions (flags, several a call) up to the step's turn -- drop a
+snapshot, restore one (a copy of an array written in place: it is restored again), advance untaped (a copy of
+the loop, expanded from an :data:`A.RERUN` placeholder with no pushes), snapshot -- then the same taped re-run
+and reversed body as a segment above (a for loop's body, as the two-level sweep's: preaccumulation reaches the
+reversed loop). Snapshot lists stay stacks, so a checkpointed loop inside another is reversed by the re-run of
+the outer step that holds it (which keeps the inner loop's own snapshots).
 
 ``checkpoint_loops`` (a budget in bytes): ``automatic`` gives every top-level ``for`` loop that could be
 checkpointed two copies, ``if not _ckpt<k>: <taped> else: <checkpointed>``, and once tapes are planned ``decide``
