@@ -35,14 +35,17 @@ __all__ = ["custom_vjp", "custom_jvp", "CustomFunction", "CustomVJPFunction", "C
            "is_user_vspace_value"]
 
 
-def checkpoint_range(*args, segment=None):
+def checkpoint_range(*args, segment=None, snapshots=None):
     """``range(*args)``; a differentiated loop over it is checkpointed: its gradient stores the loop's carried
     state every ``segment`` iterations (about sqrt(trip count) by default) instead of a tape entry per
     iteration, and recomputes each segment's iterations in the reverse sweep (one more forward run of the
-    loop). Outside a differentiated function it is ``range``."""
-    if segment is not None and (not isinstance(segment, (int, np.integer)) or isinstance(segment, bool)
-                                or segment < 1):
-        raise ValueError(f"checkpoint_range: segment must be a positive int; received {segment!r}")
+    loop). With ``snapshots=s`` the gradient keeps at most ``s`` copies of the state and reverses the loop with
+    Griewank's binomial schedule (revolve) over steps of ``segment`` iterations (1 by default): the fewest
+    recomputed steps for ``s`` snapshots (T <= C(s + r, s) steps are reversed recomputing none more than r
+    times). Outside a differentiated function it is ``range``."""
+    for key, k in (("segment", segment), ("snapshots", snapshots)):
+        if k is not None and (not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1):
+            raise ValueError(f"checkpoint_range: {key} must be a positive int; received {k!r}")
     return range(*args)
 
 

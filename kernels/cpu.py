@@ -1548,6 +1548,222 @@ def tape_reserve(tape, n):
     return new
 
 
+# ----------------------------------------------------------------------------
+# Binomial checkpointing (Griewank's revolve) of a loop of n steps with s snapshots: a schedule of actions read
+# by a checkpointed loop's generated code, a few at a time. The state is one int64 array:
+# [A, B, sp, b, cur, s, n, (sp, b, split) of the last split computed, the split being advanced to, pos[0..s]]:
+# the last advance's steps (from A to B), the top of the snapshot stack, the end of the steps still to reverse
+# above it, the step the loop state is at (-1: unknown), and the stack of the steps whose states are
+# snapshotted. A snapshot at step a with s - 1 - sp snapshots free reverses steps [a, b): by advancing to a split
+# point m and snapshotting it (m - a as small as the fewest repetitions allow: steps [m, b) are reversed with one
+# snapshot fewer and the same repetition number r, steps [a, m) with r - 1), or with no snapshot free, by
+# restoring a and advancing to each step before reversing it. Actions (flags of revolve_next, run in this order
+# when one call gives several): drop the last snapshot (8), restore the last snapshot (4), advance from step A to
+# B untaped (1), snapshot (2), reverse step b (16: re-run it taped, run its adjoint).
+RV_ADVANCE, RV_TAKESHOT, RV_RESTORE, RV_RELEASE, RV_YOUTURN = 1, 2, 4, 8, 16
+
+
+@register_jitable
+def _rv_beta(s, r, cap):
+    """C(s + r, s): the steps s snapshots reverse when no step is advanced more than r times (cap + 1 when more
+    than cap)."""
+    if s <= 0:
+        return 1
+    c = 1
+    for i in range(1, r + 1):
+        if c * 1.0 * (s + i) / i > 2.0 * cap:
+            return cap + 1
+        c = c * (s + i) // i
+    return c
+
+
+@register_jitable
+def _rv_split(a, b, s):
+    n = b - a
+    r = 1
+    while _rv_beta(s, r, n) < n:
+        r += 1
+    m = n - _rv_beta(s - 1, r, n)
+    return a + (m if m > 1 else 1)
+
+
+@register_jitable
+def _rv_decide(st):
+    """The next action (0 end, 1 advance, 2 snapshot, 3 restore, 4 drop, 5 reverse); changes nothing but the
+    split remembered and the advance's target."""
+    sp = st[2]
+    b = st[3]
+    cur = st[4]
+    if sp < 0:
+        if b > 0 and cur == 0:
+            return 2
+        return 0
+    a = st[11 + sp]
+    if b == a:
+        return 4
+    if cur == b - 1:
+        return 5
+    free = st[5] - 1 - sp
+    if free == 0 or b - a == 1:
+        target = b - 1
+    elif st[7] == sp and st[8] == b:   # (decided again until its snapshot is taken: restore, advance, snapshot)
+        target = st[9]
+    else:
+        target = _rv_split(a, b, free + 1)
+        st[7] = sp
+        st[8] = b
+        st[9] = target
+    if cur < a or cur > target:
+        return 3
+    if cur < target:
+        st[10] = target
+        return 1
+    return 2
+
+
+@register_jitable
+def _rv_apply(st, act):
+    if act == 2:
+        st[2] += 1
+        st[11 + st[2]] = st[4]
+    elif act == 1:
+        st[0] = st[4]
+        st[1] = st[10]
+        st[4] = st[10]
+    elif act == 3:
+        st[4] = st[11 + st[2]]
+    elif act == 4:
+        st[2] -= 1
+    elif act == 5:
+        st[3] -= 1
+        st[4] = -1
+
+
+@register_jitable
+def _rv_init(n, s):
+    if s > n:   # (this module's max/min are the reductions: plain comparisons here)
+        s = n
+    if s < 1:
+        s = 1
+    st = np.zeros(12 + s, dtype=np.int64)
+    st[2] = -1
+    st[7] = -2
+    st[3] = n
+    st[5] = s
+    st[6] = n
+    return st
+
+
+@register_jitable
+def _rv_shot(st):
+    while True:
+        act = _rv_decide(st)
+        if act == 1:
+            _rv_apply(st, act)
+        elif act == 2:
+            _rv_apply(st, act)
+            return st[4]
+        else:
+            return -1
+
+
+# (the entry points call no other dispatcher: a cached kernel calling one is not cached, "dynamic globals")
+@njit(cache=True)
+def revolve_init(n, s):
+    """The state of a binomial schedule reversing ``n`` steps with ``s`` snapshots (at least 1, at most n used),
+    before the forward run: :func:`revolve_shot` gives the steps it snapshots."""
+    return _rv_init(n, s)
+
+
+@njit(cache=True)
+def revolve_shot(st):
+    """The forward run's next step to snapshot (-1: none left); the run itself does the advances."""
+    return _rv_shot(st)
+
+
+@njit(cache=True)
+def revolve_sweep(n, s):
+    """The state of the schedule as the reverse sweep starts: the forward run's snapshots taken, the loop state
+    unknown (the run went on to step n)."""
+    st = _rv_init(n, s)
+    while _rv_shot(st) >= 0:
+        pass
+    st[4] = -1
+    return st
+
+
+@njit(cache=True)
+def revolve_next(st):
+    """The sweep's next actions, as flags (0: done), to run in this order: 8 drop the last snapshot, 4 restore the
+    last snapshot, 1 advance from step st[0] to st[1] (untaped), 2 snapshot, 16 reverse step st[3] (re-run it
+    taped, run its adjoint; always the last of a call). One call gives as many as follow each other in that
+    order (a kernel call costs more than deciding an action)."""
+    ops = 0
+    last = -1
+    while True:
+        act = _rv_decide(st)
+        if act == 0:
+            return ops
+        rank = 2 if act == 1 else 3 if act == 2 else 1 if act == 3 else 0 if act == 4 else 4
+        if rank <= last:
+            return ops
+        _rv_apply(st, act)
+        ops |= 1 if act == 1 else 2 if act == 2 else 4 if act == 3 else 8 if act == 4 else 16
+        if act == 5:
+            return ops
+        last = rank
+
+
+@njit(cache=True)
+def revolve_plan(trips, tape, snap, budget):
+    """``(steps per segment, snapshots)`` for a loop of ``trips`` trips whose one trip pushes ``tape`` bytes and
+    whose state is ``snap`` bytes, within ``budget`` bytes: the two-level scheme (sqrt(trips) trips a segment, a
+    snapshot per segment: one more forward run) when it fits; else the segment length (powers of two) and
+    snapshots (what the budget leaves) of the binomial schedule with the fewest recomputed trips; when none
+    fits, one trip a segment and the fewest snapshots that keep every trip's recomputations under 32."""
+    out = np.zeros(2, dtype=np.int64)
+    if tape < 1:
+        tape = 1
+    if snap < 1:
+        snap = 1
+    if trips <= 0:
+        out[0] = 1
+        out[1] = 1
+        return out
+    seg = int(np.sqrt(trips))
+    if seg < 1:
+        seg = 1
+    n = (trips + seg - 1) // seg
+    if n * snap + seg * tape <= budget:
+        out[0] = seg
+        out[1] = n
+        return out
+    best = -1.0
+    seg = 1
+    while seg <= trips:
+        s = (budget - seg * tape) // snap
+        n = (trips + seg - 1) // seg
+        if s >= 1:
+            if s > n:
+                s = n
+            r = 1
+            while _rv_beta(s, r, n) < n:
+                r += 1
+            cost = (r * n - _rv_beta(s + 1, r - 1, r * n)) * 1.0 * seg   # (Griewank's minimal count of advances)
+            if best < 0 or cost < best:
+                best = cost
+                out[0] = seg
+                out[1] = s
+        seg *= 2
+    if best < 0:
+        s = 1
+        while _rv_beta(s, 32, trips) < trips:
+            s += 1
+        out[0] = 1
+        out[1] = s
+    return out
+
+
 @_register
 def tape_new(x, n):
     """A tape of ``n`` slots holding values like ``x`` (scalar or array)."""

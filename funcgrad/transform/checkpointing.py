@@ -7,9 +7,23 @@ the body reads before rebinding them, and the contents of arrays it writes in pl
 the adjoint sweep takes the segments last first, and for each one restores the state, re-runs the segment's
 iterations with the ordinary tape pushes, and runs the ordinary reversed body over them. The tape then holds
 one segment (``S`` iterations) instead of the trip count ``T``; the snapshots hold ``T / S`` copies of the
-carried state; the price is one more forward run of the loop. ``S`` is ``isqrt(T)`` unless the user gives one
-(a two-level, sqrt(T) scheme, not Griewank's binomial schedule); a while loop's is :data:`WHILE_SEGMENT` (its
-``T`` is unknown when it starts).
+carried state; the price is one more forward run of the loop. That two-level scheme is what a ``while`` loop
+gets (``S`` = :data:`WHILE_SEGMENT` unless given: its ``T`` is unknown when it starts) and a ``for`` loop given
+``segment=S`` alone.
+
+Every other checkpointed ``for`` loop runs Griewank's binomial schedule (revolve) over steps of ``S`` iterations
+with at most ``s`` snapshots (``Plan.binomial``): ``checkpoint_range(n, snapshots=s[, segment=S])`` (``S`` = 1
+by default), ``checkpoint_range(n)`` (``S = isqrt(T)``, ``s = ceil(T / S)``: a snapshot a step, the two-level
+schedule), ``checkpoint_loops`` (``S``, ``s`` from ``K.revolve_plan`` of the trip count, the bytes a trip tapes,
+the bytes a snapshot holds and the budget, written by :func:`decide`). The kernels hold the schedule's state
+(O(s) integers) and give it out as it runs, in compiled code as well: the primal's untaped run snapshots at the
+steps ``K.revolve_shot`` names; the sweep (``K.revolve_sweep``) is a for loop over the steps, last first (each
+is reversed once): ``K.revolve_next``'s actions (flags, several a call) up to the step's turn -- drop a
+snapshot, restore one (a copy of an array written in place: it is restored again), advance untaped (a copy of
+the loop, expanded from an :data:`A.RERUN` placeholder with no pushes), snapshot -- then the same taped re-run
+and reversed body as a segment above (a for loop's body, as the two-level sweep's: preaccumulation reaches the
+reversed loop). Snapshot lists stay stacks, so a checkpointed loop inside another is reversed by the re-run of
+the outer step that holds it (which keeps the inner loop's own snapshots).
 
 ``checkpoint_loops`` (a budget in bytes): ``automatic`` gives every top-level ``for`` loop that could be
 checkpointed two copies, ``if not _ckpt<k>: <taped> else: <checkpointed>``, and once tapes are planned ``decide``
@@ -152,9 +166,37 @@ class Plan:
         self.lo = self.step = None
         self.trips = namer.fresh(f"_trips{k}")     # (the sweep) the loop's trip count
         self.start = namer.fresh(f"_sg{k}")        # (the sweep) the first iteration of a segment
+        spec = A.get(loop, A.CHECKPOINT)
+        # a for loop: a binomial schedule over steps of ``seg`` iterations, unless given a segment length alone
+        self.binomial = self.is_for and not (isinstance(spec, int) and spec > 0)
+        self.nsnap = namer.fresh(f"_nsnap{k}")     # (binomial) the snapshots
+        self.nsnap_len = None                      # ... when it is a constant
+        self.rv = namer.fresh(f"_rv{k}")           # (binomial) the schedule's state in the forward run
+        self.rvs = namer.fresh(f"_rvs{k}")         # ... in the sweep
+        self.act = namer.fresh(f"_act{k}")         # ... the sweep's action
+        self.steps_name = namer.fresh(f"_steps{k}")   # ... the steps
 
     def S(self):
         return copy.deepcopy(self.seg_len) if self.seg_len is not None else _n(self.seg)
+
+    def NS(self):
+        return copy.deepcopy(self.nsnap_len) if self.nsnap_len is not None else _n(self.nsnap)
+
+    def steps(self, trips):
+        """The schedule's steps (segments) of a loop of ``trips`` iterations."""
+        if isinstance(self.seg_len, ast.Constant) and self.seg_len.value == 1:
+            return trips
+        return ast.BinOp(left=_add(trips, ast.BinOp(left=self.S(), op=ast.Sub(), right=ast.Constant(1))),
+                         op=ast.FloorDiv(), right=self.S())
+
+
+class Budget:
+    """The ``A.CHECKPOINT`` of a loop :func:`automatic` copied: :func:`plan` leaves here the assignments of its
+    segment length and snapshots (and its :class:`Plan`), :func:`decide` writes them from the budget."""
+
+    def __init__(self):
+        self.sizing = None
+        self.plan = None
 
 
 def _refuse(src_lookup, stmt, msg, hint):
@@ -259,6 +301,10 @@ def plan(body, namer, params, src_lookup):
         plans[counter] = p
         pre = []
         seg = A.get(s, A.CHECKPOINT)
+        if isinstance(seg, tuple):   # checkpoint_range(n, snapshots=s[, segment=k]): k iterations a step
+            seg, p.nsnap_len = seg[0], ast.Constant(int(seg[1]))
+        elif not isinstance(seg, int):   # checkpoint_loops (a Budget): sized as the default until decide
+            seg = 0
         if p.is_for:
             args = s.iter.args
             lo = args[0] if len(args) >= 2 else ast.Constant(0)
@@ -282,11 +328,24 @@ def plan(body, namer, params, src_lookup):
             p.seg_len = size
         else:
             pre.append(_assign(p.seg, size))
-        pre.append(_assign(p.next, ast.Constant(0)))
+        if p.binomial:
+            # a snapshot at the steps the schedule's forward run takes them (revolve_shot: the next one, -1 none)
+            trips = _call("len", copy.deepcopy(s.iter))
+            if p.nsnap_len is None:   # by default one a segment: the two-level scheme
+                pre.append(_assign(p.nsnap, p.steps(trips)))
+            spec = A.get(s, A.CHECKPOINT)
+            if isinstance(spec, Budget):
+                spec.sizing, spec.plan = pre[-2:], p
+            pre.append(_assign(p.rv, _call(_K("revolve_init"), p.steps(copy.deepcopy(trips)), p.NS())))
+            pre.append(_assign(p.next, _mul(_call(_K("revolve_shot"), _n(p.rv)), p.S())))
+            nxt = _mul(_call(_K("revolve_shot"), _n(p.rv)), p.S())
+        else:
+            pre.append(_assign(p.next, ast.Constant(0)))
+            nxt = _add(_n(p.next), p.S())
         for v in p.carried:
             pre.append(_assign(p.snaps[v], ast.List(elts=[], ctx=ast.Load())))
         snap = ast.If(test=ast.Compare(left=_n(counter), ops=[ast.Eq()], comparators=[_n(p.next)]),
-                      body=[_assign(p.next, _add(_n(p.next), p.S()))] + [
+                      body=[_assign(p.next, nxt)] + [
                           ast.Expr(value=_call(ast.Attribute(value=_n(p.snaps[v]), attr="append", ctx=ast.Load()),
                                                _call(_K("copy"), _n(v)) if v in p.copied else _n(v)))
                           for v in p.carried], orelse=[])
@@ -301,7 +360,7 @@ def plan(body, namer, params, src_lookup):
 
 def special(plans):
     """Names the loop code handles (kept out of taping): the snapshot positions."""
-    return {p.next for p in plans.values()}
+    return {p.next for p in plans.values()} | {p.rv for p in plans.values() if p.binomial}
 
 
 def _strip_snapshots(stmts):
@@ -327,7 +386,8 @@ def rev_checkpointed(R, s, out, rev_loop):
         return
     pre, rev = tmp[:-1], tmp[-1]
     rerun = copy.deepcopy(s)
-    rerun.body = _strip_snapshots(rerun.body[1:])
+    # (its own snapshot out; a checkpointed loop inside keeps its own: this re-run is what the inner sweep reverses)
+    rerun.body = rerun.body[1:]
     end = _call("min", _add(_n(p.start), p.S()), _n(p.trips))
     if p.is_for:
         rerun.iter = _call("range", _add(p.lo, _mul(_n(p.start), p.step)), _add(p.lo, _mul(end, p.step)),
@@ -341,6 +401,9 @@ def rev_checkpointed(R, s, out, rev_loop):
     done = ast.Expr(value=ast.Constant("drop the segment's first state from the tapes"))
     A.put(done, A.RERUN, (rerun, p, False))
     R.rerun_reads |= (exposed([rerun]) - set(p.carried)) | ({p.seg} if p.seg_len is None else set())
+    if p.binomial:
+        _binomial_sweep(R, s, p, out, pre, [placeholder, rev, done])
+        return
     restore = [_assign(v, _call(ast.Attribute(value=_n(p.snaps[v]), attr="pop", ctx=ast.Load())))
                for v in p.carried]
     first_of_last = ast.BinOp(left=ast.BinOp(left=ast.BinOp(left=_n(p.trips), op=ast.Sub(), right=ast.Constant(1)),
@@ -354,6 +417,62 @@ def rev_checkpointed(R, s, out, rev_loop):
     out.extend(pre)
     out.append(_assign(p.trips, _n(p.counter)))
     out.append(segs)
+
+
+def _binomial_sweep(R, s, p, out, pre, turn):
+    """The sweep of a checkpointed for loop under a binomial schedule (``K.revolve_next``'s actions, a few at a
+    time, until 0): advance (the loop's iterations from one step to another, untaped), take a snapshot, restore the
+    last one, drop it, or reverse a step (``turn``: re-run its iterations taped, run their adjoint)."""
+    if p.nsnap_len is None:
+        R.rerun_reads.add(p.nsnap)
+    adv = copy.deepcopy(s)   # the untaped forward run (as the primal's: no snapshots, no inner trip counts)
+    adv.body = drop_statements(_strip_snapshots(adv.body[1:]), lambda st: A.has(st, A.TRIPS)) or [ast.Pass()]
+    at = [ast.Subscript(value=_n(p.rvs), slice=ast.Constant(i), ctx=ast.Load()) for i in (0, 1)]
+    end = _call("min", _mul(at[1], p.S()), _n(p.trips))
+    adv.iter = _call("range", _add(p.lo, _mul(_mul(at[0], p.S()), p.step)), _add(p.lo, _mul(end, p.step)),
+                     copy.deepcopy(p.step))
+    advance = ast.Expr(value=ast.Constant("advance, untaped"))
+    A.put(advance, A.RERUN, (adv, p, None))
+
+    def snap(v):
+        top = ast.Subscript(value=_n(p.snaps[v]), slice=ast.Constant(-1), ctx=ast.Load())
+        return _call(_K("copy"), top) if v in p.copied else top
+
+    shots = [ast.Expr(value=_call(ast.Attribute(value=_n(p.snaps[v]), attr="append", ctx=ast.Load()),
+                                  _call(_K("copy"), _n(v)) if v in p.copied else _n(v))) for v in p.carried]
+    restores = [_assign(v, snap(v)) for v in p.carried]
+    drops = [ast.Expr(value=_call(ast.Attribute(value=_n(p.snaps[v]), attr="pop", ctx=ast.Load())))
+             for v in p.carried]
+
+    def when(flag, body):
+        test = ast.BinOp(left=_n(p.act), op=ast.BitAnd(), right=ast.Constant(flag))
+        return ast.If(test=ast.Compare(left=test, ops=[ast.NotEq()], comparators=[ast.Constant(0)]),
+                      body=body or [ast.Pass()], orelse=[])
+
+    # one trip a step, last first (a step is reversed once): the schedule's actions up to its turn (K.revolve_next
+    # gives several a call, as flags), then its re-run and adjoint (a for loop over the steps, as the two-level
+    # sweep's: the reversed loop inside it is preaccumulated)
+    nxt = _assign(p.act, _call(_K("revolve_next"), _n(p.rvs)))
+    until = ast.While(test=ast.Compare(left=_n(p.act), ops=[ast.Lt()], comparators=[ast.Constant(16)]),
+                      body=[copy.deepcopy(nxt), when(8, drops), when(4, restores), when(1, [advance]), when(2, shots)],
+                      orelse=[])
+    turned = ast.Subscript(value=_n(p.rvs), slice=ast.Constant(3), ctx=ast.Load())
+    loop = ast.For(target=_st(R.names.fresh(f"_turn{p.counter[2:]}")), iter=_call("range", _n(p.steps_name)),
+                   body=[_assign(p.act, ast.Constant(0)), until, _assign(p.start, _mul(turned, p.S()))] + turn,
+                   orelse=[])
+    rest = ast.While(test=ast.Compare(left=_n(p.act), ops=[ast.NotEq()], comparators=[ast.Constant(0)]),
+                     body=drops + [copy.deepcopy(nxt)], orelse=[])   # (the first snapshot is dropped last)
+    head = f"for {ast.unparse(s.target)} in {ast.unparse(s.iter)}:"
+    A.put(loop, A.COMMENT, f"checkpointed: {head}  (binomial schedule: steps of {ast.unparse(p.S())} iterations, "
+                           f"{ast.unparse(p.NS())} snapshots, last first: drop a snapshot (8), restore (4), advance "
+                           "untaped (1), snapshot (2), until 16: re-run the step taped, reverse it)")
+    out.extend(pre)
+    out.append(_assign(p.trips, _n(p.counter)))
+    out.append(_assign(p.steps_name, p.steps(_n(p.trips))))
+    out.append(_assign(p.rvs, _call(_K("revolve_sweep"), _n(p.steps_name), p.NS())))
+    out.append(loop)
+    out.append(copy.deepcopy(nxt))
+    out.append(rest)
 
 
 def hide(stmts, store):
@@ -407,6 +526,9 @@ def expand_reruns(code, taped, prealloc, namer, ptr_of, pos_of, tape_of, array_p
             out.append(s)
             continue
         rerun, p, start = r
+        if start is None:   # a binomial schedule's untaped advance
+            out.append(ast.copy_location(rerun, s))
+            continue
         pushed = sorted(assigned([rerun]) & set(taped))
         arr = {n: prealloc[n] for n in pushed if n in prealloc}
         # the carried names' values at the segment's start go on their tapes first: the restore after the
@@ -456,7 +578,8 @@ def expand_reruns(code, taped, prealloc, namer, ptr_of, pos_of, tape_of, array_p
 class Auto:
     """A loop ``checkpoint_loops`` may checkpoint: both copies are generated, the choice made when it runs."""
 
-    def __init__(self, decide, choice, taped, bound):
+    def __init__(self, decide, choice, taped, bound, spec=None):
+        self.spec = spec       # the checkpointed copy's :class:`Budget`
         self.decide = decide   # ``_ckpt<k> = ...``: its value is written by :func:`decide` once tapes are known
         self.choice = choice   # ``if not _ckpt<k>: <taped copy> else: <checkpointed copy>``
         self.taped = taped     # the taped copy
@@ -479,13 +602,14 @@ def automatic(body, namer, params):
             if isinstance(s, ast.For) and A.get(s, A.CHECKPOINT, None) is None and refusal(s, bound) is None:
                 flag = namer.fresh(f"_ckpt{len(autos) + 1}")
                 ck = copy.deepcopy(s)
-                A.put(ck, A.CHECKPOINT, 0)
+                spec = Budget()
+                A.put(ck, A.CHECKPOINT, spec)
                 decide_ = ast.copy_location(_assign(flag, ast.Constant(False)), s)
                 choice = ast.copy_location(ast.If(test=ast.UnaryOp(op=ast.Not(), operand=_n(flag)), body=[s],
                                                   orelse=[ck]), s)
                 A.put(choice, A.AUTO, flag)
                 A.put(choice, A.COMMENT, "checkpoint_loops: the loop taped (under else: checkpointed)")
-                autos.append(Auto(decide_, choice, s, set(bound)))
+                autos.append(Auto(decide_, choice, s, set(bound), spec))
                 out += [decide_, choice]
                 continue
             if isinstance(s, ast.If):
@@ -611,16 +735,38 @@ def per_trip(auto, tapes, ranks, cplx, counters):
     return walk(loop.body)
 
 
+def snapshot_bytes(p, ranks, cplx):
+    """The bytes of one snapshot of loop plan ``p``'s carried state, when the loop starts (8 a float or int, 16 a
+    complex, an array its ``nbytes``)."""
+    acc = _Bytes()
+    for v in p.carried:
+        r = ranks.get(v)
+        acc = acc + (_Bytes(16 if v in cplx else 8) if r == 0 else _Bytes(0, [_nbytes(v, r)]))
+    return acc
+
+
 def decide(autos, budget, tapes, ranks, cplx, counters):
     """Write each choice's decision: checkpointed when the trip count times :func:`per_trip` exceeds ``budget``
-    bytes (never when a trip pushes nothing)."""
+    bytes (never when a trip pushes nothing); and, with a budget (not ``True``), the checkpointed copy's segment
+    length and snapshots: ``K.revolve_plan`` of the trip count, the bytes a trip tapes, the bytes of a snapshot
+    and the budget (the two-level scheme when it fits, else the binomial schedule that recomputes least)."""
     for a in autos:
         b = per_trip(a, tapes, ranks, cplx, counters)
         if b.zero():
             a.decide.value = ast.Constant(False)
             what = "its taped copy pushes nothing"
         else:
-            a.decide.value = ast.Compare(left=_mul(_call("len", copy.deepcopy(a.taped.iter)), b.expr()),
+            trips = _call("len", copy.deepcopy(a.taped.iter))
+            a.decide.value = ast.Compare(left=_mul(trips, b.expr()),
                                          ops=[ast.Gt()], comparators=[ast.Constant(int(budget))])
             what = f"tape of {ast.unparse(b.expr())} bytes a trip"
+            if budget > 0 and a.spec is not None and a.spec.sizing:
+                c = snapshot_bytes(a.spec.plan, ranks, cplx)
+                for i, st in enumerate(a.spec.sizing):
+                    st.value = ast.Subscript(value=_call(_K("revolve_plan"), copy.deepcopy(trips), b.expr(), c.expr(),
+                                                         ast.Constant(int(budget))), slice=ast.Constant(i),
+                                             ctx=ast.Load())
+                seg, ns = (st.targets[0].id for st in a.spec.sizing)
+                A.put(a.spec.sizing[0], A.COMMENT, f"checkpointed: {seg} iterations a step, {ns} snapshots of "
+                                                   f"{ast.unparse(c.expr())} bytes, within the budget")
         A.put(a.decide, A.COMMENT, f"checkpoint_loops={int(budget)} bytes: {what}")

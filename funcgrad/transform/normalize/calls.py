@@ -456,13 +456,18 @@ class Calls:
         if fn is range or fn is checkpoint_range:
             seg = None
             if fn is checkpoint_range:
-                extra = set(kwargs) - {"segment"}
-                s_val = kwargs.get("segment", Static(None))
-                if extra or not isinstance(s_val, Static) or not (
-                        s_val.obj is None or (isinstance(s_val.obj, (int, np.integer)) and s_val.obj >= 1)):
-                    raise error(scope.parsed, node, "checkpoint_range(..., segment=k) needs k a positive int known "
-                                                    "when the function is transformed", None)
-                seg = int(s_val.obj or 0)
+                extra = set(kwargs) - {"segment", "snapshots"}
+                for key in ("segment", "snapshots"):
+                    s_val = kwargs.get(key, Static(None))
+                    if extra or not isinstance(s_val, Static) or not (s_val.obj is None or (
+                            isinstance(s_val.obj, (int, np.integer)) and not isinstance(s_val.obj, bool)
+                            and s_val.obj >= 1)):
+                        raise error(scope.parsed, node, f"checkpoint_range(..., {key}=k) needs k a positive int known "
+                                                        "when the function is transformed", None)
+                seg = int(kwargs.get("segment", Static(None)).obj or 0)
+                snaps = kwargs.get("snapshots", Static(None)).obj
+                if snaps is not None:   # binomial: (trips per step, snapshots)
+                    seg = (seg or 1, int(snaps))
             rargs = []
             for a in args:
                 if isinstance(a, Static) and not isinstance(a.obj, (int, np.integer)):
