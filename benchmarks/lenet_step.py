@@ -101,15 +101,20 @@ def make_funcgrad_step():
     return step
 
 
-def manual_step(params, x, y):
-    """The kernels in the order the generated adjoint calls them (no AD layer)."""
-    p = params
+def conv_forward(x, p):
+    """The convolutional half of the forward pass by funcgrad's kernels: (c1, r1, m1, c2, r2, m2)."""
     c1 = K.conv2d(x, p["c1w"], p["c1b"])
     r1 = K.relu(c1)
     m1 = K.max_pool2d(r1, 2)
     c2 = K.conv2d(m1, p["c2w"], p["c2b"])
     r2 = K.relu(c2)
-    m2 = K.max_pool2d(r2, 2)
+    return c1, r1, m1, c2, r2, K.max_pool2d(r2, 2)
+
+
+def manual_step(params, x, y):
+    """The kernels in the order the generated adjoint calls them (no AD layer)."""
+    p = params
+    c1, r1, m1, c2, r2, m2 = conv_forward(x, p)
     f = m2.reshape(m2.shape[0], 256)
     a1 = f @ p["f1w"] + p["f1b"]
     h1 = K.relu(a1)

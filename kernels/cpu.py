@@ -251,18 +251,27 @@ def _ones(m, dt):
     return v
 
 
+def _axes_list(axis, nd):
+    """``axis`` (an int or a tuple of ints) as a sorted list of distinct axes of an ``nd``-dimensional array, or None
+    where it is not one (out of range, repeated, not integers, empty: NumPy's own reduction then decides)."""
+    try:
+        axes = sorted(_operator.index(a) % nd if -nd <= _operator.index(a) < nd else None
+                      for a in (axis if isinstance(axis, tuple) else (axis,)))
+    except TypeError:
+        return None
+    if not axes or None in axes or len(set(axes)) != len(axes):
+        return None
+    return axes
+
+
 def _sum_blas(x, axis, keepdims):
     """``np.sum(x, axis, keepdims=keepdims)`` as one BLAS matrix-vector product where that pays (see above),
     else None. ``x`` is an ndarray."""
     if x.dtype not in _SUM_BLAS_DTYPES or x.size < _SUM_BLAS_MIN or not x.flags.c_contiguous or axis is None:
         return None
     nd = x.ndim
-    try:
-        axes = sorted(_operator.index(a) % nd if -nd <= _operator.index(a) < nd else None
-                      for a in (axis if isinstance(axis, tuple) else (axis,)))
-    except TypeError:
-        return None
-    if not axes or None in axes or len(set(axes)) != len(axes) or len(axes) == nd:
+    axes = _axes_list(axis, nd)
+    if axes is None or len(axes) == nd:
         return None
     k = len(axes)
     sh = x.shape
@@ -291,13 +300,9 @@ _MINMAX_ROW_MAX = 64
 def _trailing_axes(x, axis):
     """(rows, row length) when ``axis`` names the trailing axes of ``x`` (not all of them), else None."""
     nd = x.ndim
-    try:
-        axes = sorted(_operator.index(a) % nd if -nd <= _operator.index(a) < nd else None
-                      for a in (axis if isinstance(axis, tuple) else (axis,)))
-    except TypeError:
-        return None
-    k = len(axes)
-    if not k or None in axes or k >= nd or axes != list(range(nd - k, nd)):
+    axes = _axes_list(axis, nd)
+    k = len(axes) if axes is not None else 0
+    if not k or k >= nd or axes != list(range(nd - k, nd)):
         return None
     m = 1
     for v in x.shape[nd - k:]:
