@@ -112,6 +112,18 @@ def test_conv2d_matches_naive_loops():
         np.testing.assert_allclose(K.conv2d(x, w, b, s, p, dl), conv2d_ref(x, w, b, s, p, dl), rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("stride, dilation", [(1, 1), (2, 1), (1, 2)])
+def test_conv2d_in_blocks_of_images_across_threads(stride, dilation):
+    """A batch large enough to split over the threads, each chunk's images taken in blocks of 3 for one GEMM (the
+    last block shorter): the same as the naive loops, unit steps (contiguous patch copies) or not."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(11, 3, 20, 20))
+    w = rng.normal(size=(4, 3, 5, 5))
+    b = rng.normal(size=4)
+    np.testing.assert_allclose(K.conv2d(x, w, b, stride, 0, dilation), conv2d_ref(x, w, b, stride, 0, dilation),
+                               rtol=1e-10, atol=1e-10)
+
+
 def test_conv2d_float32_and_noncontiguous():
     rng = np.random.default_rng(1)
     x = rng.normal(size=(2, 5, 3, 9)).astype(np.float32).transpose(0, 3, 2, 1)   # (2, 9, 3, 5), not contiguous
