@@ -334,6 +334,18 @@ def _col2im_one(cols, dx, n, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
     C = dx.shape[1]
     H = dx.shape[2]
     W = dx.shape[3]
+    if ph == 0 and pw == 0 and sh == 1 and sw == 1 and dh == 1 and dw == 1:   # unit steps: contiguous rows
+        for c in range(C):
+            for i in range(KH):
+                for j in range(KW):
+                    r = (c * KH + i) * KW + j
+                    src = cols[r]
+                    for oh in range(OH):
+                        dst = dx[n, c, oh + i]
+                        base = oh * OW
+                        for ow in range(OW):
+                            dst[ow + j] += src[base + ow]
+        return
     if ph == 0 and pw == 0:         # every tap is inside the image
         for c in range(C):
             for i in range(KH):
@@ -441,12 +453,28 @@ def _sum_parts(part, like):
 @_chunked
 @_kernel
 def _conv_igrad(dy3, w2t, dx, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, t, lo, hi):
-    """dx[n] += col2im(w2t @ dy3[n]) for the images lo..hi: one small GEMM each, then the scatter."""
+    """dx[n] += col2im(w2t @ dy3[n]) for the images lo..hi: blocks of B images' dy side by side (O, B*P) in one GEMM
+    (sized as the forward's), then each image's columns scattered."""
+    R, O = w2t.shape
     P = OH * OW
-    dcols = np.empty((w2t.shape[0], P), dy3.dtype)
-    for n in range(lo, hi):
-        np.dot(w2t, dy3[n], dcols)
-        _col2im_one(dcols, dx, n, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
+    B = min(hi - lo, max(1, (1 << 16) // (R * P)))
+    if B <= 0:
+        return
+    g = np.empty((O, B * P), dy3.dtype)
+    dcols = np.empty((R, B * P), dy3.dtype)
+    n0 = lo
+    while n0 < hi:
+        nb = min(B, hi - n0)
+        for k in range(nb):
+            for o in range(O):
+                g[o, k * P:(k + 1) * P] = dy3[n0 + k, o]
+        if nb == B:
+            np.dot(w2t, g, dcols)
+        else:   # the last, shorter block
+            dcols[:, :nb * P] = np.dot(w2t, np.ascontiguousarray(g[:, :nb * P]))
+        for k in range(nb):
+            _col2im_one(dcols[:, k * P:(k + 1) * P], dx, n0 + k, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
+        n0 += nb
 
 
 # One route: small GEMMs over per-image (or per-block) im2col buffers kept in cache,

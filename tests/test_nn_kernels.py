@@ -122,6 +122,11 @@ def test_conv2d_in_blocks_of_images_across_threads(stride, dilation):
     b = rng.normal(size=4)
     np.testing.assert_allclose(K.conv2d(x, w, b, stride, 0, dilation), conv2d_ref(x, w, b, stride, 0, dilation),
                                rtol=1e-10, atol=1e-10)
+    # the input gradient (blocks of images' dy in one GEMM, then each image's scatter) is conv2d's exact adjoint
+    g = rng.normal(size=conv2d_ref(x, w, None, stride, 0, dilation).shape)
+    u = rng.normal(size=x.shape)
+    assert np.sum(K.conv2d_input_grad(g, w, x.shape, stride, 0, dilation) * u) == pytest.approx(
+        np.sum(conv2d_ref(u, w, None, stride, 0, dilation) * g), rel=1e-12)
 
 
 def test_conv2d_float32_and_noncontiguous():
