@@ -371,18 +371,25 @@ def _col2im_one(cols, dx, n, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
                             dx[n, c, h, ww] += cols[r, oh * OW + ow]
 
 
+@njit(cache=True, nogil=True)
+def _images_per_block(R, P, n):
+    """How many of ``n`` images one GEMM of the convolution kernels takes: their patches side by side, (R, B*P),
+    about 64k numbers (they stay in cache)."""
+    return min(n, max(1, (1 << 16) // (R * P)))
+
+
 @_chunked
 @_kernel
 def _conv_fwd(x, w2, b, has_b, out, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, t, lo, hi):
     """out[n] (O, OH*OW) = w2 @ im2col(x[n]) + b for the images lo..hi.
 
-    Blocks of B images: their im2col side by side (R, B*P), sized to stay in cache, then one GEMM for the block
-    and its columns written out image by image (a GEMM per image of a few input channels, conv1's R = 25, is
-    too small for BLAS: LeNet's conv1 forward 300 -> 225 us on one thread instead of two, conv2 258 -> 245).
+    Blocks of images (``_images_per_block``): their im2col side by side (R, B*P), then one GEMM for the block and
+    its columns written out image by image (a GEMM per image of a few input channels, LeNet's conv1 with R = 25,
+    is too small for BLAS: its forward took 303 us with one GEMM per image, 165-180 us in blocks).
     """
     O, R = w2.shape
     P = OH * OW
-    B = min(hi - lo, max(1, (1 << 16) // (R * P)))
+    B = _images_per_block(R, P, hi - lo)
     if B <= 0:
         return
     cols = np.empty((R, B * P), x.dtype)
@@ -411,13 +418,13 @@ def _conv_fwd(x, w2, b, has_b, out, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, t, l
 def _conv_wgrad(dy3, x, part, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, t, lo, hi):
     """part[t] (float64, O x R) += the weight gradient of images lo..hi.
 
-    Blocks of B images: their im2col side by side (R, B*P) and their dy (O, B*P),
-    sized to stay in cache, then one GEMM reducing over B*P.
+    Blocks of images (``_images_per_block``): their im2col side by side (R, B*P) and their dy (O, B*P), then one
+    GEMM reducing over B*P.
     """
     O = part.shape[1]
     R = part.shape[2]
     P = OH * OW
-    B = min(hi - lo, max(1, (1 << 16) // (R * P)))
+    B = _images_per_block(R, P, hi - lo)
     if B <= 0:
         return
     cols = np.empty((R, B * P), x.dtype)
@@ -453,11 +460,11 @@ def _sum_parts(part, like):
 @_chunked
 @_kernel
 def _conv_igrad(dy3, w2t, dx, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, t, lo, hi):
-    """dx[n] += col2im(w2t @ dy3[n]) for the images lo..hi: blocks of B images' dy side by side (O, B*P) in one GEMM
-    (sized as the forward's), then each image's columns scattered."""
+    """dx[n] += col2im(w2t @ dy3[n]) for the images lo..hi: blocks of images' dy side by side (O, B*P) in one GEMM,
+    then each image's columns scattered."""
     R, O = w2t.shape
     P = OH * OW
-    B = min(hi - lo, max(1, (1 << 16) // (R * P)))
+    B = _images_per_block(R, P, hi - lo)
     if B <= 0:
         return
     g = np.empty((O, B * P), dy3.dtype)
