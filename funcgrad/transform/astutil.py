@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ast
 
-__all__ = ["definitely_bound", "drop_statements", "fold_int_constants", "kernel"]
+__all__ = ["definitely_bound", "drop_statements", "fold_int_constants", "kernel", "names_read"]
 
 
 def kernel(name):
@@ -23,6 +23,11 @@ def drop_statements(code, drop):
             s.orelse = drop_statements(s.orelse, drop)
         out.append(s)
     return out
+
+
+def names_read(node):
+    """The names ``node`` (a statement or expression, with everything under it) reads."""
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 def definitely_bound(stmts, acc):

@@ -48,7 +48,7 @@ import linecache
 
 from . import annotations as A
 from ..errors import UnsupportedSyntaxError
-from .astutil import definitely_bound, drop_statements, kernel as _K
+from .astutil import definitely_bound, drop_statements, kernel as _K, names_read as _loads
 
 #: The segment length of a checkpointed ``while`` loop when the user gives none (its trip count is unknown
 #: when the loop starts): snapshots grow as T / 1000.
@@ -83,10 +83,6 @@ def _mul(a, b):
     if isinstance(b, ast.Constant) and b.value == 1:
         return a
     return ast.BinOp(left=a, op=ast.Mult(), right=b)
-
-
-def _loads(node):
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 def _runs(loop):

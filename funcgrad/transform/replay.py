@@ -35,6 +35,7 @@ import ast
 import copy
 
 from . import annotations as A
+from .astutil import names_read as _loads
 
 #: Elementwise primitives cheap enough to compute again (a few instructions per element; special functions
 #: such as gammainc or jv cost hundreds and stay taped).
@@ -51,10 +52,6 @@ atleast_1d concatenate stack hstack vstack where clip matrix_transpose""".split(
 VECTOR_ONLY = frozenset(["dot", "matmul", "inner"])
 
 _BUILTINS = frozenset(["int", "float", "len", "min", "max", "abs", "bool"])
-
-
-def _loads(node):
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 def _cheap(e, ranks):

@@ -14,16 +14,17 @@ from ..fence import error
 from ..parse import MISSING
 from ..values import ContentsOf, Dyn, Splat, Static, Struct, VSElement
 from .common import (CustomVJP, LocalFunction, Scope, _BoundMethod, _DictView, _Iter, _OPS, _Partial, _Range, _attr_getter,
-                     _is_metadata, _is_static_tree, _np_attr, lookup_getitem, primitive_method, reverse_mode_file)
+                     _is_metadata, _is_static_tree, _np_attr, generated_file, lookup_getitem, primitive_method,
+                     reverse_mode_file)
 from .constants import (_const_binop, _const_compare_chain, _const_unary)
 from .lowerings import index_concat
-from .lists import RList, RListPop, generated_file
-
+from .lists import RList, RListPop
 
 
 def _view_index(idx):
     """Whether the index expression ``idx`` (a slice, or a tuple with one) makes NumPy return a view."""
     return isinstance(idx, ast.Slice) or isinstance(idx, ast.Tuple) and any(isinstance(e, ast.Slice) for e in idx.elts)
+
 
 class Expressions:
     # ------------------------------------------------------------ expressions
