@@ -48,7 +48,8 @@ from .tree import tree_flatten, tree_flatten_with_path, tree_unflatten
 __all__ = ["grad", "value_and_grad", "vjp", "jit", "custom_vjp", "custom_jvp", "stop_gradient", "source"]
 
 # jit= values and the strategy each selects (see funcgrad.kernels.base); mode= is the older spelling
-_JIT = {True: "auto", "auto": "auto", "whole": "njit", "kernels": "python", False: "nojit"}
+_JIT = {True: "auto", "auto": "auto", "whole": "njit", "kernels": "python", False: "nojit",
+        "njit": "njit", "python": "python"}   # the last two: the strategies' own names, as mode= spells them
 _MODE = {"auto": "auto", "njit": "njit", "python": "python"}
 
 
@@ -59,7 +60,8 @@ def _jit_disabled():
 def _resolve_jit(jit, mode):
     """The strategy policy ("auto", "njit", "python" or "nojit") from ``jit=`` and its alias ``mode=``."""
     if jit not in _JIT:
-        raise ValueError(f"jit must be one of True, False, 'auto', 'whole', 'kernels'; received {jit!r}")
+        raise ValueError(f"jit must be one of True, False, 'auto', 'whole' (or 'njit'), 'kernels' (or 'python'); "
+                         f"received {jit!r}")
     if mode is None:
         return _JIT[jit]
     if mode not in _MODE:

@@ -164,3 +164,15 @@ def test_disable_jit_env_runs_same_source(monkeypatch):
     assert list(gf.cache.values())[0].mode == "nojit"
     for k in params:
         np.testing.assert_allclose(g1[k], g2[k], rtol=1e-12, atol=1e-14)
+
+
+def test_jit_accepts_the_strategies_own_names():
+    """jit="njit"/"python" mean what mode= does ("whole"/"kernels" are the documented spellings)."""
+    from tests.fixtures.loop_programs import horner
+    c = np.array([0.5, -1.0, 2.0])
+    for jit, mode in (("njit", "njit"), ("python", "python"), ("whole", "njit"), ("kernels", "python")):
+        g = funcgrad.grad(horner, jit=jit)
+        np.testing.assert_allclose(g(c, 0.7), [1.0, 0.7, 0.49], rtol=1e-12)
+        assert list(g.cache.values())[0].mode == mode
+    with pytest.raises(ValueError, match="jit must be one of"):
+        funcgrad.grad(horner, jit="fast")
