@@ -918,6 +918,12 @@ class Calls:
             for v in items[1:]:
                 acc = self.binop_value(np.maximum if fn is max else np.minimum, acc, v, scope, out, node)
             return acc
+        if fn in (max, min) and len(args) == 1 and not kwargs and isinstance(args[0], Dyn):
+            # max(array): Python compares the items along the first axis, NumPy's max along axis 0
+            return self.call_prim(lookup(np.max if fn is max else np.min), [args[0]], {"axis": Static(0)},
+                                  scope, out, node)
+        if fn is pow and len(args) == 2 and not kwargs:   # pow(a, b) is a ** b (pow(a, b, m) is integers' own)
+            return self.binop_value(np.power, args[0], args[1], scope, out, node)
         if fn is map and len(args) >= 2:
             cols = [self.static_items(a, node, scope) for a in args[1:]]
             return Struct("list", [self.call_value(args[0], list(t), {}, scope, out, node) for t in zip(*cols)])

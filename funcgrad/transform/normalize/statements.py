@@ -301,6 +301,7 @@ class Statements:
                     kept.extend(self.live(st.body if known else st.orelse, scope, rebound))
                     continue
             if isinstance(st, ast.While) and self.known_condition(st.test, scope, rebound) is False:
+                kept.extend(self.live(st.orelse, scope, rebound))   # while ... else: the else runs
                 continue
             if isinstance(st, (ast.If, ast.For, ast.While)):
                 st = copy.copy(st)
