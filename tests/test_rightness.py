@@ -494,6 +494,13 @@ def alias_on_a_branch(x):
     return np.sum(b * x)
 
 
+def augmented_through_alias(x):
+    y = x * 1.0
+    z = y
+    z += 1.0
+    return np.sum(y * x)
+
+
 def returns_a_view(x):
     a = x * 2.0
     b = a[:2]
@@ -524,6 +531,10 @@ def test_writes_seen_through_another_name_are_refused_at_the_users_line(kw):
             funcgrad.grad(f, **kw)(*args)
         _refused_at(e.value, f, line)
         assert "shares its memory" in str(e.value)
+    with pytest.raises(UnsupportedSyntaxError) as e:   # named as the user wrote them, not by their versions
+        funcgrad.grad(augmented_through_alias, **kw)(X4)
+    _refused_at(e.value, augmented_through_alias, "z += 1.0")
+    assert "on 'z' writes" in str(e.value) and "('y')" in str(e.value)
     with pytest.raises(UnsupportedSyntaxError) as e:
         funcgrad.vjp(returns_a_view, X4, **kw)
     _refused_at(e.value, returns_a_view, "a[0] = 1.0")

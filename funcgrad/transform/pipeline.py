@@ -17,7 +17,7 @@ from ..errors import DeviceError
 from ..kernels.base import Backend
 from ..ops.registry import by_name, register_kernels
 from ..tree import tree_unflatten
-from .aliases import check_aliases
+from .aliases import check_aliases, user_words
 from .anf import anf
 from .forward import forward
 from .infer import infer_ranks
@@ -191,6 +191,9 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
     _debug("normalize", ast.unparse(low.node))
     params = low.params + [c[0] for c in low.captured]
     a = anf(low.node, params)
+    for version, name in a._anf_versions.items():   # messages name an SSA version x_1 as the user's x
+        if version not in low.origins:
+            low.origins[version] = low.origins.get(name) or user_words(name, {})
     _debug("anf", "\n".join(render_block(a.body)))
     atoms = _out_leaves(low.output, [], a._anf_version)
     name = low.node.name
