@@ -284,7 +284,7 @@ class Calls:
         if isinstance(fval, _BoundMethod):
             return self.method(fval, args, kwargs, scope, out, node)
         if isinstance(fval, LocalFunction):
-            return self.inline(fval.node, fval.parsed, fval.scope, args, kwargs, out, node)
+            return self.inline(fval.node, fval.parsed, fval.scope, args, kwargs, out, node, local_defaults=fval.defaults)
         if isinstance(fval, _DictView):
             return self.dict_method(fval, args, kwargs, scope, out, node)
         if isinstance(fval, RListPop):
@@ -1152,7 +1152,8 @@ class Calls:
             place_at_call(out[start:], scope.parsed.filename, node)
         return res
 
-    def inline(self, fdef, parsed, parent_scope, args, kwargs, out, node, code=None, defaults=None):
+    def inline(self, fdef, parsed, parent_scope, args, kwargs, out, node, code=None, defaults=None,
+               local_defaults=None):
         if parent_scope is not None:
             fence_check(parsed, node=fdef, allow_control_flow=self.allow_control_flow)
         self.depth += 1
@@ -1187,7 +1188,9 @@ class Calls:
         outer = parent_scope
         for n_, dnode in list(zip(dnames, pos_defaults)) + [(k.arg, dv) for k, dv in zip(a.kwonlyargs, a.kw_defaults)]:
             if n_ not in bound:
-                if defaults is not None:
+                if local_defaults is not None and n_ in local_defaults:   # evaluated where the def ran
+                    bound[n_] = local_defaults[n_]
+                elif defaults is not None:
                     dv_obj = _default_value(defaults, n_)
                     if dv_obj is MISSING:
                         bound[n_] = self.expr(dnode, scope, out)
