@@ -57,6 +57,7 @@ class Built:
     leaf_names: list = None   # the generated parameter of each argument leaf
     diff_names: list = None   # the differentiated ones
     py_fn: object = None      # the generated Python function (funcgrad can read and transform it again)
+    origins: dict = None      # generated name -> the user's words for it (messages)
 
 
 def _out_leaves(val, atoms, version):
@@ -262,7 +263,8 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         fns = {k: weaken_function(f, src, mod.__file__, low.weak, cotangents) for k, f in fns.items()}
     compiled = backend.compile(fns[fname], mode, low.externals, cache=cache)
     primal = backend.compile(fns[name], mode, low.externals, cache=cache) if kind != "primal" else compiled
-    return Built(fn=compiled, primal_fn=primal, source=src, name=fname, params=params, captured=low.captured,
+    return Built(origins=low.origins, fn=compiled, primal_fn=primal, source=src, name=fname, params=params,
+                 captured=low.captured,
                  out_tree=low.output, out_atoms=atoms, mode=mode, static_checks=list(low.static_key),
                  path=mod.__file__, line_map=line_map, leaf_names=leaf_names, diff_names=diff_leaves,
                  py_fn=backend.compile(getattr(mod, fname), "nojit", low.externals))
