@@ -490,7 +490,12 @@ class Calls:
                 return Struct("tuple", list(reversed(a.values())))
             if isinstance(a, Dyn):   # an array: its rows, last first
                 return self.call_prim(lookup_getitem(), [a, Static(slice(None, None, -1))], {}, scope, out, node)
-        if fn in (enumerate, zip):
+        if fn is enumerate:
+            if not args or len(args) > 2 or set(kwargs) - {"start"} or len(args) == 2 and kwargs:
+                raise error(P, node, "enumerate() takes an iterable and a start", None)
+            start = args[1] if len(args) == 2 else kwargs.get("start")
+            return _Iter(fn, [args[0]], None if isinstance(start, Static) and start.obj == 0 else start)
+        if fn is zip:
             return _Iter(fn, args)
         if fn is len:
             (a,) = args

@@ -211,7 +211,10 @@ class Expressions:
         if isinstance(it, _Iter):
             cols = [self.static_items(a, node, scope) for a in it.args]
             if it.fn is enumerate:
-                return [Struct("tuple", [Static(i), v]) for i, v in enumerate(cols[0])]
+                start = it.start if it.start is not None else Static(0)
+                return [Struct("tuple", [Static(i + start.obj) if isinstance(start, Static) else
+                                         self.binop(ast.Add(), start, Static(i), scope, [], node), v])
+                        for i, v in enumerate(cols[0])]
             return [Struct("tuple", list(t)) for t in zip(*cols)]
         if isinstance(it, _DictView):
             return it.items()

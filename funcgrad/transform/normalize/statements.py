@@ -644,10 +644,12 @@ class Statements:
         try:
             ival = Dyn(ast.Name(idx, ast.Load()))
             elems = [self.subscript_dyn(q, ival, scope, body, s) for q in seqs]
+            count = ival if not (isinstance(it, _Iter) and it.start is not None) else \
+                self.binop(ast.Add(), ival, it.start, scope, body, s)   # enumerate(a, start)
             if inner_zip:
-                val = Struct("tuple", [ival, Struct("tuple", elems)])
+                val = Struct("tuple", [count, Struct("tuple", elems)])
             elif isinstance(it, _Iter) and it.fn is enumerate:
-                val = Struct("tuple", [ival, elems[0]])
+                val = Struct("tuple", [count, elems[0]])
             elif isinstance(it, _Iter):
                 val = Struct("tuple", elems)
             else:
