@@ -209,6 +209,40 @@ def test_max_pool_ties_route_to_one_element():
     assert dx.sum() == 1.0 and dx[0, 0, 0, 0] == 1.0
 
 
+def _max_pool_grad_ref(dy, x, k):
+    """dy routed to each k x k window's first maximum in row-major order (np.argmax's), stride k, no padding."""
+    N, C, OH, OW = dy.shape
+    dx = np.zeros_like(x)
+    for n in range(N):
+        for c in range(C):
+            for i in range(OH):
+                for j in range(OW):
+                    a, b = divmod(int(np.argmax(x[n, c, i * k:(i + 1) * k, j * k:(j + 1) * k])), k)
+                    dx[n, c, i * k + a, j * k + b] += dy[n, c, i, j]
+    return dx
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 8, 8), (1, 2, 6, 9), (2, 1, 7, 6), (1, 1, 5, 5)])
+def test_max_pool_2x2_grad_routes_ties_like_argmax(shape):
+    """The 2x2 backward (a branch-free tournament, even heights as one run of row pairs) sends each window's
+    gradient to its first maximum, as the general path does: ReLU-like zeros, -0.0 beside 0.0, repeated values;
+    the cells of an odd last row or column get 0."""
+    rng = np.random.default_rng(sum(shape))
+    for dt in (np.float32, np.float64):
+        x = np.maximum(np.round(rng.normal(size=shape) * 1.5), 0).astype(dt)
+        x[rng.random(shape) < 0.2] = -0.0
+        dy = rng.normal(size=(shape[0], shape[1], shape[2] // 2, shape[3] // 2)).astype(dt)
+        dx = K.max_pool2d_grad(dy, x, 2)
+        assert dx.dtype == dt
+        np.testing.assert_array_equal(dx, _max_pool_grad_ref(dy, x, 2))
+        np.testing.assert_array_equal(_njit_max_pool2d_grad(dy, x), dx)
+
+
+@njit
+def _njit_max_pool2d_grad(dy, x):
+    return K.max_pool2d_grad(dy, x, 2)
+
+
 # ----------------------------------------------------------------------------- activations
 def _away_from_zero(shape):
     a = RNG.uniform(-2, 2, shape)
