@@ -1438,6 +1438,59 @@ def _getitem_ov(x, idx):
     return lambda x, idx: x[idx]
 
 
+# x[mask] with a boolean mask of x's shape and ndim > 1 (x[x > 0], c[c < t] += v): NumPy's flat selection in
+# row-major order. Nopython Numba indexes with one 1-D array only, so compiled code (the user's whole function
+# under njit) gets these overloads of the [] operator for exactly that case.
+def _nd_mask(x, idx):
+    return isinstance(x, types.Array) and isinstance(idx, types.Array) and isinstance(idx.dtype, types.Boolean) \
+        and idx.ndim > 1 and idx.ndim == x.ndim
+
+
+@overload(_operator.getitem)
+def _nd_mask_getitem_ov(x, idx):
+    if _nd_mask(x, idx):
+        def impl(x, idx):
+            if x.shape != idx.shape:
+                raise IndexError("boolean index did not match indexed array")
+            out = np.empty(np.count_nonzero(idx), x.dtype)
+            k = 0
+            for i in np.ndindex(x.shape):
+                if idx[i]:
+                    out[k] = x[i]
+                    k += 1
+            return out
+        return impl
+
+
+@overload(_operator.setitem)
+def _nd_mask_setitem_ov(x, idx, v):
+    if not _nd_mask(x, idx):
+        return None
+    if isinstance(v, types.Array) and v.ndim == 1:
+        def impl(x, idx, v):
+            if x.shape != idx.shape:
+                raise IndexError("boolean index did not match indexed array")
+            if v.size != np.count_nonzero(idx) and v.size != 1:
+                raise ValueError("NumPy boolean array indexing assignment cannot assign these values: their "
+                                 "number differs from the True entries of the mask")
+            k = 0
+            for i in np.ndindex(x.shape):
+                if idx[i]:
+                    x[i] = v[k if v.size != 1 else 0]
+                    k += 1
+        return impl
+    if isinstance(v, (types.Number, types.Boolean)) or isinstance(v, types.Array) and v.ndim == 0:
+        def impl(x, idx, v):
+            if x.shape != idx.shape:
+                raise IndexError("boolean index did not match indexed array")
+            val = np.asarray(v).item()
+            for i in np.ndindex(x.shape):
+                if idx[i]:
+                    x[i] = val
+        return impl
+    return None
+
+
 @_register
 def take(x, indices, axis=None):
     return np.take(x, indices, axis=axis)

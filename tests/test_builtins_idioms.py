@@ -40,3 +40,23 @@ def test_take_with_a_list_of_indices():
         v, g = funcgrad.value_and_grad(take_with_a_list, jit=jit)(X.copy())
         assert v == pytest.approx(take_with_a_list(X), rel=1e-12)
         np.testing.assert_allclose(g, _central(take_with_a_list, X, ()), rtol=1e-6, atol=1e-8)
+
+
+def masked_updates(x, B):
+    c = B.copy()
+    c[c < 0.2] += x
+    c[B > 0.4] *= x
+    d = B * 1.0
+    d[d < 0.0] = x * 2.0
+    return np.sum(c * B) + np.sum(d[B > 0.0] ** 2)
+
+
+def test_nd_boolean_masks_compile_whole():
+    """c[c < t] += v on a 2-D array: right under whole-function njit too (Numba indexes with 1-D arrays only)."""
+    B = np.array([[0.3, -0.2, 0.5], [0.1, 0.8, -0.6]])
+    h = 1e-6
+    dx = (masked_updates(0.37 + h, B) - masked_updates(0.37 - h, B)) / (2 * h)
+    for jit in ("python", "njit", False):
+        v, g = funcgrad.value_and_grad(masked_updates, jit=jit)(0.37, B)
+        assert v == pytest.approx(masked_updates(0.37, B), rel=1e-12), jit
+        assert g == pytest.approx(dx, rel=1e-6), jit
