@@ -355,6 +355,14 @@ def _make_reduction(op, npfn, ufunc=None):
             return None
         ax = _literal(axis, f"{op}(axis=...)")
         kd = bool(_literal(keepdims, f"{op}(keepdims=...)"))
+        small = isinstance(x.dtype, types.Boolean) or isinstance(x.dtype, types.Integer) and x.dtype.bitwidth < 64
+        if op in ("sum", "prod", "mean") and small:
+            # NumPy adds booleans and small ints as int64 (np.sum(a > 0) counts; a bool accumulator stopped at
+            # True), and means them in float64: reduce the cast array
+            wide = "np.float64" if op == "mean" else \
+                "np.uint64" if isinstance(x.dtype, types.Integer) and not x.dtype.signed else "np.int64"
+            return _compile(f"def impl(x, axis=None, keepdims=False):\n"
+                            f"    return _again(x.astype({wide}), {ax!r}, {kd!r})\n", "impl", {"_again": pyimpl})
         return _reduce_impl(op, x.ndim, ax, kd, x.dtype)
 
     _FUNCS_WITH_OVERLOADS.append(op)

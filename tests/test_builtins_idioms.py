@@ -60,3 +60,36 @@ def test_nd_boolean_masks_compile_whole():
         v, g = funcgrad.value_and_grad(masked_updates, jit=jit)(0.37, B)
         assert v == pytest.approx(masked_updates(0.37, B), rel=1e-12), jit
         assert g == pytest.approx(dx, rel=1e-6), jit
+
+
+def negative_base_and_bool_counts(x, a, n):
+    return (-2) ** n * x + (-2.5) ** 2 * x + np.sum(a > 0) * x + (a > 0).sum() * x + np.mean(a > 0) * x \
+        + np.sum(np.sum((a > 0).reshape(2, 2), axis=0) * x)
+
+
+def test_negative_base_and_boolean_counts():
+    """(-2) ** n was printed as -2 ** n (a wrong value everywhere); under njit np.sum of a mask gave True, not
+    the count (the accumulator kept the mask's dtype)."""
+    a = np.array([0.3, -0.7, 0.45, 0.2])
+    h = 1e-6
+    for n in (2, 3):
+        want = negative_base_and_bool_counts(0.37, a, n)
+        dwant = (negative_base_and_bool_counts(0.37 + h, a, n) - negative_base_and_bool_counts(0.37 - h, a, n)) / (2 * h)
+        for jit in ("python", "njit", False):
+            v, g = funcgrad.value_and_grad(negative_base_and_bool_counts, jit=jit)(0.37, a, n)
+            assert v == pytest.approx(want, rel=1e-12), (jit, n)
+            assert g == pytest.approx(dwant, rel=1e-6), (jit, n)
+
+
+def float_of_an_int_accumulator(x, n):
+    s = 0                  # still the int 0 when the branch is not taken
+    if n > 2:
+        s = s + x
+    return float(s)
+
+
+def test_float_of_an_int_is_a_float():
+    for n, want in ((2, (0.0, 0.0)), (5, (0.37, 1.0))):
+        for jit in ("python", "njit", False):
+            v, g = funcgrad.value_and_grad(float_of_an_int_accumulator, jit=jit)(0.37, n)
+            assert (v, g) == pytest.approx(want) and isinstance(float(v), float), (jit, n)
