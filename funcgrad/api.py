@@ -625,7 +625,10 @@ def _numba_failure(err, built):
         reason = "a variable takes values of different types on different paths"
         m = re.search(r"Cannot unify (.+?) and (.+?) for '([A-Za-z_]\w*?)(?:\.\d+)?'", msg)
         if m:
-            words, ident = user_words(m.group(3), getattr(built, "origins", None) or {})
+            var = m.group(3)
+            words, ident = user_words(var[2:] if var.startswith("d_") else var, getattr(built, "origins", None) or {})
+            if var.startswith("d_") and ident is not None:   # the adjoint of a user's variable
+                words = f"the gradient of {words}"
             if ident is not None:   # one of the user's variables
                 reason = (f"{words} is {_plain_types(m.group(1))} on one path and {_plain_types(m.group(2))} on "
                           "another (compiled code needs one type per variable)")
