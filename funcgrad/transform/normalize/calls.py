@@ -1030,7 +1030,9 @@ class Calls:
             r = self.call_object(np.ravel, [m.base] + list(args), kwargs, scope, out, node)
             # flatten copies (a write into it must not reach x); ravel is a view, as in NumPy
             return self.call_prim(lookup(np.copy), [r], {}, scope, out, node) if name == "flatten" else r
-        if name == "item" and not kwargs and len(args) <= 1:   # x.item(): its one element (x.item(k): the k-th)
+        if name == "item" and not kwargs and not args:   # x.item(): its one element, a number (as np.sum of it)
+            return self.call_prim(lookup(np.sum), [m.base], {}, scope, out, node)
+        if name == "item" and not kwargs and len(args) == 1:   # x.item(k): the k-th element
             flat = self.call_object(np.ravel, [m.base], {}, scope, out, node)
             return self.call_prim(lookup_getitem(), [flat, args[0] if args else Static(0)], {}, scope, out, node)
         if name == "astype":
