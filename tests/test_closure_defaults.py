@@ -53,12 +53,23 @@ def lambdas_in_a_comprehension(x):
     return sum(fn(x[0]) for fn in fs) + sum(g(x[1]) for g in gs)
 
 
+def def_in_a_loop_rebinding_its_parameter(x):
+    def h(s):
+        for i in range(3):
+            def g(x):      # g's own x: rebinding it is not h's (h reads f's x below)
+                x = x * 2.0
+                return x
+        return s * x[0]
+    return h(x[1])
+
+
 def _central(f, x, h=1e-6):
     return np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(x.size)])
 
 
 @pytest.mark.parametrize("fn", [lambdas_keep_each_trips_k, late_binding_without_default, default_from_a_rebound_name,
-                                def_in_loop_default_changes, keyword_only_default, lambdas_in_a_comprehension], ids=lambda f: f.__name__)
+                                def_in_loop_default_changes, keyword_only_default, lambdas_in_a_comprehension,
+                                def_in_a_loop_rebinding_its_parameter], ids=lambda f: f.__name__)
 def test_defaults_bound_where_the_def_runs(fn):
     for jit in ("python", "njit", False):
         v, g = funcgrad.value_and_grad(fn, jit=jit)(X.copy())

@@ -402,8 +402,16 @@ def _target_names(t):
 def _assigned(stmts):
     """Names assigned (rebound) anywhere in ``stmts``, in first-seen order (not in nested defs)."""
     names = []
+
+    def walk(node):   # ast.walk without the bodies of nested functions (their names are their own)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return
+        yield node
+        for c in ast.iter_child_nodes(node):
+            yield from walk(c)
+
     for s in stmts:
-        for n in ast.walk(s):
+        for n in walk(s):
             tgts = []
             if isinstance(n, ast.Assign):
                 tgts = n.targets
