@@ -73,3 +73,45 @@ def test_a_name_that_held_another_container_is_refused():
     with pytest.raises(UnsupportedSyntaxError, match="'M' takes a list or dict another name holds") as e:
         funcgrad.grad(rebinding_a_name_that_held_another_list)(0.37, A)
     assert e.value.filename == __file__ and "M = L" in (e.value.text or "")
+
+
+def dict_keys_inside_a_runtime_loop(x, n):
+    p = {"w": x[0], "b": x[1]}
+    s = 0.0
+    for i in range(n):
+        for k in p:            # k holds a key (a string) inside a loop that runs at run time
+            s = s + p[k] * (i + 1)
+    return s
+
+
+def lambda_made_in_a_runtime_loop(x, n):
+    out = 0.0
+    for i in range(n):
+        g = lambda v, w=x[i % 4]: v * w
+        out = out + g(x[3])
+    return out
+
+
+def a_string_that_changes_in_a_loop(x, n):
+    mode = "a"
+    for i in range(n):
+        if x[i % 4] > 0.5:
+            mode = "b"         # LINE: mode
+    return x[0] * (2.0 if mode == "a" else 3.0)
+
+
+@pytest.mark.parametrize("fn", [dict_keys_inside_a_runtime_loop, lambda_made_in_a_runtime_loop],
+                         ids=lambda f: f.__name__)
+def test_names_first_bound_inside_a_runtime_loop_to_values_known_now(fn):
+    x = np.array([0.3, 0.7, 1.1, 0.4])
+    dx = np.array([(fn(x + 1e-6 * e, 3) - fn(x - 1e-6 * e, 3)) / 2e-6 for e in np.eye(4)])
+    for jit in ("python", "njit", False):
+        v, g = funcgrad.value_and_grad(fn, jit=jit)(x, 3)
+        assert v == pytest.approx(fn(x, 3), rel=1e-12), jit
+        np.testing.assert_allclose(g, dx, rtol=1e-6, atol=1e-8, err_msg=str(jit))
+
+
+def test_a_value_known_now_that_changes_in_a_runtime_loop_is_refused():
+    with pytest.raises(UnsupportedSyntaxError, match="'mode'") as e:
+        funcgrad.grad(a_string_that_changes_in_a_loop)(np.array([0.3, 0.7, 1.1, 0.4]), 3)
+    assert 'mode = "b"' in (e.value.text or "")

@@ -715,6 +715,13 @@ class Statements:
                     return
                 self.assign_struct(target.id, val, scope, out, stmt)
                 return
+            elif getattr(self, "cf_depth", 0) and not isinstance(val, Dyn) and isinstance(
+                    val, (Static, LocalFunction)) and not self.bound_before_cf(target.id):
+                # a name this loop or branch binds first to a value known now (a dict's key in `for k in d:`
+                # written out inside a runtime loop, a lambda made there): bound as it is; one that held a value
+                # before could hold either afterwards, refused below
+                scope.vars[target.id] = val
+                return
             elif getattr(self, "cf_depth", 0) and not isinstance(val, Dyn):
                 raise error(P, stmt, f"'{_user_name(target.id)}' is bound to a "
                                      f"{'function' if callable(getattr(val, 'obj', None)) or isinstance(val, LocalFunction) else 'value'}"
