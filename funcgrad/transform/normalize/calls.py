@@ -969,6 +969,13 @@ class Calls:
             # max(array): Python compares the items along the first axis, NumPy's max along axis 0
             return self.call_prim(lookup(np.max if fn is max else np.min), [args[0]], {"axis": Static(0)},
                                   scope, out, node)
+        if fn is sorted and len(args) == 1 and isinstance(args[0], Dyn) and set(kwargs) <= {"reverse"} and \
+                isinstance(kwargs.get("reverse", Static(False)), Static):
+            # sorted(array): its items (rows of a 1-D array: numbers) in order, as np.sort along axis 0
+            r = self.call_object(np.sort, [args[0]], {"axis": Static(0)}, scope, out, node)
+            if kwargs.get("reverse", Static(False)).obj:
+                r = self.call_prim(lookup_getitem(), [r, Static(slice(None, None, -1))], {}, scope, out, node)
+            return r
         if fn is pow and len(args) == 2 and not kwargs:   # pow(a, b) is a ** b (pow(a, b, m) is integers' own)
             return self.binop_value(np.power, args[0], args[1], scope, out, node)
         if fn is map and len(args) >= 2:
