@@ -355,7 +355,8 @@ def _make_reduction(op, npfn, ufunc=None):
             return None
         ax = _literal(axis, f"{op}(axis=...)")
         kd = bool(_literal(keepdims, f"{op}(keepdims=...)"))
-        small = isinstance(x.dtype, types.Boolean) or isinstance(x.dtype, types.Integer) and x.dtype.bitwidth < 64
+        small = isinstance(x.dtype, types.Boolean) or isinstance(x.dtype, types.Integer) and (
+            x.dtype.bitwidth < 64 or op == "mean")
         if op in ("sum", "prod", "mean") and small:
             # NumPy adds booleans and small ints as int64 (np.sum(a > 0) counts; a bool accumulator stopped at
             # True), and means them in float64: reduce the cast array

@@ -93,3 +93,18 @@ def test_float_of_an_int_is_a_float():
         for jit in ("python", "njit", False):
             v, g = funcgrad.value_and_grad(float_of_an_int_accumulator, jit=jit)(0.37, n)
             assert (v, g) == pytest.approx(want) and isinstance(float(v), float), (jit, n)
+
+
+def where_one_argument_and_int_means(x):
+    X = x.reshape(2, 2)
+    return np.sum(X[np.where(X[:, 0] > 0.2)]) + np.where(x > 0.5)[0].size * x[0] \
+        + np.sum(x) * np.mean(np.arange(4)) + np.mean(np.arange(3, dtype=np.int32)) * x[1]
+
+
+def test_where_of_a_condition_and_means_of_ints():
+    """np.where(cond) is np.nonzero(cond) (was refused: a missing argument); under njit np.mean of ints is a
+    float64 mean (it was truncated: 1 for 1.5)."""
+    for jit in ("python", "njit", False):
+        v, g = funcgrad.value_and_grad(where_one_argument_and_int_means, jit=jit)(X.copy())
+        assert v == pytest.approx(where_one_argument_and_int_means(X), rel=1e-12), jit
+        np.testing.assert_allclose(g, _central(where_one_argument_and_int_means, X, ()), rtol=1e-6, atol=1e-8)

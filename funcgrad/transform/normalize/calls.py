@@ -976,6 +976,8 @@ class Calls:
             if kwargs.get("reverse", Static(False)).obj:
                 r = self.call_prim(lookup_getitem(), [r, Static(slice(None, None, -1))], {}, scope, out, node)
             return r
+        if fn is np.where and len(args) == 1 and not kwargs:   # np.where(cond): the indices where it holds
+            return self.call_object(np.nonzero, list(args), {}, scope, out, node)
         if fn is pow and len(args) == 2 and not kwargs:   # pow(a, b) is a ** b (pow(a, b, m) is integers' own)
             return self.binop_value(np.power, args[0], args[1], scope, out, node)
         if fn is map and len(args) >= 2:
