@@ -630,8 +630,9 @@ def _numba_failure(err, built):
             if var.startswith("d_") and ident is not None:   # the adjoint of a user's variable
                 words = f"the gradient of {words}"
             if ident is not None:   # one of the user's variables
-                reason = (f"{words} is {_plain_types(m.group(1))} on one path and {_plain_types(m.group(2))} on "
-                          "another (compiled code needs one type per variable)")
+                reason = (f"{words} takes values of different types on different paths: {_plain_types(m.group(1))} "
+                          f"on one and {_plain_types(m.group(2))} on another; compiled code needs one type per "
+                          "variable")
     elif "have imprecise type: list(undefined)" in msg:
         reason = "a branch whose condition is constant never runs, so a list the gradient keeps has no type"
     reason = re.sub(r"\b_ext\d+_", "", reason)

@@ -252,7 +252,8 @@ def test_a_variable_of_two_types_is_named_when_compiled_code_refuses(kw):
         with pytest.raises(funcgrad.errors.CompileError) as e:
             funcgrad.grad(rank_changes_on_a_branch, **kw)(x, 0)
         _refused_at(e.value, rank_changes_on_a_branch, "return np.sum(x * x)")
-        assert "'x' is 2-D float64 array on one path and 1-D float64 array on another" in str(e.value)
+        assert "'x' takes values of different types on different paths: 2-D float64 array on one and 1-D " \
+               "float64 array on another" in str(e.value)
     else:
         _right(rank_changes_on_a_branch, (x, 0), 0, kw)
 
