@@ -20,6 +20,7 @@ when autograd is installed and can run the program. The outcome is one of
 from __future__ import annotations
 
 import ast
+import builtins
 import dataclasses
 import hashlib
 import importlib.util
@@ -335,7 +336,18 @@ def _flat_grads(grads):
     return [leaf for g in grads for leaf in _flatten(g)]
 
 
-def _classify_exception(e, path):
+_BUILTIN_WORDS = set(dir(builtins)) | {"self", "cls", "args", "kwargs"}
+
+
+def _foreign_names(msg, src):
+    """Quoted identifiers in a refusal that the user's source never spells (``'y_1'`` for the user's ``y``):
+    names funcgrad made up."""
+    words = set(re.findall(r"[A-Za-z_]\w*", src or ""))
+    first = msg.split("\n")[0]
+    return [w for w in re.findall(r"'([A-Za-z_]\w*)'", first) if w not in words and w not in _BUILTIN_WORDS]
+
+
+def _classify_exception(e, path, src=None):
     """(status, kind, message) for an exception raised by funcgrad."""
     tb = traceback.format_exception(type(e), e, e.__traceback__)
     msg = str(e)
@@ -349,6 +361,9 @@ def _classify_exception(e, path):
             return FAILURE, "bad-refusal", f"{type(e).__name__} without the user's file:line: {msg}"
         if leak:
             return FAILURE, "bad-refusal", f"{type(e).__name__} leaks {leak.group(0)!r}: {msg}"
+        foreign = _foreign_names(scrubbed, src)
+        if foreign:
+            return FAILURE, "bad-refusal", f"{type(e).__name__} names {foreign[0]!r}, not in the program: {msg}"
         return REFUSED, type(e).__name__, msg
     kind = type(e).__name__
     return FAILURE, kind, f"{msg}\n" + "".join(tb[-6:])
@@ -373,7 +388,7 @@ def check_program(src, args, argnums, modes=MODES, use_autograd=True, timeout=12
         fn = fn0
     # the plain Python value: the program must run, return a finite float, and leave its inputs alone
     try:
-        with np.errstate(all="raise"), warnings.catch_warnings():
+        with np.errstate(all="raise"), warnings.catch_warnings(), _time_limit(timeout):
             warnings.simplefilter("error")
             before = _copy_args(args)
             value = fn(*_copy_args(args))
@@ -423,7 +438,7 @@ def check_program(src, args, argnums, modes=MODES, use_autograd=True, timeout=12
             first_bad = first_bad or mode
             continue
         except Exception as e:
-            st, kind, msg = _classify_exception(e, path)
+            st, kind, msg = _classify_exception(e, path, src)
             per_mode[mode] = (st, kind, msg)
             if st == FAILURE:
                 first_bad = first_bad or mode
@@ -524,7 +539,8 @@ def _grad_details(fn, args, argnums, mode, fd1, ag, kwargs=None):
     out = []
     with np.printoptions(precision=6, suppress=True, linewidth=120):
         for j, (g, w) in enumerate(zip(grads, fd1)):
-            out.append(f"  d/d arg{argnums[j]}: funcgrad {np.asarray(g)!r}\n"
+            what = f"arg{argnums[j]}" if len(grads) == len(argnums) else f"leaf {j}"
+            out.append(f"  d/d {what}: funcgrad {np.asarray(g)!r}\n"
                        f"  {'':11}finite differences {np.asarray(w)!r}")
     return "\n".join(out)
 

@@ -97,8 +97,9 @@ def ind(lines, k=1):
 
 
 class Gen:
-    def __init__(self, seed):
+    def __init__(self, seed, without=()):
         self.seed = seed
+        self.without = frozenset(without)
         self.r = random.Random(seed)
         self.m = self.r.choice([3, 4, 5])
         self.p = self.r.choice([2, 3, 4])
@@ -152,11 +153,11 @@ class Gen:
     def idiom(self, ctx):
         """Lines of one idiom, perhaps wrapped."""
         if ctx.depth < 2 and self.r.random() < 0.45:
-            w = self.r.choice(WRAPPERS)
+            w = self.r.choice([w for w in WRAPPERS if w.__name__[2:] not in self.without])
             self.used.append(w.__name__[2:])
             return w(self, ctx)
         leaves = LEAVES_LOOP + LEAVES if ctx.loop else LEAVES
-        fn = self.r.choice(leaves)
+        fn = self.r.choice([fn for fn in leaves if fn.__name__[2:] not in self.without])
         self.used.append(fn.__name__[2:])
         return fn(self, ctx)
 
@@ -589,6 +590,245 @@ LEAVES = [L_alias_copy_write, L_alias_chain, L_multi_target, L_view_write, L_cop
           L_globals, L_recursion, L_mutating_helper]
 
 
+def L_late_binding(g, ctx):
+    """Closures see a name's value when they RUN (late binding); default arguments when they are DEFINED."""
+    h, k, t = g.fresh("h"), g.fresh("k"), g.fresh("t")
+    return g.r.choice([
+        [f"{t} = x", f"def {h}(v):", f"    return v * {t}", f"{t} = {t} + 1.0", f"s = s + {h}(a[0])"],
+        [f"{t} = x", f"def {h}(v, w={t}):", f"    return v * w", f"{t} = {t} * 3.0", f"s = s + {h}(a[1]) + {t}"],
+        [f"fs{k} = [lambda v: v * {k} for {k} in range(3)]", f"s = s + sum(fn(x) for fn in fs{k})"],
+        [f"fs{k} = [lambda v, {k}={k}: v * {k} for {k} in range(3)]", f"s = s + sum(fn(x) for fn in fs{k})"],
+        [f"{t} = a * x", f"{h} = lambda: np.sum({t} ** 2)", f"{t} = {t} + 1.0", f"s = s + {h}()"],
+        [f"{t} = 0.5", f"def {h}(v):", f"    return v + {t}", f"for {k} in range(2):", f"    {t} = {t} + x",
+         f"    s = s + {h}(a[{k}])"],
+    ])
+
+
+def L_param_rebind(g, ctx):
+    """Rebinding the differentiated parameters themselves (gradient-descent style), in a loop."""
+    k = g.fresh("k")
+    return g.r.choice([
+        [f"x0_{k} = x", f"for {k} in range(n):", f"    x = x - 0.1 * np.sin(x)", f"s = s + x * x0_{k}"],
+        [f"a_{k} = a", f"for {k} in range(2):", f"    a = a - 0.1 * a * x", f"s = s + np.sum(a * a_{k})",
+         f"a = a_{k}"],
+        [f"B_{k} = B", f"B = B * x", f"s = s + np.sum(B)", f"B = B_{k}"],
+        [f"x_{k} = x", f"x *= 2.0", f"s = s + x + x_{k}", f"x = x_{k}"],
+    ])
+
+
+def L_recurrence(g, ctx):
+    """An array filled in a loop from its own earlier entries (c[i] from c[i-1])."""
+    g.inplace = True
+    c, i = g.fresh("c"), g.fresh("i")
+    return g.r.choice([
+        [f"{c} = np.zeros({g.m})", f"{c}[0] = x", f"for {i} in range(1, {g.m}):",
+         f"    {c}[{i}] = {c}[{i} - 1] * 0.5 + a[{i}] * x", f"s = s + np.sum({c} ** 2)"],
+        [f"{c} = a.copy()", f"for {i} in range(1, len({c})):", f"    {c}[{i}] += {c}[{i} - 1] * x",
+         f"s = s + {c}[-1]"],
+        [f"{c} = np.zeros(({g.p}, {g.q}))", f"for {i} in range({g.p}):",
+         f"    {c}[{i}, :] = B[{i}] * x + ({c}[{i} - 1] if {i} > 0 else 0.0)", f"s = s + np.sum({c} * B)"],
+        [f"{c} = np.empty({g.m})", f"for {i}, v in enumerate(a):", f"    {c}[{i}] = v * v * x",
+         f"s = s + np.sum({c})"],
+        [f"{c} = np.zeros_like(B)", f"for {i} in range(B.shape[1]):", f"    {c}[:, {i}] += B[:, {i}] * x",
+         f"s = s + np.sum({c} * B)"],
+        [f"{c} = [0.0] * {g.m}", f"for {i} in range({g.m}):", f"    {c}[{i}] = a[{i}] * x + ({c}[{i} - 1] if {i} else 0.0)",
+         f"s = s + sum({c})"],
+    ])
+
+
+def L_funcs_as_values(g, ctx):
+    """Functions in lists/dicts, chosen by loop or key."""
+    k = g.fresh("k")
+    return g.r.choice([
+        [f"for op in (np.sin, np.cos, np.tanh):", f"    s = s + op(x) * 0.5"],
+        [f'ops{k} = {{"sin": np.sin, "sq": lambda v: v * v}}', f's = s + np.sum(ops{k}["sin"](a)) + ops{k}["sq"](x)'],
+        [f"ops{k} = [np.exp, np.sin]", f"s = s + ops{k}[{g.r.randrange(2)}](x * 0.5)"],
+        [f"act{k} = np.tanh if n > 2 else np.sin", f"s = s + np.sum(act{k}(a * x))"],
+    ])
+
+
+def L_sorted(g, ctx):
+    """sorted / sort / list reversal of differentiated values."""
+    t = g.fresh("t")
+    return g.r.choice([
+        [f"{t} = sorted(a)", f"s = s + {t}[0] * x + {t}[-1]"],
+        [f"{t} = sorted([x, a[0], a[1]], key=abs)", f"s = s + {t}[0] * 2.0 + {t}[1]"],
+        [f"{t} = np.sort(a)", f"s = s + {t}[-1] * x"],
+        [f"{t} = list(a)", f"{t}.reverse()", f"s = s + {t}[0] * x"],
+        [f"{t} = list(a)[::-1]", f"s = s + {t}[0] * x + {t}[1]"],
+    ])
+
+
+def L_slice_obj(g, ctx):
+    t = g.fresh("sl")
+    return g.r.choice([
+        [f"{t} = slice(1, 3)", f"s = s + np.sum(a[{t}]) * x"],
+        [f"{t} = slice(None, None, -1)", f"s = s + np.sum(a[{t}] * a) * x"],
+        [f"{t} = (slice(0, 2), 1)", f"s = s + np.sum(B[{t}]) * x"],
+        [f"{t} = Ellipsis", f"s = s + np.sum(B[{t}, 0]) * x"],
+    ])
+
+
+def L_list_ops(g, ctx):
+    """Lists as people mutate them: pop, extend, insert, element +=, del, list of arrays summed."""
+    L = g.fresh("L")
+    return g.r.choice([
+        [f"{L} = [x, a[0], a[1]]", f"last{L} = {L}.pop()", f"s = s + last{L} * {L}[0]"],
+        [f"{L} = [x]", f"{L}.extend([a[0] * x, a[1]])", f"s = s + sum({L})"],
+        [f"{L} = [a[0], a[1]]", f"{L}.insert(0, x)", f"s = s + {L}[0] * {L}[1]"],
+        [f"{L} = [x, a[0]]", f"{L}[0] += a[1]", f"{L}[-1] *= x", f"s = s + {L}[0] + {L}[1]"],
+        [f"{L} = [x, a[0], a[1]]", f"del {L}[0]", f"s = s + {L}[0] * x"],
+        [f"{L} = [a * x, a * a]", f"s = s + np.sum(sum({L}))"],
+        [f"{L} = [v * x for v in a if v > 0]", f"s = s + sum({L})"],
+        [f"{L} = [v for v in a]", f"s = s + {L}[-1] * x + len({L})"],
+        [f"{L} = {{i: v * x for i, v in enumerate(a)}}", f"s = s + {L}[1] + sum({L}.values())"],
+        [f"{L} = [[x, a[0]], [a[1], x * x]]", f"s = s + np.sum(np.array({L}) @ a[:2])"],
+    ])
+
+
+def L_while_true(g, ctx):
+    k = g.fresh("k")
+    return g.r.choice([
+        [f"{k} = 0", "while True:", f"    s = s + a[{k} % {g.m}] * x", f"    {k} += 1", f"    if {k} >= n:",
+         "        break"],
+        [f"{k} = 0", f"while {k} < {g.m}:", f"    {k} += 1", f"    if a[{k} - 1] < 0:", "        continue",
+         f"    s = s + a[{k} - 1] * x"],
+    ])
+
+
+def L_enum_zip(g, ctx):
+    i, v, w = g.fresh("i"), g.fresh("v"), g.fresh("w")
+    return g.r.choice([
+        [f"for {i}, {v} in enumerate(a, 1):", f"    s = s + {v} * {i} * x"],
+        [f"for {i}, {v} in enumerate(a, start=2):", f"    s = s + {v} / {i}"],
+        [f"for {v}, {w}, {i} in zip(a, B[0], range(3)):", f"    s = s + {v} * {w} * {i} + x"],
+        [f"for {i} in range(len(B)):", f"    for {v} in range(B.shape[1]):", f"        s = s + B[{i}, {v}] * x"],
+        [f"for {i}, ({v}, {w}) in enumerate(zip(B[0], B[-1])):", f"    s = s + {v} * {w} * x"],
+        [f"for {v} in zip(*B):", f"    s = s + sum({v}) * x"],
+    ])
+
+
+def L_int_arith(g, ctx):
+    """Int arguments in index arithmetic and as floats."""
+    return g.r.choice([
+        [f"s = s + a[n // 2] * x + a[-n + 1] + a[n - 2]"],
+        [f"s = s + x * n + a[(n * 3) % {g.m}]"],
+        [f"s = s + np.sum(a[:n]) * x"],
+        [f"s = s + np.sum(B[: n - 1, ::2]) * x"],
+        [f"s = s + x ** n"],
+        [f"s = s + x / n + a[0] * (n > 2)"],
+    ])
+
+
+def L_closure_write(g, ctx):
+    """A nested function writing into an array of the enclosing scope, or rebinding with nonlocal."""
+    g.inplace = True
+    h, c, t = g.fresh("h"), g.fresh("c"), g.fresh("t")
+    return g.r.choice([
+        [f"{c} = np.zeros({g.m})", f"def {h}(i, v):", f"    {c}[i] = v", f"for i_{h} in range({g.m}):",
+         f"    {h}(i_{h}, a[i_{h}] * x)", f"s = s + np.sum({c} ** 2)"],
+        [f"{t} = 0.0", f"def {h}(v):", f"    nonlocal {t}", f"    {t} = {t} + v", f"{h}(x)", f"{h}(a[0] * x)",
+         f"s = s + {t}"],
+    ])
+
+
+def L_star_call(g, ctx):
+    h = g.fresh("h")
+    return g.r.choice([
+        [f"def {h}(u, v, w=1.0):", "    return u * v + w", f"pair{h} = (x, a[0])", f"s = s + {h}(*pair{h})"],
+        [f"def {h}(u, v, w=1.0):", "    return u * v + w", f'kw{h} = {{"v": a[1], "w": x}}', f"s = s + {h}(x, **kw{h})"],
+        [f"def {h}(*vs):", "    return sum(v * v for v in vs)", f"s = s + {h}(x, a[0], a[1])"],
+        [f"def {h}(u, **kw):", "    return u * kw['scale'] + kw.get('shift', 0.0)", f"s = s + {h}(x, scale=a[0])"],
+    ])
+
+
+LEAVES += [L_late_binding, L_param_rebind, L_recurrence, L_funcs_as_values, L_sorted, L_slice_obj, L_list_ops,
+           L_while_true, L_enum_zip, L_int_arith, L_closure_write, L_star_call]
+
+
+def L_comprehension(g, ctx):
+    """Comprehensions and generator expressions: nested, filtered, shadowing an outer name, over zip/rows."""
+    L, v = g.fresh("L"), g.fresh("v")
+    return g.r.choice([
+        [f"{v} = x", f"{L} = [{v} * 2.0 for {v} in a]", f"s = s + sum({L}) + {v} * 3.0"],
+        [f"{L} = [[u * w for w in a[:2]] for u in a[:3]]", f"s = s + np.sum(np.array({L})) * x"],
+        [f"{L} = [np.sum(row * x) for row in B]", f"s = s + sum({L})"],
+        [f"{L} = [u * w for u, w in zip(a, B[0])]", f"s = s + sum({L}) * x"],
+        [f"{L} = [u * x for u in a[:3] if u > -2.0]", f"s = s + {L}[0] + {L}[-1]"],
+        [f"s = s + sum(u * x for u in B[-1])"],
+        [f"s = s + sum(np.sin(u) * w for u, w in zip(a, a[::-1]))"],
+        [f"{L} = {{k: u * x for k, u in zip('abc', a)}}", f"s = s + {L}['b'] + {L}['c'] * 2.0"],
+        [f"{L} = [a[k] * x for k in range(2)]", f"s = s + sum({L})"],
+        [f"{L} = np.array([u ** 2 for u in a]) * x", f"s = s + np.sum({L})"],
+        [f"{L} = [x * k for k in range(n)]", f"s = s + sum({L})"],
+        [f"{L} = [(u, u * x) for u in a[:2]]", f"s = s + sum(p * q for p, q in {L})"],
+    ])
+
+
+def L_container_alias(g, ctx):
+    """Two names for one list or dict, mutated through one, read through the other; arrays held in containers."""
+    g.inplace = True
+    L, M = g.fresh("L"), g.fresh("M")
+    return g.r.choice([
+        [f"{L} = {M} = []", f"{L}.append(x * a[0])", f"{M}.append(a[1])", f"s = s + sum({M}) * x + len({L})"],
+        [f"{L} = {{}}", f"{M} = {L}", f'{M}["k"] = x * 2.0', f's = s + {L}["k"] * a[0]'],
+        [f"{L} = a.copy()", f"{M} = [{L}]", f"{L}[0] = x", f"s = s + {M}[0][0] * a[1] + np.sum({M}[0])"],
+        [f"{L} = a.copy()", f'{M} = {{"c": {L}}}', f"{L} *= x", f's = s + np.sum({M}["c"])'],
+        [f"{L} = [x]", f"{M} = {L}", f"{L} += [a[0]]", f"s = s + sum({M}) * x"],
+        [f"{L} = [a.copy(), a * 2.0]", f"{L}[0][1] = x", f"s = s + np.sum({L}[0] * {L}[1])"],
+        [f"{L} = [x, a[0]]", f"{M} = list({L})", f"{M}[0] = 5.0", f"s = s + {L}[0] * {M}[1]"],
+        [f"{L} = {{'v': x}}", f"{M} = dict({L})", f"{M}['v'] = 1.0", f"s = s + {L}['v'] * a[0] + {M}['v']"],
+    ])
+
+
+def L_scope(g, ctx):
+    """Names shadowed in helpers: a helper's local with an outer name, a parameter named like f's."""
+    h, t = g.fresh("h"), g.fresh("t")
+    return g.r.choice([
+        [f"{t} = x", f"def {h}(v):", f"    {t} = v * 2.0", f"    return {t}", f"s = s + {t} * {h}(a[0]) + {t}"],
+        [f"def {h}(x):", "    x = x * 2.0", "    return x", f"s = s + {h}(a[0]) + {h}(x) + x"],
+        [f"def {h}(v, w=None):", "    if w is None:", "        w = 0.5", "    return v * w",
+         f"s = s + {h}(x) + {h}(a[0], w=x)"],
+        [f"def {h}(v):", "    return v * 2.0", f"s = s + {h}(x) + np.sum({h}(a))"],
+        [f"def {h}(v):", "    for k in range(3):", "        if v > 0.5:", "            return v * k",
+         "        v = v + 0.3", "    return v", f"s = s + {h}(x) + {h}(a[0])"],
+        [f"def {h}(a):", "    a = a[::-1]", "    return a[0]", f"s = s + {h}(a) * x + a[0]"],
+    ])
+
+
+def L_index_arrays(g, ctx):
+    """Indices computed from values (argsort, argmax, combined masks), shapes unpacked into loop bounds."""
+    t = g.fresh("t")
+    return g.r.choice([
+        [f"{t} = np.argsort(a)", f"s = s + np.sum(a[{t}] * np.arange({g.m})) * x"],
+        [f"s = s + a[np.argmax(a)] * x + B[np.argmin(B[:, 0]), 0]"],
+        [f"{t} = a[(a > 0) & (a < 0.5)]", f"s = s + np.sum({t}) * x + np.sum(a[~(a > 0)] ** 2)"],
+        [f"{t} = np.where(a > 0)[0]", f"s = s + np.sum(a[{t}]) * x"],
+        [f"p_{t}, q_{t} = B.shape", f"for i_{t} in range(p_{t}):", f"    for j_{t} in range(q_{t}):",
+         f"        s = s + B[i_{t}, j_{t}] * x * (i_{t} + j_{t})"],
+        [f"(m_{t},) = a.shape", f"s = s + a[m_{t} - 1] * x + B.size * 0.1 + B.ndim * x"],
+        [f"{t} = np.arange({g.m})[::-1]", f"s = s + np.sum(a[{t}] * a) * x"],
+        [f"{t} = [i for i in range({g.m}) if i % 2 == 0]", f"s = s + np.sum(a[{t}]) * x"],
+    ])
+
+
+def L_py_numbers(g, ctx):
+    """Python number semantics: sum with a start, % and // of negatives, int() truncation, round."""
+    return g.r.choice([
+        ["s = s + sum(a, x) + sum([a[0], a[1]], 2.0 * x)"],
+        ["s = s + (x - 1.0) % 1.0 * a[0] + (x - 1.0) // 0.3"],
+        [f"s = s + sum(a[(i - 3) % {g.m}] * ((i - 3) // 2) * x for i in range(3))"],
+        ["s = s + int(-1.5 + 0.0 * x) * x + int(x * 4) * a[1]"],
+        ["s = s + round(x * 10) * a[0] + round(2.5) * x"],
+        ["s = s + (-x) ** 3 + x ** -2.0 * 0.01 + (-2) ** n * x"],
+        ["s = s + 7 // -2 * x + (-7) % 3 * a[0]"],
+        ["s = s + float('0.5') * x + complex(x, 0.0).real"],
+    ])
+
+
+LEAVES += [L_comprehension, L_container_alias, L_scope, L_index_arrays, L_py_numbers]
+
+
 def L_break_continue(g, ctx):
     e = g.fe(ctx)
     return g.r.choice([[f"if {e} > 0.6:", "    break"], [f"if {e} < -0.4:", "    continue"],
@@ -626,8 +866,9 @@ def W_for_rows(g, ctx):
 def W_while(g, ctx):
     k = g.fresh("k")
     cond = g.r.choice([f"{k} < n", f"{k} < 3 and s < 5.0", f"{k} < n and abs(s) < 10.0"])
-    inner = g.idiom(ctx.inner(ints=ctx.ints + [(k, 4)], loop=True))
-    return [f"{k} = 0", f"while {cond}:"] + ind(inner) + [f"    {k} += 1"]
+    inner = g.idiom(ctx.inner(ints=ctx.ints + [(k, 4)], loop=True))     # k is 1..n in the body
+    # the counter moves first: a ``continue`` in the body must not make the loop endless
+    return [f"{k} = 0", f"while {cond}:", f"    {k} += 1"] + ind(inner)
 
 
 def W_if(g, ctx):
@@ -680,8 +921,9 @@ WRAPPERS = [W_for_range, W_for_rows, W_while, W_if, W_helper]
 
 # ----------------------------------------------------------------------------- entry points
 
-def generate(seed):
-    return Gen(seed).program()
+def generate(seed, without=()):
+    """Program number ``seed``; ``without``: idiom names (``L_``/``W_`` functions less the prefix) left out."""
+    return Gen(seed, without).program()
 
 
 def main(argv=None):
@@ -693,11 +935,13 @@ def main(argv=None):
     ap.add_argument("--modes", default=None)
     ap.add_argument("--timeout", type=int, default=300)
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--without", default="", help="comma list of idioms to leave out (e.g. andor_values)")
     args = ap.parse_args(argv)
     idx = [args.only] if args.only is not None else range(args.n)
+    without = tuple(filter(None, args.without.split(",")))
     if args.show:
         for i in idx:
-            print(f"# program {i}\n{generate(args.seed + i)!r}\n")
+            print(f"# program {i}\n{generate(args.seed + i, without)!r}\n")
         return 0
     import warnings
     warnings.simplefilter("ignore")
@@ -707,9 +951,15 @@ def main(argv=None):
     fails = []
     t0 = time.time()
     for i in idx:
-        prog = generate(args.seed + i)
-        out = check_program(prog.source, prog.make_args(), prog.argnums, modes=modes, timeout=args.timeout,
-                            use_autograd=not prog.inplace, kwargs=prog.make_kwargs())
+        prog = generate(args.seed + i, without)
+        try:
+            out = check_program(prog.source, prog.make_args(), prog.argnums, modes=modes, timeout=args.timeout,
+                                use_autograd=not prog.inplace, kwargs=prog.make_kwargs())
+        except Exception:   # the harness itself failed on this program: say so, keep going
+            import traceback
+            print(f"[{i}] HARNESS ERROR\n{prog!r}\n{traceback.format_exc()}", flush=True)
+            counts["HARNESS"] = counts.get("HARNESS", 0) + 1
+            continue
         counts[out.status] = counts.get(out.status, 0) + 1
         line = f"[{i}] {out.status} {out.mode} {out.kind} {out.message.splitlines()[0][:160] if out.message else ''}"
         if out.status == FAILURE:
