@@ -41,13 +41,13 @@ class LangProgram:
     p: int
     q: int
     n: int
-    signature: str          # "plain", "dict", "tuple", "list", "kw"
+    signature: str          # "plain", "dict", "tuple", "list", "nested", "kw"
     idioms: list
     inplace: bool
 
     @property
     def argnums(self):
-        return (0, 1) if self.signature in ("dict", "tuple", "list") else (0, 1, 2)
+        return (0, 1) if self.signature in ("dict", "tuple", "list", "nested") else (0, 1, 2)
 
     def make_args(self):
         rng = np.random.RandomState(self.seed % (2 ** 32))
@@ -60,6 +60,8 @@ class LangProgram:
             return (x, (a, B), self.n)
         if self.signature == "list":
             return (x, [a, B], self.n)
+        if self.signature == "nested":
+            return (x, {"lin": {"w": a, "extra": [B]}, "scale": 0.5}, self.n)
         return (x, a, B) if self.signature == "kw" else (x, a, B, self.n)
 
     def make_kwargs(self):
@@ -162,7 +164,7 @@ class Gen:
         return fn(self, ctx)
 
     def program(self):
-        sig = self.r.choice(["plain"] * 5 + ["dict", "tuple", "list", "kw"])
+        sig = self.r.choice(["plain"] * 5 + ["dict", "tuple", "list", "kw", "nested"])
         body = []
         if sig == "dict":
             params = "x, params, n"
@@ -172,6 +174,13 @@ class Gen:
             params = "x, arrays, n"
             body += self.r.choice([["a, B = arrays"], ["a = arrays[0]", "B = arrays[1]"],
                                    ["(a, B) = arrays"], ["a, *rest = arrays", "B = rest[0]"]])
+        elif sig == "nested":
+            params = "x, params, n"
+            body += self.r.choice([['a = params["lin"]["w"]', 'B = params["lin"]["extra"][0]',
+                                    'x = x * params["scale"] * 2.0'],
+                                   ['lin = params["lin"]', 'a, (B,) = lin["w"], lin["extra"]'],
+                                   ['for key, val in params["lin"].items():', '    if key == "w":', '        a = val',
+                                    '    else:', '        B = val[0]']])
         elif sig == "kw":
             params = "x, a, B, *, n=" + str(self.r.choice([2, 3]))
         else:
@@ -829,6 +838,59 @@ def L_py_numbers(g, ctx):
 LEAVES += [L_comprehension, L_container_alias, L_scope, L_index_arrays, L_py_numbers]
 
 
+def L_overlap(g, ctx):
+    """Writes whose right side reads the array being written (overlapping slices, row swaps): NumPy's answer
+    is as if the right side were copied first, except the tuple-swap of rows (views), which NumPy gets 'wrong'."""
+    g.inplace = True
+    c = g.fresh("c")
+    return g.r.choice([
+        [f"{c} = a * x", f"{c}[1:] = {c}[:-1]", f"s = s + np.sum({c} * a)"],
+        [f"{c} = a * x", f"{c}[:-1] = {c}[1:]", f"s = s + np.sum({c} * a)"],
+        [f"{c} = a * x", f"{c}[1:] += {c}[:-1]", f"s = s + np.sum({c} * a)"],
+        [f"{c} = a * x", f"{c}[:] = {c}[::-1]", f"s = s + np.sum({c} * a)"],
+        [f"{c} = a * x", f"{c} += {c}", f"s = s + np.sum({c} * a)"],
+        [f"{c} = a * x", f"{c}[0], {c}[1] = {c}[1], {c}[0]", f"s = s + np.sum({c} * a)"],
+        [f"{c} = B * x", f"{c}[0], {c}[1] = {c}[1], {c}[0]", f"s = s + np.sum({c} * B)"],
+        [f"{c} = B * x", f"{c}[[0, 1]] = {c}[[1, 0]]", f"s = s + np.sum({c} * B)"],
+        [f"{c} = a * x", f"{c}[[0, 2]] = {c}[[2, 0]] * 2.0", f"s = s + np.sum({c} * a)"],
+        [f"{c} = a * x", f"{c}[{c} > 0] = {c}[::-1][{c} > 0]", f"s = s + np.sum({c} * a)"],
+        [f"{c} = B[:, :1] * x", f"{c} -= {c}.T[:, :1] * 0.5", f"s = s + np.sum({c})"],
+    ])
+
+
+def L_search(g, ctx):
+    """Best-so-far searches: inf starts, comparisons in a loop, the winner used afterwards."""
+    best, bi, v, i = g.fresh("best"), g.fresh("bi"), g.fresh("v"), g.fresh("i")
+    return g.r.choice([
+        [f"{best} = math.inf", f"for {v} in a:", f"    if {v} < {best}:", f"        {best} = {v}",
+         f"s = s + {best} * x"],
+        [f"{best} = -np.inf", f"{bi} = -1", f"for {i}, {v} in enumerate(a):", f"    if {v} * x > {best}:",
+         f"        {best} = {v} * x", f"        {bi} = {i}", f"s = s + {best} + a[{bi}]"],
+        [f"{best} = None", f"for {v} in a:", f"    if {best} is None or {v} > {best}:", f"        {best} = {v}",
+         f"s = s + {best} * x"],
+        [f"{best} = a[0]", f"for {v} in a[1:]:", f"    {best} = {v} if {v} > {best} else {best}", f"s = s + {best} * x"],
+    ])
+
+
+def L_class(g, ctx):
+    """A small class defined at module level, built and called inside f."""
+    cls = g.fresh("Lin")
+    style = g.r.choice(["call", "method", "attr"])
+    if style == "call":
+        g.module += [f"class {cls}:", "    def __init__(self, w, b=0.0):", "        self.w = w", "        self.b = b",
+                     "", "    def __call__(self, v):", "        return np.sum(self.w * v) + self.b", ""]
+        return [f"s = s + {cls}(a, x)(a * x)"]
+    if style == "method":
+        g.module += [f"class {cls}:", "    def __init__(self, w):", "        self.w = w", "",
+                     "    def energy(self, v):", "        return np.dot(self.w, v) ** 2", ""]
+        return [f"m_{cls} = {cls}(a)", f"s = s + m_{cls}.energy(a * x)"]
+    g.module += [f"class {cls}:", "    scale = 0.5", "    shift = (0.1, 0.2)", ""]
+    return [f"s = s + {cls}.scale * x + {cls}.shift[1] * a[0]"]
+
+
+LEAVES += [L_overlap, L_search, L_class]
+
+
 def L_break_continue(g, ctx):
     e = g.fe(ctx)
     return g.r.choice([[f"if {e} > 0.6:", "    break"], [f"if {e} < -0.4:", "    continue"],
@@ -935,6 +997,7 @@ def main(argv=None):
     ap.add_argument("--modes", default=None)
     ap.add_argument("--timeout", type=int, default=300)
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--reduce", action="store_true", help="with --only: shrink a failure (tests/fuzz/reduce.py)")
     ap.add_argument("--without", default="", help="comma list of idioms to leave out (e.g. andor_values)")
     args = ap.parse_args(argv)
     idx = [args.only] if args.only is not None else range(args.n)
@@ -961,6 +1024,16 @@ def main(argv=None):
             counts["HARNESS"] = counts.get("HARNESS", 0) + 1
             continue
         counts[out.status] = counts.get(out.status, 0) + 1
+        if args.reduce and out.status == FAILURE:
+            from .reduce import reduce_source
+            want = (out.kind, out.mode)
+
+            def still_fails(src, prog=prog):
+                o = check_program(src, prog.make_args(), prog.argnums, modes=modes, timeout=args.timeout,
+                                  use_autograd=False, kwargs=prog.make_kwargs())
+                return o.status == FAILURE and (o.kind, o.mode) == want
+            small = reduce_source(prog.source, still_fails, max_seconds=400)
+            print(f"---- reduced ({want}) ----\n{small}\n", flush=True)
         line = f"[{i}] {out.status} {out.mode} {out.kind} {out.message.splitlines()[0][:160] if out.message else ''}"
         if out.status == FAILURE:
             fails.append(i)
