@@ -37,6 +37,7 @@ from .kernels.base import get_backend, is_device_array
 from .kernels import cpu_backend as _cpu_backend  # noqa: F401  registers the "cpu" backend
 from .kernels.cuda_backend import CUDA as _CUDA
 from .ops.registry import by_name, lookup
+from .transform.aliases import user_words
 from .transform.public_names import public_name
 from .transform.normalize.calls import StaticArgumentNeeded
 from .transform.normalize.common import _is_user_code
@@ -621,6 +622,12 @@ def _numba_failure(err, built):
             reason = f"attribute '{name}' is not supported there"
     elif "Cannot unify" in msg:
         reason = "a variable takes values of different types on different paths"
+        m = re.search(r"Cannot unify (.+?) and (.+?) for '([A-Za-z_]\w*?)(?:\.\d+)?'", msg)
+        if m:
+            words, ident = user_words(m.group(3), getattr(built, "origins", None) or {})
+            if ident is not None:   # one of the user's variables
+                reason = (f"{words} is {_plain_types(m.group(1))} on one path and {_plain_types(m.group(2))} on "
+                          "another (compiled code needs one type per variable)")
     elif "have imprecise type: list(undefined)" in msg:
         reason = "a branch whose condition is constant never runs, so a list the gradient keeps has no type"
     reason = re.sub(r"\b_ext\d+_", "", reason)

@@ -85,14 +85,10 @@ class _Fence(ast.NodeVisitor):
 
     def visit_For(self, node):
         self._control(node, "a 'for' loop")
-        if node.orelse:
-            raise error(self.parsed, node, "'for ... else' is not supported", "use a flag variable")
         self.generic_visit(node)
 
     def visit_While(self, node):
         self._control(node, "a 'while' loop")
-        if node.orelse:
-            raise error(self.parsed, node, "'while ... else' is not supported", "use a flag variable")
         self.generic_visit(node)
 
     def visit_If(self, node):

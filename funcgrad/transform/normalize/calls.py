@@ -284,7 +284,7 @@ class Calls:
         if isinstance(fval, _BoundMethod):
             return self.method(fval, args, kwargs, scope, out, node)
         if isinstance(fval, LocalFunction):
-            return self.inline(fval.node, fval.parsed, fval.scope, args, kwargs, out, node)
+            return self.inline(fval.node, fval.parsed, fval.scope, args, kwargs, out, node, local_defaults=fval.defaults)
         if isinstance(fval, _DictView):
             return self.dict_method(fval, args, kwargs, scope, out, node)
         if isinstance(fval, RListPop):
@@ -918,6 +918,12 @@ class Calls:
             for v in items[1:]:
                 acc = self.binop_value(np.maximum if fn is max else np.minimum, acc, v, scope, out, node)
             return acc
+        if fn in (max, min) and len(args) == 1 and not kwargs and isinstance(args[0], Dyn):
+            # max(array): Python compares the items along the first axis, NumPy's max along axis 0
+            return self.call_prim(lookup(np.max if fn is max else np.min), [args[0]], {"axis": Static(0)},
+                                  scope, out, node)
+        if fn is pow and len(args) == 2 and not kwargs:   # pow(a, b) is a ** b (pow(a, b, m) is integers' own)
+            return self.binop_value(np.power, args[0], args[1], scope, out, node)
         if fn is map and len(args) >= 2:
             cols = [self.static_items(a, node, scope) for a in args[1:]]
             return Struct("list", [self.call_value(args[0], list(t), {}, scope, out, node) for t in zip(*cols)])
@@ -1146,7 +1152,8 @@ class Calls:
             place_at_call(out[start:], scope.parsed.filename, node)
         return res
 
-    def inline(self, fdef, parsed, parent_scope, args, kwargs, out, node, code=None, defaults=None):
+    def inline(self, fdef, parsed, parent_scope, args, kwargs, out, node, code=None, defaults=None,
+               local_defaults=None):
         if parent_scope is not None:
             fence_check(parsed, node=fdef, allow_control_flow=self.allow_control_flow)
         self.depth += 1
@@ -1181,7 +1188,9 @@ class Calls:
         outer = parent_scope
         for n_, dnode in list(zip(dnames, pos_defaults)) + [(k.arg, dv) for k, dv in zip(a.kwonlyargs, a.kw_defaults)]:
             if n_ not in bound:
-                if defaults is not None:
+                if local_defaults is not None and n_ in local_defaults:   # evaluated where the def ran
+                    bound[n_] = local_defaults[n_]
+                elif defaults is not None:
                     dv_obj = _default_value(defaults, n_)
                     if dv_obj is MISSING:
                         bound[n_] = self.expr(dnode, scope, out)

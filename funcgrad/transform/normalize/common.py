@@ -30,6 +30,7 @@ class LocalFunction:
     node: ast.FunctionDef
     scope: "Scope"
     parsed: Parsed
+    defaults: dict | None = None   # parameter -> its default's value, evaluated where the def ran (Python's rule)
 
 
 @dataclass

@@ -122,13 +122,7 @@ class Expressions:
             return Dyn(ast.Compare(left=self.as_expr(vals[0], scope, node), ops=node.ops,
                                    comparators=[self.as_expr(v, scope, node) for v in vals[1:]]))
         if isinstance(node, ast.BoolOp):
-            vals = [self.expr(v, scope, out) for v in node.values]
-            if all(isinstance(v, Static) for v in vals):
-                r = vals[0].obj
-                for v in vals[1:]:
-                    r = (r and v.obj) if isinstance(node.op, ast.And) else (r or v.obj)
-                return Static(r)
-            return Dyn(ast.BoolOp(op=node.op, values=[self.as_expr(v, scope, node) for v in vals]))
+            return self.boolop(node, scope, out)
         if isinstance(node, ast.Subscript):
             base = self.expr(node.value, scope, out)
             return self.subscript(base, node, scope, out)
@@ -146,7 +140,7 @@ class Expressions:
                                                                                             node.body)],
                                    decorator_list=[], returns=None, type_params=[])
             ast.copy_location(fdef, node)
-            return LocalFunction(fdef, scope, scope.parsed)
+            return self.local_function(fdef, scope, out)
         if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)):
             return self.comprehension(node, scope, out)
         raise error(P, node, f"unsupported expression '{type(node).__name__}'", None)
@@ -240,6 +234,52 @@ class Expressions:
                 self.assign_static_target(t, x, scope, out, node)
             return
         raise error(scope.parsed, node, "unsupported comprehension target", None)
+
+    def boolop(self, node, scope, out):
+        """``a and b`` / ``a or b`` as Python evaluates them: left to right, stopping at the first operand that
+        decides (falsy for ``and``, truthy for ``or``), whose value (not a bool) is the result. Operands known
+        now fold away; comparisons that need no statements stay one expression (``i < n and s > 0``);
+        anything else becomes ``t = a`` then ``if t: t = b`` (``if not t:`` for ``or``), so ``b`` runs only
+        when Python runs it (``i < n and x[i] > 0`` reads ``x[i]`` only when ``i < n``) and ``x and a[0]``
+        is ``a[0]``, derivative included."""
+        is_and = isinstance(node.op, ast.And)
+        ops = list(node.values)
+        val = self.expr(ops[0], scope, out)
+        i = 1
+        while isinstance(val, Static) and i < len(ops):
+            if bool(val.obj) != is_and:   # and: a falsy operand decides; or: a truthy one
+                return val
+            val = self.expr(ops[i], scope, out)
+            i += 1
+        if i == len(ops):
+            return val
+        rest, scratch = [], []
+        for o in ops[i:]:
+            rest.append(self.expr(o, scope, scratch))
+            if scratch:
+                break
+        exprs = [self.as_expr(v, scope, node) for v in [val] + rest]
+        if not scratch and all(_boolean_valued(e) for e in exprs) and all(_cannot_fail(e) for e in exprs[1:]):
+            return Dyn(ast.BoolOp(op=node.op, values=exprs))
+        tmp = self.names.fresh("_bool")
+        out.append(ast.copy_location(ast.Assign(targets=[ast.Name(tmp, ast.Store())], value=exprs[0]), node))
+        where, depth = out, 0
+        try:
+            for o in ops[i:]:
+                self.enter_cf(scope)
+                depth += 1
+                inner = []
+                v = self.expr(o, scope, inner)
+                inner.append(ast.copy_location(ast.Assign(targets=[ast.Name(tmp, ast.Store())],
+                                                          value=self.as_expr(v, scope, node)), o))
+                test = ast.Name(tmp, ast.Load()) if is_and else ast.UnaryOp(op=ast.Not(), operand=ast.Name(
+                    tmp, ast.Load()))
+                where.append(ast.copy_location(ast.If(test=test, body=inner, orelse=[]), o))
+                where = inner   # the next operand runs only when this one did not decide: nested inside
+        finally:
+            for _ in range(depth):
+                self.leave_cf()
+        return Dyn(ast.Name(tmp, ast.Load()))
 
     def ifexp(self, node, scope, out):
         test = self.expr(node.test, scope, out)
@@ -459,3 +499,23 @@ def _const_tuple(o):
     """A tuple of numbers, None and strings (nested tuples of them too): written into the code as it is."""
     return all(isinstance(x, (bool, int, float, str, type(None))) or isinstance(x, tuple) and _const_tuple(x)
                for x in o)
+
+
+def _boolean_valued(e):
+    """An expression whose value is a bool whatever its operands hold (a comparison, ``not``, a literal bool)."""
+    if isinstance(e, ast.Compare) or isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+        return True
+    if isinstance(e, ast.BoolOp):
+        return all(_boolean_valued(v) for v in e.values)
+    return isinstance(e, ast.Constant) and isinstance(e.value, bool)
+
+
+_SAFE_NODES = (ast.Name, ast.Constant, ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Attribute, ast.expr_context,
+               ast.cmpop, ast.boolop, ast.unaryop)
+
+
+def _cannot_fail(e):
+    """Evaluating ``e`` early can neither raise nor cost anything: names, literals, attributes
+    (``a.shape``) and comparisons of them. An index (``x[i]``), a call or arithmetic (``x / y``) is kept for
+    when Python evaluates it."""
+    return all(isinstance(n, _SAFE_NODES) for n in ast.walk(e))

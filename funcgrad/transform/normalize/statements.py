@@ -43,6 +43,18 @@ def _simple(obj):
 
 
 class Statements:
+    def local_function(self, fdef, scope, out):
+        """A nested def or lambda, its defaults evaluated now, as Python does when the def runs
+        (``lambda v, k=k: v * k`` in a loop keeps each trip's k)."""
+        a = fdef.args
+        pos = [x.arg for x in a.posonlyargs + a.args]
+        pairs = list(zip(pos[len(pos) - len(a.defaults):], a.defaults)) + [
+            (k.arg, d) for k, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+        values = {}
+        for name, dnode in pairs:
+            values[name] = self.snapshot(self.expr(dnode, scope, out), scope, out, dnode)
+        return LocalFunction(fdef, scope, scope.parsed, values if pairs else None)
+
     def snapshot(self, val, scope, out, node):
         """``val`` with every runtime leaf bound to a fresh name, so later rebinding cannot change it."""
         if isinstance(val, Struct):
@@ -166,7 +178,7 @@ class Statements:
                 A.put(out[-1], A.AUGMENTED, True)   # NumPy's x += v writes into x's array (aliases see it)
             return None
         if isinstance(s, ast.FunctionDef):
-            scope.vars[s.name] = LocalFunction(s, scope, scope.parsed)
+            scope.vars[s.name] = self.local_function(s, scope, out)
             return None
         if isinstance(s, (ast.For, ast.While, ast.If, ast.Break, ast.Continue)):
             return self.control(s, scope, out)
@@ -301,6 +313,7 @@ class Statements:
                     kept.extend(self.live(st.body if known else st.orelse, scope, rebound))
                     continue
             if isinstance(st, ast.While) and self.known_condition(st.test, scope, rebound) is False:
+                kept.extend(self.live(st.orelse, scope, rebound))   # while ... else: the else runs
                 continue
             if isinstance(st, (ast.If, ast.For, ast.While)):
                 st = copy.copy(st)
