@@ -398,6 +398,8 @@ def check_program(src, args, argnums, modes=MODES, use_autograd=True, timeout=12
                     return Outcome(INVALID, kind="mutates-input")
     except Exception as e:
         return Outcome(INVALID, kind="plain", message=f"{type(e).__name__}: {e}")
+    if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind == "f":
+        value = value[()]           # a 0-d array result: funcgrad's value is compared with its number
     if not isinstance(value, (float, np.floating)) or not np.isfinite(value) or abs(value) > 1e6:
         return Outcome(INVALID, kind="value", message=repr(value)[:80])
     try:

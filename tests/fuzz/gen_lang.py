@@ -189,7 +189,8 @@ class Gen:
         for _ in range(self.r.randint(1, 3)):
             body += self.idiom(Ctx())
         body.append(self.r.choice(["return s", "return s", "return s * 1.0", "return float(s)",
-                                   "return s + 0.0 * x"]))
+                                   "return s + 0.0 * x", "return np.array(s)", "return np.float64(s)",
+                                   "return np.sum(np.array([s]))", "return (s,)[0]", "return [s][-1]"]))
         head = ["import numpy as np"]
         if self.needs_math or any("math." in ln for ln in body + self.module):
             head.append("import math")
@@ -988,6 +989,40 @@ def generate(seed, without=()):
     return Gen(seed, without).program()
 
 
+def recall(prog, modes, timeout):
+    """A right program called again in the same process (funcgrad's caches warm): with other arguments and
+    another int ``n``, then with every module-level constant rebound. None when that is right too (or the
+    program is not usable there), else the failing Outcome (its message says which second call)."""
+    import sys as _sys
+    from .check import FAILURE, check_program, load_program
+    other = dataclasses.replace(prog, seed=prog.seed + 7919, n=max(2, prog.n - 1) if prog.n > 2 else prog.n + 1)
+    out = check_program(prog.source, other.make_args(), prog.argnums, modes=modes, timeout=timeout,
+                        use_autograd=False, kwargs=other.make_kwargs())
+    if out.status == FAILURE:
+        out.message = f"second call (other arguments, n={other.n}): {out.message}"
+        return out
+    consts = [ln.split(" = ")[0] for ln in prog.source.splitlines()
+              if ln.startswith("SCALE") and " = " in ln and not ln.split(" = ")[1].startswith(("(", "[", "{"))]
+    if not consts:
+        return None
+    fn, _ = load_program(prog.source)
+    mod = _sys.modules[fn.__module__]
+    old = {c: getattr(mod, c) for c in consts}
+    try:
+        for c in consts:
+            v = getattr(mod, c)
+            setattr(mod, c, v * 1.7 + 0.1 if not isinstance(v, np.ndarray) else v[::-1] * 1.7)
+        out = check_program(prog.source, prog.make_args(), prog.argnums, modes=modes, timeout=timeout,
+                            use_autograd=False, kwargs=prog.make_kwargs())
+    finally:
+        for c, v in old.items():
+            setattr(mod, c, v)
+    if out.status == FAILURE:
+        out.message = f"second call (module constants {consts} rebound): {out.message}"
+        return out
+    return None
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=100)
@@ -997,6 +1032,7 @@ def main(argv=None):
     ap.add_argument("--modes", default=None)
     ap.add_argument("--timeout", type=int, default=300)
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--no-recall", action="store_true", help="do not call a right program a second time")
     ap.add_argument("--reduce", action="store_true", help="with --only: shrink a failure (tests/fuzz/reduce.py)")
     ap.add_argument("--without", default="", help="comma list of idioms to leave out (e.g. andor_values)")
     args = ap.parse_args(argv)
@@ -1023,6 +1059,10 @@ def main(argv=None):
             print(f"[{i}] HARNESS ERROR\n{prog!r}\n{traceback.format_exc()}", flush=True)
             counts["HARNESS"] = counts.get("HARNESS", 0) + 1
             continue
+        if out.status == "RIGHT" and not args.no_recall:
+            again = recall(prog, modes, args.timeout)
+            if again is not None:
+                out = again
         counts[out.status] = counts.get(out.status, 0) + 1
         if args.reduce and out.status == FAILURE:
             from .reduce import reduce_source
