@@ -163,6 +163,7 @@ class _Partial:
 class _Iter:
     fn: object
     args: list
+    start: object = None   # enumerate's first count (a value; None: 0)
 
 
 def lookup_getitem():

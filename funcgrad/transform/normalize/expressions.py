@@ -211,7 +211,10 @@ class Expressions:
         if isinstance(it, _Iter):
             cols = [self.static_items(a, node, scope) for a in it.args]
             if it.fn is enumerate:
-                return [Struct("tuple", [Static(i), v]) for i, v in enumerate(cols[0])]
+                start = it.start if it.start is not None else Static(0)
+                return [Struct("tuple", [Static(i + start.obj) if isinstance(start, Static) else
+                                         self.binop(ast.Add(), start, Static(i), scope, [], node), v])
+                        for i, v in enumerate(cols[0])]
             return [Struct("tuple", list(t)) for t in zip(*cols)]
         if isinstance(it, _DictView):
             return it.items()
@@ -381,8 +384,16 @@ class Expressions:
                 self.refuse_runtime_list(v, f"'{type(op).__name__}' (Python's list arithmetic) on", scope, node,
                                          f"np.stack({v.name}) first for array arithmetic; extend or append to grow it")
         if isinstance(left, Struct) or isinstance(right, Struct):
-            if isinstance(op, ast.Add) and isinstance(left, Struct) and isinstance(right, Struct):
-                return Struct("tuple", left.values() + right.values())
+            seq = [v if isinstance(v, Struct) else Struct(type(v.obj).__name__, [Static(x) for x in v.obj])
+                   if isinstance(v, Static) and type(v.obj) in (tuple, list) else v for v in (left, right)]
+            if isinstance(op, ast.Add) and all(isinstance(v, Struct) and v.kind != "dict" for v in seq):
+                kind = seq[0].kind if seq[0].kind == seq[1].kind == "list" else "tuple"
+                return Struct(kind, seq[0].values() + seq[1].values())
+            if isinstance(op, ast.Mult):   # (x,) * 3, 2 * [a]: repeated (the count known now)
+                box, k = (seq[0], seq[1]) if isinstance(seq[0], Struct) else (seq[1], seq[0])
+                if box.kind in ("tuple", "list") and isinstance(k, Static) and isinstance(k.obj, (int, np.integer)) \
+                        and not isinstance(k.obj, bool):
+                    return Struct(box.kind if box.kind == "list" else "tuple", box.values() * max(int(k.obj), 0))
             raise error(P, node, "arithmetic on a tuple/list/dict is not supported",
                         "use arrays (np.stack the values first)")
         fn = _OPS.get(type(op))
@@ -445,6 +456,8 @@ class Expressions:
             if _is_metadata(base.expr):  # x.shape[0]
                 return Dyn(ast.Subscript(value=base.expr, slice=self.index(node.slice, scope, out), ctx=ast.Load()))
             idx = self.index(node.slice, scope, out)
+            if isinstance(idx, ast.Tuple) and not idx.elts:   # x[()]: the value itself (a 0-d array's number)
+                return base
             val = self.call_prim(lookup_getitem(), [base, Dyn(idx)], {}, scope, out, node)
             if reverse_mode_file(P.filename) and _view_index(idx):
                 # a gradient's code read back: it keeps the slices it reads (views) and restores the array before

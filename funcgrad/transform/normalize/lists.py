@@ -99,20 +99,31 @@ class RuntimeLists:
         """Entering a loop body or branch that runs at run time: remember the lists that exist now, which must
         not grow inside (prepare_cf turned the ones it saw grow into runtime lists)."""
         self.cf_depth = getattr(self, "cf_depth", 0) + 1
-        acc = set()
+        acc, names = set(), set()
         s = scope
         while s is not None:
-            for v in s.vars.values():
+            for k, v in s.vars.items():
                 _struct_lists(v, acc)
+                if not (isinstance(v, Dyn) and isinstance(v.expr, ast.Name) and
+                        v.expr.id in getattr(self, "placeholders", ())):   # (bound first inside: not a value)
+                    names.add(k)
             s = s.parent
         stack = getattr(self, "_outer_lists", None)
         if stack is None:
             stack = self._outer_lists = []
+            self._outer_names = []
         stack.append(acc)
+        self._outer_names.append(names)   # the names bound when the loop or branch is entered
 
     def leave_cf(self):
         self.cf_depth -= 1
         self._outer_lists.pop()
+        self._outer_names.pop()
+
+    def bound_before_cf(self, name):
+        """Whether ``name`` was bound when the innermost loop or branch being lowered was entered."""
+        stack = getattr(self, "_outer_names", None)
+        return bool(stack) and name in stack[-1]
 
     def is_outer_list(self, val):
         return any(id(val) in s for s in getattr(self, "_outer_lists", ()))

@@ -151,8 +151,10 @@ class Statements:
                 # Python evaluates the whole right side before binding any target (`a, b = b, a + b`,
                 # `x = y = f(x)`): bind every computed leaf to a fresh name first
                 val = self.snapshot(val, scope, out, s)
-            for t in s.targets:
+            for k, t in enumerate(s.targets):
                 self.assign(t, val, scope, out, s)
+                if k == 0 and isinstance(t, ast.Name) and isinstance(val, Struct) and val.kind in ("list", "dict"):
+                    val = scope.vars.get(t.id, val)   # L = M = []: one list under two names
             return None
         if isinstance(s, ast.AnnAssign):
             if s.value is not None:
@@ -357,6 +359,9 @@ class Statements:
             if cur is not None:
                 out.append(ast.copy_location(ast.Assign(targets=[ast.Name(outname, ast.Store())],
                                                         value=self.as_expr(cur, scope, node)), node))
+            else:   # a name the loop or branch binds first: no value yet
+                self.placeholders = getattr(self, "placeholders", set())
+                self.placeholders.add(outname)
             scope.vars[name] = Dyn(ast.Name(outname, ast.Load()))
 
     def own_struct(self, name, val, scope, out, node):
@@ -644,10 +649,12 @@ class Statements:
         try:
             ival = Dyn(ast.Name(idx, ast.Load()))
             elems = [self.subscript_dyn(q, ival, scope, body, s) for q in seqs]
+            count = ival if not (isinstance(it, _Iter) and it.start is not None) else \
+                self.binop(ast.Add(), ival, it.start, scope, body, s)   # enumerate(a, start)
             if inner_zip:
-                val = Struct("tuple", [ival, Struct("tuple", elems)])
+                val = Struct("tuple", [count, Struct("tuple", elems)])
             elif isinstance(it, _Iter) and it.fn is enumerate:
-                val = Struct("tuple", [ival, elems[0]])
+                val = Struct("tuple", [count, elems[0]])
             elif isinstance(it, _Iter):
                 val = Struct("tuple", elems)
             else:
@@ -682,6 +689,19 @@ class Statements:
                     val.obj, (int, float, complex, bool, np.number)):
                 val = Dyn(ast.Constant(val.obj.item() if isinstance(val.obj, np.generic) else val.obj))
             elif getattr(self, "cf_depth", 0) and isinstance(val, Struct):
+                if val.kind in ("list", "dict") and any(v is val for k, v in self._visible_vars(scope).items()
+                                                        if k != target.id):
+                    # M = L of a list or dict: one object under two names, so a change through either shows in
+                    # both (Python's). Followed when M is new in this loop or branch; a name that held another
+                    # value before it could hold either afterwards, which the code cannot follow
+                    if self.bound_before_cf(target.id):
+                        raise error(P, stmt, f"'{_user_name(target.id)}' takes a list or dict another name holds, "
+                                             "inside a loop or branch, after holding another value: two names for "
+                                             "one container are followed only where the name is new",
+                                    f"give the container one name, or copy it ({_user_name(target.id)} = "
+                                    "list(...) / dict(...))")
+                    scope.vars[target.id] = val
+                    return
                 self.assign_struct(target.id, val, scope, out, stmt)
                 return
             elif getattr(self, "cf_depth", 0) and not isinstance(val, Dyn):
