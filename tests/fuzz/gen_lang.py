@@ -892,6 +892,97 @@ def L_class(g, ctx):
 LEAVES += [L_overlap, L_search, L_class]
 
 
+def L_generators(g, ctx):
+    """Generator helpers (yield, yield from), functools.partial, map over a known list."""
+    h = g.fresh("gen")
+    style = g.r.choice(["yield", "yield_from", "partial", "map"])
+    if style == "yield":
+        return [f"def {h}(v, w):", "    for u in v:", "        yield u * w", f"s = s + sum({h}(a, x))"]
+    if style == "yield_from":
+        return [f"def {h}(v, w):", "    yield w", "    yield from [v[0] * w, v[1]]",
+                f"s = s + sum(list({h}(a, x)))"]
+    if style == "partial":
+        g.module += ["import functools", "", f"def {h}(u, v, scale=1.0):", "    return u * v * scale", ""]
+        return [f"p_{h} = functools.partial({h}, scale=0.5)", f"s = s + p_{h}(x, a[0]) + p_{h}(a[1], v=x)"]
+    return ["s = s + sum(map(np.sin, [x, a[0]])) + sum(map(lambda u: u * x, [a[1], a[2]]))"]
+
+
+def L_statements(g, ctx):
+    """Statements for the user: assert, a raise in a guard not taken, a bare string, del of a scalar temp,
+    `in` tests on constants and dict keys, isnan/isfinite guards."""
+    t = g.fresh("t")
+    return g.r.choice([
+        ["assert np.all(np.isfinite(a)), 'bad input'", "s = s + x"],
+        ["if x > 100.0:", "    raise ValueError('x too large')", "s = s + x * a[0]"],
+        [f'"""a note about {t}"""', "s = s + x"],
+        [f"{t} = x * 2.0", f"s = s + {t}", f"del {t}"],
+        [f"{t} = {{'w': x, 'b': a[0]}}", f"if 'w' in {t}:", f"    s = s + {t}['w'] * 2.0",
+         f"if 'z' not in {t}:", f"    s = s + {t}['b']"],
+        [f"if {g.r.choice(['2', 'n'])} in (1, 2, 3):", "    s = s + x", "else:", "    s = s - x"],
+        ["if not np.isnan(x) and math.isfinite(x):", "    s = s + x * a[1]"],
+    ])
+
+
+def L_dynamic_slices(g, ctx):
+    """Slices with loop-variable bounds, negative steps, np.newaxis."""
+    i = g.fresh("i")
+    return g.r.choice([
+        [f"for {i} in range({g.m - 1}):", f"    s = s + np.sum(a[{i}:{i} + 2]) * x"],
+        [f"for {i} in range({g.p}):", f"    s = s + np.sum(B[{i}, {i} % {g.q}:]) * x"],
+        ["s = s + np.sum(a[::-2]) * x + np.sum(a[-1:0:-1]) + np.sum(B[::-1, 1:] * x)"],
+        ["s = s + np.sum(a[:, np.newaxis] * a[np.newaxis, :]) * x"],
+        [f"for {i} in range(1, n):", f"    s = s + np.sum(a[-{i}:]) * x"],
+        [f"for {i} in range(n):", f"    s = s + np.sum(a[:{i}]) + x"],
+    ])
+
+
+def L_dict_iter(g, ctx):
+    d, k, v = g.fresh("d"), g.fresh("k"), g.fresh("v")
+    return g.r.choice([
+        [f'{d} = {{"u": x, "w": a[0] * x}}', f"for {k}, {v} in {d}.items():", f"    s = s + {v} * 2.0"],
+        [f'{d} = {{"u": a * x, "w": a}}', f"for {k} in {d}:", f"    s = s + np.sum({d}[{k}]) * 0.5"],
+        [f'{d} = {{"b": x, "a": a[1]}}', f"for {k} in sorted({d}):", f"    s = s * 0.5 + {d}[{k}]"],
+        [f"{d} = {{}}", f"for {k} in ('w', 'b'):", f"    {d}[{k}] = {d}.get({k}, 0.0) + x", f"s = s + sum({d}.values())"],
+    ])
+
+
+def L_loop_reuse(g, ctx):
+    """The same loop variable in two loops; used after both; int counters mixed into floats."""
+    i = g.fresh("i")
+    return g.r.choice([
+        [f"for {i} in range(3):", f"    s = s + a[{i}] * x", f"for {i} in range(n):", "    s = s + x * 0.1",
+         f"s = s + {i} * a[0]"],
+        [f"{i} = 0", f"for {i} in range(n):", "    pass", f"s = s + {i} / n * x + float({i}) * a[1]"],
+        [f"for {i} in range(n):", f"    s = s + {i} / n * x"],
+    ])
+
+
+def L_power_iter(g, ctx):
+    """Iterative numerics: power iteration with normalisation, a fixed-point loop with a tolerance."""
+    v, k = g.fresh("v"), g.fresh("k")
+    return g.r.choice([
+        [f"M_{v} = B.T @ B + np.eye({g.q})", f"{v} = np.ones({g.q}) / {g.q}", f"for {k} in range(n + 2):",
+         f"    {v} = M_{v} @ {v}", f"    {v} = {v} / np.linalg.norm({v})", f"s = s + {v} @ M_{v} @ {v} * x"],
+        [f"{v} = x", f"for {k} in range(20):", f"    new_{v} = 0.5 * np.cos({v}) + 0.1 * a[0]",
+         f"    if abs(new_{v} - {v}) < 1e-10:", "        break", f"    {v} = new_{v}", f"s = s + {v}"],
+        [f"{v} = a * 0.0", f"for {k} in range(n):", f"    {v} = {v} + 0.3 * (a * x - {v})", f"s = s + np.sum({v} ** 2)"],
+    ])
+
+
+def L_bool_arith(g, ctx):
+    t = g.fresh("t")
+    return g.r.choice([
+        ["s = s + np.sum(a > 0) * x"],
+        ["s = s + np.sum((a > 0).astype(float) * a) * x"],
+        [f"{t} = (B > 0) * B", f"s = s + np.sum({t}) * x"],
+        ["s = s + (x > 0) * x + (a[0] < a[1]) * a[2]"],
+        ["s = s + np.sum(np.where(a > 0, a, 0.1 * a)) * x + np.count_nonzero(B > 0) * x"],
+    ])
+
+
+LEAVES += [L_generators, L_statements, L_dynamic_slices, L_dict_iter, L_loop_reuse, L_power_iter, L_bool_arith]
+
+
 def L_break_continue(g, ctx):
     e = g.fe(ctx)
     return g.r.choice([[f"if {e} > 0.6:", "    break"], [f"if {e} < -0.4:", "    continue"],
