@@ -490,14 +490,14 @@ def check_program(src, args, argnums, modes=MODES, use_autograd=True, timeout=12
         modes_ref = [m for m, v in per_mode.items() if v[0] == REFUSED]
         return Outcome(REFUSED, ",".join(modes_ref), kind, msg, "", per_mode)
     if FLOAT32 and per_mode.get("python", (None,))[0] == RIGHT and per_mode.get("njit", (None,))[0] == RIGHT:
-        bad = _float32_mismatch(fn0, args, argnums, scale, path, timeout, kwargs)
+        bad = _float32_mismatch(fn0, args, argnums, scale, path, timeout, kwargs, src)
         if bad:
             per_mode["njit"] = (FAILURE, "float32", bad)
             return Outcome(FAILURE, "njit", "float32", bad.partition("\n")[0], bad.partition("\n")[2], per_mode)
     return Outcome(RIGHT, per_mode=per_mode)
 
 
-def _float32_mismatch(fn, args, argnums, scale, path, timeout, kwargs=None):
+def _float32_mismatch(fn, args, argnums, scale, path, timeout, kwargs=None, src=None):
     """With the float64 arrays given as float32 (FUZZ_FLOAT32=1): a description of how njit's value or gradient
     differs from the Python mode's (dtype, or beyond float32's precision), or it refuses a program whose value
     NumPy computes in float32, or None. A program the Python mode cannot run in float32, or that njit refuses
@@ -514,7 +514,7 @@ def _float32_mismatch(fn, args, argnums, scale, path, timeout, kwargs=None):
             warnings.simplefilter("ignore")
             v, g = _run_mode(fn, a32, argnums, "njit", kwargs)
     except Exception as e:
-        st, kind, msg = _classify_exception(e, path)
+        st, kind, msg = _classify_exception(e, path, src)
         if st == FAILURE or np.asarray(ref_v).dtype == np.float32:
             # refused although NumPy kept float32 throughout (its value is float32): a weak number turned float64
             return f"njit in float32 raised {kind}: {msg}"
