@@ -47,12 +47,18 @@ def keyword_only_default(x):
     return h(x[0]) + h(x[1], s=x[2])
 
 
+def lambdas_in_a_comprehension(x):
+    fs = [lambda v: v * k for k in range(3)]     # one scope: every lambda reads k's last value, 2
+    gs = [lambda v, k=k: v * k for k in range(3)]
+    return sum(fn(x[0]) for fn in fs) + sum(g(x[1]) for g in gs)
+
+
 def _central(f, x, h=1e-6):
     return np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(x.size)])
 
 
 @pytest.mark.parametrize("fn", [lambdas_keep_each_trips_k, late_binding_without_default, default_from_a_rebound_name,
-                                def_in_loop_default_changes, keyword_only_default], ids=lambda f: f.__name__)
+                                def_in_loop_default_changes, keyword_only_default, lambdas_in_a_comprehension], ids=lambda f: f.__name__)
 def test_defaults_bound_where_the_def_runs(fn):
     for jit in ("python", "njit", False):
         v, g = funcgrad.value_and_grad(fn, jit=jit)(X.copy())

@@ -188,7 +188,7 @@ def _se(stmts):
             out.append(_loc(ast.Assign(targets=[ast.Name(RET, ast.Store())],
                                        value=s.value if s.value is not None else ast.Constant(None)), s))
             return out, True
-        if isinstance(s, ast.If) and _has([s], ast.Return, stop_at_loops=False):
+        if isinstance(s, ast.If) and _returns_inside(s):   # (a def's own return is not the function's)
             rest = stmts[i + 1:]
             b, rb = _se(list(s.body) + copy.deepcopy(rest))
             o, ro = _se(list(s.orelse) + copy.deepcopy(rest))

@@ -177,7 +177,8 @@ class Expressions:
                 raise _RuntimeIterable()
             items = self.static_items(it, g.iter, sc)
             for v in items:
-                inner = Scope(sc.parsed, sc, prefix=sc.prefix)
+                inner = sc   # one scope for the whole comprehension, its names rebound per item (Python's: a
+                # lambda made in it reads the names' last values when called)
                 self.assign_static_target(g.target, v, inner, out, g)
                 keep = True
                 for cond in g.ifs:
@@ -189,7 +190,7 @@ class Expressions:
                 if keep:
                     run(gens[1:], inner)
 
-        run(node.generators, scope)
+        run(node.generators, Scope(scope.parsed, scope, prefix=scope.prefix))
         if isinstance(node, ast.DictComp):
             return Struct("dict", dict(results))
         return Struct("list", results)

@@ -428,7 +428,18 @@ class Statements:
                 return None
             self.prepare_cf(s.body + s.orelse, scope, out, s)
             body, orelse = [], []
+            # an if whose branches both end the function (the structure pass moved the code after an if that
+            # may return into both branches: two copies of it): what one copy binds is not the other's, so the
+            # second starts from the names as they were (the result, __ret, still shared by both)
+            terminal = _ends_function(s.body) and _ends_function(s.orelse)
+            saved = dict(scope.vars) if terminal else None
             self.block_cf(s.body, scope, body)
+            if terminal:
+                result = scope.vars.get(RET)
+                scope.vars.clear()
+                scope.vars.update(saved)
+                if result is not None:
+                    scope.vars[RET] = result
             self.block_cf(s.orelse, scope, orelse)
             out.append(ast.copy_location(ast.If(test=self.as_expr(test, scope, s), body=body or [ast.Pass()],
                                                 orelse=orelse), s))
@@ -838,3 +849,13 @@ def _funcgrad_definition(filename):
     """True for a file of funcgrad's own (a definition over primitives inlined where generated code read back
     calls its kernel): its asserts are refusals."""
     return isinstance(filename, str) and os.path.abspath(filename).startswith(_FUNCGRAD_DIR)
+
+
+def _ends_function(stmts):
+    """Whether ``stmts`` (a branch after the structure pass) end by setting the function's result."""
+    last = stmts[-1] if stmts else None
+    if isinstance(last, ast.Assign) and len(last.targets) == 1 and isinstance(last.targets[0], ast.Name):
+        return last.targets[0].id == RET
+    if isinstance(last, ast.If):
+        return _ends_function(last.body) and _ends_function(last.orelse)
+    return False
