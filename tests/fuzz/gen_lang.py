@@ -983,6 +983,42 @@ def L_bool_arith(g, ctx):
 LEAVES += [L_generators, L_statements, L_dynamic_slices, L_dict_iter, L_loop_reuse, L_power_iter, L_bool_arith]
 
 
+def L_recent(g, ctx):
+    """Constructs funcgrad learned recently (and/or values, loop else, reversed, item, casts, recursion, list
+    arithmetic, builtin max/min/pow), in the combinations people write."""
+    t, i, v = g.fresh("t"), g.fresh("i"), g.fresh("v")
+    return g.r.choice([
+        [f"{t} = a[0] > 0 and x or a[1]", f"s = s + {t} * 2.0"],
+        [f"{t} = (x or 0.5) * a", f"s = s + np.sum({t})"],
+        [f"{i} = 0", f"while {i} < n and a[{i} % {g.m}] > -0.9:", f"    s = s + a[{i} % {g.m}] * x", f"    {i} += 1"],
+        [f"{t} = [x, a[0]]", f"s = s + ({t} and {t}[0]) * 2.0"],
+        [f"for {i} in range(n - n):", "    s = s + x", "else:", "    s = s + a[0] * x"],
+        [f"for {v} in B:", f"    for {i} in range({g.q}):", f"        if {v}[{i}] > 0.5:", "            break",
+         "    else:", f"        s = s + np.sum({v}) * x", "        continue", f"    s = s - {v}[0]"],
+        [f"for {i}, {v} in enumerate(reversed(a)):", f"    s = s + {v} * {i} * x"],
+        [f"for {v} in reversed(B):", f"    s = s * 0.5 + np.sum({v}) * x"],
+        [f"for {v} in reversed([x, a[0], a[1]]):", f"    s = s * 0.5 + {v}"],
+        [f"s = s + np.sum(a * x).item() + np.float64(x) * a[0] + float(np.float32(0.5)) * x"],
+        [f"for {i} in range(n):", f"    s = s + a[{i} % {g.m}].item() * x"],
+        [f"{t} = [0.0] * n", f"for {i} in range(n):", f"    {t}[{i}] = a[{i} % {g.m}] * x", f"s = s + sum({t})"],
+        [f"{t} = []", f"for {i} in range(3):", f"    {t} = {t} + [a[{i}] * x]", f"s = s + sum({t})"],
+        [f"{t} = [a * x] * 2", f"s = s + np.sum({t}[0] + {t}[1])"],
+        [f"s = s + max(x, a[0]) + min(a[0], a[1], a[2]) + max(abs(a)) * x"],
+        [f"s = s + max(a, default=0.0) * x + max([x, a[1]]) + min(np.sin(a))"],
+        [f"s = s + max(v * x for v in a) + min([v for v in a[:2]])"],
+        [f"s = s + np.sum(pow(a, 2)) * x + pow(2.0, x) + pow(x, n)"],
+        [f"def fib{t}(v, d):", "    if d <= 1:", "        return v", f"    return fib{t}(v, d - 1) * 0.5 + fib{t}(v * 0.9, d - 2)",
+         f"s = s + fib{t}(x, 4)"],
+        [f"def ev{t}(v, d):", "    return v if d == 0 else od" + t + "(v * 0.9, d - 1)",
+         f"def od{t}(v, d):", f"    return -v if d == 0 else ev{t}(np.sin(v), d - 1)", f"s = s + ev{t}(x, 3)"],
+        [f"def kw{t}(u, *, scale, shift=0.0):", "    return u * scale + shift",
+         f"s = s + kw{t}(x, scale=a[0]) + kw{t}(a[1], shift=x, scale=2.0)"],
+    ])
+
+
+LEAVES += [L_recent]
+
+
 def L_break_continue(g, ctx):
     e = g.fe(ctx)
     return g.r.choice([[f"if {e} > 0.6:", "    break"], [f"if {e} < -0.4:", "    continue"],
