@@ -32,7 +32,8 @@ from numba.core import errors as _numba_errors
 
 from .custom import CustomFunction, custom_jvp, custom_vjp, is_user_vspace_value, stop_gradient
 from .errors import (ArgumentTypeError, CompileError, DeviceError, FuncgradError, FuncgradWarning, NoDerivativeError,
-                     REFUSAL_MARK, TransformError, TreeStructureError, UnsupportedSyntaxError)
+                     REFUSAL_MARK, RunValueError, TransformError, TreeStructureError, UNSUPPORTED_MARK,
+                     UnsupportedSyntaxError)
 from .kernels.base import get_backend, is_device_array
 from .kernels import cpu_backend as _cpu_backend  # noqa: F401  registers the "cpu" backend
 from .kernels.cuda_backend import CUDA as _CUDA
@@ -701,7 +702,8 @@ def _definition_refusal(err, built, call_args, which):
     """A NoDerivativeError at the user's line for an assert of funcgrad's own definitions that failed while
     generated code ran (its message starts with errors.REFUSAL_MARK), or None for any other error."""
     text = str(err.args[0]) if isinstance(err, AssertionError) and err.args else ""
-    if not text.startswith(REFUSAL_MARK):
+    mark = next((m for m in (REFUSAL_MARK, UNSUPPORTED_MARK) if text.startswith(m)), None)
+    if mark is None:
         return None
     where = _raised_at(err, built)
     if where is None and built.mode == "njit" and built.py_fn is not None:   # Numba's frames name no line
@@ -714,8 +716,8 @@ def _definition_refusal(err, built, call_args, which):
         except Exception:
             pass
     where = where or (None, None)
-    return NoDerivativeError(text[len(REFUSAL_MARK):], where[0], where[1],
-                             _line_text(*where) if where[0] else None)
+    cls = NoDerivativeError if mark == REFUSAL_MARK else RunValueError
+    return cls(text[len(mark):], where[0], where[1], _line_text(*where) if where[0] else None)
 
 
 def _note_user_line(err, built):

@@ -28,3 +28,15 @@ def test_recursion_of_runtime_depth_is_refused_at_the_users_line():
     with pytest.raises(UnsupportedSyntaxError, match="recursion") as e:
         funcgrad.grad(B.recursion_of_runtime_depth)(X, 3)
     assert e.value.filename == B.__file__ and "_rec(v * 1.1 + 0.1, d - 1)" in (e.value.text or "")
+
+
+def take_with_a_list(w):
+    return np.sum(np.take(w, [0, 2, 1]) * w[:3]) + np.sum(np.take(w, (3, 3, 0), axis=0) ** 2)
+
+
+def test_take_with_a_list_of_indices():
+    """np.take(w, [0, 2, 1]): the list is an index array (it reached the adjoint as a tuple: an IndexError)."""
+    for jit in ("python", "njit", False):
+        v, g = funcgrad.value_and_grad(take_with_a_list, jit=jit)(X.copy())
+        assert v == pytest.approx(take_with_a_list(X), rel=1e-12)
+        np.testing.assert_allclose(g, _central(take_with_a_list, X, ()), rtol=1e-6, atol=1e-8)

@@ -1125,6 +1125,9 @@ class Calls:
                 v = ba.arguments[p.name]
                 if p.default is not p.empty and p.name not in diff:
                     self.need_static(v)
+                if p.name == "indices" and isinstance(v, Struct) and v.kind in ("tuple", "list") and all(
+                        isinstance(leaf, Static) for leaf in _leaves(v)):   # np.take(x, [0, 2, 1]): an index array
+                    v = Static(np.asarray(_static_value(v)))
                 if isinstance(v, Struct) and v.kind in ("tuple", "list"):  # nested lists of computed values
                     v = Struct(v.kind, [self.array_of(x, scope, out, node) if isinstance(x, Struct) and not all(
                         isinstance(leaf, Static) for leaf in _leaves(x)) and x.kind != "slice" else x
