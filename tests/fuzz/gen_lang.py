@@ -15,10 +15,15 @@ array of length ``m`` (3-5), ``B`` a ``(p, q)`` array (2-4 each) and ``n`` an in
 (2-4). Each idiom reads those, may make locals of its own (suffixed by its
 number), and adds a float to the accumulator ``s``; ``f`` returns ``s``.
 
-Programs are reproducible from ``(seed, index)``: ``generate(seed)`` returns a
-``LangProgram``, and ``python -m tests.fuzz.gen_lang --n N --seed S`` checks N of
-them with ``tests/fuzz/check.py`` (``--only i`` prints and checks program ``i``;
-``--show`` only prints). Which idioms a program uses is in ``prog.idioms``.
+Programs are reproducible from ``(seed, without)``: ``generate(seed, without)`` returns a
+``LangProgram``, and ``python -m tests.fuzz.gen_lang --n N --seed S`` checks programs
+``S .. S+N-1`` with ``tests/fuzz/check.py`` (``--only i`` prints and checks program ``S+i``;
+``--show`` only prints; ``--without a,b`` leaves idioms out, e.g. one whose failure is open;
+``--reduce`` shrinks a failure with ``reduce.py``; ``FUZZ_FLOAT32=1`` also compares njit with
+the Python mode on float32 arrays). A right program is called a second time in the same
+process (``recall``: other arguments and ``n``, then module constants rebound), so a cache
+that answers for the first call is caught. Which idioms a program uses is in ``prog.idioms``.
+Adding an idiom changes which program a seed draws: quote failures by their source.
 """
 from __future__ import annotations
 
