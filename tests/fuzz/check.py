@@ -20,6 +20,7 @@ when autograd is installed and can run the program. The outcome is one of
 from __future__ import annotations
 
 import ast
+import builtins
 import dataclasses
 import hashlib
 import importlib.util
@@ -173,30 +174,81 @@ class _Nudge(ast.NodeTransformer):
         return node
 
 
-def _nudged_value(src, args):
+def _nudged_value(src, args, kwargs=None):
     """The program's value with every float literal and float input moved by ``NUDGE`` (relative), or None
     when that run fails: a program whose value moves beyond VALUE_RTOL is too ill-conditioned to judge."""
     try:
         tree = _Nudge().visit(ast.parse(src))
         fn, _ = load_program(ast.unparse(ast.fix_missing_locations(tree)))
-        moved = tuple(a * (1.0 + NUDGE) if isinstance(a, float) or isinstance(a, np.ndarray) and a.dtype.kind == "f"
-                      else a for a in args)
+        def move(a):
+            if isinstance(a, dict):
+                return {k: move(v) for k, v in a.items()}
+            if isinstance(a, (tuple, list)):
+                return type(a)(move(v) for v in a)
+            return (a * (1.0 + NUDGE) if isinstance(a, float) or isinstance(a, np.ndarray) and a.dtype.kind == "f"
+                    else a)
+        moved = tuple(move(a) for a in args)
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return float(fn(*moved))
+            return float(fn(*moved, **_copy_tree(kwargs or {})))
     except Exception:
         return None
 
 
+def _copy_tree(t):
+    if isinstance(t, np.ndarray):
+        return t.copy()
+    if isinstance(t, dict):
+        return {k: _copy_tree(v) for k, v in t.items()}
+    if isinstance(t, (tuple, list)):
+        return type(t)(_copy_tree(v) for v in t)
+    return t
+
+
 def _copy_args(args):
-    return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
+    return tuple(_copy_tree(a) for a in args)
+
+
+def _flatten(t):
+    """The leaves of an argument or a gradient (dicts in sorted key order, then tuples and lists)."""
+    if isinstance(t, dict):
+        return [leaf for k in sorted(t) for leaf in _flatten(t[k])]
+    if isinstance(t, (tuple, list)):
+        return [leaf for v in t for leaf in _flatten(v)]
+    return [t]
+
+
+def _replace_leaf(t, j, new):
+    """``t`` with its ``j``-th leaf (in ``_flatten``'s order) replaced by ``new``."""
+    count = [0]
+
+    def go(u):
+        if isinstance(u, dict):
+            done = {k: go(u[k]) for k in sorted(u)}     # number the leaves in _flatten's order
+            return {k: done[k] for k in u}               # keep the dict's own order
+        if isinstance(u, (tuple, list)):
+            return type(u)(go(v) for v in u)
+        k = count[0]
+        count[0] += 1
+        return new if k == j else u
+    return go(t)
+
+
+def _is_pytree(a):
+    return isinstance(a, (dict, tuple, list))
 
 
 def _fd(fn, args, argnums, eps):
     out = []
     for i in argnums:
         a = args[i]
-        if isinstance(a, np.ndarray):
+        if _is_pytree(a):
+            # one central difference per leaf: d/d leaf j of argument i
+            for j, leaf in enumerate(_flatten(a)):
+                def part(v, i=i, j=j):
+                    return fn(*(args[:i] + (_replace_leaf(args[i], j, v),) + args[i + 1:]))
+                out.extend(_fd(part, (leaf,), (0,), eps))
+        elif isinstance(a, np.ndarray):
             g = np.zeros_like(a)
             for k in range(a.size):
                 ap = a.copy()
@@ -243,7 +295,7 @@ def _worst(got, want):
     return f"arg {j}: max abs error {worst[0]:.3g}"
 
 
-def _autograd(path, src, args, argnums):
+def _autograd(path, src, args, argnums, kwargs=None):
     """autograd's gradient of the program, or None when autograd is missing or cannot run it."""
     try:
         import autograd
@@ -263,22 +315,39 @@ def _autograd(path, src, args, argnums):
             warnings.simplefilter("ignore")
             out = []
             for i in argnums:
-                g = autograd.grad(mod.f, i)(*_copy_args(args))
-                out.append(np.asarray(g, dtype=np.float64))
+                g = autograd.grad(mod.f, i)(*_copy_args(args), **(kwargs or {}))
+                out.extend(np.asarray(leaf, dtype=np.float64) for leaf in _flatten(g))
         return out
     except Exception:
         return None
 
 
-def _run_mode(fn, args, argnums, mode):
+def _run_mode(fn, args, argnums, mode, kwargs=None):
     if mode == "nojit":
         vg = funcgrad.value_and_grad(fn, argnums=argnums, jit=False)
     else:
         vg = funcgrad.value_and_grad(fn, argnums=argnums, mode=mode)
-    return vg(*_copy_args(args))
+    return vg(*_copy_args(args), **_copy_tree(kwargs or {}))
 
 
-def _classify_exception(e, path):
+def _flat_grads(grads):
+    """funcgrad's gradients (one per argnum, pytrees for pytree arguments) as the list of their leaves."""
+    grads = list(grads) if isinstance(grads, tuple) else [grads]
+    return [leaf for g in grads for leaf in _flatten(g)]
+
+
+_BUILTIN_WORDS = set(dir(builtins)) | {"self", "cls", "args", "kwargs"}
+
+
+def _foreign_names(msg, src):
+    """Quoted identifiers in a refusal that the user's source never spells (``'y_1'`` for the user's ``y``):
+    names funcgrad made up."""
+    words = set(re.findall(r"[A-Za-z_]\w*", src or ""))
+    first = msg.split("\n")[0]
+    return [w for w in re.findall(r"'([A-Za-z_]\w*)'", first) if w not in words and w not in _BUILTIN_WORDS]
+
+
+def _classify_exception(e, path, src=None):
     """(status, kind, message) for an exception raised by funcgrad."""
     tb = traceback.format_exception(type(e), e, e.__traceback__)
     msg = str(e)
@@ -292,31 +361,45 @@ def _classify_exception(e, path):
             return FAILURE, "bad-refusal", f"{type(e).__name__} without the user's file:line: {msg}"
         if leak:
             return FAILURE, "bad-refusal", f"{type(e).__name__} leaks {leak.group(0)!r}: {msg}"
+        foreign = _foreign_names(scrubbed, src)
+        if foreign:
+            return FAILURE, "bad-refusal", f"{type(e).__name__} names {foreign[0]!r}, not in the program: {msg}"
         return REFUSED, type(e).__name__, msg
     kind = type(e).__name__
     return FAILURE, kind, f"{msg}\n" + "".join(tb[-6:])
 
 
-def check_program(src, args, argnums, modes=MODES, use_autograd=True, timeout=120):
-    """Classify one program: RIGHT, REFUSED(message), FAILURE(kind, details) or INVALID."""
+def check_program(src, args, argnums, modes=MODES, use_autograd=True, timeout=120, kwargs=None):
+    """Classify one program: RIGHT, REFUSED(message), FAILURE(kind, details) or INVALID.
+
+    ``args`` may hold pytrees (dicts, tuples, lists of floats and arrays): their gradients are compared
+    leaf by leaf. ``kwargs`` are passed by keyword to every call and never differentiated."""
     args = tuple(args)
     argnums = tuple(argnums)
+    kwargs = dict(kwargs or {})
     try:
-        fn, path = load_program(src)
+        fn0, path = load_program(src)
     except Exception as e:  # the generator wrote something Python rejects
         return Outcome(INVALID, kind="load", message=f"{type(e).__name__}: {e}")
+    if kwargs:
+        def fn(*a):
+            return fn0(*a, **_copy_tree(kwargs))
+    else:
+        fn = fn0
     # the plain Python value: the program must run, return a finite float, and leave its inputs alone
     try:
-        with np.errstate(all="raise"), warnings.catch_warnings():
+        with np.errstate(all="raise"), warnings.catch_warnings(), _time_limit(timeout):
             warnings.simplefilter("error")
             before = _copy_args(args)
             value = fn(*_copy_args(args))
             fn(*args)
-            for a, b in zip(args, before):
+            for a, b in zip(_flatten(args), _flatten(before)):
                 if isinstance(a, np.ndarray) and not np.array_equal(a, b):
                     return Outcome(INVALID, kind="mutates-input")
     except Exception as e:
         return Outcome(INVALID, kind="plain", message=f"{type(e).__name__}: {e}")
+    if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind == "f":
+        value = value[()]           # a 0-d array result: funcgrad's value is compared with its number
     if not isinstance(value, (float, np.floating)) or not np.isfinite(value) or abs(value) > 1e6:
         return Outcome(INVALID, kind="value", message=repr(value)[:80])
     try:
@@ -327,7 +410,7 @@ def check_program(src, args, argnums, modes=MODES, use_autograd=True, timeout=12
     if not all(np.all(np.isfinite(g)) and np.all(np.abs(g) < 1e6) for g in fd1):
         return Outcome(INVALID, kind="fd", message="finite differences not finite")
     scale = max(1.0, abs(float(value)), max((float(np.max(np.abs(g))) if np.size(g) else 0.0) for g in fd1))
-    nudged = _nudged_value(src, args)
+    nudged = _nudged_value(src, args, kwargs)
     if nudged is None or not np.isclose(nudged, value, rtol=VALUE_RTOL, atol=1e-12 * scale):
         # rounding at the level of a few dozen ulps changes the value beyond what the modes are held to
         # (x ** 3 is x * x * x under Numba, pow() in Python; sin of 1e70 amplifies that last ulp): no mode
@@ -342,7 +425,7 @@ def check_program(src, args, argnums, modes=MODES, use_autograd=True, timeout=12
                 with np.errstate(all="ignore"):
                     refs[name] = _fd(fn, args, argnums, EPS2)
             elif name == "autograd":
-                refs[name] = _autograd(path, src, args, argnums) if use_autograd else None
+                refs[name] = _autograd(path, src, args, argnums, kwargs) if use_autograd else None
         return refs[name]
 
     per_mode = {}
@@ -351,20 +434,20 @@ def check_program(src, args, argnums, modes=MODES, use_autograd=True, timeout=12
     for mode in modes:
         try:
             with _time_limit(timeout):
-                val, grads = _run_mode(fn, args, argnums, mode)
+                val, grads = _run_mode(fn0, args, argnums, mode, kwargs)
         except _Timeout as e:
             per_mode[mode] = (FAILURE, "timeout", str(e))
             first_bad = first_bad or mode
             continue
         except Exception as e:
-            st, kind, msg = _classify_exception(e, path)
+            st, kind, msg = _classify_exception(e, path, src)
             per_mode[mode] = (st, kind, msg)
             if st == FAILURE:
                 first_bad = first_bad or mode
             else:
                 first_refused = first_refused or mode
             continue
-        grads = list(grads) if isinstance(grads, tuple) else [grads]
+        grads = _flat_grads(grads)
         # the value
         if not np.isfinite(val) or not np.isclose(val, value, rtol=VALUE_RTOL, atol=1e-12 * scale):
             per_mode[mode] = (FAILURE, "wrong-value", f"value {val!r}, plain Python gives {value!r}")
@@ -398,7 +481,7 @@ def check_program(src, args, argnums, modes=MODES, use_autograd=True, timeout=12
         st, kind, msg = per_mode[first_bad]
         if kind == "wrong-gradient":
             got = per_mode  # noqa: F841
-            details = _grad_details(fn, args, argnums, first_bad, fd1, refs.get("autograd"))
+            details = _grad_details(fn0, args, argnums, first_bad, fd1, refs.get("autograd"), kwargs)
         head, _, rest = msg.partition("\n")
         bad_modes = [m for m, v in per_mode.items() if v[0] == FAILURE]
         return Outcome(FAILURE, ",".join(bad_modes), kind, head, rest or details, per_mode)
@@ -407,14 +490,14 @@ def check_program(src, args, argnums, modes=MODES, use_autograd=True, timeout=12
         modes_ref = [m for m, v in per_mode.items() if v[0] == REFUSED]
         return Outcome(REFUSED, ",".join(modes_ref), kind, msg, "", per_mode)
     if FLOAT32 and per_mode.get("python", (None,))[0] == RIGHT and per_mode.get("njit", (None,))[0] == RIGHT:
-        bad = _float32_mismatch(fn, args, argnums, scale, path, timeout)
+        bad = _float32_mismatch(fn0, args, argnums, scale, path, timeout, kwargs, src)
         if bad:
             per_mode["njit"] = (FAILURE, "float32", bad)
             return Outcome(FAILURE, "njit", "float32", bad.partition("\n")[0], bad.partition("\n")[2], per_mode)
     return Outcome(RIGHT, per_mode=per_mode)
 
 
-def _float32_mismatch(fn, args, argnums, scale, path, timeout):
+def _float32_mismatch(fn, args, argnums, scale, path, timeout, kwargs=None, src=None):
     """With the float64 arrays given as float32 (FUZZ_FLOAT32=1): a description of how njit's value or gradient
     differs from the Python mode's (dtype, or beyond float32's precision), or it refuses a program whose value
     NumPy computes in float32, or None. A program the Python mode cannot run in float32, or that njit refuses
@@ -423,21 +506,21 @@ def _float32_mismatch(fn, args, argnums, scale, path, timeout):
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings(), _time_limit(timeout):
             warnings.simplefilter("ignore")
-            ref_v, ref_g = _run_mode(fn, a32, argnums, "python")
+            ref_v, ref_g = _run_mode(fn, a32, argnums, "python", kwargs)
     except Exception:
         return None
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings(), _time_limit(timeout):
             warnings.simplefilter("ignore")
-            v, g = _run_mode(fn, a32, argnums, "njit")
+            v, g = _run_mode(fn, a32, argnums, "njit", kwargs)
     except Exception as e:
-        st, kind, msg = _classify_exception(e, path)
+        st, kind, msg = _classify_exception(e, path, src)
         if st == FAILURE or np.asarray(ref_v).dtype == np.float32:
             # refused although NumPy kept float32 throughout (its value is float32): a weak number turned float64
             return f"njit in float32 raised {kind}: {msg}"
         return None
-    ref_g = list(ref_g) if isinstance(ref_g, tuple) else [ref_g]
-    g = list(g) if isinstance(g, tuple) else [g]
+    ref_g = _flat_grads(ref_g)
+    g = _flat_grads(g)
     if not np.isclose(float(v), float(ref_v), rtol=1e-3, atol=1e-4 * scale):
         return f"float32 value {v!r}, the Python mode gives {ref_v!r}"
     for j, (x, w) in enumerate(zip(g, ref_g)):
@@ -449,16 +532,17 @@ def _float32_mismatch(fn, args, argnums, scale, path, timeout):
     return None
 
 
-def _grad_details(fn, args, argnums, mode, fd1, ag):
+def _grad_details(fn, args, argnums, mode, fd1, ag, kwargs=None):
     try:
-        _, grads = _run_mode(fn, args, argnums, mode)
+        _, grads = _run_mode(fn, args, argnums, mode, kwargs)
     except Exception:  # pragma: no cover
         return ""
-    grads = list(grads) if isinstance(grads, tuple) else [grads]
+    grads = _flat_grads(grads)
     out = []
     with np.printoptions(precision=6, suppress=True, linewidth=120):
         for j, (g, w) in enumerate(zip(grads, fd1)):
-            out.append(f"  d/d arg{argnums[j]}: funcgrad {np.asarray(g)!r}\n"
+            what = f"arg{argnums[j]}" if len(grads) == len(argnums) else f"leaf {j}"
+            out.append(f"  d/d {what}: funcgrad {np.asarray(g)!r}\n"
                        f"  {'':11}finite differences {np.asarray(w)!r}")
     return "\n".join(out)
 
