@@ -41,6 +41,12 @@ test-sweep: $(STAMP)
 fuzz: $(STAMP)
 	$(BIN)/python -m tests.fuzz.run
 
+# The second generator (tests/fuzz/gen_lang.py): everyday Python idioms (aliases, closures, defaults,
+# containers, builtins, and/or values, loop else, recursion) composed in loops, branches and helpers;
+# each right program is called again (other arguments, rebound module constants). FUZZ_LANG_N, FUZZ_LANG_SEED.
+fuzz-lang: $(STAMP)
+	$(BIN)/python -m tests.fuzz.gen_lang --n $(or $(FUZZ_LANG_N),500) --seed $(or $(FUZZ_LANG_SEED),0)
+
 # HIPS autograd's own test suite (15 files, imports rewritten to funcgrad), run file by file; prints
 # passed/total per file and writes a JSON summary. Not part of `make test`. SUITE_FILES=numpy,linalg
 # picks files, K=EXPR is pytest's -k; SUITE_OUT, SUITE_CACHE, SUITE_TIMEOUT: see tests/autograd_suite/run.py.
