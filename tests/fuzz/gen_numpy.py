@@ -129,6 +129,10 @@ SCALAR = [
     "np.sum(np.hypot({W}, {W}[::-1]))", "np.sum(np.power(1.0 + {V} * {V}, {W}[0]))", "np.sum({V} ** np.array([1, 2, 3, 1]))",
     "np.sum(np.clip({X}, -0.2, {V}))", "np.sum(np.where({X} > {W}[:, None], {X} * 2.0, {V}))",
     "np.sum({X} * ({X} > 0.0) + ({X} > 0.5))", "np.sum(({V} > 0.0) * 1.0 * {V})", "np.sum(True * {V})",
+    # counts and means of bool/int arrays (their result dtype is int64/float64, not the input's)
+    "np.sum({X}) * np.sum({X} > 0.0)", "np.mean({V} > 0.0) * np.sum({V})", "np.sum({X} * np.cumsum({X} > 0.0, axis=1))",
+    "np.sum({X} * np.mean(np.arange(12).reshape(3, 4), axis=0))", "({W} > 0.0).sum() * {W}[0]",
+    "np.sum({X} * np.sum({X} > 0.0, axis=0))", "np.sum({V} * np.cumsum(np.arange(4)))",
 ]
 
 SKELETONS = ["plain", "plain", "loop_i", "loop_i", "loop_state", "nested", "branch", "while", "loop_branch",
@@ -212,7 +216,8 @@ class _Gen:
         if kind == "branch":
             c = r.choice(["np.sum(x) > 0.0", "x[0, 0] > v[0]", "np.max(w) > 0.3", "s > 0.0", "np.any(v > 0.5)",
                           "np.all(w < 0.9)", "acc > 0.5", "np.argmax(v) == 2", "(v > 0).sum() >= 2",
-                          "np.mean(x) < 0.0 and s < 0.5", "x.shape[0] == 3"])
+                          "np.mean(x) < 0.0 and s < 0.5", "x.shape[0] == 3",
+                          "np.sum(v > 0.0) >= 2", "np.mean(x > 0.0) > 0.5", "np.count_nonzero(w > 0.0) == 1"])
             return [f"{p}if {c}:", f"{p}    acc = acc + {e}", f"{p}else:", f"{p}    acc = acc - {self.scalar()}"]
         if kind == "while":
             return [f"{p}k = 0", f"{p}t = 0.0",
