@@ -27,6 +27,12 @@ cores (measured in alternating blocks: torch 27 ms a step instead of 2.3 ms). Wi
 OMP_WAIT_POLICY=PASSIVE instead, funcgrad takes 2.3 ms and torch 4.1 ms (its own threads stop
 spinning too): the workqueue layer is the fairer setting for both.
 
+Importing PyTorch speeds funcgrad's step up (2026-11-28: 3.6-3.7 ms in a process without it, 2.3 ms with it,
+benchmarks/results/lenet_step_malloc_2026-11-28_s18.txt): without it glibc hands the step's large temporaries
+(conv outputs, im2col buffers: 0.2-1 MB each) fresh mmapped pages every step, ~850 page faults a step; torch's
+import leaves glibc's mmap threshold raised, so they are reused. The script prints funcgrad's page faults a
+step before torch is imported and after the timing, so a run shows which regime it timed.
+
     .venv/bin/python benchmarks/lenet_step.py [--steps 20] [--rounds 5] [--warmup 5] [--threads N]
 """
 from __future__ import annotations
@@ -212,6 +218,18 @@ def block_medians(steps_by_name, batches, warmup, steps, rounds):
     return {n: 1e3 * v for n, v in alternating_blocks(calls, steps, rounds, warmup).items()}
 
 
+def _faults_per_step(step, params, batches, n=20):
+    """Minor page faults per call of ``step`` over ``n`` calls (nan where ``resource`` is missing: Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return float("nan")
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for i in range(n):
+        step(params, *batches[i % len(batches)])
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / n
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=20)
@@ -247,6 +265,7 @@ def main(argv=None):
         manual_step(pm, *batches[0])
         err = max(float(np.max(np.abs(p[k] - pm[k]))) for k in p)
         print(f"funcgrad vs manual kernels after one step: max |diff| = {err:.2e}")
+        print(f"funcgrad: {_faults_per_step(fg_step, p, batches):.0f} minor page faults a step (PyTorch not imported)")
     except Exception as e:  # the AD core is young: still report the kernels' speed
         print(f"funcgrad.grad failed ({type(e).__name__}: {e}); timing the manual kernel step only")
         fg_step = None
@@ -275,6 +294,9 @@ def main(argv=None):
     except ImportError:
         pass
     results = block_medians(contestants, batches, args.warmup, args.steps, args.rounds)
+    if fg_step is not None:
+        print(f"funcgrad: {_faults_per_step(fg_step, contestants['funcgrad'][1], batches):.0f} minor page faults a "
+              f"step after the timing{' (PyTorch imported)' if 'torch' in sys.modules else ''}")
 
     if versions:
         print("peers: " + ", ".join(versions))

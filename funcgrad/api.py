@@ -32,11 +32,13 @@ from numba.core import errors as _numba_errors
 
 from .custom import CustomFunction, custom_jvp, custom_vjp, is_user_vspace_value, stop_gradient
 from .errors import (ArgumentTypeError, CompileError, DeviceError, FuncgradError, FuncgradWarning, NoDerivativeError,
-                     REFUSAL_MARK, TransformError, TreeStructureError, UnsupportedSyntaxError)
+                     REFUSAL_MARK, RunValueError, TransformError, TreeStructureError, UNSUPPORTED_MARK,
+                     UnsupportedSyntaxError)
 from .kernels.base import get_backend, is_device_array
 from .kernels import cpu_backend as _cpu_backend  # noqa: F401  registers the "cpu" backend
 from .kernels.cuda_backend import CUDA as _CUDA
 from .ops.registry import by_name, lookup
+from .transform.aliases import user_words
 from .transform.public_names import public_name
 from .transform.normalize.calls import StaticArgumentNeeded
 from .transform.normalize.common import _is_user_code
@@ -621,6 +623,15 @@ def _numba_failure(err, built):
             reason = f"attribute '{name}' is not supported there"
     elif "Cannot unify" in msg:
         reason = "a variable takes values of different types on different paths"
+        m = re.search(r"Cannot unify (.+?) and (.+?) for '([A-Za-z_]\w*?)(?:\.\d+)?'", msg)
+        if m:
+            var = m.group(3)
+            words, ident = user_words(var[2:] if var.startswith("d_") else var, getattr(built, "origins", None) or {})
+            if var.startswith("d_") and ident is not None:   # the adjoint of a user's variable
+                words = f"the gradient of {words}"
+            if ident is not None:   # one of the user's variables
+                reason = (f"{words} is {_plain_types(m.group(1))} on one path and {_plain_types(m.group(2))} on "
+                          "another (compiled code needs one type per variable)")
     elif "have imprecise type: list(undefined)" in msg:
         reason = "a branch whose condition is constant never runs, so a list the gradient keeps has no type"
     reason = re.sub(r"\b_ext\d+_", "", reason)
@@ -694,7 +705,8 @@ def _definition_refusal(err, built, call_args, which):
     """A NoDerivativeError at the user's line for an assert of funcgrad's own definitions that failed while
     generated code ran (its message starts with errors.REFUSAL_MARK), or None for any other error."""
     text = str(err.args[0]) if isinstance(err, AssertionError) and err.args else ""
-    if not text.startswith(REFUSAL_MARK):
+    mark = next((m for m in (REFUSAL_MARK, UNSUPPORTED_MARK) if text.startswith(m)), None)
+    if mark is None:
         return None
     where = _raised_at(err, built)
     if where is None and built.mode == "njit" and built.py_fn is not None:   # Numba's frames name no line
@@ -707,8 +719,8 @@ def _definition_refusal(err, built, call_args, which):
         except Exception:
             pass
     where = where or (None, None)
-    return NoDerivativeError(text[len(REFUSAL_MARK):], where[0], where[1],
-                             _line_text(*where) if where[0] else None)
+    cls = NoDerivativeError if mark == REFUSAL_MARK else RunValueError
+    return cls(text[len(mark):], where[0], where[1], _line_text(*where) if where[0] else None)
 
 
 def _note_user_line(err, built):

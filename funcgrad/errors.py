@@ -64,6 +64,16 @@ class TransformError(FuncgradError):
         super().__init__(f"{loc}{msg}{src}")
 
 
+# The same for a construct supported for some values only, found unsupported for the values met while running
+# (a list grown at run time whose items change shape): RunValueError at the user's line.
+UNSUPPORTED_MARK = "funcgrad cannot run this: "
+
+
+class RunValueError(TransformError, ValueError):
+    """A construct funcgrad supports for some values met others it cannot run (a list grown at run time
+    whose items change shape), found while the generated code ran; reported at the user's line."""
+
+
 class CompileError(TransformError):
     """Numba could not compile the generated code of a function forced to ``mode="njit"``."""
 

@@ -355,6 +355,15 @@ def _make_reduction(op, npfn, ufunc=None):
             return None
         ax = _literal(axis, f"{op}(axis=...)")
         kd = bool(_literal(keepdims, f"{op}(keepdims=...)"))
+        small = isinstance(x.dtype, types.Boolean) or isinstance(x.dtype, types.Integer) and (
+            x.dtype.bitwidth < 64 or op == "mean")
+        if op in ("sum", "prod", "mean") and small:
+            # NumPy adds booleans and small ints as int64 (np.sum(a > 0) counts; a bool accumulator stopped at
+            # True), and means them in float64: reduce the cast array
+            wide = "np.float64" if op == "mean" else \
+                "np.uint64" if isinstance(x.dtype, types.Integer) and not x.dtype.signed else "np.int64"
+            return _compile(f"def impl(x, axis=None, keepdims=False):\n"
+                            f"    return _again(x.astype({wide}), {ax!r}, {kd!r})\n", "impl", {"_again": pyimpl})
         return _reduce_impl(op, x.ndim, ax, kd, x.dtype)
 
     _FUNCS_WITH_OVERLOADS.append(op)
@@ -1436,6 +1445,59 @@ def getitem(x, idx):
 @overload(getitem)
 def _getitem_ov(x, idx):
     return lambda x, idx: x[idx]
+
+
+# x[mask] with a boolean mask of x's shape and ndim > 1 (x[x > 0], c[c < t] += v): NumPy's flat selection in
+# row-major order. Nopython Numba indexes with one 1-D array only, so compiled code (the user's whole function
+# under njit) gets these overloads of the [] operator for exactly that case.
+def _nd_mask(x, idx):
+    return isinstance(x, types.Array) and isinstance(idx, types.Array) and isinstance(idx.dtype, types.Boolean) \
+        and idx.ndim > 1 and idx.ndim == x.ndim
+
+
+@overload(_operator.getitem)
+def _nd_mask_getitem_ov(x, idx):
+    if _nd_mask(x, idx):
+        def impl(x, idx):
+            if x.shape != idx.shape:
+                raise IndexError("boolean index did not match indexed array")
+            out = np.empty(np.count_nonzero(idx), x.dtype)
+            k = 0
+            for i in np.ndindex(x.shape):
+                if idx[i]:
+                    out[k] = x[i]
+                    k += 1
+            return out
+        return impl
+
+
+@overload(_operator.setitem)
+def _nd_mask_setitem_ov(x, idx, v):
+    if not _nd_mask(x, idx):
+        return None
+    if isinstance(v, types.Array) and v.ndim == 1:
+        def impl(x, idx, v):
+            if x.shape != idx.shape:
+                raise IndexError("boolean index did not match indexed array")
+            if v.size != np.count_nonzero(idx) and v.size != 1:
+                raise ValueError("NumPy boolean array indexing assignment cannot assign these values: their "
+                                 "number differs from the True entries of the mask")
+            k = 0
+            for i in np.ndindex(x.shape):
+                if idx[i]:
+                    x[i] = v[k if v.size != 1 else 0]
+                    k += 1
+        return impl
+    if isinstance(v, (types.Number, types.Boolean)) or isinstance(v, types.Array) and v.ndim == 0:
+        def impl(x, idx, v):
+            if x.shape != idx.shape:
+                raise IndexError("boolean index did not match indexed array")
+            val = np.asarray(v).item()
+            for i in np.ndindex(x.shape):
+                if idx[i]:
+                    x[i] = val
+        return impl
+    return None
 
 
 @_register

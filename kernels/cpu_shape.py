@@ -31,7 +31,7 @@ from numba.core.errors import TypingError as _TypingError
 from numba.extending import overload as _overload, register_jitable
 from numba.np import numpy_support
 
-from ..errors import REFUSAL_MARK
+from ..errors import REFUSAL_MARK, UNSUPPORTED_MARK
 
 __all__ = [
     "swapaxes", "moveaxis", "rollaxis", "unrollaxis", "reshape_like", "atleast_1d", "atleast_2d", "atleast_3d",
@@ -263,7 +263,7 @@ _RAGGED_TAPE = (REFUSAL_MARK + "differentiating this gradient again: the gradien
                 "np.append, a slice or a reshape), which funcgrad cannot differentiate again; keep the array's shape "
                 "fixed in the loop (allocate it before the loop and write its items, y[i] = ...)")
 
-list_promote, _list_promote_ov = _rows_promoter(_RAGGED, ValueError)
+list_promote, _list_promote_ov = _rows_promoter(UNSUPPORTED_MARK + _RAGGED, AssertionError)
 list_promote.__name__ = list_promote.__qualname__ = "list_promote"
 list_promote.__doc__ = """``buf`` (the rows of a list grown at run time) with a dtype that also holds ``v``, the next item:
     ``buf`` itself when its dtype does (no copy), else ``buf`` cast to NumPy's promoted dtype (a list of

@@ -437,13 +437,23 @@ def uses_recursion(x):
 
 
 @pytest.mark.parametrize("jit", JITS, ids=JIT_IDS)
-def test_recursion_in_a_helper_is_refused_at_the_users_line(jit):
+def test_recursion_of_a_constant_depth_is_written_out(jit):
+    # _countdown(x, 3) is x * x * x * x: the depth is known while transforming, so each call is inlined
+    np.testing.assert_allclose(funcgrad.grad(uses_recursion, jit=jit)(x3), 4 * x3 ** 3, rtol=1e-12)
+
+
+def uses_recursion_of_runtime_depth(x, n):
+    return np.sum(_countdown(x, n))
+
+
+@pytest.mark.parametrize("jit", JITS, ids=JIT_IDS)
+def test_recursion_of_a_runtime_depth_is_refused_at_the_users_line(jit):
     import traceback
     with pytest.raises(FuncgradError) as ei:
-        funcgrad.grad(uses_recursion, jit=jit)(x3)
+        funcgrad.grad(uses_recursion_of_runtime_depth, jit=jit)(x3, 3)
     msg = str(ei.value)
     assert f"{HERE}:{_line('recursion')}" in msg, msg
-    assert "recursive call of '_countdown' is not supported" in msg and "write the recursion as a loop" in msg
+    assert "recursion" in msg and "write the recursion as a loop" in msg
     pkg = os.path.dirname(funcgrad.__file__)
     inside = [f for f in traceback.extract_tb(ei.value.__traceback__) if f.filename.startswith(pkg)]
     assert len(inside) <= 1, inside   # the API's own re-raise only: the transformer's frames are trimmed

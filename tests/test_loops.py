@@ -81,8 +81,5 @@ def _line(tag):
 
 
 def test_refused_control_flow_points_at_line():
-    with pytest.raises(UnsupportedSyntaxError, match="for ... else") as ei:
-        funcgrad.grad(U.for_else)(np.ones(3))
-    assert ei.value.lineno == _line("for-else")
     with pytest.raises(UnsupportedSyntaxError, match="'break' in a loop over a Python list"):
         funcgrad.grad(U.break_over_list)(np.ones(3))

@@ -129,6 +129,31 @@ def test_conv2d_in_blocks_of_images_across_threads(stride, dilation):
         np.sum(conv2d_ref(u, w, None, stride, 0, dilation) * g), rel=1e-12)
 
 
+def _conv2d_weight_grad_ref(g, x, k, stride):
+    """sum over images and output pixels of g times the patch it saw (no padding, no dilation), by NumPy windows."""
+    win = np.lib.stride_tricks.sliding_window_view(x, (k, k), axis=(2, 3))[:, :, ::stride, ::stride]
+    return np.einsum("nopq,ncpqij->ocij", g, win)
+
+
+@pytest.mark.parametrize("C, N, stride", [(6, 7, 1), (6, 14, 1), (6, 7, 2), (1, 14, 1)])
+def test_conv2d_weight_grad_both_gemm_orders(C, N, stride):
+    """The weight gradient's GEMM runs as (R, B*P) @ (B*P, O) from R = C*KH*KW >= 64 (LeNet's conv2, R = 150), as
+    (O, B*P) @ (B*P, R) below (conv1, R = 25): both against NumPy's windows, in float64 and float32, in blocks of 6
+    images with a shorter last one, serially (N = 7) and split over the threads (N = 14); and the R >= 64 order
+    against central differences."""
+    rng = np.random.default_rng(C * 100 + N + stride)
+    x = rng.normal(size=(N, C, 12, 12))
+    w = rng.normal(size=(2, C, 5, 5))
+    g = rng.normal(size=K.conv2d(x, w, None, stride, 0, 1).shape)
+    want = _conv2d_weight_grad_ref(g, x, 5, stride)
+    np.testing.assert_allclose(K.conv2d_weight_grad(g, x, w.shape, stride, 0, 1), want, rtol=1e-10, atol=1e-10)
+    got32 = K.conv2d_weight_grad(g.astype(np.float32), x.astype(np.float32), w.shape, stride, 0, 1)
+    assert got32.dtype == np.float32
+    np.testing.assert_allclose(got32, want, rtol=1e-4, atol=1e-4 * np.max(np.abs(want)))
+    if C == 6 and N == 7 and stride == 1:
+        _check_vjp(lambda w_: K.conv2d(x, w_, None, 1, 0, 1), w, g, K.conv2d_weight_grad(g, x, w.shape, 1, 0, 1))
+
+
 def test_conv2d_float32_and_noncontiguous():
     rng = np.random.default_rng(1)
     x = rng.normal(size=(2, 5, 3, 9)).astype(np.float32).transpose(0, 3, 2, 1)   # (2, 9, 3, 5), not contiguous
@@ -207,6 +232,40 @@ def test_max_pool_ties_route_to_one_element():
     x = np.ones((1, 1, 2, 2))
     dx = K.max_pool2d_grad(np.ones((1, 1, 1, 1)), x, 2, None, 0)
     assert dx.sum() == 1.0 and dx[0, 0, 0, 0] == 1.0
+
+
+def _max_pool_grad_ref(dy, x, k):
+    """dy routed to each k x k window's first maximum in row-major order (np.argmax's), stride k, no padding."""
+    N, C, OH, OW = dy.shape
+    dx = np.zeros_like(x)
+    for n in range(N):
+        for c in range(C):
+            for i in range(OH):
+                for j in range(OW):
+                    a, b = divmod(int(np.argmax(x[n, c, i * k:(i + 1) * k, j * k:(j + 1) * k])), k)
+                    dx[n, c, i * k + a, j * k + b] += dy[n, c, i, j]
+    return dx
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 8, 8), (1, 2, 6, 9), (2, 1, 7, 6), (1, 1, 5, 5)])
+def test_max_pool_2x2_grad_routes_ties_like_argmax(shape):
+    """The 2x2 backward (a branch-free tournament, even heights as one run of row pairs) sends each window's
+    gradient to its first maximum, as the general path does: ReLU-like zeros, -0.0 beside 0.0, repeated values;
+    the cells of an odd last row or column get 0."""
+    rng = np.random.default_rng(sum(shape))
+    for dt in (np.float32, np.float64):
+        x = np.maximum(np.round(rng.normal(size=shape) * 1.5), 0).astype(dt)
+        x[rng.random(shape) < 0.2] = -0.0
+        dy = rng.normal(size=(shape[0], shape[1], shape[2] // 2, shape[3] // 2)).astype(dt)
+        dx = K.max_pool2d_grad(dy, x, 2)
+        assert dx.dtype == dt
+        np.testing.assert_array_equal(dx, _max_pool_grad_ref(dy, x, 2))
+        np.testing.assert_array_equal(_njit_max_pool2d_grad(dy, x), dx)
+
+
+@njit
+def _njit_max_pool2d_grad(dy, x):
+    return K.max_pool2d_grad(dy, x, 2)
 
 
 # ----------------------------------------------------------------------------- activations

@@ -508,7 +508,7 @@ def test_python_kernels_fast_paths_match_numpy():
     assert K.list_promote(buf, np.ones(3)) is buf
     assert K.list_promote(buf, np.ones(3, dtype=complex)).dtype == complex
     assert K.list_promote(np.zeros((4, 3), dtype=np.int64), np.ones(3)).dtype == np.float64
-    with pytest.raises(ValueError, match="holds items of one shape"):
+    with pytest.raises(AssertionError, match="holds items of one shape"):   # the transform reports it at the user's line
         K.list_promote(buf, np.ones(4))
     pieces = K.unconcatenate(np.arange(10.0), (np.zeros(3), np.zeros(7)))
     assert [list(p) for p in pieces] == [[0, 1, 2], [3, 4, 5, 6, 7, 8, 9]]

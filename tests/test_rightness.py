@@ -239,6 +239,24 @@ def test_numba_lowering_failure_is_refused_at_the_users_line(kw):
         _right(ellipsis_index, (np.array([0.5, 2.0]),), 0, kw)
 
 
+def rank_changes_on_a_branch(x, n):
+    if n == 0:
+        x = np.max(x, axis=0)
+    return np.sum(x * x)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_a_variable_of_two_types_is_named_when_compiled_code_refuses(kw):
+    x = np.array([[0.5, 2.0], [1.5, -1.0]])
+    if kw.get("mode") == "njit":
+        with pytest.raises(funcgrad.errors.CompileError) as e:
+            funcgrad.grad(rank_changes_on_a_branch, **kw)(x, 0)
+        _refused_at(e.value, rank_changes_on_a_branch, "return np.sum(x * x)")
+        assert "'x' is 2-D float64 array on one path and 1-D float64 array on another" in str(e.value)
+    else:
+        _right(rank_changes_on_a_branch, (x, 0), 0, kw)
+
+
 @pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
 def test_method_of_a_computed_value_is_seen_by_the_passes(kw):
     # np.tanh(x).astype(...) was one opaque call: the gradient was silently zero (then refused; now a cast
@@ -494,6 +512,13 @@ def alias_on_a_branch(x):
     return np.sum(b * x)
 
 
+def augmented_through_alias(x):
+    y = x * 1.0
+    z = y
+    z += 1.0
+    return np.sum(y * x)
+
+
 def returns_a_view(x):
     a = x * 2.0
     b = a[:2]
@@ -524,6 +549,10 @@ def test_writes_seen_through_another_name_are_refused_at_the_users_line(kw):
             funcgrad.grad(f, **kw)(*args)
         _refused_at(e.value, f, line)
         assert "shares its memory" in str(e.value)
+    with pytest.raises(UnsupportedSyntaxError) as e:   # named as the user wrote them, not by their versions
+        funcgrad.grad(augmented_through_alias, **kw)(X4)
+    _refused_at(e.value, augmented_through_alias, "z += 1.0")
+    assert "on 'z' writes" in str(e.value) and "('y')" in str(e.value)
     with pytest.raises(UnsupportedSyntaxError) as e:
         funcgrad.vjp(returns_a_view, X4, **kw)
     _refused_at(e.value, returns_a_view, "a[0] = 1.0")

@@ -30,6 +30,7 @@ class ANF:
         self.used = set(used_names)
         self.count = 0
         self.version: dict = {}     # user name -> current SSA name
+        self.versions: dict = {}    # every SSA name made -> the name it is a version of (messages)
         self.loop_depth = 0
 
     def tmp(self):
@@ -46,6 +47,7 @@ class ANF:
             i += 1
         n = f"{name}_{i}"
         self.used.add(n)
+        self.versions[n] = name
         return n
 
     # -------------------------------------------------------------- expressions
@@ -279,4 +281,5 @@ def anf(fdef: ast.FunctionDef, params) -> ast.FunctionDef:
     body = a.block(fdef.body)
     new = ast.FunctionDef(name=fdef.name, args=fdef.args, body=body, decorator_list=[], returns=None)
     new._anf_version = dict(a.version)
+    new._anf_versions = dict(a.versions)
     return ast.copy_location(new, fdef)

@@ -16,6 +16,7 @@ import ast
 import copy
 import hashlib
 import importlib.util
+import math
 import os
 import sys
 import tempfile
@@ -29,6 +30,14 @@ _BIN = {"+": ast.Add, "-": ast.Sub, "*": ast.Mult, "/": ast.Div, "**": ast.Pow, 
 
 class _Pretty(ast.NodeTransformer):
     """Primitive calls that are operators become operator syntax."""
+
+    def visit_Constant(self, node):
+        # a negative number folded into one constant prints as -2, which binds looser than ** (and .attr):
+        # ast.unparse wrote (-2) ** n as -2 ** n, -(2 ** n). As the operator -(2) it is parenthesized right
+        v = node.value
+        if type(v) in (int, float) and (v < 0 or v == 0 and type(v) is float and math.copysign(1.0, v) < 0):
+            return ast.UnaryOp(op=ast.USub(), operand=ast.Constant(-v))
+        return node
 
     def visit_Call(self, node):
         self.generic_visit(node)
@@ -72,6 +81,8 @@ def _k(name, *args):
 class _AsKernels(ast.NodeTransformer):
     """For backends whose arrays have no Python operators: arithmetic becomes ``K.<primitive>`` calls
     (indexing stays indexing)."""
+
+    visit_Constant = _Pretty.visit_Constant
 
     def visit_Call(self, node):
         self.generic_visit(node)

@@ -57,10 +57,10 @@ def error(parsed, node, msg, hint=None, cls=UnsupportedSyntaxError):
 
 
 class _Fence(ast.NodeVisitor):
-    def __init__(self, parsed, allow_control_flow: bool):
+    def __init__(self, parsed, allow_control_flow: bool, entry: bool = True):
         self.parsed = parsed
         self.allow_control_flow = allow_control_flow
-        self.depth = 0
+        self.depth = 0 if entry else 1   # a helper's keyword-only parameters are given by its caller
 
     def generic_visit(self, node):
         for cls, (msg, hint) in _HINTS.items():
@@ -85,14 +85,10 @@ class _Fence(ast.NodeVisitor):
 
     def visit_For(self, node):
         self._control(node, "a 'for' loop")
-        if node.orelse:
-            raise error(self.parsed, node, "'for ... else' is not supported", "use a flag variable")
         self.generic_visit(node)
 
     def visit_While(self, node):
         self._control(node, "a 'while' loop")
-        if node.orelse:
-            raise error(self.parsed, node, "'while ... else' is not supported", "use a flag variable")
         self.generic_visit(node)
 
     def visit_If(self, node):
@@ -122,7 +118,7 @@ class _Fence(ast.NodeVisitor):
 
 # the flags the structure pass introduces for return/break/continue (see structure): a user's variable
 # of the same name would be the same variable
-_STRUCTURE_NAMES = re.compile(r"__(ret|rf\d+|brk\d+|cont\d+)")
+_STRUCTURE_NAMES = re.compile(r"__(ret|rf\d+|brk\d+|cont\d+|els\d+)")
 
 
 def _reserved(parsed, node, name):
@@ -131,6 +127,7 @@ def _reserved(parsed, node, name):
                                   "return/break/continue)", "rename the variable")
 
 
-def check(parsed, node=None, allow_control_flow: bool = False) -> None:
-    """Raise ``UnsupportedSyntaxError`` at the first unsupported construct in the function."""
-    _Fence(parsed, allow_control_flow).visit(node if node is not None else parsed.node)
+def check(parsed, node=None, allow_control_flow: bool = False, entry: bool = True) -> None:
+    """Raise ``UnsupportedSyntaxError`` at the first unsupported construct in the function (``entry``: the
+    function differentiated, whose keyword-only parameters need defaults; a helper's are given by its call)."""
+    _Fence(parsed, allow_control_flow, entry).visit(node if node is not None else parsed.node)

@@ -17,7 +17,7 @@ from ..errors import DeviceError
 from ..kernels.base import Backend
 from ..ops.registry import by_name, register_kernels
 from ..tree import tree_unflatten
-from .aliases import check_aliases
+from .aliases import check_aliases, user_words
 from .anf import anf
 from .forward import forward
 from .infer import infer_ranks
@@ -57,6 +57,7 @@ class Built:
     leaf_names: list = None   # the generated parameter of each argument leaf
     diff_names: list = None   # the differentiated ones
     py_fn: object = None      # the generated Python function (funcgrad can read and transform it again)
+    origins: dict = None      # generated name -> the user's words for it (messages)
 
 
 def _out_leaves(val, atoms, version):
@@ -191,6 +192,9 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
     _debug("normalize", ast.unparse(low.node))
     params = low.params + [c[0] for c in low.captured]
     a = anf(low.node, params)
+    for version, name in a._anf_versions.items():   # messages name an SSA version x_1 as the user's x
+        if version not in low.origins:
+            low.origins[version] = low.origins.get(name) or user_words(name, {})
     _debug("anf", "\n".join(render_block(a.body)))
     atoms = _out_leaves(low.output, [], a._anf_version)
     name = low.node.name
@@ -259,7 +263,8 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         fns = {k: weaken_function(f, src, mod.__file__, low.weak, cotangents) for k, f in fns.items()}
     compiled = backend.compile(fns[fname], mode, low.externals, cache=cache)
     primal = backend.compile(fns[name], mode, low.externals, cache=cache) if kind != "primal" else compiled
-    return Built(fn=compiled, primal_fn=primal, source=src, name=fname, params=params, captured=low.captured,
+    return Built(origins=low.origins, fn=compiled, primal_fn=primal, source=src, name=fname, params=params,
+                 captured=low.captured,
                  out_tree=low.output, out_atoms=atoms, mode=mode, static_checks=list(low.static_key),
                  path=mod.__file__, line_map=line_map, leaf_names=leaf_names, diff_names=diff_leaves,
                  py_fn=backend.compile(getattr(mod, fname), "nojit", low.externals))

@@ -102,6 +102,58 @@ def lift_returns(body):
     return out
 
 
+def lower_loop_else(stmts):
+    """``for``/``while`` with an ``else`` block: the block runs after the loop unless a ``break`` of that
+    loop fired, so each such ``break`` first clears a flag ``__els<n>`` set before the loop, and the block
+    goes after the loop under ``if __els<n>:`` (after it unguarded when the loop has no ``break``). A
+    ``return`` inside the loop leaves the function, and the return pass guards what follows the loop."""
+    out = []
+    for s in stmts:
+        if isinstance(s, (ast.For, ast.While)):
+            s = copy.copy(s)
+            s.body = lower_loop_else(s.body)
+            orelse, s.orelse = lower_loop_else(s.orelse), []
+            if orelse and _has(s.body, ast.Break):
+                flag = f"__els{_next_number()}"
+                s.body = _BreakClears(flag).stmts(s.body)
+                out.append(_loc(ast.Assign(targets=[ast.Name(flag, ast.Store())], value=ast.Constant(True)), s))
+                out.append(s)
+                out.append(_loc(ast.If(test=ast.Name(flag, ast.Load()), body=orelse, orelse=[]), orelse[0]))
+            else:
+                out.append(s)
+                out.extend(orelse)
+        elif isinstance(s, ast.If):
+            s = copy.copy(s)
+            s.body = lower_loop_else(s.body)
+            s.orelse = lower_loop_else(s.orelse)
+            out.append(s)
+        else:
+            out.append(s)
+    return out
+
+
+class _BreakClears(ast.NodeTransformer):
+    """Each ``break`` of one loop (not of loops nested in it) becomes ``flag = False; break``."""
+
+    def __init__(self, flag):
+        self.flag = flag
+
+    def stmts(self, stmts):
+        out = []
+        for s in stmts:
+            r = self.visit(copy.deepcopy(s))
+            out.extend(r if isinstance(r, list) else [r])
+        return out
+
+    def visit_Break(self, node):
+        return [_loc(ast.Assign(targets=[ast.Name(self.flag, ast.Store())], value=ast.Constant(False)), node), node]
+
+    def _leave(self, node):
+        return node
+
+    visit_For = visit_While = visit_FunctionDef = visit_Lambda = visit_AsyncFunctionDef = _leave
+
+
 def _lift_loop(loop, flag, exprs):
     loop = copy.copy(loop)
     loop.body = _lift_stmts(loop.body, flag, exprs)
@@ -136,7 +188,7 @@ def _se(stmts):
             out.append(_loc(ast.Assign(targets=[ast.Name(RET, ast.Store())],
                                        value=s.value if s.value is not None else ast.Constant(None)), s))
             return out, True
-        if isinstance(s, ast.If) and _has([s], ast.Return, stop_at_loops=False):
+        if isinstance(s, ast.If) and _returns_inside(s):   # (a def's own return is not the function's)
             rest = stmts[i + 1:]
             b, rb = _se(list(s.body) + copy.deepcopy(rest))
             o, ro = _se(list(s.orelse) + copy.deepcopy(rest))
@@ -163,7 +215,7 @@ def structure(body):
     """A function body with a single exit and loops without break/continue (every rewrite above)."""
     token = _NUMBERS.set(itertools.count(1))
     try:
-        return single_exit(structure_loops(lift_returns(body)))
+        return single_exit(structure_loops(lift_returns(lower_loop_else(body))))
     finally:
         _NUMBERS.reset(token)
 

@@ -284,7 +284,7 @@ class Calls:
         if isinstance(fval, _BoundMethod):
             return self.method(fval, args, kwargs, scope, out, node)
         if isinstance(fval, LocalFunction):
-            return self.inline(fval.node, fval.parsed, fval.scope, args, kwargs, out, node)
+            return self.inline(fval.node, fval.parsed, fval.scope, args, kwargs, out, node, local_defaults=fval.defaults)
         if isinstance(fval, _DictView):
             return self.dict_method(fval, args, kwargs, scope, out, node)
         if isinstance(fval, RListPop):
@@ -482,7 +482,20 @@ class Calls:
                                                     ctx=ast.Load()), args=[e], keywords=[])
                 rargs.append(e)
             return _Range(rargs, seg)
-        if fn in (enumerate, zip):
+        if fn is reversed and len(args) == 1 and not kwargs:
+            a = args[0]
+            if isinstance(a, _Range) and a.checkpoint is None:
+                return self.reversed_range(a, scope, out, node)
+            if isinstance(a, Struct) and a.kind in ("list", "tuple"):
+                return Struct("tuple", list(reversed(a.values())))
+            if isinstance(a, Dyn):   # an array: its rows, last first
+                return self.call_prim(lookup_getitem(), [a, Static(slice(None, None, -1))], {}, scope, out, node)
+        if fn is enumerate:
+            if not args or len(args) > 2 or set(kwargs) - {"start"} or len(args) == 2 and kwargs:
+                raise error(P, node, "enumerate() takes an iterable and a start", None)
+            start = args[1] if len(args) == 2 else kwargs.get("start")
+            return _Iter(fn, [args[0]], None if isinstance(start, Static) and start.obj == 0 else start)
+        if fn is zip:
             return _Iter(fn, args)
         if fn is len:
             (a,) = args
@@ -494,12 +507,20 @@ class Calls:
                 return self.range_length(a, scope, out, node)
             return Dyn(ast.Subscript(value=ast.Attribute(value=self.as_expr(a, scope, node), attr="shape",
                                                          ctx=ast.Load()), slice=ast.Constant(0), ctx=ast.Load()))
+        if fn in (np.float64, np.float32, np.float16, np.complex128, np.complex64) and len(args) == 1 and \
+                not kwargs and isinstance(args[0], Dyn):   # np.float64(x): x cast (an array stays an array)
+            return self.cast(args[0], Static(fn), False, scope, out, node)
         if fn in (float, int, bool):
             (a,) = args
             if isinstance(a, Static):
                 return Static(fn(a.obj))
             if fn is float:
-                return a
+                e = a.expr if isinstance(a, Dyn) else None
+                if isinstance(e, ast.Name) and self.param_kinds.get(e.id) == "f8":
+                    return a
+                # an int (s = 0 on the path taken) must come back a float, as Python's float(s) does; a float's
+                # value and derivative pass through
+                return self.binop_value(np.add, a, Static(0.0), scope, out, node)
             return Dyn(ast.Call(func=ast.Name(fn.__name__, ast.Load()), args=[self.as_expr(a, scope, node)],
                                 keywords=[]))
         if fn in (tuple, list) and len(args) == 1 and isinstance(args[0], Struct):
@@ -554,6 +575,32 @@ class Calls:
                                  "supported", "create it outside and pass it in, or use a tuple, dict or NamedTuple",
                         cls=UnsupportedSyntaxError)
         raise error(P, node, f"'{public_name(fn)}' is not callable", None, cls=UnsupportedSyntaxError)
+
+    def reversed_range(self, rng, scope, out, node):
+        """``reversed(range(start, stop, step))`` as the range it iterates: ``range(stop - 1, start - 1, -1)``
+        for step 1 (empty when ``stop <= start``, as the original is), ``range(stop + 1, start + 1)`` for
+        step -1, else from the first item ``start + (len - 1) * step`` down to ``start - step``."""
+        vals = [Static(e.value) if isinstance(e, ast.Constant) else Dyn(e) for e in rng.args]
+        start, stop = (Static(0), vals[0]) if len(vals) == 1 else (vals[0], vals[1])
+        step = vals[2] if len(vals) == 3 else Static(1)
+        if not isinstance(step, Static) or not isinstance(step.obj, (int, np.integer)) or step.obj == 0:
+            raise error(scope.parsed, node, "reversed() of a range whose step is computed when the function runs "
+                                            "is not supported", "use a constant step",
+                        cls=UnsupportedSyntaxError)
+        s = int(step.obj)
+        if s == 1:
+            first, end = self.binop(ast.Sub(), stop, Static(1), scope, out, node), \
+                self.binop(ast.Sub(), start, Static(1), scope, out, node)
+        elif s == -1:
+            first, end = self.binop(ast.Add(), stop, Static(1), scope, out, node), \
+                self.binop(ast.Add(), start, Static(1), scope, out, node)
+        else:
+            n = self.range_length(rng, scope, out, node)
+            last = self.binop(ast.Mult(), self.binop(ast.Sub(), n, Static(1), scope, out, node), Static(s),
+                              scope, out, node)
+            first = self.binop(ast.Add(), start, last, scope, out, node)
+            end = self.binop(ast.Sub(), start, Static(s), scope, out, node)
+        return _Range([self.as_expr(first, scope, node), self.as_expr(end, scope, node), ast.Constant(-s)])
 
     def range_length(self, rng, scope, out, node):
         """``len(range(...))`` of bounds known when the function runs: ``max(stop - start, 0)``, or with a
@@ -918,6 +965,21 @@ class Calls:
             for v in items[1:]:
                 acc = self.binop_value(np.maximum if fn is max else np.minimum, acc, v, scope, out, node)
             return acc
+        if fn in (max, min) and len(args) == 1 and not kwargs and isinstance(args[0], Dyn):
+            # max(array): Python compares the items along the first axis, NumPy's max along axis 0
+            return self.call_prim(lookup(np.max if fn is max else np.min), [args[0]], {"axis": Static(0)},
+                                  scope, out, node)
+        if fn is sorted and len(args) == 1 and isinstance(args[0], Dyn) and set(kwargs) <= {"reverse"} and \
+                isinstance(kwargs.get("reverse", Static(False)), Static):
+            # sorted(array): its items (rows of a 1-D array: numbers) in order, as np.sort along axis 0
+            r = self.call_object(np.sort, [args[0]], {"axis": Static(0)}, scope, out, node)
+            if kwargs.get("reverse", Static(False)).obj:
+                r = self.call_prim(lookup_getitem(), [r, Static(slice(None, None, -1))], {}, scope, out, node)
+            return r
+        if fn is np.where and len(args) == 1 and not kwargs:   # np.where(cond): the indices where it holds
+            return self.call_object(np.nonzero, list(args), {}, scope, out, node)
+        if fn is pow and len(args) == 2 and not kwargs:   # pow(a, b) is a ** b (pow(a, b, m) is integers' own)
+            return self.binop_value(np.power, args[0], args[1], scope, out, node)
         if fn is map and len(args) >= 2:
             cols = [self.static_items(a, node, scope) for a in args[1:]]
             return Struct("list", [self.call_value(args[0], list(t), {}, scope, out, node) for t in zip(*cols)])
@@ -977,6 +1039,11 @@ class Calls:
             r = self.call_object(np.ravel, [m.base] + list(args), kwargs, scope, out, node)
             # flatten copies (a write into it must not reach x); ravel is a view, as in NumPy
             return self.call_prim(lookup(np.copy), [r], {}, scope, out, node) if name == "flatten" else r
+        if name == "item" and not kwargs and not args:   # x.item(): its one element, a number (as np.sum of it)
+            return self.call_prim(lookup(np.sum), [m.base], {}, scope, out, node)
+        if name == "item" and not kwargs and len(args) == 1:   # x.item(k): the k-th element
+            flat = self.call_object(np.ravel, [m.base], {}, scope, out, node)
+            return self.call_prim(lookup_getitem(), [flat, args[0] if args else Static(0)], {}, scope, out, node)
         if name == "astype":
             dt = args[0] if args else kwargs.get("dtype")
             if isinstance(dt, Static) and set(kwargs) <= {"dtype", "copy"}:
@@ -1074,6 +1141,9 @@ class Calls:
                 v = ba.arguments[p.name]
                 if p.default is not p.empty and p.name not in diff:
                     self.need_static(v)
+                if p.name == "indices" and isinstance(v, Struct) and v.kind in ("tuple", "list") and all(
+                        isinstance(leaf, Static) for leaf in _leaves(v)):   # np.take(x, [0, 2, 1]): an index array
+                    v = Static(np.asarray(_static_value(v)))
                 if isinstance(v, Struct) and v.kind in ("tuple", "list"):  # nested lists of computed values
                     v = Struct(v.kind, [self.array_of(x, scope, out, node) if isinstance(x, Struct) and not all(
                         isinstance(leaf, Static) for leaf in _leaves(x)) and x.kind != "slice" else x
@@ -1136,22 +1206,29 @@ class Calls:
 
     def inline_function(self, fn, args, kwargs, out, node, scope):
         if fn.__code__ in self.inline_stack:
-            raise error(scope.parsed, node, f"recursive call of '{fn.__qualname__}' is not supported",
-                        "write the recursion as a loop")
+            # recursion: written out call by call, which ends when its condition is known while transforming
+            # (a depth given as a constant); one decided only when it runs would never end: refused
+            self.recursive_inlines = getattr(self, "recursive_inlines", 0) + 1
+            if self.recursive_inlines > 500:
+                raise error(scope.parsed, node, f"recursive call of '{fn.__qualname__}' whose depth is not known "
+                                                "while transforming is not supported",
+                            "write the recursion as a loop, or make its depth a constant")
         p = parse(fn)
-        fence_check(p, allow_control_flow=self.allow_control_flow)
+        fence_check(p, allow_control_flow=self.allow_control_flow, entry=False)
         start = len(out)
         res = self.inline(p.node, p, None, args, kwargs, out, node, code=fn.__code__, defaults=fn)
         if generated_file(p.filename) and not generated_file(scope.parsed.filename):
             place_at_call(out[start:], scope.parsed.filename, node)
         return res
 
-    def inline(self, fdef, parsed, parent_scope, args, kwargs, out, node, code=None, defaults=None):
+    def inline(self, fdef, parsed, parent_scope, args, kwargs, out, node, code=None, defaults=None,
+               local_defaults=None):
         if parent_scope is not None:
-            fence_check(parsed, node=fdef, allow_control_flow=self.allow_control_flow)
+            fence_check(parsed, node=fdef, allow_control_flow=self.allow_control_flow, entry=False)
         self.depth += 1
         if self.depth > 50:
-            raise error(parsed, node, "helper calls nest too deeply (recursion?)", "write the recursion as a loop")
+            raise error(parsed, node, "helper calls nest more than 50 deep (a recursion whose depth is not known "
+                                      "while transforming?)", "write the recursion as a loop")
         self.inline_stack.append(code)
         scope = Scope(parsed, parent_scope, prefix=f"{fdef.name}_" if fdef.name != "<lambda>" else "", fdef=fdef)
         a = fdef.args
@@ -1181,7 +1258,9 @@ class Calls:
         outer = parent_scope
         for n_, dnode in list(zip(dnames, pos_defaults)) + [(k.arg, dv) for k, dv in zip(a.kwonlyargs, a.kw_defaults)]:
             if n_ not in bound:
-                if defaults is not None:
+                if local_defaults is not None and n_ in local_defaults:   # evaluated where the def ran
+                    bound[n_] = local_defaults[n_]
+                elif defaults is not None:
                     dv_obj = _default_value(defaults, n_)
                     if dv_obj is MISSING:
                         bound[n_] = self.expr(dnode, scope, out)

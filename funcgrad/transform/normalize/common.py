@@ -30,6 +30,7 @@ class LocalFunction:
     node: ast.FunctionDef
     scope: "Scope"
     parsed: Parsed
+    defaults: dict | None = None   # parameter -> its default's value, evaluated where the def ran (Python's rule)
 
 
 @dataclass
@@ -162,6 +163,7 @@ class _Partial:
 class _Iter:
     fn: object
     args: list
+    start: object = None   # enumerate's first count (a value; None: 0)
 
 
 def lookup_getitem():
@@ -400,8 +402,16 @@ def _target_names(t):
 def _assigned(stmts):
     """Names assigned (rebound) anywhere in ``stmts``, in first-seen order (not in nested defs)."""
     names = []
+
+    def walk(node):   # ast.walk without the bodies of nested functions (their names are their own)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return
+        yield node
+        for c in ast.iter_child_nodes(node):
+            yield from walk(c)
+
     for s in stmts:
-        for n in ast.walk(s):
+        for n in walk(s):
             tgts = []
             if isinstance(n, ast.Assign):
                 tgts = n.targets

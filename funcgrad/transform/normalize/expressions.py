@@ -122,13 +122,7 @@ class Expressions:
             return Dyn(ast.Compare(left=self.as_expr(vals[0], scope, node), ops=node.ops,
                                    comparators=[self.as_expr(v, scope, node) for v in vals[1:]]))
         if isinstance(node, ast.BoolOp):
-            vals = [self.expr(v, scope, out) for v in node.values]
-            if all(isinstance(v, Static) for v in vals):
-                r = vals[0].obj
-                for v in vals[1:]:
-                    r = (r and v.obj) if isinstance(node.op, ast.And) else (r or v.obj)
-                return Static(r)
-            return Dyn(ast.BoolOp(op=node.op, values=[self.as_expr(v, scope, node) for v in vals]))
+            return self.boolop(node, scope, out)
         if isinstance(node, ast.Subscript):
             base = self.expr(node.value, scope, out)
             return self.subscript(base, node, scope, out)
@@ -146,7 +140,7 @@ class Expressions:
                                                                                             node.body)],
                                    decorator_list=[], returns=None, type_params=[])
             ast.copy_location(fdef, node)
-            return LocalFunction(fdef, scope, scope.parsed)
+            return self.local_function(fdef, scope, out)
         if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)):
             return self.comprehension(node, scope, out)
         raise error(P, node, f"unsupported expression '{type(node).__name__}'", None)
@@ -183,7 +177,8 @@ class Expressions:
                 raise _RuntimeIterable()
             items = self.static_items(it, g.iter, sc)
             for v in items:
-                inner = Scope(sc.parsed, sc, prefix=sc.prefix)
+                inner = sc   # one scope for the whole comprehension, its names rebound per item (Python's: a
+                # lambda made in it reads the names' last values when called)
                 self.assign_static_target(g.target, v, inner, out, g)
                 keep = True
                 for cond in g.ifs:
@@ -195,7 +190,7 @@ class Expressions:
                 if keep:
                     run(gens[1:], inner)
 
-        run(node.generators, scope)
+        run(node.generators, Scope(scope.parsed, scope, prefix=scope.prefix))
         if isinstance(node, ast.DictComp):
             return Struct("dict", dict(results))
         return Struct("list", results)
@@ -217,7 +212,10 @@ class Expressions:
         if isinstance(it, _Iter):
             cols = [self.static_items(a, node, scope) for a in it.args]
             if it.fn is enumerate:
-                return [Struct("tuple", [Static(i), v]) for i, v in enumerate(cols[0])]
+                start = it.start if it.start is not None else Static(0)
+                return [Struct("tuple", [Static(i + start.obj) if isinstance(start, Static) else
+                                         self.binop(ast.Add(), start, Static(i), scope, [], node), v])
+                        for i, v in enumerate(cols[0])]
             return [Struct("tuple", list(t)) for t in zip(*cols)]
         if isinstance(it, _DictView):
             return it.items()
@@ -240,6 +238,52 @@ class Expressions:
                 self.assign_static_target(t, x, scope, out, node)
             return
         raise error(scope.parsed, node, "unsupported comprehension target", None)
+
+    def boolop(self, node, scope, out):
+        """``a and b`` / ``a or b`` as Python evaluates them: left to right, stopping at the first operand that
+        decides (falsy for ``and``, truthy for ``or``), whose value (not a bool) is the result. Operands known
+        now fold away; comparisons that need no statements stay one expression (``i < n and s > 0``);
+        anything else becomes ``t = a`` then ``if t: t = b`` (``if not t:`` for ``or``), so ``b`` runs only
+        when Python runs it (``i < n and x[i] > 0`` reads ``x[i]`` only when ``i < n``) and ``x and a[0]``
+        is ``a[0]``, derivative included."""
+        is_and = isinstance(node.op, ast.And)
+        ops = list(node.values)
+        val = self.expr(ops[0], scope, out)
+        i = 1
+        while isinstance(val, Static) and i < len(ops):
+            if bool(val.obj) != is_and:   # and: a falsy operand decides; or: a truthy one
+                return val
+            val = self.expr(ops[i], scope, out)
+            i += 1
+        if i == len(ops):
+            return val
+        rest, scratch = [], []
+        for o in ops[i:]:
+            rest.append(self.expr(o, scope, scratch))
+            if scratch:
+                break
+        exprs = [self.as_expr(v, scope, node) for v in [val] + rest]
+        if not scratch and all(_boolean_valued(e) for e in exprs) and all(_cannot_fail(e) for e in exprs[1:]):
+            return Dyn(ast.BoolOp(op=node.op, values=exprs))
+        tmp = self.names.fresh("_bool")
+        out.append(ast.copy_location(ast.Assign(targets=[ast.Name(tmp, ast.Store())], value=exprs[0]), node))
+        where, depth = out, 0
+        try:
+            for o in ops[i:]:
+                self.enter_cf(scope)
+                depth += 1
+                inner = []
+                v = self.expr(o, scope, inner)
+                inner.append(ast.copy_location(ast.Assign(targets=[ast.Name(tmp, ast.Store())],
+                                                          value=self.as_expr(v, scope, node)), o))
+                test = ast.Name(tmp, ast.Load()) if is_and else ast.UnaryOp(op=ast.Not(), operand=ast.Name(
+                    tmp, ast.Load()))
+                where.append(ast.copy_location(ast.If(test=test, body=inner, orelse=[]), o))
+                where = inner   # the next operand runs only when this one did not decide: nested inside
+        finally:
+            for _ in range(depth):
+                self.leave_cf()
+        return Dyn(ast.Name(tmp, ast.Load()))
 
     def ifexp(self, node, scope, out):
         test = self.expr(node.test, scope, out)
@@ -341,8 +385,16 @@ class Expressions:
                 self.refuse_runtime_list(v, f"'{type(op).__name__}' (Python's list arithmetic) on", scope, node,
                                          f"np.stack({v.name}) first for array arithmetic; extend or append to grow it")
         if isinstance(left, Struct) or isinstance(right, Struct):
-            if isinstance(op, ast.Add) and isinstance(left, Struct) and isinstance(right, Struct):
-                return Struct("tuple", left.values() + right.values())
+            seq = [v if isinstance(v, Struct) else Struct(type(v.obj).__name__, [Static(x) for x in v.obj])
+                   if isinstance(v, Static) and type(v.obj) in (tuple, list) else v for v in (left, right)]
+            if isinstance(op, ast.Add) and all(isinstance(v, Struct) and v.kind != "dict" for v in seq):
+                kind = seq[0].kind if seq[0].kind == seq[1].kind == "list" else "tuple"
+                return Struct(kind, seq[0].values() + seq[1].values())
+            if isinstance(op, ast.Mult):   # (x,) * 3, 2 * [a]: repeated (the count known now)
+                box, k = (seq[0], seq[1]) if isinstance(seq[0], Struct) else (seq[1], seq[0])
+                if box.kind in ("tuple", "list") and isinstance(k, Static) and isinstance(k.obj, (int, np.integer)) \
+                        and not isinstance(k.obj, bool):
+                    return Struct(box.kind if box.kind == "list" else "tuple", box.values() * max(int(k.obj), 0))
             raise error(P, node, "arithmetic on a tuple/list/dict is not supported",
                         "use arrays (np.stack the values first)")
         fn = _OPS.get(type(op))
@@ -405,6 +457,8 @@ class Expressions:
             if _is_metadata(base.expr):  # x.shape[0]
                 return Dyn(ast.Subscript(value=base.expr, slice=self.index(node.slice, scope, out), ctx=ast.Load()))
             idx = self.index(node.slice, scope, out)
+            if isinstance(idx, ast.Tuple) and not idx.elts:   # x[()]: the value itself (a 0-d array's number)
+                return base
             val = self.call_prim(lookup_getitem(), [base, Dyn(idx)], {}, scope, out, node)
             if reverse_mode_file(P.filename) and _view_index(idx):
                 # a gradient's code read back: it keeps the slices it reads (views) and restores the array before
@@ -459,3 +513,23 @@ def _const_tuple(o):
     """A tuple of numbers, None and strings (nested tuples of them too): written into the code as it is."""
     return all(isinstance(x, (bool, int, float, str, type(None))) or isinstance(x, tuple) and _const_tuple(x)
                for x in o)
+
+
+def _boolean_valued(e):
+    """An expression whose value is a bool whatever its operands hold (a comparison, ``not``, a literal bool)."""
+    if isinstance(e, ast.Compare) or isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+        return True
+    if isinstance(e, ast.BoolOp):
+        return all(_boolean_valued(v) for v in e.values)
+    return isinstance(e, ast.Constant) and isinstance(e.value, bool)
+
+
+_SAFE_NODES = (ast.Name, ast.Constant, ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Attribute, ast.expr_context,
+               ast.cmpop, ast.boolop, ast.unaryop)
+
+
+def _cannot_fail(e):
+    """Evaluating ``e`` early can neither raise nor cost anything: names, literals, attributes
+    (``a.shape``) and comparisons of them. An index (``x[i]``), a call or arithmetic (``x / y``) is kept for
+    when Python evaluates it."""
+    return all(isinstance(n, _SAFE_NODES) for n in ast.walk(e))

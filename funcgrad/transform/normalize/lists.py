@@ -99,20 +99,31 @@ class RuntimeLists:
         """Entering a loop body or branch that runs at run time: remember the lists that exist now, which must
         not grow inside (prepare_cf turned the ones it saw grow into runtime lists)."""
         self.cf_depth = getattr(self, "cf_depth", 0) + 1
-        acc = set()
+        acc, names = set(), set()
         s = scope
         while s is not None:
-            for v in s.vars.values():
+            for k, v in s.vars.items():
                 _struct_lists(v, acc)
+                if not (isinstance(v, Dyn) and isinstance(v.expr, ast.Name) and
+                        v.expr.id in getattr(self, "placeholders", ())):   # (bound first inside: not a value)
+                    names.add(k)
             s = s.parent
         stack = getattr(self, "_outer_lists", None)
         if stack is None:
             stack = self._outer_lists = []
+            self._outer_names = []
         stack.append(acc)
+        self._outer_names.append(names)   # the names bound when the loop or branch is entered
 
     def leave_cf(self):
         self.cf_depth -= 1
         self._outer_lists.pop()
+        self._outer_names.pop()
+
+    def bound_before_cf(self, name):
+        """Whether ``name`` was bound when the innermost loop or branch being lowered was entered."""
+        stack = getattr(self, "_outer_names", None)
+        return bool(stack) and name in stack[-1]
 
     def is_outer_list(self, val):
         return any(id(val) in s for s in getattr(self, "_outer_lists", ()))
@@ -134,7 +145,7 @@ class RuntimeLists:
             if not isinstance(v, (Dyn, Static)) or isinstance(v, Static) and not isinstance(
                     v.obj, (bool, int, float, complex, np.bool_, np.number, np.ndarray)):
                 what = "a tuple, list or dict" if isinstance(v, Struct) else "this value"
-                raise error(P, node, f"the list '{name}' grows in a loop or branch that runs at run time, and it "
+                raise error(P, node, f"{_list_words(name, 'the list ')} grows in a loop or branch that runs at run time, and it "
                                      f"holds {what}; such a list holds numbers or arrays of one shape",
                             "keep one list per array")
         buf = self.names.fresh(scope.prefix + name + "_rows")
@@ -157,13 +168,15 @@ class RuntimeLists:
     # ------------------------------------------------------------ growing
     def runtime_append(self, rl, v, scope, out, node):
         P = scope.parsed
+        if isinstance(v, RList):   # a list grown at run time appended whole ([[...] for v in a]): as its array
+            v = self.runtime_list_array(v, scope, out, node)
         if isinstance(v, Struct) or not isinstance(v, (Dyn, Static)):
             raise error(P, node, f"appending {'a tuple, list or dict' if isinstance(v, Struct) else 'this value'} to "
-                                 f"'{rl.name}', a list that grows at run time, is not supported: such a list holds "
+                                 f"{_list_words(rl.name)}, a list that grows at run time, is not supported: such a list holds "
                                  "arrays or floats of one shape", "keep one list per array")
         if isinstance(v, Static) and not isinstance(v.obj, (bool, int, float, complex, np.bool_, np.number,
                                                              np.ndarray)):
-            raise error(P, node, f"appending {v.obj!r} to '{rl.name}', a list that grows at run time, is not "
+            raise error(P, node, f"appending {v.obj!r} to {_list_words(rl.name)}, a list that grows at run time, is not "
                                  "supported: such a list holds numbers or arrays of one shape",
                         "append a number or an array")
         v = self.snapshot(v, scope, out, node)
@@ -214,8 +227,8 @@ class RuntimeLists:
             for v in seq.values():
                 self.runtime_append(rl, v, scope, out, node)
             return
-        raise error(scope.parsed, node, f"'{rl.name}.extend(...)' of this value is not supported on a list that "
-                                        "grows at run time", "extend it with a list or tuple display, or append in a loop")
+        raise error(scope.parsed, node, f"extending {_list_words(rl.name)} by this value is not supported: it is a "
+                                        "list that grows at run time", "extend it with a list or tuple display, or append in a loop")
 
     def runtime_pop(self, rl, args, kwargs, scope, out, node):
         """``lst.pop()`` in generated code read back (the reverse sweep of a tape pushed in a loop: nested loops
@@ -228,8 +241,8 @@ class RuntimeLists:
                                      "loops over a runtime range and branches on array values", None)
             return rl.items.pop()
         if args or kwargs or not generated_file(P.filename):
-            raise error(P, node, f"'{rl.name}.pop(...)' on a list whose length is only known when the function runs "
-                                 "is not supported", "read it by index (lst[-1]) and keep a count of your own")
+            raise error(P, node, f"pop() of {_list_words(rl.name)}, a list whose length is only known when the "
+                                 "function runs, is not supported", "read it by index (lst[-1]) and keep a count of your own")
         last = Dyn(ast.BinOp(left=ast.Name(rl.count, ast.Load()), op=ast.Sub(), right=ast.Constant(1)))
         val = self.call_prim(lookup_getitem(), [Dyn(ast.Name(rl.buf, ast.Load())), last], {}, scope, out, node)
         val = self.call_prim(lookup(np.copy), [val], {}, scope, out, node)
@@ -321,7 +334,7 @@ class RuntimeLists:
         return None, args, kwargs
 
     def refuse_runtime_list(self, rl, what, scope, node, hint=None):
-        raise error(scope.parsed, node, f"{what} '{rl.name}', a list whose length is only known when the function "
+        raise error(scope.parsed, node, f"{what} {_list_words(rl.name)}, a list whose length is only known when the function "
                                         "runs, is not supported", hint or "np.stack(...) it into an array first")
 
     # ------------------------------------------------------------ comprehensions over runtime values
@@ -362,3 +375,9 @@ class RuntimeLists:
 def has_runtime_list(vals):
     return any(isinstance(v, RList) for v in vals)
 
+
+def _list_words(name, prefix=""):
+    """How a message names list ``name``: the user's name, or the list a comprehension builds."""
+    if name.startswith("_comprehension"):
+        return "the list this comprehension builds"
+    return f"{prefix}'{name}'"

@@ -43,6 +43,18 @@ def _simple(obj):
 
 
 class Statements:
+    def local_function(self, fdef, scope, out):
+        """A nested def or lambda, its defaults evaluated now, as Python does when the def runs
+        (``lambda v, k=k: v * k`` in a loop keeps each trip's k)."""
+        a = fdef.args
+        pos = [x.arg for x in a.posonlyargs + a.args]
+        pairs = list(zip(pos[len(pos) - len(a.defaults):], a.defaults)) + [
+            (k.arg, d) for k, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+        values = {}
+        for name, dnode in pairs:
+            values[name] = self.snapshot(self.expr(dnode, scope, out), scope, out, dnode)
+        return LocalFunction(fdef, scope, scope.parsed, values if pairs else None)
+
     def snapshot(self, val, scope, out, node):
         """``val`` with every runtime leaf bound to a fresh name, so later rebinding cannot change it."""
         if isinstance(val, Struct):
@@ -139,8 +151,10 @@ class Statements:
                 # Python evaluates the whole right side before binding any target (`a, b = b, a + b`,
                 # `x = y = f(x)`): bind every computed leaf to a fresh name first
                 val = self.snapshot(val, scope, out, s)
-            for t in s.targets:
+            for k, t in enumerate(s.targets):
                 self.assign(t, val, scope, out, s)
+                if k == 0 and isinstance(t, ast.Name) and isinstance(val, Struct) and val.kind in ("list", "dict"):
+                    val = scope.vars.get(t.id, val)   # L = M = []: one list under two names
             return None
         if isinstance(s, ast.AnnAssign):
             if s.value is not None:
@@ -166,7 +180,7 @@ class Statements:
                 A.put(out[-1], A.AUGMENTED, True)   # NumPy's x += v writes into x's array (aliases see it)
             return None
         if isinstance(s, ast.FunctionDef):
-            scope.vars[s.name] = LocalFunction(s, scope, scope.parsed)
+            scope.vars[s.name] = self.local_function(s, scope, out)
             return None
         if isinstance(s, (ast.For, ast.While, ast.If, ast.Break, ast.Continue)):
             return self.control(s, scope, out)
@@ -301,6 +315,7 @@ class Statements:
                     kept.extend(self.live(st.body if known else st.orelse, scope, rebound))
                     continue
             if isinstance(st, ast.While) and self.known_condition(st.test, scope, rebound) is False:
+                kept.extend(self.live(st.orelse, scope, rebound))   # while ... else: the else runs
                 continue
             if isinstance(st, (ast.If, ast.For, ast.While)):
                 st = copy.copy(st)
@@ -344,6 +359,9 @@ class Statements:
             if cur is not None:
                 out.append(ast.copy_location(ast.Assign(targets=[ast.Name(outname, ast.Store())],
                                                         value=self.as_expr(cur, scope, node)), node))
+            else:   # a name the loop or branch binds first: no value yet
+                self.placeholders = getattr(self, "placeholders", set())
+                self.placeholders.add(outname)
             scope.vars[name] = Dyn(ast.Name(outname, ast.Load()))
 
     def own_struct(self, name, val, scope, out, node):
@@ -410,7 +428,18 @@ class Statements:
                 return None
             self.prepare_cf(s.body + s.orelse, scope, out, s)
             body, orelse = [], []
+            # an if whose branches both end the function (the structure pass moved the code after an if that
+            # may return into both branches: two copies of it): what one copy binds is not the other's, so the
+            # second starts from the names as they were (the result, __ret, still shared by both)
+            terminal = _ends_function(s.body) and _ends_function(s.orelse)
+            saved = dict(scope.vars) if terminal else None
             self.block_cf(s.body, scope, body)
+            if terminal:
+                result = scope.vars.get(RET)
+                scope.vars.clear()
+                scope.vars.update(saved)
+                if result is not None:
+                    scope.vars[RET] = result
             self.block_cf(s.orelse, scope, orelse)
             out.append(ast.copy_location(ast.If(test=self.as_expr(test, scope, s), body=body or [ast.Pass()],
                                                 orelse=orelse), s))
@@ -631,10 +660,12 @@ class Statements:
         try:
             ival = Dyn(ast.Name(idx, ast.Load()))
             elems = [self.subscript_dyn(q, ival, scope, body, s) for q in seqs]
+            count = ival if not (isinstance(it, _Iter) and it.start is not None) else \
+                self.binop(ast.Add(), ival, it.start, scope, body, s)   # enumerate(a, start)
             if inner_zip:
-                val = Struct("tuple", [ival, Struct("tuple", elems)])
+                val = Struct("tuple", [count, Struct("tuple", elems)])
             elif isinstance(it, _Iter) and it.fn is enumerate:
-                val = Struct("tuple", [ival, elems[0]])
+                val = Struct("tuple", [count, elems[0]])
             elif isinstance(it, _Iter):
                 val = Struct("tuple", elems)
             else:
@@ -669,7 +700,27 @@ class Statements:
                     val.obj, (int, float, complex, bool, np.number)):
                 val = Dyn(ast.Constant(val.obj.item() if isinstance(val.obj, np.generic) else val.obj))
             elif getattr(self, "cf_depth", 0) and isinstance(val, Struct):
+                if val.kind in ("list", "dict") and any(v is val for k, v in self._visible_vars(scope).items()
+                                                        if k != target.id):
+                    # M = L of a list or dict: one object under two names, so a change through either shows in
+                    # both (Python's). Followed when M is new in this loop or branch; a name that held another
+                    # value before it could hold either afterwards, which the code cannot follow
+                    if self.bound_before_cf(target.id):
+                        raise error(P, stmt, f"'{_user_name(target.id)}' takes a list or dict another name holds, "
+                                             "inside a loop or branch, after holding another value: two names for "
+                                             "one container are followed only where the name is new",
+                                    f"give the container one name, or copy it ({_user_name(target.id)} = "
+                                    "list(...) / dict(...))")
+                    scope.vars[target.id] = val
+                    return
                 self.assign_struct(target.id, val, scope, out, stmt)
+                return
+            elif getattr(self, "cf_depth", 0) and not isinstance(val, Dyn) and isinstance(
+                    val, (Static, LocalFunction)) and not self.bound_before_cf(target.id):
+                # a name this loop or branch binds first to a value known now (a dict's key in `for k in d:`
+                # written out inside a runtime loop, a lambda made there): bound as it is; one that held a value
+                # before could hold either afterwards, refused below
+                scope.vars[target.id] = val
                 return
             elif getattr(self, "cf_depth", 0) and not isinstance(val, Dyn):
                 raise error(P, stmt, f"'{_user_name(target.id)}' is bound to a "
@@ -805,3 +856,13 @@ def _funcgrad_definition(filename):
     """True for a file of funcgrad's own (a definition over primitives inlined where generated code read back
     calls its kernel): its asserts are refusals."""
     return isinstance(filename, str) and os.path.abspath(filename).startswith(_FUNCGRAD_DIR)
+
+
+def _ends_function(stmts):
+    """Whether ``stmts`` (a branch after the structure pass) end by setting the function's result."""
+    last = stmts[-1] if stmts else None
+    if isinstance(last, ast.Assign) and len(last.targets) == 1 and isinstance(last.targets[0], ast.Name):
+        return last.targets[0].id == RET
+    if isinstance(last, ast.If):
+        return _ends_function(last.body) and _ends_function(last.orelse)
+    return False
