@@ -770,6 +770,13 @@ def _scan_ov(rows, npfn):
         if not isinstance(x, types.Array):
             return None
         ax = _axis1(axis, x.ndim, "axis")
+        if isinstance(x.dtype, types.Boolean) or isinstance(x.dtype, types.Integer) and x.dtype.bitwidth < 64:
+            # NumPy scans booleans and small ints as int64 (np.cumsum(x > 0, axis=1) counts); the row kernels
+            # keep the input's dtype: scan the widened array
+            again = cumsum if npfn is np.cumsum else cumprod
+            wide = "np.uint64" if isinstance(x.dtype, types.Integer) and not x.dtype.signed else "np.int64"
+            return _compile(f"def impl(x, axis=None):\n    return _again(x.astype({wide}), {ax!r})\n", "impl",
+                            {"_again": again})
         if ax is None:
             return lambda x, axis=None: npfn(x)
         return _rows_impl("x, axis=None", ["x"], x.ndim, (ax,), "rows(x2)", "rows", env={"rows": rows})
