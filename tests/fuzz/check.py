@@ -169,7 +169,8 @@ NUDGE = 1e-14   # relative: about 45 ulps
 
 class _Nudge(ast.NodeTransformer):
     def visit_Constant(self, node):
-        if type(node.value) is float and node.value != 0.0:
+        # (a whole number stays: it counts things, np.arange(4.0) has 4 elements and 4.00000000000004 has 5)
+        if type(node.value) is float and node.value != 0.0 and not node.value.is_integer():
             return ast.copy_location(ast.Constant(node.value * (1.0 + NUDGE)), node)
         return node
 
