@@ -439,22 +439,15 @@ def _conv_wgrad(dy3, x, part, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, t, lo, hi)
         # R >= 64: the GEMM as (R, B*P) @ (B*P, O), its result transposed. OpenBLAS, one thread, ran LeNet's conv2
         # (O = 16, R = 150) 1.75x faster so (135 vs 240 us a batch) and larger layers 1.2-1.5x; below R = 64 (conv1,
         # R = 25) the two orders were within 10%, (O, B*P) @ (B*P, R) ahead
-        if R >= 64:
-            if nb == B:
-                acc = np.dot(cols, g.T)
-            else:
-                acc = np.dot(np.ascontiguousarray(cols[:, :nb * P]), np.ascontiguousarray(g[:, :nb * P]).T)
-            for o in range(O):
-                for r in range(R):
-                    part[t, o, r] += acc[r, o]
+        tall = R >= 64
+        a, b = (cols, g) if tall else (g, cols)
+        if nb == B:
+            acc = np.dot(a, b.T)
         else:
-            if nb == B:
-                acc = np.dot(g, cols.T)
-            else:
-                acc = np.dot(np.ascontiguousarray(g[:, :nb * P]), np.ascontiguousarray(cols[:, :nb * P]).T)
-            for o in range(O):
-                for r in range(R):
-                    part[t, o, r] += acc[o, r]
+            acc = np.dot(np.ascontiguousarray(a[:, :nb * P]), np.ascontiguousarray(b[:, :nb * P]).T)
+        for o in range(O):
+            for r in range(R):
+                part[t, o, r] += acc[r, o] if tall else acc[o, r]
         n0 += nb
 
 
