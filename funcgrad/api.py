@@ -449,8 +449,7 @@ class _Transformed:
                 built.cap_specs = tuple(leaf_spec(c) for c in cap)
                 self.cache[key] = built
                 self._fast.clear()
-                fn = built.fn if which == "fn" else built.primal_fn
-                return built, fn(*call_args)
+                return self._invoke(built, key, which, call_args, n_leaves)   # (its errors in the user's terms too)
             text = _line_text(*where) if where else None
             raise CompileError(f"Numba cannot compile this function in nopython mode ({reason})\n"
                                "  hint: use jit=\"auto\" (falls back to Python over compiled kernels) or "
