@@ -108,3 +108,14 @@ def test_where_of_a_condition_and_means_of_ints():
         v, g = funcgrad.value_and_grad(where_one_argument_and_int_means, jit=jit)(X.copy())
         assert v == pytest.approx(where_one_argument_and_int_means(X), rel=1e-12), jit
         np.testing.assert_allclose(g, _central(where_one_argument_and_int_means, X, ()), rtol=1e-6, atol=1e-8)
+
+
+def float_of_a_float32(x):
+    return float(np.float32(0.5)) * x + float(np.float32(x))
+
+
+def test_float_of_a_float32_is_a_float64():
+    for jit in ("python", "njit", False):
+        v, g = funcgrad.value_and_grad(float_of_a_float32, jit=jit)(0.123456789)
+        assert v == float_of_a_float32(0.123456789) and np.asarray(v).dtype == np.float64, jit
+        assert g == pytest.approx(1.5, rel=1e-6), jit

@@ -518,9 +518,9 @@ class Calls:
                 e = a.expr if isinstance(a, Dyn) else None
                 if isinstance(e, ast.Name) and self.param_kinds.get(e.id) == "f8":
                     return a
-                # an int (s = 0 on the path taken) must come back a float, as Python's float(s) does; a float's
-                # value and derivative pass through
-                return self.binop_value(np.add, a, Static(0.0), scope, out, node)
+                # a float64, as Python's float(s) is: an int (s = 0 on the path taken) or a float32 comes back
+                # widened; a float's value and derivative pass through
+                return self.cast(a, Static(np.float64), False, scope, out, node)
             return Dyn(ast.Call(func=ast.Name(fn.__name__, ast.Load()), args=[self.as_expr(a, scope, node)],
                                 keywords=[]))
         if fn in (tuple, list) and len(args) == 1 and isinstance(args[0], Struct):
