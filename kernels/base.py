@@ -60,6 +60,7 @@ class Backend:
         g = dict(base_fn.__globals__)
         g.update(externals)
         g["K"] = self.namespace(compiled=strategy != "nojit")
+        g[INTERPRETED] = strategy != "njit"   # a branch only Python runs (Numba drops it: a constant global)
         fn = types.FunctionType(base_fn.__code__, g, base_fn.__name__)
         fn.__qualname__ = base_fn.__qualname__
         fn.__module__ = base_fn.__module__
@@ -78,6 +79,9 @@ class Backend:
     def __repr__(self):
         return f"<funcgrad backend {self.name}>"
 
+
+# The global a generated module reads to tell whether it runs as Python: True unless Numba compiles it whole
+INTERPRETED = "_fg_interpreted"
 
 _BACKENDS: dict = {}
 

@@ -157,3 +157,33 @@ def test_a_comprehension_of_comprehensions_over_arrays(kw):
         funcgrad.grad(_ragged_comprehension, **kw)(0.37, a, 3)
     assert f"test_list_loops.py:{tagged_line(__file__, 'ragged-comprehension')}" in str(e.value)
     assert "_comprehension" not in str(e.value)
+
+
+def filtered_comprehension(x, a):
+    L = [v * x for v in a if v > 0]
+    return sum(L) + x * 2.0 + len(L)
+
+
+def appended_under_if(x, a):
+    L = []
+    for v in a:
+        if v > 0:
+            L.append(v * x)
+    s = np.sum(x)
+    for r in L:
+        s = s + np.sum(r * r)
+    return s + np.sum(np.array(L)) + len(L)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=["auto", "whole", "kernels", "nojit"])
+@pytest.mark.parametrize("f", [filtered_comprehension, appended_under_if], ids=lambda f: f.__name__)
+def test_a_list_grown_at_run_time_that_gets_no_item_on_a_call(f, kw):
+    # The buffer is made at the first append: a call that appends nothing read it unbound when run as Python
+    # (UnboundLocalError: 'L_rows'). Read with no items, it is NumPy's np.array([]).
+    x = np.array([0.5, 1.5]) if f is appended_under_if else 1.5
+    vg = funcgrad.value_and_grad(f, **kw)
+    for a in (np.array([1.0, -2.0, 3.0]), np.array([-1.0, -2.0]), np.array([-1.0, 2.0])):
+        v, g = vg(x, a)
+        assert np.allclose(v, f(x, a))
+        num = numerical_vjp(f, (x, a), 0, 1.0, 1e-6)
+        assert np.allclose(g, num, atol=1e-6)

@@ -23,6 +23,7 @@ import tempfile
 
 import numpy as np
 from . import annotations as A
+from ..kernels.base import INTERPRETED
 from .parse import GENERATED_PREFIX
 
 _BIN = {"+": ast.Add, "-": ast.Sub, "*": ast.Mult, "/": ast.Div, "**": ast.Pow, "@": ast.MatMult}
@@ -254,7 +255,8 @@ def module_source(header: str, functions: list[tuple[str, list[str], list]], ret
     """Source text of a generated module: ``functions`` is [(name, params, body stmts + return)].
 
     With a dict ``line_map``, fill it with generated line number -> the user's (file, line)."""
-    out = [f'"""{header}"""', "import numpy as np", "# K, the kernel namespace, is given by the backend that compiles this module", ""]
+    out = [f'"""{header}"""', "import numpy as np", "# K, the kernel namespace, is given by the backend that compiles this module",
+           f"{INTERPRETED} = True   # run as Python (False where Numba compiles it whole)", ""]
     out = "\n".join(out).split("\n")
     where = [None] * len(out)
     for name, params, body in functions:

@@ -32,6 +32,7 @@ from ...ops.numpy_shape import join_rows, list_promote, tape_promote
 from ...ops.registry import lookup
 from ..fence import error
 from ..values import Dyn, Static, Struct
+from ...kernels.base import INTERPRETED
 from .common import _Iter, _Range, generated_file, lookup_getitem
 
 
@@ -156,6 +157,16 @@ class RuntimeLists:
             stacked = self.call_object(np.stack, [Struct("tuple", list(items))], {}, scope, out, node)
             val = self.call_prim(lookup(np.copy), [stacked], {}, scope, out, node)   # never a constant's memory
             out.append(ast.copy_location(ast.Assign(targets=[ast.Name(buf, ast.Store())], value=val.expr), node))
+        else:   # made at the first append; run as Python, read with none appended, it is np.array([]) (Numba
+            # drops this branch: its buffer's type is the items', and the rows it reads then are none)
+            init = []
+            none = self.call_prim(lookup(np.copy), [Static(np.zeros(0))], {}, scope, init, node)
+            init.append(ast.Assign(targets=[ast.Name(buf, ast.Store())], value=none.expr))
+            st = ast.If(test=ast.Name(INTERPRETED, ast.Load()), body=init, orelse=[])
+            for n in ast.walk(st):
+                if isinstance(n, (ast.stmt, ast.expr)):
+                    ast.copy_location(n, node)
+            out.append(st)
         rl = RList(buf, cnt, name, bool(items))
         s = scope
         while s is not None:   # every name bound to this list (aliases) sees it grow, as in Python
