@@ -17,8 +17,13 @@ export PYTHONPATH="$W${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false FUNCGRAD_CACHE_DIR="$W/cache"
 unset NUMBA_ENABLE_CUDASIM
 { nvidia-smi -L; $PY -c "import numba, numpy, cupy; from numba import cuda; print('numba', numba.__version__, 'numpy', numpy.__version__, 'cupy', cupy.__version__, 'numba.cuda', cuda.__file__)"; } 2>&1 | tee "$OUT/env.txt"
-FUNCGRAD_TEST_GPU=1 timeout ${TEST_TIMEOUT:-300} $PY -m pytest -q -rs -p no:cacheprovider -n ${NPROC:-4} --tb=short tests/test_cuda.py 2>&1 | tee "$OUT/tests.txt" | tail -50
-timeout ${BENCH_TIMEOUT:-240} $PY benchmarks/gpu_step.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt" | tail -40
+# what launching one operation costs the host (the floor under a small model's step), then the step itself;
+# SIGINT at a deadline: pytest still prints what failed so far
+timeout ${LAUNCH_TIMEOUT:-60} $PY benchmarks/gpu_launch_overhead.py 2>&1 | tee "$OUT/launch.txt" | tail -20
+timeout -s INT ${BENCH_TIMEOUT:-240} $PY benchmarks/gpu_step.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt" | tail -${BENCH_TAIL:-40}
+FUNCGRAD_TEST_GPU=1 timeout -s INT ${TEST_TIMEOUT:-300} $PY -m pytest -q -rs -p no:cacheprovider -n ${NPROC:-4} --tb=short \
+  tests/test_cuda.py 2>&1 | tee "$OUT/tests.txt" | tail -${TEST_TAIL:-50}
+[ "${SKIP_DIST:-0}" = 1 ] && exit 0
 # two ranks sharing the GPU(s) (local_device: rank mod GPUs), when mpi4py and an mpiexec are there (carry the
 # mpi4py and mpich wheels in .whl/: the machine has no network)
 MPIEXEC=${MPIEXEC:-$(command -v mpiexec || echo "$W/site/bin/mpiexec")}

@@ -156,7 +156,7 @@ def lenet_loss(p, x, labels):
 def lenet_init(seed=0):
     rng = np.random.default_rng(seed)
     return {k: (np.zeros(s, np.float32) if k.endswith("b") else
-                rng.uniform(-1, 1, s).astype(np.float32) / np.sqrt(np.prod(s[1:]) if len(s) == 4 else s[0]))
+                (rng.uniform(-1, 1, s) / np.sqrt(np.prod(s[1:]) if len(s) == 4 else s[0])).astype(np.float32))
             for k, s in LENET.items()}
 
 
@@ -307,7 +307,9 @@ def main():
             for _ in range(20):
                 step()
             pr.disable()
-            pstats.Stats(pr).sort_stats("tottime").print_stats(22)
+            st = pstats.Stats(pr)
+            st.sort_stats("tottime").print_stats(30)
+            st.sort_stats("cumulative").print_stats(30)
         run([784, 512, 512, 10], 128, args.rounds, args.block, False)
         run([784, 2048, 2048, 10], 1024, args.rounds, args.block, False)
     if args.simulate:   # (minutes on the simulator even at batch 1; tests/test_cuda.py checks the kernels)

@@ -845,7 +845,10 @@ def match_complex(g, x):
 
 def getitem(x, idx):
     """``x[idx]`` of a device array: basic indices (ints, slices, None, Ellipsis) as a contiguous copy (a full
-    integer index gives a host scalar); integer arrays or a boolean mask over the leading axes gather."""
+    integer index gives a host scalar); integer arrays or a boolean mask over the leading axes gather. A Python
+    container indexes as Python."""
+    if isinstance(x, (tuple, list, dict, str)):
+        return x[idx]
     x = _operand(x)
     items = idx if isinstance(idx, tuple) else (idx,)
     adv = _advanced(idx)

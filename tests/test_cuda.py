@@ -566,9 +566,17 @@ def writes_in_place(x):
     return np.sum(y * x)
 
 
+def _code_of(src):
+    """Generated source without its comments (which quote the user's line)."""
+    return "\n".join(line.split("#")[0] for line in src.splitlines())
+
+
 def test_in_place_writes_on_the_device():
     x = sym(6)
-    close(funcgrad.grad(writes_in_place)(put(x)), funcgrad.grad(writes_in_place)(x), atol=1e-12)
+    g = funcgrad.grad(writes_in_place)
+    close(g(put(x)), funcgrad.grad(writes_in_place)(x), atol=1e-12)
+    code = _code_of(funcgrad.source(g, put(x)))   # what a write overwrites is saved by the kernel's gather
+    assert "K.copy(y[_" not in code and "K.copy(K.getitem(y, _" in code
     with pytest.raises(funcgrad.DeviceError, match="repeats an element"):
         K.index_put(put(sym(4)), np.array([1, 1]), 0.0)
 
@@ -617,7 +625,13 @@ def test_grad_through_integer_arrays_mixed_with_slices_on_the_device_equals_the_
     def f(x):
         return np.sum(np.sin(x[:, cols]) ** 2) + np.sum(x[rows, 1:] * x[0, 1:])
     x = sym(3, 4)
-    close(funcgrad.grad(f)(put(x)), funcgrad.grad(f)(x), atol=1e-12)
+    g = funcgrad.grad(f)
+    close(g(put(x)), funcgrad.grad(f)(x), atol=1e-12)
+    # numba's device arrays index with ints and slices only (the simulator's, NumPy underneath, with anything):
+    # a gather must be the kernel's, never indexing syntax in the generated code
+    code = _code_of(funcgrad.source(g, put(x)))
+    assert "x[:, cols]" not in code and "x[rows" not in code
+    assert "K.getitem(x, (slice(None, None, None), cols))" in code
 
 
 def test_forward_mode_and_host_only_transforms_refuse_gpu_arrays_in_words():

@@ -74,6 +74,16 @@ def _index_value(idx):
     return idx
 
 
+def _basic_slicing(idx, need_slice=True):
+    """Whether index ``idx`` is slices, constants and ``None`` (with at least one slice where ``need_slice``):
+    basic indexing any array type does itself (a view)."""
+    items = idx.elts if isinstance(idx, ast.Tuple) else [idx]
+    return (not need_slice or any(isinstance(e, ast.Slice) for e in items)) and all(
+        isinstance(e, ast.Constant) or isinstance(e, ast.Slice) and all(
+            b is None or isinstance(b, (ast.Constant, ast.Name)) or isinstance(b, ast.UnaryOp) and isinstance(
+                b.operand, ast.Constant) for b in (e.lower, e.upper, e.step)) for e in items)
+
+
 def _k(name, *args):
     return ast.Call(func=ast.Attribute(value=ast.Name("K", ast.Load()), attr=name, ctx=ast.Load()),
                     args=list(args), keywords=[])
@@ -90,11 +100,19 @@ class _AsKernels(ast.NodeTransformer):
         prim = A.get(node, A.PRIM, None)
         if prim is not None and prim.operator == "[]":   # the backend's arrays index themselves only in part
             idx = node.args[1]
-            if isinstance(idx, ast.Slice) or (isinstance(idx, ast.Tuple) and any(isinstance(e, ast.Slice)
-                                                                                   for e in idx.elts)):
+            if _basic_slicing(idx):
                 return ast.Subscript(value=node.args[0], slice=idx, ctx=ast.Load())   # (slices are syntax)
-            return _k("getitem", node.args[0], idx)
+            return _k("getitem", node.args[0], _index_value(idx))
         return node
+
+    def visit_Subscript(self, node):
+        """``y[idx]`` written as syntax by a pass (a tape's copy of what a write overwrites): the kernel unless
+        the index is slices and constants (``x[:, cols]``, ``y[idx]`` with arrays are gathers the backend's
+        arrays cannot do themselves; ``K.getitem`` indexes a Python container as Python)."""
+        self.generic_visit(node)
+        if not isinstance(node.ctx, ast.Load) or _basic_slicing(node.slice, need_slice=False):
+            return node
+        return ast.copy_location(_k("getitem", node.value, _index_value(node.slice)), node)
 
     def visit_BinOp(self, node):
         self.generic_visit(node)
