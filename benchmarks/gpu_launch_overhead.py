@@ -6,7 +6,8 @@ device, in alternating blocks (each contender N calls, then the next, R rounds; 
 medians), per call:
 
 * a numba.cuda kernel of 4 array arguments launched through its dispatcher (``k[grid, block](...)``);
-* the same compiled kernel launched through funcgrad's cached launcher (``funcgrad.kernels.cuda``);
+* the same compiled kernel launched by funcgrad (``funcgrad.kernels.cuda_launch.go``), funcgrad's
+  allocation of an array, and one fused elementwise operation computed (allocation + launch + bookkeeping);
 * a CuPy ElementwiseKernel of the same arithmetic, and ``torch.add`` (PyTorch's eager dispatch);
 * making a device array: ``numba.cuda.device_array``, ``cupy.empty``, and the wrapping of a CuPy array as a
   numba device array (``cuda.as_cuda_array``) and back (``cupy.asarray``).
@@ -62,11 +63,11 @@ def main():
 
     grid = (n + 255) // 256
     fns = {"numba dispatcher k[g, b](4 arrays)": lambda: fma[grid, 256](out, a, b, c, n)}
-    fast = getattr(K, "fast_launcher", None)
-    if fast is not None:
-        launch = fast(fma)
-        launch(grid, 256, out, a, b, c, n)
-        fns["funcgrad cached launcher (same kernel)"] = lambda: launch(grid, 256, out, a, b, c, n)
+    from funcgrad.kernels.cuda_launch import go, STATS
+    go(fma, grid, 256, out, a, b, c, n)
+    fns["funcgrad's launch path (same kernel)"] = lambda: go(fma, grid, 256, out, a, b, c, n)
+    fns["funcgrad: an empty array (K._empty)"] = lambda: K._empty((n,), np.float32)
+    fns["funcgrad: x + 1 of a device array, computed"] = lambda: K.materialize(K.add(a, 1.0))
     fns["numba.cuda.device_array(n)"] = lambda: cuda.device_array((n,), np.float32)
     try:
         import cupy as cp
@@ -89,7 +90,8 @@ def main():
     dev = cuda.get_current_device()
     name = getattr(dev, "name", "the CUDA simulator")
     name = name.decode() if isinstance(name, bytes) else name
-    print(f"device: {name}; {n} float32 elements; min over {args.rounds} rounds of {args.reps} calls each")
+    print(f"device: {name}; {n} float32 elements; min over {args.rounds} rounds of {args.reps} calls each; "
+          f"funcgrad's fast launches {STATS['fast']}, through numba {STATS['numba']}")
     for k, v in best.items():
         print(f"  {k:<45s} {v * 1e6:8.1f} us/call")
 

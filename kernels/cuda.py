@@ -40,6 +40,7 @@ from numba import config, cuda
 from ..errors import DeviceError as DeviceMismatchError
 from .base import is_device_array
 from . import cpu_nn as _cpu_nn
+from .cuda_launch import go as _go
 
 SIM = bool(config.ENABLE_CUDASIM)
 
@@ -124,7 +125,15 @@ def _empty(shape, dtype):
         _ALLOC[0] = "cupy" if _cupy() is not None else "numba"
     n = _size(shape)
     if _ALLOC[0] == "cupy":
-        flat = cuda.as_cuda_array(_CUPY[0].empty((n,), dtype=np.dtype(dtype)), sync=False)
+        c = _CUPY[0].empty((n,), dtype=np.dtype(dtype))
+        if len(shape) == 1:
+            return _from_cupy(c)
+        flat = _from_cupy(c)
+        out = _from_cupy(c, shape)
+        if out is not None and flat is not None:
+            out._fg_flat = flat
+            return out
+        flat = cuda.as_cuda_array(c, sync=False)
     else:
         flat = cuda.device_array((n,), dtype=np.dtype(dtype))
     if len(shape) == 1:
@@ -135,6 +144,39 @@ def _empty(shape, dtype):
     except AttributeError:    # pragma: no cover - a device array type without a __dict__
         pass
     return out
+
+
+_WRAP = [None]   # numba-cuda's MemoryPointer and context lookup, or False: wrap through as_cuda_array
+
+
+def _from_cupy(c, shape=None):
+    """The C-contiguous CuPy array ``c`` (seen with ``shape``) as a numba device array that keeps it alive.
+
+    ``cuda.as_cuda_array`` reads the array interface and makes a stream object each time (15 us on an H200's
+    host, as much as a kernel launch); this builds the same DeviceNDArray from the pointer directly, falling
+    back to ``as_cuda_array`` where numba-cuda's internals differ."""
+    w = _WRAP[0]
+    if w is None:
+        try:
+            from numba.cuda.cudadrv import driver as _drv, devices as _devs
+            w = _WRAP[0] = (_drv.MemoryPointer, _drv.binding.CUdeviceptr, _devs.get_context)
+        except Exception:   # noqa: BLE001
+            w = _WRAP[0] = False
+    shape = tuple(c.shape) if shape is None else shape
+    if w is False:
+        return cuda.as_cuda_array(c.reshape(shape), sync=False)
+    MemoryPointer, devptr, context = w
+    item = c.dtype.itemsize
+    strides, acc = [], item
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    try:
+        data = MemoryPointer(context(), devptr(c.data.ptr), size=c.nbytes, owner=c)
+        return _DevArray(shape=shape, strides=tuple(reversed(strides)), dtype=c.dtype, gpu_data=data)
+    except Exception:   # noqa: BLE001
+        _WRAP[0] = False
+        return cuda.as_cuda_array(c.reshape(shape), sync=False)
 
 
 def _flat(a):
@@ -425,7 +467,7 @@ def _materialize(root):
     k = _ew_kernel(e, tuple(kinds), ndim)
     b, t = _launch(n)
     head = [_flat(out), n] + ([tuple(int(s) for s in shape)] if "b" in kinds else [])
-    k[b, t](*head, *args)
+    _go(k, b, t, *head, *args)
     return out
 
 
@@ -541,7 +583,7 @@ def _gather(x, shape, st):
     n = _size(shape)
     if n:
         b, t = _launch(n)
-        _ew_kernel("v0", ("b",), len(shape))[b, t](_flat(out), n, tuple(int(v) for v in shape), _flat(x),
+        _go(_ew_kernel("v0", ("b",), len(shape)), b, t, _flat(out), n, tuple(int(v) for v in shape), _flat(x),
                                                     tuple(int(v) for v in st))
     return out
 
@@ -563,7 +605,7 @@ def _contiguous(x):
     n = _size(x.shape)
     if n:
         b, t = _launch(n)
-        k[b, t](_flat(out), n, tuple(x.shape), x)
+        _go(k, b, t, _flat(out), n, tuple(x.shape), x)
     return out
 
 
@@ -592,7 +634,7 @@ def _fill(out, value):
             "def fill_k(out, n, v):\n    start = cuda.grid(1)\n    step = cuda.gridsize(1)\n"
             "    for i in range(start, n, step):\n        out[i] = v\n", "fill_k")
     b, t = _launch(out.size)
-    k[b, t](_flat(out), out.size, out.dtype.type(value))
+    _go(k, b, t, _flat(out), out.size, out.dtype.type(value))
 
 
 def zeros_like(x):
@@ -758,7 +800,7 @@ def _rows(kind, out, src, base, B, n):
             k = _ROWS[kind] = _compile(_ROWS_SRC[kind], "rows_k")
     if n * B:
         b, t = _launch(n * B)
-        k[b, t](_flat(out), _flat(src), base, B, n)
+        _go(k, b, t, _flat(out), _flat(src), base, B, n)
     return out
 
 
@@ -977,12 +1019,12 @@ def _full_reduce(op, x, dt):
     src = _flat(x)
     n = x.size
     blocks = _b.max(1, _b.min((n + _TPB - 1) // _TPB, 1024 if not SIM else 2))
-    part = cuda.device_array(blocks, dtype=acc_dt)
+    part = _empty((blocks,), acc_dt)
     LAUNCHES[0] += 1 + (blocks > 1)
-    k[blocks, _TPB](src, n, part)
+    _go(k, blocks, _TPB, src, n, part)
     if blocks > 1:
-        fin = cuda.device_array(1, dtype=acc_dt)
-        k[1, _TPB](part, blocks, fin)
+        fin = _empty((1,), acc_dt)
+        _go(k, 1, _TPB, part, blocks, fin)
         part = fin
     v = part.copy_to_host()[0]
     if op == "mean":
@@ -1019,7 +1061,7 @@ def _reduce(op, x, axis=None, keepdims=False, dtype=None):
     nr = _size(rshape)
     k = _axis_reduce_kernel(op, len(kshape), len(rshape))
     b, t = _launch(n)
-    k[b, t](_flat(out), n, tuple(int(s) for s in kshape) or (1,),
+    _go(k, b, t, _flat(out), n, tuple(int(s) for s in kshape) or (1,),
             tuple(int(st[i]) for i in range(nd) if i not in axes) or (0,), _flat(x),
             tuple(int(s) for s in rshape) or (1,), tuple(int(st[a]) for a in axes) or (0,), nr,
             1.0 / nr if nr else math.nan)
@@ -1166,7 +1208,8 @@ def _gemm(a, b, ta=False, tb=False, tiled=False):
         A = cp.asarray(a)
         B = cp.asarray(b)
         C = cp.matmul(A.T if ta else A, B.T if tb else B)
-        return cuda.as_cuda_array(C, sync=False)   # both libraries use the legacy default stream: ordered
+        # both libraries use the legacy default stream: ordered
+        return _from_cupy(C) if C.flags.c_contiguous else cuda.as_cuda_array(C, sync=False)
     out = _empty((M, N), dt)
     if M == 0 or N == 0:
         return out
@@ -1468,7 +1511,7 @@ def _axis_op(name, axis, *arrays):
     out = _empty(ref.shape, ref.dtype)
     if O * I:
         b, t = _launch(O * I)
-        k[b, t](_flat(out), *[_flat(a) for a in arrays], O, n, I)
+        _go(k, b, t, _flat(out), *[_flat(a) for a in arrays], O, n, I)
     return out
 
 
@@ -1571,7 +1614,7 @@ def _ce_run(kind, out, z, y, g, scale):
     bad = _empty((1,), np.int32)
     _fill(bad, 0)
     b, t = _launch(N)
-    _ce_kernel(kind, g_vec)[b, t](_flat(out), _flat(z), _flat(y), _flat(g) if g_vec else z.dtype.type(g),
+    _go(_ce_kernel(kind, g_vec), b, t, _flat(out), _flat(z), _flat(y), _flat(g) if g_vec else z.dtype.type(g),
                                   z.dtype.type(scale), bad, N, C)
     return bad
 
@@ -1828,7 +1871,7 @@ def _conv_geom(x_shape, w_shape, stride, padding, dilation):
 def _run_nn(name, out, n, *args):
     if n:
         b, t = _launch(n)
-        _nn_kernel(name)[b, t](_flat(out), *args)
+        _go(_nn_kernel(name), b, t, _flat(out), *args)
     return out
 
 

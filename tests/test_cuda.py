@@ -748,3 +748,29 @@ def test_every_layer_of_a_serial_model_trains_on_the_device_as_on_the_cpu():
     for a, b in zip(leaves, ref):
         assert funcgrad.kernels.base.is_device_array(a)
         close(a, b, atol=1e-12)
+
+
+@pytest.mark.skipif(K.SIM, reason="the simulator launches through numba only (there is no cuda.core launch to call)")
+def test_kernels_launched_by_the_fast_path_agree_with_numbas_launches():
+    # funcgrad packs a kernel's arguments itself after the first launch (kernels/cuda_launch.py); the same
+    # work launched through numba's dispatcher must give the same numbers, and the fast path must be taken
+    from funcgrad.kernels import cuda_launch
+    x, y = sym(3000), sym(40, 30)
+
+    def work():
+        a, b = put(x), put(y)
+        return [get(K.materialize(K.add(K.multiply(a, 2.0), K.exp(a)))), get(K.sum(b, axis=0)),
+                get(K.sum(b)), get(K.getitem(b, (np.array([3, 1, 3]),)))]
+    work()
+    before = cuda_launch.STATS["fast"]
+    fast = work()
+    assert cuda_launch.STATS["fast"] > before
+    cuda_launch._ON[0] = False
+    try:
+        slow = work()
+    finally:
+        cuda_launch._ON[0] = True
+    for f, s in zip(fast, slow):
+        close(f, s, 0, 0)
+    close(fast[0], 2 * x + np.exp(x))
+    close(fast[1], y.sum(axis=0))
