@@ -28,7 +28,7 @@ FUNCGRAD_TEST_GPU=1 timeout -s INT ${TEST_TIMEOUT:-300} $PY -m pytest -q -rs -p 
 # mpi4py and mpich wheels in .whl/: the machine has no network)
 MPIEXEC=${MPIEXEC:-$(command -v mpiexec || echo "$W/site/bin/mpiexec")}
 if [ -x "$MPIEXEC" ] && $PY -c "import mpi4py" 2>/dev/null; then
-  FUNCGRAD_COMM_TIMEOUT=60 timeout ${DIST_TIMEOUT:-180} "$MPIEXEC" -n 2 $PY -m mpi4py tests/mpi/gpu_ddp.py "$W" 2>&1 \
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 FUNCGRAD_COMM_TIMEOUT=60 timeout ${DIST_TIMEOUT:-180} "$MPIEXEC" -n 2 $PY -m mpi4py tests/mpi/gpu_ddp.py "$W" 2>&1 \
     | tee "$OUT/gpu_ddp.txt" | tail -20
 else
   echo "no mpiexec or mpi4py here: the two-rank GPU data-parallel check (tests/mpi/gpu_ddp.py) did not run" \

@@ -175,6 +175,8 @@ def run_lenet(batch, rounds, block, simulate):
         K.cuda.synchronize()
 
     first, launches = _first_and_launches(fg_step, K)
+    if PROFILE[0]:
+        _profile(fg_step, "LeNet-5 step")
     fns, names = {"funcgrad": fg_step}, {"funcgrad": "funcgrad value_and_grad + SGD"}
     if not simulate:
         try:
@@ -214,6 +216,25 @@ def run_lenet(batch, rounds, block, simulate):
     _table(f"LeNet-5 step, batch {batch}, float32; min over {rounds} rounds of the median of {block} steps",
            best, names)
     print(f"funcgrad: {launches} kernel launches + cuBLAS calls per step; first step {first:.1f} s")
+
+
+PROFILE = [False]
+
+
+def _profile(step, what, n=20):
+    """cProfile of ``n`` steps (after one more warm-up): where the host's time goes."""
+    import cProfile
+    import pstats
+    step()
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(n):
+        step()
+    pr.disable()
+    print(f"\nprofile of {n} funcgrad steps: {what}")
+    st = pstats.Stats(pr)
+    st.sort_stats("tottime").print_stats(25)
+    st.sort_stats("cumulative").print_stats(25)
 
 
 def _first_and_launches(step, K):
@@ -286,7 +307,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--block", type=int, default=20)
     ap.add_argument("--simulate", action="store_true")
-    ap.add_argument("--profile", action="store_true", help="cProfile 20 funcgrad steps of the small MLP first")
+    ap.add_argument("--profile", action="store_true", help="cProfile 20 funcgrad steps of the small MLP and of LeNet")
     args = ap.parse_args()
     from funcgrad.kernels import cuda as K
     if args.simulate:
@@ -297,19 +318,11 @@ def main():
         name = dev.name.decode() if isinstance(dev.name, bytes) else dev.name
         print(f"device: {name}; cuBLAS through CuPy: {'yes' if K._cupy() is not None else 'no (tiled kernel)'}")
         if args.profile:
-            import cProfile
-            import pstats
+            PROFILE[0] = True
             x, y = data(128, 784, 10)
             step = funcgrad_step_fn([784, 512, 512, 10], x, y)[0]
             step()
-            pr = cProfile.Profile()
-            pr.enable()
-            for _ in range(20):
-                step()
-            pr.disable()
-            st = pstats.Stats(pr)
-            st.sort_stats("tottime").print_stats(30)
-            st.sort_stats("cumulative").print_stats(30)
+            _profile(step, "MLP step 784-512-512-10, batch 128")
         run([784, 512, 512, 10], 128, args.rounds, args.block, False)
         run([784, 2048, 2048, 10], 1024, args.rounds, args.block, False)
     if args.simulate:   # (minutes on the simulator even at batch 1; tests/test_cuda.py checks the kernels)

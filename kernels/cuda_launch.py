@@ -35,6 +35,37 @@ else:   # pragma: no cover - the simulator never takes the fast path
     _DevArray = None
 
 
+_CTX: list = []         # [cuCtxGetCurrent], or [None]: numba's get_context each time
+_NUMBA_CTX: dict = {}   # current context's handle -> numba's Context object for it
+
+
+def current_context():
+    """(handle of the calling thread's current CUDA context, numba's Context for it).
+
+    numba's ``get_context()`` costs several microseconds (a driver call through its error-checking wrapper,
+    then a lookup), and a launch and a wrapped array each asked for it: 68 times in an MLP step. The handle
+    comes straight from ``cuCtxGetCurrent``; the Context object is looked up once per handle."""
+    if not _CTX:
+        try:
+            from numba.cuda.cudadrv import driver as _drv
+            _CTX.append(_drv.binding.cuCtxGetCurrent)
+        except Exception:   # noqa: BLE001
+            _CTX.append(None)
+    get = _CTX[0]
+    if get is not None:
+        err, h = get()
+        h = int(h) if not int(err) else 0
+        if h:
+            ctx = _NUMBA_CTX.get(h)
+            if ctx is None:
+                from numba.cuda.cudadrv import devices
+                ctx = _NUMBA_CTX[h] = devices.get_context()
+            return h, ctx
+    from numba.cuda.cudadrv import devices
+    ctx = devices.get_context()
+    return id(ctx), ctx
+
+
 def _runtime():
     if not _RT:
         from numba.cuda import dispatcher as _disp
@@ -118,7 +149,7 @@ def _learn(k, key, grid, block, args):
             packers = [_packer(t) for t in argtypes]
             if all(p is not None for p in packers):
                 _runtime()
-                entry = (kern, packers)
+                entry = (kern, packers, {})   # (its loaded function per context, filled as launched)
     except Exception:   # noqa: BLE001  (a numba-cuda whose internals differ: numba's path for this kernel)
         entry = None
     _ENTRIES[key] = entry
@@ -148,7 +179,7 @@ def go(k, grid, block, *args):
     if entry is None:
         return _numba_launch(k, grid, block, args)
     try:
-        kern, packers = entry
+        kern, packers, kfuncs = entry
         kargs = []
         for p, a in zip(packers, args):
             p(a, kargs)
@@ -157,7 +188,11 @@ def go(k, grid, block, *args):
         cfg = _CONFIGS.get(dims)
         if cfg is None:
             cfg = _CONFIGS[dims] = LaunchConfig(grid=_dims(grid), block=_dims(block), shmem_size=0, **{coop: False})
-        launch(stream, cfg, kern._codelibrary.get_cufunc().kernel, *kargs)
+        h = current_context()[0]
+        fn = kfuncs.get(h)
+        if fn is None:
+            fn = kfuncs[h] = kern._codelibrary.get_cufunc().kernel
+        launch(stream, cfg, fn, *kargs)
         STATS["fast"] += 1
     except Exception as e:   # noqa: BLE001  (never worse than numba: switch the fast path off, launch again)
         _ON[0] = False

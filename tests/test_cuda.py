@@ -518,6 +518,11 @@ def test_conv2d_and_its_cotangents(stride, padding, dilation):
           cpu.conv2d_weight_grad(dy, x, w.shape, stride, padding, dilation), atol=1e-12)
     close(K.channel_sum(put(dy)), cpu.channel_sum(dy), atol=1e-12)
     close(K.channel_broadcast(put(b), y.shape), cpu.channel_broadcast(b, y.shape))
+    # float32: the weight gradient's block sums accumulate in float64 and are stored as float32
+    g32 = K.conv2d_weight_grad(put(dy.astype(np.float32)), put(x.astype(np.float32)), w.shape, stride, padding,
+                               dilation)
+    assert get(g32).dtype == np.float32
+    close(g32, cpu.conv2d_weight_grad(dy, x, w.shape, stride, padding, dilation), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("kernel_size, stride, padding", [(2, None, 0), (3, 2, 1), ((2, 3), (1, 2), (1, 0))])
