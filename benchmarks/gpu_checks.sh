@@ -5,7 +5,7 @@
 # funcgrad/kernels), so no pip install is needed. Logs go to $OUT (or ./gpu-out).
 set -u
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
-PY=${PY:-python3}
+PY=${PY:-python3}; PY=$(command -v "$PY" || echo "$PY")   # absolute: mpiexec may start another python3
 W=$(mktemp -d)
 if ls .whl/*.whl >/dev/null 2>&1; then   # wheels carried along (e.g. a NumPy that the machine's Numba supports)
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$W/site" .whl/*.whl
@@ -19,9 +19,9 @@ unset NUMBA_ENABLE_CUDASIM
 { nvidia-smi -L; $PY -c "import numba, numpy, cupy; from numba import cuda; print('numba', numba.__version__, 'numpy', numpy.__version__, 'cupy', cupy.__version__, 'numba.cuda', cuda.__file__)"; } 2>&1 | tee "$OUT/env.txt"
 # what launching one operation costs the host (the floor under a small model's step), then the step itself;
 # SIGINT at a deadline: pytest still prints what failed so far
-timeout ${LAUNCH_TIMEOUT:-60} $PY benchmarks/gpu_launch_overhead.py 2>&1 | tee "$OUT/launch.txt" | tail -20
+[ "${SKIP_LAUNCH:-0}" = 1 ] || timeout ${LAUNCH_TIMEOUT:-60} $PY benchmarks/gpu_launch_overhead.py 2>&1 | tee "$OUT/launch.txt" | tail -20
 timeout -s INT ${BENCH_TIMEOUT:-240} $PY benchmarks/gpu_step.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt" | tail -${BENCH_TAIL:-40}
-FUNCGRAD_TEST_GPU=1 timeout -s INT ${TEST_TIMEOUT:-300} $PY -m pytest -q -rs -p no:cacheprovider -n ${NPROC:-4} --tb=short \
+[ "${SKIP_TESTS:-0}" = 1 ] || FUNCGRAD_TEST_GPU=1 timeout -s INT ${TEST_TIMEOUT:-300} $PY -m pytest -q -rs -p no:cacheprovider -n ${NPROC:-4} --tb=short \
   tests/test_cuda.py 2>&1 | tee "$OUT/tests.txt" | tail -${TEST_TAIL:-50}
 [ "${SKIP_DIST:-0}" = 1 ] && exit 0
 # two ranks sharing the GPU(s) (local_device: rank mod GPUs), when mpi4py and an mpiexec are there (carry the

@@ -169,6 +169,9 @@ def run_lenet(batch, rounds, block, simulate):
     dx, dl = funcgrad.device_put((x, labels))
     state = {"p": funcgrad.device_put(lenet_init())}
 
+    if K._cupy() is not None:
+        K.set_allocator("cupy")   # (the MLP runs before measured numba's allocator last)
+
     def fg_step():
         _, g = vg(state["p"], dx, dl)
         state["p"] = K.materialize({k: K.add_scaled(v, g[k], -LR) for k, v in state["p"].items()})
@@ -234,7 +237,21 @@ def _profile(step, what, n=20):
     print(f"\nprofile of {n} funcgrad steps: {what}")
     st = pstats.Stats(pr)
     st.sort_stats("tottime").print_stats(25)
-    st.sort_stats("cumulative").print_stats(25)
+    st.sort_stats("cumulative").print_stats(12)
+    # each kernel's time on the GPU (the device synchronized around every launch: a diagnostic, not the step)
+    from funcgrad.kernels import cuda_launch
+    from funcgrad.kernels import cuda as K
+    cuda_launch.TIMING[0] = True
+    cuda_launch.KERNEL_TIMES.clear()
+    t0 = time.perf_counter()
+    for _ in range(5):
+        step()
+    K.cuda.synchronize()
+    total = (time.perf_counter() - t0) / 5
+    cuda_launch.TIMING[0] = False
+    print(f"kernels of one step, synchronized around each launch ({total * 1e3:.2f} ms a step so):")
+    for name, (cnt, t) in sorted(cuda_launch.KERNEL_TIMES.items(), key=lambda kv: -kv[1][1])[:15]:
+        print(f"  {name:24s} {cnt / 5:5.1f} launches {t / 5 * 1e3:8.3f} ms")
 
 
 def _first_and_launches(step, K):

@@ -40,7 +40,7 @@ from numba import config, cuda
 from ..errors import DeviceError as DeviceMismatchError
 from .base import is_device_array
 from . import cpu_nn as _cpu_nn
-from .cuda_launch import current_context as _current_context, go as _go
+from .cuda_launch import TIMING as _TIMING, current_context as _current_context, go as _go, timed as _timed
 
 SIM = bool(config.ENABLE_CUDASIM)
 
@@ -1219,6 +1219,8 @@ def _gemm(a, b, ta=False, tb=False, tiled=False):
     if cp is not None and dt.kind == "f" and not tiled:
         A = cp.asarray(a)
         B = cp.asarray(b)
+        if _TIMING[0]:   # (the launch-timing diagnostic: cuBLAS's share)
+            return _timed("cublas_gemm", lambda: _gemm(a, b, ta, tb, tiled))
         C = cp.matmul(A.T if ta else A, B.T if tb else B)
         # both libraries use the legacy default stream: ordered
         return _from_cupy(C) if C.flags.c_contiguous else cuda.as_cuda_array(C, sync=False)

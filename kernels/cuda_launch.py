@@ -162,8 +162,47 @@ def _dims(d):
     return d + (1,) * (3 - len(d))
 
 
+#: with ``TIMING[0]`` on (``FUNCGRAD_CUDA_KERNEL_TIMES=1``), every launch synchronizes the device before and after
+#: and adds its seconds to ``KERNEL_TIMES[kernel name]`` (a diagnostic: where a step's GPU time goes, without
+#: a profiler; it serializes the host and the GPU, so never for timing the step itself)
+TIMING = [os.environ.get("FUNCGRAD_CUDA_KERNEL_TIMES", "0") == "1"]
+KERNEL_TIMES: dict = {}
+
+
 def go(k, grid, block, *args):
     """``k[grid, block](*args)``, by the fast path where it applies."""
+    if TIMING[0]:
+        import time
+        from numba import cuda
+        cuda.synchronize()
+        t0 = time.perf_counter()
+        _go(k, grid, block, args)
+        cuda.synchronize()
+        name = getattr(getattr(k, "py_func", None), "__name__", "kernel")
+        n, t = KERNEL_TIMES.get(name, (0, 0.0))
+        KERNEL_TIMES[name] = (n + 1, t + time.perf_counter() - t0)
+        return None
+    return _go(k, grid, block, args)
+
+
+def timed(name, fn):
+    """``fn()`` with the timing diagnostic off inside, its synchronized time added to ``KERNEL_TIMES[name]``."""
+    import time
+    from numba import cuda
+    TIMING[0] = False
+    try:
+        cuda.synchronize()
+        t0 = time.perf_counter()
+        out = fn()
+        cuda.synchronize()
+    finally:
+        TIMING[0] = True
+    n, t = KERNEL_TIMES.get(name, (0, 0.0))
+    KERNEL_TIMES[name] = (n + 1, t + time.perf_counter() - t0)
+    return out
+
+
+def _go(k, grid, block, args):
     if not _ON[0]:
         return _numba_launch(k, grid, block, args)
     sig = [k]
