@@ -983,6 +983,32 @@ def _axis_reduce_kernel(op, nk, nr):
     return k
 
 
+def _axis_reduce_block_kernel(op, nk, nr):
+    """Reduction over axes with one block per result element: its threads split the reduced elements and
+    combine them in shared memory (a fixed tree). One thread per result element (``red_k``) left a bias
+    gradient of a convolution (6 results, 36,864 terms each) 6 threads long: 28 ms of a 35 ms LeNet step."""
+    key = ("block", op, nk, nr)
+    k = _RED.get(key)
+    if k is None:
+        lines = ["def redb_k(out, kshape, kst, x, rshape, rst, nr, scale):",
+                 f"    sm = cuda.shared.array({_TPB}, dtype=float64)", "    i = cuda.blockIdx.x",
+                 "    tid = cuda.threadIdx.x", "    r = i", "    base = 0"]
+        for d in range(nk - 1, -1, -1):
+            lines += [f"    base += (r % kshape[{d}]) * kst[{d}]", f"    r = r // kshape[{d}]"]
+        lines += [f"    acc = {_RED_INIT[op]}", "    j = tid", "    while j < nr:", "        q = j", "        off = base"]
+        for d in range(nr - 1, -1, -1):
+            lines += [f"        off += (q % rshape[{d}]) * rst[{d}]", f"        q = q // rshape[{d}]"]
+        lines += ["        v = x[off]", "        " + _RED_STEP[op], f"        j += {_TPB}",
+                  "    sm[tid] = acc", "    cuda.syncthreads()", f"    s = {_TPB // 2}", "    while s > 0:",
+                  "        if tid < s:", "            acc = sm[tid]", "            v = sm[tid + s]",
+                  "            " + _RED_STEP[op], "            sm[tid] = acc", "        cuda.syncthreads()",
+                  "        s //= 2", "    if tid == 0:",
+                  "        out[i] = sm[0] * scale" if op == "mean" else "        out[i] = sm[0]"]
+        with _LOCK:
+            k = _RED[key] = _compile("\n".join(lines) + "\n", "redb_k")
+    return k
+
+
 _FULL: dict = {}
 
 
@@ -1071,6 +1097,13 @@ def _reduce(op, x, axis=None, keepdims=False, dtype=None):
     st = _elem_strides(x.shape)
     rshape = tuple(x.shape[a] for a in axes)
     nr = _size(rshape)
+    if nr >= _TPB and dt.kind == "f" and x.dtype.kind == "f":   # long reductions: a block per result element
+        LAUNCHES[0] += 1
+        _go(_axis_reduce_block_kernel(op, len(kshape), len(rshape)), n, _TPB, _flat(out),
+            tuple(int(s) for s in kshape) or (1,), tuple(int(st[i]) for i in range(nd) if i not in axes) or (0,),
+            _flat(x), tuple(int(s) for s in rshape) or (1,), tuple(int(st[a]) for a in axes) or (0,), nr,
+            1.0 / nr if nr else math.nan)
+        return out
     k = _axis_reduce_kernel(op, len(kshape), len(rshape))
     b, t = _launch(n)
     _go(k, b, t, _flat(out), n, tuple(int(s) for s in kshape) or (1,),

@@ -95,6 +95,23 @@ def test_reductions_match_numpy(op, axis, keepdims):
           rtol=1e-12)
 
 
+@pytest.mark.parametrize("op", ["sum", "mean", "max", "min", "prod"])
+def test_long_reductions_over_axes_take_a_block_per_result(op):
+    # 600 terms per result (a convolution's bias gradient is 6 results of 36,864): the block-per-result kernel
+    x = 1.0 + 0.01 * sym(2, 5, 300)
+    for axis, keepdims in [((0, 2), False), ((0, 2), True), (-1, False)]:
+        close(getattr(K, op)(put(x), axis=axis, keepdims=keepdims), getattr(np, op)(x, axis=axis, keepdims=keepdims),
+              rtol=1e-12)
+    r32 = getattr(K, op)(put(x.astype(np.float32)), axis=(0, 2))
+    assert get(r32).dtype == np.float32
+    close(r32, getattr(np, op)(x, axis=(0, 2)), rtol=1e-5)
+    if op in ("max", "min", "sum"):
+        y = x.copy()
+        y[1, 3, 123] = np.nan
+        got = get(getattr(K, op)(put(y), axis=(0, 2)))
+        assert np.isnan(got[3]) and not np.isnan(np.delete(got, 3)).any()
+
+
 def test_full_reduction_is_a_host_scalar_over_many_blocks():
     x = sym(1003)
     r = K.sum(put(x))
