@@ -595,6 +595,9 @@ def _numba_failure(err, built):
     m = re.search(r"No implementation of function (.+?) found for signature:\s*\n\s*\n?\s*>>> (.+)", msg)
     if m:
         fname = _NUMBA_FN.sub(lambda mm: mm.group(1).split(".")[-1], m.group(1))
+        prim = by_name(fname)   # a kernel of funcgrad's: named as the user calls it (np.convolve, not np_convolve)
+        if prim is not None and not (getattr(prim.key, "__module__", None) or "funcgrad").startswith("funcgrad"):
+            fname = public_name(prim.key)
         sig = re.sub(r"^[\w.<>]+\(", "(", m.group(2).strip())
         what = f"{fname}" if re.fullmatch(r"[A-Za-z][\w.]*", fname) else "an operation on this line"
         reason = f"{what} has no nopython implementation for {_plain_types(sig)}"

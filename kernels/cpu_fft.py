@@ -23,7 +23,7 @@ from numba.extending import overload
 __all__ = ["conj", "real", "imag", "angle", "angle_unit", "csign", "inv_abs", "match_complex",
            "fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "irfft", "rfft2", "irfft2", "rfftn", "irfftn",
            "fftshift", "ifftshift", "truncate_pad", "fft_full_n", "fft_full_s", "fft_axes", "fft_swap_norm",
-           "irfft_weights", "convolve", "center_pad", "center_crop", "conv_full_shape", "flip_index", "real_if_close"]
+           "irfft_weights", "convolve", "np_convolve", "center_pad", "center_crop", "conv_full_shape", "flip_index", "real_if_close"]
 
 _ndarray = np.ndarray
 
@@ -300,6 +300,14 @@ def convolve(in1, in2, mode="full", method="auto"):
 
 
 _python_only(convolve, "scipy.signal.convolve")
+
+
+def np_convolve(a, v, mode="full"):
+    """``numpy.convolve`` (1-D)."""
+    return np.convolve(a, v, mode)
+
+
+_python_only(np_convolve, "numpy.convolve")
 
 
 def conv_full_shape(in1, in2):

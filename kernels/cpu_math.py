@@ -36,7 +36,7 @@ from .cpu_util import _compile, _is_scalar_type, _literal, _norm_axes
 __all__ = [
     # elementwise (NumPy's ufuncs)
     "arcsinh", "arccosh", "arctanh", "exp2", "log2", "log10", "deg2rad", "rad2deg", "fabs", "cbrt", "sinc",
-    "logaddexp", "logaddexp2", "hypot", "arctan2", "fmax", "fmin", "remainder", "fmod",
+    "logaddexp", "logaddexp2", "hypot", "copysign", "arctan2", "fmax", "fmin", "remainder", "fmod",
     "sinc_deriv", "nan_to_num", "tie_weight",
     # statistics
     "var", "std", "ptp", "nansum", "nanmean", "median", "average", "dof_scale", "median_weights",
@@ -63,6 +63,7 @@ sinc = np.sinc
 logaddexp = np.logaddexp
 logaddexp2 = np.logaddexp2
 hypot = np.hypot
+copysign = np.copysign
 arctan2 = np.arctan2
 fmax = np.fmax
 fmin = np.fmin

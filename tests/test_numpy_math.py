@@ -25,7 +25,7 @@ import funcgrad.kernels.cpu as K
 import funcgrad.kernels.cpu_math as cm
 from funcgrad.errors import FuncgradError
 from funcgrad.ops.registry import registry
-from funcgrad.testing import check_grads, primitive_function
+from funcgrad.testing import check_grads, numerical_vjp, primitive_function
 
 try:
     import autograd
@@ -851,3 +851,27 @@ def test_maximum_and_minimum_with_a_number_equal_numpy(dt):
     def relu_clip(a):
         return K.minimum(K.maximum(a, 0.0), 1.0)
     np.testing.assert_array_equal(relu_clip(x), np.minimum(np.maximum(x, 0.0), 1.0))
+
+
+def _conv_program(a, v):
+    acc = 0.0
+    for k in range(3):
+        for mode in ("full", "same", "valid"):
+            acc = acc + np.sum(np.sin(np.convolve(a * (k + 1), v, mode)))
+    return acc + np.sum(np.copysign(a, v[0] - 0.3)) + math.copysign(v[1], -1.0)
+
+
+@pytest.mark.parametrize("jit", ["auto", "python", False])
+@pytest.mark.parametrize("n, m", [(5, 3), (3, 5), (4, 4)])
+def test_np_convolve_and_copysign_in_a_loop(jit, n, m):
+    rng = np.random.default_rng(n * 10 + m)
+    a, v = rng.standard_normal(n), rng.standard_normal(m)
+    val, (ga, gv) = funcgrad.value_and_grad(_conv_program, argnums=(0, 1), jit=jit)(a, v)
+    assert np.isclose(val, _conv_program(a, v))
+    for i, g in ((0, ga), (1, gv)):
+        np.testing.assert_allclose(g, numerical_vjp(_conv_program, (a, v), i, 1.0, 1e-6), atol=1e-6)
+
+
+def test_np_convolve_under_whole_function_numba_is_refused_in_the_users_words():
+    with pytest.raises(funcgrad.CompileError, match="numpy.convolve has no nopython implementation"):
+        funcgrad.grad(_conv_program, jit="njit")(np.ones(4), np.ones(3))

@@ -143,6 +143,25 @@ def logaddexp2(z, x, y):
     t[z] = t[x] * np.exp2(x - z) + t[y] * np.exp2(y - z)
 
 
+def _sample_copysign(draw, dt, st, array, shapes):
+    """Magnitudes of either sign, away from 0 (the kink of |x|; y's sign flips there)."""
+    sx, sy = S.broadcastable_shapes(draw)
+    out = []
+    for sh in (sx, sy):
+        a = np.asarray(array(draw, sh, dt, "positive"))
+        flip = np.random.default_rng(draw(st.integers(0, 2**31 - 1))).integers(0, 2, a.shape) * 2 - 1
+        out.append((a * flip).astype(dt))
+    return tuple(out), {}
+
+
+@defvjp(np.copysign, sample=S.custom(_sample_copysign), elementwise=True, also=[math.copysign])
+def copysign(z, x, y):
+    """|x| with y's sign: d/dx is sign(x) * (y's sign), which is sign(x) * sign(z) where x != 0; 0 in y."""
+    d[x] = unbroadcast(d[z] * np.sign(x) * np.sign(z), x)
+    d[y] = np.zeros_like(y)
+    t[z] = t[x] * np.sign(x) * np.sign(z)
+
+
 @defvjp(np.hypot, sample=S.binary("positive", "real"), elementwise=True, also=[math.hypot])
 def hypot(z, x, y):
     d[x] = unbroadcast(d[z] * x / z, x)

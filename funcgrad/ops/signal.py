@@ -66,6 +66,22 @@ def convolve(y, in1, in2, mode="full", method="auto"):
     t[y] = convolve(t[in1], in2, mode, method) + convolve(in1, t[in2], mode, method)
 
 
+def _sample_np_convolve(draw, dt, st, array, shapes):
+    mode = draw(st.sampled_from(["full", "valid", "same"]))
+    n, m = draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    return (array(draw, (n,), dt), array(draw, (m,), dt)), {"mode": mode}
+
+
+@defvjp(np.convolve, sample=S.custom(_sample_np_convolve), python_only=True)
+def np_convolve(y, a, v, mode="full"):
+    """``numpy.convolve`` of 1-D arrays: every mode's output is the middle of the 'full' one (as scipy's), so
+    the VJP is the full convolution's, a 'valid' correlation of the padded cotangent with the other operand."""
+    g = center_pad(d[y], K.conv_full_shape(a, v))
+    d[a] = np.convolve(g, v[K.flip_index(v)], "valid")
+    d[v] = np.convolve(g, a[K.flip_index(a)], "valid")
+    t[y] = np.convolve(t[a], v, mode) + np.convolve(a, t[v], mode)
+
+
 def _register_scipy_key():
     import scipy.signal   # lazily (when_imported): the user's code has imported it by now
     alias(scipy.signal.convolve, convolve)
