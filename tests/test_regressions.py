@@ -653,3 +653,23 @@ def test_gradient_inside_indexing_a_captured_array(f, kw):
     x = np.random.default_rng(6).normal(size=3)
     fd = np.array([(f(x + 1e-6 * e) - f(x - 1e-6 * e)) / 2e-6 for e in np.eye(3)])
     np.testing.assert_allclose(funcgrad.grad(f, **kw)(x), fd, rtol=1e-6, atol=1e-8)
+
+
+def test_a_local_functions_cache_never_hands_back_another_programs_lambda():
+    # a lambda or nested def is compiled once per definition and the globals it reads, keyed by ids; the
+    # definition is a node of a per-build copy of the tree, freed after the build, so another program's lambda
+    # could get its address (and with the same globals, np, the same key) and run the first one's body
+    import linecache
+    for k in range(40):
+        src = ("import numpy as np\nimport funcgrad\n\ndef f(x):\n"
+               f"    g = lambda t: np.sum(t * {k}.0 + np.sin(t))\n    return np.sum(funcgrad.grad(g)(x) * x)\n")
+        name = f"<test local function cache {k}>"
+        linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+        ns = {}
+        exec(compile(src, name, "exec"), ns)
+        x = np.array([0.3, -0.7])
+        val, got = funcgrad.value_and_grad(ns["f"])(x)
+        assert val == pytest.approx(np.sum((k + np.cos(x)) * x), rel=1e-13), f"program {k} ran another one's lambda"
+        np.testing.assert_allclose(got, k + np.cos(x) - x * np.sin(x), rtol=1e-13)
+        del ns, got
+        gc.collect()

@@ -234,7 +234,7 @@ _FILE_TREES: dict = {}
 def _parse_file(lines):
     """The whole source file as an AST (its line and column numbers are the code objects'), or None."""
     src = "".join(lines)
-    key = hash(src)
+    key = src   # the text itself: a hash of it could collide, and another file's tree would be read
     if key not in _FILE_TREES:
         try:
             _FILE_TREES[key] = ast.parse(src)

@@ -139,7 +139,10 @@ def _local_as_function(lf, scope):
         else:
             return None
     key = tuple(key)
-    F = _LOCAL_FUNCTIONS.get(key)
+    hit = _LOCAL_FUNCTIONS.get(key)
+    # the key holds ids: the entry keeps the definition alive and must be this one (a definition freed with
+    # its function, its id reused by another program's lambda reading the same globals, got the first one's)
+    F = hit[1] if hit is not None and hit[0] is fdef else None
     if F is None:
         name = fdef.name if fdef.name.isidentifier() else "_lambda"
         new = ast.FunctionDef(name=name, args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=n) for n, _ in extras]
@@ -152,7 +155,8 @@ def _local_as_function(lf, scope):
         ns = dict(lf.parsed.globals)
         ns.update(env)
         exec(compile(src, filename, "exec"), ns)
-        F = _LOCAL_FUNCTIONS[key] = ns[name]
+        F = ns[name]
+        _LOCAL_FUNCTIONS[key] = (fdef, F)
     return F, [v for _, v in extras]
 
 class StaticArgumentNeeded(Exception):
