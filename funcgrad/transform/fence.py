@@ -36,8 +36,6 @@ _HINTS = {
     ast.ImportFrom: ("imports inside a differentiated function are not supported", "import at module level"),
     ast.AsyncFunctionDef: ("async functions are not supported", "use a plain def"),
     ast.AsyncFor: ("async for is not supported", "use a plain for loop"),
-    ast.Raise: ("'raise' is not supported in a differentiated function",
-                "validate inputs before calling the differentiated function"),
     ast.SetComp: ("set comprehensions are not supported", "use arrays"),
     ast.NamedExpr: ("the walrus operator ':=' is not supported", "assign on a separate line"),
     ast.Set: ("set literals are not supported", "use a tuple"),

@@ -14,7 +14,8 @@ from ..fence import error
 from ..parse import MISSING
 from ..values import ContentsOf, Dyn, Splat, Static, Struct, VSElement
 from .common import (CustomVJP, LocalFunction, Scope, _BoundMethod, _DictView, _Iter, _OPS, _Partial, _Range, _attr_getter,
-                     _is_metadata, _is_static_tree, _np_attr, generated_file, lookup_getitem, primitive_method,
+                     _is_metadata, _is_static_tree, _np_attr, _static_value, generated_file, lookup_getitem,
+                     primitive_method,
                      reverse_mode_file)
 from .constants import (_const_binop, _const_compare_chain, _const_unary)
 from .lowerings import index_concat
@@ -106,8 +107,13 @@ class Expressions:
             if isinstance(node.op, ast.UAdd):
                 return v
             return Dyn(ast.UnaryOp(op=node.op, operand=self.as_expr(v, scope, node)))
+        if isinstance(node, ast.JoinedStr):
+            return _fstring(self, node, scope, out)
         if isinstance(node, ast.Compare):
             vals = [self.expr(node.left, scope, out)] + [self.expr(c, scope, out) for c in node.comparators]
+            # a tuple or list display of constants (`mode not in ("a", "b")`) compares as the Python object
+            vals = [Static(_static_value(v)) if isinstance(v, Struct) and v.kind in ("tuple", "list") and
+                    _static_leaves(v) else v for v in vals]
             if all(isinstance(v, Static) for v in vals):
                 # a chain too (`0 < 1 < 0.5`): left unevaluated, a chain of literals reached the generated code,
                 # where Numba prunes the branch it guards and the gradient's lists kept there have no type
@@ -533,3 +539,39 @@ def _cannot_fail(e):
     (``a.shape``) and comparisons of them. An index (``x[i]``), a call or arithmetic (``x / y``) is kept for
     when Python evaluates it."""
     return all(isinstance(n, _SAFE_NODES) for n in ast.walk(e))
+
+
+def _fstring(self, node, scope, out):
+    """An f-string of values known now (shapes, sizes, flags, constants: a message): the string."""
+    parts = []
+    for v in node.values:
+        if isinstance(v, ast.Constant):
+            parts.append(str(v.value))
+            continue
+        val = self.expr(v.value, scope, out)
+        if isinstance(val, Struct) and _static_leaves(val):
+            val = Static(_static_value(val))
+        if not isinstance(val, Static):
+            raise error(scope.parsed, v, "an f-string of a value known only when the function runs (an array's "
+                                         "values) is not supported",
+                        "format shapes, sizes or constants; compute a message from values outside the function")
+        obj = val.obj
+        if v.conversion == ord("r"):
+            obj = repr(obj)
+        elif v.conversion == ord("s"):
+            obj = str(obj)
+        elif v.conversion == ord("a"):
+            obj = ascii(obj)
+        spec = ""
+        if v.format_spec is not None:
+            sp = self.expr(v.format_spec, scope, out)
+            spec = sp.obj if isinstance(sp, Static) else ""
+        parts.append(format(obj, spec))
+    return Static("".join(parts))
+
+
+def _static_leaves(v):
+    """Whether every leaf of the container ``v`` is known now."""
+    if isinstance(v, Struct):
+        return all(_static_leaves(x) for x in v.values())
+    return isinstance(v, Static)

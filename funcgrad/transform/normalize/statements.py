@@ -3,6 +3,7 @@ kept as statements (if, for, while) with one runtime name per variable they rebi
 from __future__ import annotations
 
 import ast
+import builtins
 import copy
 import os
 
@@ -143,6 +144,8 @@ class Statements:
                 return None
             out.append(ast.copy_location(ast.Assert(test=self.as_expr(test, scope, s), msg=msg), s))
             return None
+        if isinstance(s, ast.Raise):
+            return self.raise_stmt(s, scope, out)
         if isinstance(s, ast.Pass):
             return None
         if isinstance(s, ast.Assign):
@@ -418,6 +421,54 @@ class Statements:
 
     def owns(self, outname, name, scope):
         return getattr(self, "_owned", {}).get(outname) == ("var", id(scope), name)
+
+    def raise_stmt(self, s, scope, out):
+        """``raise E(...)``: where it is reached whatever the arrays hold (a check of shapes, sizes, flags or
+        static arguments), it is raised now, as Python raises it when the function runs; under a branch on
+        array values or in a loop over a runtime range, the generated code raises it when it gets there (a
+        built-in exception whose arguments are known now: ``raise ValueError("x must be positive")``)."""
+        P = scope.parsed
+        if s.exc is None:
+            raise error(P, s, "a bare 'raise' (re-raising) is not supported", "raise an exception object")
+        obj = None
+        e = s.exc
+        if isinstance(e, ast.Call) and not any(isinstance(a, ast.Starred) for a in e.args):
+            cls = self.expr(e.func, scope, out)   # an exception class called: made here from what is known now
+            if isinstance(cls, Static) and isinstance(cls.obj, type) and issubclass(cls.obj, BaseException):
+                args = [self.expr(a, scope, out) for a in e.args]
+                kws = {k.arg: self.expr(k.value, scope, out) for k in e.keywords if k.arg}
+                if all(isinstance(a, Static) for a in args + list(kws.values())) and len(kws) == len(e.keywords):
+                    try:
+                        obj = cls.obj(*[a.obj for a in args], **{k: v.obj for k, v in kws.items()})
+                    except Exception:   # noqa: BLE001
+                        obj = None
+        else:
+            exc = self.expr(e, scope, out)
+            obj = exc.obj if isinstance(exc, Static) else None
+        if isinstance(obj, type) and issubclass(obj, BaseException):
+            try:
+                obj = obj()
+            except Exception:   # noqa: BLE001  (an exception class that needs arguments)
+                obj = None
+        if not isinstance(obj, BaseException):
+            raise error(P, s, "the exception raised here depends on array values; funcgrad raises exceptions "
+                              "whose type and message are known before the arrays' values are",
+                        "put the value in a message built from shapes or constants, or check it outside")
+        if not getattr(self, "cf_depth", 0):
+            raise obj   # reached whatever the values: the user's own exception, as Python would raise it
+        cls = type(obj)
+        args = obj.args
+        if getattr(builtins, cls.__name__, None) is not cls or not all(
+                isinstance(a, (str, int, float, bool)) for a in args):
+            raise error(P, s, f"raising {cls.__name__} under a branch on array values is supported for Python's "
+                              "built-in exceptions with constant arguments only", f"raise a built-in exception "
+                              "(ValueError, FloatingPointError...) with a message string")
+        new = ast.Raise(exc=ast.Call(func=ast.Name(cls.__name__, ast.Load()),
+                                     args=[ast.Constant(a) for a in args], keywords=[]), cause=None)
+        for n in ast.walk(new):
+            ast.copy_location(n, s)
+        out.append(new)
+        return None
 
     def control(self, s, scope, out):
         P = scope.parsed
