@@ -243,10 +243,19 @@ def vjp(key):
 
 def _parse_template(prim, fn) -> Template:
     """Read a template function's source: its VJP lines, its JVP line, its temporaries."""
-    src = textwrap.dedent(inspect.getsource(fn))
-    tree = ast.parse(src)
-    fdef = tree.body[0]
-    assert isinstance(fdef, ast.FunctionDef)
+    try:
+        src = textwrap.dedent(inspect.getsource(fn))
+        fdef = ast.parse(src).body[0]
+    except (OSError, SyntaxError, IndexError):
+        fdef = None
+    code = fn.__code__
+    if not isinstance(fdef, ast.FunctionDef) or fdef.name != code.co_name or \
+            [a.arg for a in fdef.args.args] != list(code.co_varnames[:code.co_argcount]):
+        # templates are read from their file when first used: a file changed on disk since funcgrad was
+        # imported (an upgrade in a running session) holds another function at that line now
+        raise RuntimeError(f"funcgrad's rule for {prim.name} cannot be read: {code.co_filename} changed on disk "
+                           f"after funcgrad was imported (line {code.co_firstlineno} no longer holds it); restart the "
+                           "Python process")
     names = [a.arg for a in fdef.args.args]
     result, params = names[0], names[1:]
     stmts = [s for s in fdef.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]

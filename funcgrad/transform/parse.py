@@ -87,6 +87,16 @@ def _parse_code(fn, code):
         fdef = fdef.body[0]
     if not isinstance(fdef, (ast.FunctionDef, ast.AsyncFunctionDef)):
         raise UnsupportedSyntaxError("expected a function definition", filename, code.co_firstlineno)
+    a = fdef.args
+    if fdef.name != code.co_name or [x.arg for x in a.posonlyargs + a.args] != list(
+            code.co_varnames[:code.co_argcount]):
+        # the source is read when the function is first transformed: a file edited since it was imported holds
+        # other code at that line, and differentiating it would not be differentiating the function that runs
+        raise UnsupportedSyntaxError(
+            f"the source of {getattr(fn, '__qualname__', code.co_name)!r} changed after it was imported: line "
+            f"{code.co_firstlineno} of its file now holds {'def ' + fdef.name!r}", filename, code.co_firstlineno,
+            hint="reload the module (importlib.reload) or restart Python, so the function that runs is the one "
+                 "in the file")
     ast.increment_lineno(fdef, start)
     for n in ast.walk(fdef):
         if hasattr(n, "col_offset"):
