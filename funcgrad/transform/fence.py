@@ -31,7 +31,6 @@ _HINTS = {
                    "return the new value instead of rebinding an outer variable"),
     ast.ClassDef: ("class definitions inside a differentiated function are not supported",
                    "define the class at module level"),
-    ast.Delete: ("'del' is not supported", "let the variable go out of use instead"),
     ast.Import: ("imports inside a differentiated function are not supported", "import at module level"),
     ast.ImportFrom: ("imports inside a differentiated function are not supported", "import at module level"),
     ast.AsyncFunctionDef: ("async functions are not supported", "use a plain def"),

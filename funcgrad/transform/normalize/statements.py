@@ -146,6 +146,8 @@ class Statements:
             return None
         if isinstance(s, ast.Raise):
             return self.raise_stmt(s, scope, out)
+        if isinstance(s, ast.Delete):
+            return self.delete_stmt(s, scope, out)
         if isinstance(s, ast.Pass):
             return None
         if isinstance(s, ast.Assign):
@@ -421,6 +423,24 @@ class Statements:
 
     def owns(self, outname, name, scope):
         return getattr(self, "_owned", {}).get(outname) == ("var", id(scope), name)
+
+    def delete_stmt(self, s, scope, out):
+        """``del name``: the name is unbound from here on (reading it again is refused as Python raises
+        UnboundLocalError); nothing runs. Outside loops over a runtime range and branches on array values."""
+        P = scope.parsed
+        for t in s.targets:
+            if not isinstance(t, ast.Name):
+                raise error(P, t, "'del' of an item or attribute is not supported", "build a new container "
+                                  "without it (a dict comprehension, a slice)")
+            if getattr(self, "cf_depth", 0) and self.bound_before_cf(t.id):
+                raise error(P, t, f"'del {t.id}' inside a loop over a runtime range or a branch on array values "
+                                  f"of a variable bound before it is not supported", "let the variable go out of "
+                                  "use instead")
+            if t.id not in scope.vars:
+                kind = "a variable of an enclosing function" if self.is_bound(t.id, scope) else "a name with no value"
+                raise error(P, t, f"'del {t.id}': '{t.id}' is {kind} here (Python raises an error)", None)
+            del scope.vars[t.id]
+        return None
 
     def raise_stmt(self, s, scope, out):
         """``raise E(...)``: where it is reached whatever the arrays hold (a check of shapes, sizes, flags or

@@ -1,4 +1,4 @@
-"""``raise`` in a differentiated function: input checks and guards, as Python runs them.
+"""``raise`` and ``del`` in a differentiated function: input checks and guards, as Python runs them.
 
 A raise reached whatever the arrays hold (a check of ndim, a flag, a static argument) is raised when the
 function is transformed, which is when it is called: the user's own exception. Under a branch on array
@@ -90,4 +90,60 @@ def custom_under_branch(x):
 def test_what_cannot_be_raised_is_refused_at_the_users_line(f, words):
     with pytest.raises(funcgrad.UnsupportedSyntaxError, match=words) as e:
         funcgrad.grad(f)(np.ones(2))
-    assert "test_raise.py" in str(e.value)
+    assert "test_raise_and_del.py" in str(e.value)
+
+
+def deletes(x, n):
+    tmp = np.sin(x)
+    y = tmp * 2.0
+    del tmp
+    tmp = y + 1.0          # rebound after del
+    s = np.sum(tmp * x)
+    for i in range(n):     # del of a temporary made inside a loop over a runtime range
+        t = x * i
+        if np.sum(t) > 2:
+            s = s + np.sum(t * t)
+        del t
+    return s
+
+
+@pytest.mark.parametrize("kw", MODES, ids=IDS)
+def test_del_unbinds_a_name_as_python_does(kw):
+    x = np.array([0.3, 1.0, -0.4])
+    for n in (0, 3):
+        v, g = funcgrad.value_and_grad(deletes, **kw)(x, n)
+        assert v == pytest.approx(deletes(x, n), rel=1e-13)
+        np.testing.assert_allclose(g, numerical_vjp(deletes, (x, n), 0, 1.0, 1e-6), atol=1e-7)
+
+
+def read_after_del(x):
+    t = x * 2
+    del t
+    return np.sum(t)
+
+
+def del_of_outer_in_loop(x, n):
+    t = x * 2
+    for i in range(n):
+        del t
+        t = x
+    return np.sum(t)
+
+
+def del_item(x):
+    d = {"a": x, "b": x * 2}
+    del d["a"]
+    return np.sum(d["b"])
+
+
+@pytest.mark.parametrize("f, words", [
+    (read_after_del, "local variable 't' is read here before any value is assigned to it"),
+    (del_of_outer_in_loop, "'del t' inside a loop over a runtime range or a branch on array values of a variable "
+                           "bound before it"),
+    (del_item, "'del' of an item or attribute is not supported"),
+])
+def test_del_that_cannot_be_followed_is_refused_at_the_users_line(f, words):
+    args = (np.ones(2), 2) if f is del_of_outer_in_loop else (np.ones(2),)
+    with pytest.raises(funcgrad.UnsupportedSyntaxError, match=words) as e:
+        funcgrad.grad(f)(*args)
+    assert "test_raise_and_del.py" in str(e.value)
