@@ -187,3 +187,22 @@ def test_a_list_grown_at_run_time_that_gets_no_item_on_a_call(f, kw):
         assert np.allclose(v, f(x, a))
         num = numerical_vjp(f, (x, a), 0, 1.0, 1e-6)
         assert np.allclose(g, num, atol=1e-6)
+
+
+@pytest.mark.parametrize("jit", ["auto", "python", "njit", False])
+def test_hessian_through_a_list_grown_at_run_time_with_and_without_items(jit):
+    # forward over reverse reads the generated code back: its Python-only branch (the empty list's buffer)
+    # must stay a branch Numba drops, not become code that gives the buffer two types
+    def f(x, a):
+        L = []
+        for v in a:
+            if v > 0:
+                L.append(v * x)
+        s = np.sum(x * x * x)
+        for r in L:
+            s = s + np.sum(np.sin(r))
+        return s
+    x = np.array([0.5, 1.5])
+    for a in (np.array([1.0, -2.0, 3.0]), np.array([-1.0, -2.0])):
+        want = np.diag(6 * x) - np.diag(sum(v * v * np.sin(v * x) for v in a if v > 0) + 0 * x)
+        np.testing.assert_allclose(funcgrad.hessian(f, jit=jit)(x, a), want, rtol=1e-12, atol=1e-12)

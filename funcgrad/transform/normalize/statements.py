@@ -12,6 +12,7 @@ import numpy as np
 from ...custom import checkpointed
 from ...errors import REFUSAL_MARK, UnsupportedSyntaxError
 from .. import annotations as A
+from ...kernels.base import INTERPRETED
 from ..fence import error
 from ..structure import RET, StructureError, structure
 from ..values import Dyn, Static, Struct, VSElement
@@ -20,7 +21,7 @@ from .lists import RList
 from ...ops.numpy_shape import pick
 from ...ops.registry import lookup
 from .common import (_DictView, _item_assigned, LocalFunction, _Iter, _Range, _assigned, _contains, _describe, _is_array_producing,
-                     _load, _safe, _target_names, _user_name, lookup_getitem,
+                     _load, _safe, _target_names, _user_name, generated_file, lookup_getitem,
                      shown_as)
 
 
@@ -292,7 +293,7 @@ class Statements:
             if not isinstance(n, _FOLDABLE):
                 return None
             if isinstance(n, ast.Name):
-                if n.id in rebound:
+                if n.id in rebound or n.id == INTERPRETED:   # (generated code's "run as Python": see control)
                     return None
                 kind, val, _ = self.find_name(n.id, scope)
                 if kind == "bound" and (isinstance(val, Static) and _simple(val.obj) or id(n) in is_none_operand):
@@ -492,6 +493,15 @@ class Statements:
 
     def control(self, s, scope, out):
         P = scope.parsed
+        if isinstance(s, ast.If) and isinstance(s.test, ast.Name) and s.test.id == INTERPRETED and \
+                not s.orelse and generated_file(P.filename):
+            # generated code read back (forward over reverse, second order): a branch only Python runs (an
+            # empty runtime list's buffer, lists.py) stays one, its test the global that Numba folds
+            body = []
+            self.block_cf(s.body, scope, body, dynamic=False)
+            out.append(ast.copy_location(ast.If(test=ast.Name(INTERPRETED, ast.Load()), body=body or [ast.Pass()],
+                                                orelse=[]), s))
+            return None
         if isinstance(s, ast.If):
             test = self.expr(s.test, scope, out)
             if isinstance(test, Static):  # decided now (e.g. `if b is None`): only one branch exists
