@@ -159,7 +159,7 @@ def copysign(z, x, y):
     """|x| with y's sign: d/dx is sign(x) * (y's sign), which is sign(x) * sign(z) where x != 0; 0 in y."""
     d[x] = unbroadcast(d[z] * np.sign(x) * np.sign(z), x)
     d[y] = np.zeros_like(y)
-    t[z] = t[x] * np.sign(x) * np.sign(z)
+    t[z] = t[x] * np.sign(x) * np.sign(z) + 0.0 * t[y]
 
 
 @defvjp(np.hypot, sample=S.binary("positive", "real"), elementwise=True, also=[math.hypot])
