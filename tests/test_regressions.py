@@ -692,3 +692,20 @@ def test_a_function_whose_file_changed_after_import_is_refused_not_misread(tmp_p
     with pytest.raises(funcgrad.UnsupportedSyntaxError, match="changed after it was imported") as e:
         funcgrad.grad(mod.f)(np.ones(2))
     assert "def g" in str(e.value) and "reload the module" in str(e.value)
+
+
+def _counts_in_a_loop(x, a):
+    s = 0.0
+    for v in a:
+        s = s + np.sum(a > 0) * x + np.mean(a > v) * x * x + np.prod(a > -10) * v * x
+    return s
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_a_count_of_a_mask_taped_in_a_loop_is_an_integer(kw):
+    # np.sum(a > 0) counts: the kind inference called it a bool (a sum of bools), so the Python modes taped
+    # the count 4 in a bool array and read back True: the gradient was 8 instead of 20 (found by gen_lang)
+    a = np.array([1.0, 2.0, -3.0, 4.0, 5.0])
+    v, g = funcgrad.value_and_grad(_counts_in_a_loop, **kw)(0.7, a)
+    assert v == pytest.approx(_counts_in_a_loop(0.7, a), rel=1e-13)
+    assert g == pytest.approx(float(numerical_vjp(_counts_in_a_loop, (0.7, a), 0, 1.0, 1e-6)), rel=1e-8)

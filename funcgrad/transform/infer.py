@@ -199,9 +199,12 @@ def infer_kinds(stmts, kinds):
             if prim.name == "getitem":
                 return kinds.get(e.args[0].id) if isinstance(e.args[0], ast.Name) else None
             if prim.name in ("sum", "max", "min", "prod"):
-                return {"iw": "i", "f8w": "f8"}.get(ks[0], ks[0])
+                k = {"iw": "i", "f8w": "f8"}.get(ks[0], ks[0])
+                # NumPy sums and multiplies bools as integers (np.sum(a > 0) counts): a tape of this kind
+                # stored the count 4 as True
+                return "i" if k == "b" and prim.name in ("sum", "prod") else k
             if prim.name == "mean":
-                return "f8" if _promote(ks[:1]) in ("f8", "i") else None
+                return "f8" if ks[:1] == ["b"] or _promote(ks[:1]) in ("f8", "i") else None
             if prim.name in _UNARY_SAME:
                 k = ks[0]
                 return {"iw": "i", "f8w": "f8"}.get(k, k)
