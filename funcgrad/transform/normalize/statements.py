@@ -553,9 +553,26 @@ class Statements:
             out.append(ast.copy_location(ast.Assign(targets=[ast.Name(flag, ast.Store())],
                                                     value=self.as_expr(test, scope, s)), s))
             self.block_cf(s.body, scope, body)
-            again = self.expr(s.test, scope, body)
-            body.append(ast.copy_location(ast.Assign(targets=[ast.Name(flag, ast.Store())],
-                                                     value=self.as_expr(again, scope, s)), s))
+            last = body[-1] if body else None
+            if isinstance(last, ast.If) and not last.orelse and len(last.body) == 1 and \
+                    isinstance(last.body[0], ast.Break):
+                # the body ends with `if brk: break` (structure): the test runs again only when the loop goes on,
+                # as in Python; after the break it would run once more, and the reverse pass (which takes the
+                # break to end the body) replayed it in the broken iteration: its names were read unbound
+                again_out = []
+                again = self.expr(s.test, scope, again_out)
+                again_out.append(ast.copy_location(ast.Assign(targets=[ast.Name(flag, ast.Store())],
+                                                              value=self.as_expr(again, scope, s)), s))
+                goes_on = ast.copy_location(ast.If(test=ast.UnaryOp(op=ast.Not(), operand=copy.deepcopy(last.test)),
+                                                   body=again_out, orelse=[]), s)
+                for n in ast.walk(goes_on):
+                    if isinstance(n, (ast.stmt, ast.expr)) and not hasattr(n, "lineno"):
+                        ast.copy_location(n, s)
+                body.insert(len(body) - 1, goes_on)
+            else:
+                again = self.expr(s.test, scope, body)
+                body.append(ast.copy_location(ast.Assign(targets=[ast.Name(flag, ast.Store())],
+                                                         value=self.as_expr(again, scope, s)), s))
             out.append(mark(ast.copy_location(ast.While(test=ast.Name(flag, ast.Load()), body=body, orelse=[]), s)))
             return None
         if isinstance(s, ast.For):
