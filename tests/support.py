@@ -1,4 +1,7 @@
 """Helpers several test files share: where a tagged line is, and the value-and-gradient check of a case."""
+import importlib.util
+import linecache
+
 import numpy as np
 
 import funcgrad
@@ -23,3 +26,17 @@ def assert_value_and_gradient(f, args, argnums, **kw):
     for k, i in enumerate(nums):
         want = numerical_vjp(f, args, i, 1.0, 1e-6)
         np.testing.assert_allclose(g[k], want, rtol=1e-5, atol=1e-6, err_msg=f"argument {i}")
+
+
+def import_file(path, name):
+    """The module in file ``path``, imported under ``name`` (a module whose file a test then rewrites)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def rewrite_file(path, text):
+    """Write ``text`` over ``path`` after its module was imported (linecache then serves the new text)."""
+    path.write_text(text)
+    linecache.checkcache(str(path))

@@ -678,17 +678,11 @@ def test_a_local_functions_cache_never_hands_back_another_programs_lambda():
 def test_a_function_whose_file_changed_after_import_is_refused_not_misread(tmp_path):
     # funcgrad reads a function's source when it first transforms it; lines inserted above it since the
     # module was imported put another function at its line, whose gradient came back for the one that runs
-    import importlib.util
-    import linecache
-    import time
+    from tests.support import import_file, rewrite_file
     path = tmp_path / "edited_module.py"
     path.write_text("import numpy as np\n\n\ndef f(x):\n    return np.sum(x ** 2)\n\n\ndef g(x):\n    return np.sum(x ** 3)\n")
-    spec = importlib.util.spec_from_file_location("edited_module", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    time.sleep(0.01)
-    path.write_text("import numpy as np\n\n\ndef g(x):\n    return np.sum(x ** 3)\n\n\ndef f(x):\n    return np.sum(x ** 2)\n")
-    linecache.checkcache(str(path))
+    mod = import_file(path, "edited_module")
+    rewrite_file(path, "import numpy as np\n\n\ndef g(x):\n    return np.sum(x ** 3)\n\n\ndef f(x):\n    return np.sum(x ** 2)\n")
     with pytest.raises(funcgrad.UnsupportedSyntaxError, match="changed after it was imported") as e:
         funcgrad.grad(mod.f)(np.ones(2))
     assert "def g" in str(e.value) and "reload the module" in str(e.value)

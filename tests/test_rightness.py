@@ -362,15 +362,11 @@ def test_the_lambda_differentiated_is_the_one_passed(kw):
 def test_an_unlocatable_lambda_is_refused_not_guessed(tmp_path):
     # the file changed since the lambda was compiled: no lambda on its line holds its code; refuse, never
     # differentiate another lambda of that line
-    import importlib.util
-    import linecache
+    from tests.support import import_file, rewrite_file
     path = tmp_path / "rightness_lambda_mod.py"
     path.write_text("import numpy as np\ng = (lambda x: x * 2.0)\n")
-    spec = importlib.util.spec_from_file_location("rightness_lambda_mod", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    path.write_text("import numpy as np\ng = (lambda x: x)     ;     h = (lambda x: np.sin(x))\n")
-    linecache.checkcache(str(path))
+    mod = import_file(path, "rightness_lambda_mod")
+    rewrite_file(path, "import numpy as np\ng = (lambda x: x)     ;     h = (lambda x: np.sin(x))\n")
     with pytest.raises(UnsupportedSyntaxError) as e:
         funcgrad.grad(mod.g, jit=False)(0.3)
     assert e.value.lineno == 2 and "lambda" in str(e.value)
