@@ -628,7 +628,12 @@ def _numba_failure(err, built):
         m = re.search(r"Cannot unify (.+?) and (.+?) for '([A-Za-z_]\w*?)(?:\.\d+)?'", msg)
         if m:
             var = m.group(3)
-            words, ident = user_words(var[2:] if var.startswith("d_") else var, getattr(built, "origins", None) or {})
+            origins = getattr(built, "origins", None) or {}
+            base = var[2:] if var.startswith("d_") else var
+            words, ident = user_words(base, origins)
+            code = getattr(getattr(built, "user_fn", None), "__code__", None)
+            if ident is not None and base not in origins and code is not None and base not in code.co_varnames:
+                ident = None   # a temporary's adjoint (d_t5 of _t5): no name the user wrote
             if var.startswith("d_") and ident is not None:   # the adjoint of a user's variable
                 words = f"the gradient of {words}"
             if ident is not None:   # one of the user's variables

@@ -703,3 +703,28 @@ def test_a_count_of_a_mask_taped_in_a_loop_is_an_integer(kw):
     v, g = funcgrad.value_and_grad(_counts_in_a_loop, **kw)(0.7, a)
     assert v == pytest.approx(_counts_in_a_loop(0.7, a), rel=1e-13)
     assert g == pytest.approx(float(numerical_vjp(_counts_in_a_loop, (0.7, a), 0, 1.0, 1e-6)), rel=1e-8)
+
+
+def _int_then_float_in_branches(x, arrays, n):
+    a, B = arrays
+    s = 0
+    for v1 in B[:, 0]:
+        s = s + v1 * 0.1
+        if n % 2 == 0:
+            s = s + (B[1].sum() - a[0] ** 2)
+        else:
+            s = s - (a[1] ** 2 * np.sum(a) * 0.3)
+    return np.float64(s)
+
+
+def test_a_two_types_refusal_never_names_a_temporary():
+    # the adjoint of funcgrad's temporary _t5 is d_t5: the refusal called it "the gradient of 't5'", a name the
+    # user never wrote (found by gen_lang); "auto" runs it as Python, right
+    args = (0.5, [np.ones(3), np.ones((4, 2))], 3)
+    with pytest.raises(funcgrad.CompileError) as e:
+        funcgrad.grad(_int_then_float_in_branches, argnums=1, jit="njit")(*args)
+    assert "'t" not in str(e.value) and "different types" in str(e.value)
+    g = funcgrad.grad(_int_then_float_in_branches, argnums=1)(*args)
+    num = numerical_vjp(lambda a, B: _int_then_float_in_branches(0.5, [a, B], 3), (np.ones(3), np.ones((4, 2))), 0,
+                        1.0, 1e-6)
+    np.testing.assert_allclose(g[0], num, atol=1e-7)
