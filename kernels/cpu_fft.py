@@ -69,8 +69,8 @@ def _csign_ov(x):
         return scalar
     if isinstance(x, types.Array) and isinstance(x.dtype, types.Complex):
         def arr(x):
-            out = np.empty_like(x)
-            xf = x.ravel()
+            out = np.empty(x.shape, x.dtype)   # C order whatever x's (empty_like kept a transpose's F order,
+            xf = x.ravel()                     # which reshape(-1) refuses: NotImplementedError under njit)
             of = out.reshape(-1)
             for i in range(xf.size):
                 r = abs(xf[i])
