@@ -124,21 +124,15 @@ def _empty(shape, dtype):
     if _ALLOC[0] is None:
         _ALLOC[0] = "cupy" if _cupy() is not None else "numba"
     n = _size(shape)
-    if _ALLOC[0] == "cupy":
+    if _ALLOC[0] == "cupy":   # the shaped array and its flat view wrapped from the pool's memory (no reshape)
         c = _CUPY[0].empty((n,), dtype=np.dtype(dtype))
-        if len(shape) == 1:
-            return _from_cupy(c)
         flat = _from_cupy(c)
-        out = _from_cupy(c, shape)
-        if out is not None and flat is not None:
-            out._fg_flat = flat
-            return out
-        flat = cuda.as_cuda_array(c, sync=False)
+        out = flat if len(shape) == 1 else _from_cupy(c, shape)
     else:
         flat = cuda.device_array((n,), dtype=np.dtype(dtype))
-    if len(shape) == 1:
+        out = flat if len(shape) == 1 else flat.reshape(shape)
+    if out is flat:
         return flat
-    out = flat.reshape(shape)
     try:
         out._fg_flat = flat   # the flat view kernels index, made once
     except AttributeError:    # pragma: no cover - a device array type without a __dict__

@@ -112,8 +112,7 @@ class Expressions:
         if isinstance(node, ast.Compare):
             vals = [self.expr(node.left, scope, out)] + [self.expr(c, scope, out) for c in node.comparators]
             # a tuple or list display of constants (`mode not in ("a", "b")`) compares as the Python object
-            vals = [Static(_static_value(v)) if isinstance(v, Struct) and v.kind in ("tuple", "list") and
-                    _static_leaves(v) else v for v in vals]
+            vals = [_known_container(v) for v in vals]
             if all(isinstance(v, Static) for v in vals):
                 # a chain too (`0 < 1 < 0.5`): left unevaluated, a chain of literals reached the generated code,
                 # where Numba prunes the branch it guards and the gradient's lists kept there have no type
@@ -548,9 +547,7 @@ def _fstring(self, node, scope, out):
         if isinstance(v, ast.Constant):
             parts.append(str(v.value))
             continue
-        val = self.expr(v.value, scope, out)
-        if isinstance(val, Struct) and _static_leaves(val):
-            val = Static(_static_value(val))
+        val = _known_container(self.expr(v.value, scope, out))
         if not isinstance(val, Static):
             raise error(scope.parsed, v, "an f-string of a value known only when the function runs (an array's "
                                          "values) is not supported",
@@ -575,3 +572,11 @@ def _static_leaves(v):
     if isinstance(v, Struct):
         return all(_static_leaves(x) for x in v.values())
     return isinstance(v, Static)
+
+
+def _known_container(v):
+    """A tuple, list or dict whose leaves are all known now (``("a", "b")``, ``x.shape`` of known sizes) as the Python
+    object; anything else as it is."""
+    if isinstance(v, Struct) and v.kind in ("tuple", "list", "dict") and _static_leaves(v):
+        return Static(_static_value(v))
+    return v

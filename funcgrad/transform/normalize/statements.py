@@ -427,7 +427,8 @@ class Statements:
 
     def delete_stmt(self, s, scope, out):
         """``del name``: the name is unbound from here on (reading it again is refused as Python raises
-        UnboundLocalError); nothing runs. Outside loops over a runtime range and branches on array values."""
+        UnboundLocalError); nothing runs. In a loop over a runtime range or a branch on array values, only a name
+        first bound inside it (a temporary of the body)."""
         P = scope.parsed
         for t in s.targets:
             if not isinstance(t, ast.Name):
