@@ -253,9 +253,9 @@ def _parse_template(prim, fn) -> Template:
             [a.arg for a in fdef.args.args] != list(code.co_varnames[:code.co_argcount]):
         # templates are read from their file when first used: a file changed on disk since funcgrad was
         # imported (an upgrade in a running session) holds another function at that line now
-        raise RuntimeError(f"funcgrad's rule for {prim.name} cannot be read: {code.co_filename} changed on disk "
-                           f"after funcgrad was imported (line {code.co_firstlineno} no longer holds it); restart the "
-                           "Python process")
+        raise RuntimeError("funcgrad's installed files changed after it was imported (an upgrade or an edit while "
+                           f"this Python process ran), so its derivative rule for {prim.name} cannot be read; restart "
+                           "the Python process")
     names = [a.arg for a in fdef.args.args]
     result, params = names[0], names[1:]
     stmts = [s for s in fdef.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
