@@ -419,7 +419,7 @@ class _Transformed:
         try:
             return built, fn(*call_args)
         except Exception as e:
-            if built.mode != "njit" or not _compile_failure(e):
+            if built.mode != "njit" or not (_compile_failure(e) or _nopython_runtime_gap(e, built)):
                 if isinstance(e, (_numba_errors.NumbaError, NotImplementedError)):
                     raise
                 where = _raised_at(e, built) if isinstance(e, NoDerivativeError) and not e.filename else None
@@ -567,6 +567,12 @@ def _compile_failure(err):
             or _raised_while_compiling(err))
 
 
+def _nopython_runtime_gap(err, built):
+    """Numba's compiled code refusing, as it runs, an operation the Python path does (a ``NotImplementedError``
+    such as a reshape of a non-contiguous array): for ``"auto"`` a reason to run the Python path instead."""
+    return isinstance(err, NotImplementedError) and not isinstance(err, NoDerivativeError) and built.py_fn is not None
+
+
 def _raised_while_compiling(err):
     """Whether ``err`` was raised inside Numba's compiler (not by the compiled code as it ran)."""
     return any(frame.f_code.co_name == "_compile_for_args" and "numba" in frame.f_code.co_filename
@@ -590,7 +596,9 @@ def _numba_failure(err, built):
                         os.path.abspath(built.path):
                     where = (built.line_map or {}).get(getattr(loc, "line", None)) or where
     reason = "a value of a type nopython mode does not support"
-    if "No definition for lowering" in msg:
+    if _nopython_runtime_gap(err, built) and not _raised_while_compiling(err):
+        reason = f"its compiled code refused an operation as it ran: {msg}"
+    elif "No definition for lowering" in msg:
         reason = "this operation has no nopython implementation for these operands"
     m = re.search(r"No implementation of function (.+?) found for signature:\s*\n\s*\n?\s*>>> (.+)", msg)
     if m:

@@ -744,3 +744,47 @@ def test_abs_of_a_complex_transposed_array(kw):
         tol = 1e-7 if dt == np.float64 else 2e-3
         np.testing.assert_allclose(g, numerical_vjp(_abs_of_complex_transpose, (x.astype(np.float64),), 0, 1.0, 1e-6),
                                    rtol=tol, atol=tol)
+
+
+def _cumsum_weighted_by_sine(x):
+    s = 0.0
+    for k in range(2):   # a loop: "auto" compiles it whole
+        s = s + np.sum(np.cumsum(x) * np.sin(x) + 0.25 * k * x)
+    return s
+
+
+def test_a_nopython_runtime_refusal_falls_back_or_is_refused_at_the_users_line(monkeypatch):
+    # Numba's compiled code can refuse an operation only as it runs (a reshape of a non-contiguous array raises
+    # NotImplementedError("incompatible shape for array")); "auto" passed it to the user as a raw Numba error.
+    # A kernel that does so under njit only stands in for any such gap: "auto" reruns the call as Python (once,
+    # warning at the user's line) and "njit" refuses it in the user's terms.
+    import warnings
+    import numba
+    from numba.extending import overload
+    from funcgrad.kernels import cpu, cpu_backend
+    real = cpu.cumsum_t
+
+    def cumsum_t(g, x, axis):
+        return real(g, x, axis)
+
+    @overload(cumsum_t)
+    def _nopython(g, x, axis):
+        def impl(g, x, axis):
+            if x.size > 0:
+                raise NotImplementedError("incompatible shape for array")
+            return g * 1.0
+        return impl
+
+    monkeypatch.setattr(cpu, "cumsum_t", cumsum_t)
+    monkeypatch.setattr(cpu_backend.CPUBackend, "compile_whole",
+                        lambda self, fn, cache=True: numba.njit(cache=False, pipeline_class=cpu_backend._GeneratedCompiler)(fn))
+    x = np.linspace(-1.0, 1.0, 5)
+    want = numerical_vjp(_cumsum_weighted_by_sine, (x,), 0, 1.0, 1e-6)
+    with pytest.raises(funcgrad.CompileError) as e:
+        funcgrad.grad(_cumsum_weighted_by_sine, jit="njit")(x)
+    assert "nopython" in str(e.value) and "incompatible shape" in str(e.value)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        g = funcgrad.grad(_cumsum_weighted_by_sine, jit="auto")(x)
+    np.testing.assert_allclose(g, want, atol=1e-7)
+    assert [w.filename for w in caught if issubclass(w.category, funcgrad.FuncgradWarning)] == [__file__]
