@@ -9,8 +9,9 @@ reversed iteration, by the statements that computed it in the primal: the adjoin
 reads exactly the values iteration ``k`` computed, and nothing about them is stored.
 
 What may be recomputed (``plan``), for a loop ``L`` (not a checkpointed loop, nor one inside one; no
-``break``/``continue``/``return``, no in-place write ``x[i] = v`` and no call made for its effect anywhere in
-it):
+``break``/``continue``/``return`` anywhere in it; where it writes an array in place, ``x[i] = v``, or calls
+something for its effect, only integer arithmetic of ints, sizes and shapes, which no such write changes:
+an LSTM's ``2 * i`` row indices):
 
 * a statement ``n = rhs`` of ``L``'s body (or of branches of it, replayed under the same condition; never of
   a nested loop) whose ``rhs`` is cheap: per element a few operations (arithmetic, comparisons, indexing,
@@ -111,16 +112,85 @@ def _path_count(stmts):
 
 
 def _eligible(loop):
+    """"all" when every cheap value of ``loop`` may be recomputed, "ints" when only its integer arithmetic may
+    (it writes arrays in place or calls something for its effect: an array it reads may have changed since),
+    None when nothing may (it jumps out, or it is checkpointed)."""
+    kind = "all"
     for n in ast.walk(ast.Module(body=loop.body, type_ignores=[])):
         if isinstance(n, (ast.Break, ast.Continue, ast.Return)):
-            return False
+            return None
         if isinstance(n, ast.Assign) and not isinstance(n.targets[0], ast.Name):
-            return False
+            kind = "ints"
         if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and not A.has(n, A.TRIPS):
-            return False   # a call for its effect (it might change an array the recomputed lines read)
+            kind = "ints"   # a call for its effect (it might change an array the recomputed lines read)
         if isinstance(n, (ast.For, ast.While)) and A.get(n, A.CHECKPOINT, None) is not None:
-            return False
-    return A.get(loop, A.CHECKPOINT, None) is None
+            return None
+    return kind if A.get(loop, A.CHECKPOINT, None) is None else None
+
+
+_SIZES = frozenset(["ndim", "size"])
+_INT_OPS = {"add": 2, "subtract": 2, "multiply": 2, "floor_divide": 2, "remainder": 2, "negative": 1}
+
+
+def _int_form(e, ints):
+    """Whether ``e`` is integer arithmetic over names in ``ints``, int constants and arrays' shapes and sizes
+    (values no in-place write can change)."""
+    if isinstance(e, ast.Constant):
+        return type(e.value) is int
+    if isinstance(e, ast.Name):
+        return e.id in ints
+    if isinstance(e, ast.BinOp):
+        return isinstance(e.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)) and \
+            _int_form(e.left, ints) and _int_form(e.right, ints)
+    if isinstance(e, ast.UnaryOp):
+        return isinstance(e.op, ast.USub) and _int_form(e.operand, ints)
+    if isinstance(e, ast.Call):   # (the A-normal form spells operators as kernels: K.multiply(2, i))
+        return isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name) and e.func.value.id == "K" \
+            and e.func.attr in _INT_OPS and not e.keywords and len(e.args) == _INT_OPS[e.func.attr] and \
+            all(_int_form(a, ints) for a in e.args)
+    if isinstance(e, ast.Attribute):
+        return e.attr in _SIZES and isinstance(e.value, ast.Name)
+    if isinstance(e, ast.Subscript):
+        return isinstance(e.value, ast.Attribute) and e.value.attr == "shape" and \
+            isinstance(e.value.value, ast.Name) and isinstance(e.slice, ast.Constant) and type(e.slice.value) is int
+    return False
+
+
+def _int_test(e, ints):
+    """Whether condition ``e`` compares integer arithmetic (``_int_form``) only."""
+    if isinstance(e, ast.Compare):
+        return _int_form(e.left, ints) and all(_int_form(c, ints) for c in e.comparators)
+    if isinstance(e, ast.BoolOp):
+        return all(_int_test(v, ints) for v in e.values)
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+        return _int_test(e.operand, ints)
+    return isinstance(e, ast.Name) and e.id in ints
+
+
+def _int_names(fbody):
+    """Names that hold ints wherever they are bound: targets of ``for ... in range(...)`` and names every
+    assignment of which is integer arithmetic of such names (``_int_form``); a name bound any other way
+    (unpacked, augmented, in a comprehension) is not one."""
+    binds, plain = {}, set()
+    for n in ast.walk(ast.Module(body=list(fbody), type_ignores=[])):
+        if isinstance(n, ast.For) and isinstance(n.target, ast.Name):
+            rng = isinstance(n.iter, ast.Call) and isinstance(n.iter.func, ast.Name) and n.iter.func.id == "range"
+            binds.setdefault(n.target.id, []).append(None if rng else False)
+            plain.add(id(n.target))
+        elif isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Name):
+                    binds.setdefault(t.id, []).append(n.value)
+                    plain.add(id(t))
+    for n in ast.walk(ast.Module(body=list(fbody), type_ignores=[])):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) and id(n) not in plain:
+            binds.setdefault(n.id, []).append(False)
+    ints = {k for k, vs in binds.items() if all(v is not False for v in vs)}
+    while True:   # drop names one of whose bindings is not int arithmetic of what remains
+        keep = {k for k in ints if all(v is None or _int_form(v, ints) for v in binds[k])}
+        if keep == ints:
+            return ints
+        ints = keep
 
 
 def plan(body, ranks, special):
@@ -132,8 +202,9 @@ def plan(body, ranks, special):
         for s in stmts:
             if isinstance(s, (ast.For, ast.While)):
                 if A.get(s, A.CHECKPOINT, None) is None:   # (nor the loops inside a checkpointed one)
-                    if _eligible(s):
-                        cand = _candidates(s, body, ranks, special)
+                    kind = _eligible(s)
+                    if kind:
+                        cand = _candidates(s, body, ranks, special, None if kind == "all" else _int_names(body))
                         if cand:
                             plans[id(s)] = cand
                     visit(s.body)
@@ -145,7 +216,8 @@ def plan(body, ranks, special):
     return plans
 
 
-def _candidates(loop, fbody, ranks, special):
+def _candidates(loop, fbody, ranks, special, ints=None):
+    """The recomputable statements of ``loop`` (with ``ints``, only integer arithmetic over those names)."""
     in_loop = _bindings(loop.body, set())
     if isinstance(loop, ast.For):
         in_loop.add(loop.target.id)
@@ -186,7 +258,8 @@ def _candidates(loop, fbody, ranks, special):
                 carried.update(r for r in reads if r in in_loop and r not in defined)
                 n = s.targets[0].id
                 if n in targets:
-                    if build and _cheap(s.value, ranks) and reads_ok(reads, defined):
+                    cheap = _cheap(s.value, ranks) if ints is None else (n in ints and _int_form(s.value, ints))
+                    if build and cheap and reads_ok(reads, defined):
                         out.append(copy.deepcopy(s))
                     else:
                         rejected.add(n)
@@ -194,7 +267,7 @@ def _candidates(loop, fbody, ranks, special):
             elif isinstance(s, ast.If):
                 reads = _loads(s.test)
                 carried.update(r for r in reads if r in in_loop and r not in defined)
-                sub = build and reads_ok(reads, defined)
+                sub = build and reads_ok(reads, defined) and (ints is None or _int_test(s.test, ints))
                 b, db = walk(s.body, defined, sub)
                 o, do = walk(s.orelse, defined, sub)
                 if b or o:
