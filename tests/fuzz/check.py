@@ -44,6 +44,7 @@ RTOL, ATOL = 1e-4, 1e-6
 EPS1, EPS2 = 1e-6, 1e-5
 VALUE_RTOL = 1e-9
 FLOAT32 = os.environ.get("FUZZ_FLOAT32") == "1"   # also compare njit with python on float32 arrays
+JVP = os.environ.get("FUZZ_JVP") == "1"           # also check forward mode (funcgrad.jvp) in every mode
 
 _FUNCGRAD_DIR = os.path.dirname(os.path.abspath(funcgrad.__file__))
 
@@ -490,12 +491,80 @@ def check_program(src, args, argnums, modes=MODES, use_autograd=True, timeout=12
         st, kind, msg = per_mode[first_refused]
         modes_ref = [m for m, v in per_mode.items() if v[0] == REFUSED]
         return Outcome(REFUSED, ",".join(modes_ref), kind, msg, "", per_mode)
+    if JVP:
+        bad = _jvp_mismatch(fn0, args, argnums, value, scale, refs, reference, modes, path, timeout, kwargs, src)
+        if bad:
+            mode, kind, msg = bad
+            per_mode[f"jvp-{mode}"] = (FAILURE, kind, msg)
+            return Outcome(FAILURE, f"jvp-{mode}", kind, msg.partition("\n")[0], msg.partition("\n")[2], per_mode)
     if FLOAT32 and per_mode.get("python", (None,))[0] == RIGHT and per_mode.get("njit", (None,))[0] == RIGHT:
         bad = _float32_mismatch(fn0, args, argnums, scale, path, timeout, kwargs, src)
         if bad:
             per_mode["njit"] = (FAILURE, "float32", bad)
             return Outcome(FAILURE, "njit", "float32", bad.partition("\n")[0], bad.partition("\n")[2], per_mode)
     return Outcome(RIGHT, per_mode=per_mode)
+
+
+def _tangents(args, argnums, seed=0):
+    """One tangent per argument (a random direction for those in ``argnums``, zeros elsewhere, 0 for ints)
+    and the list of the differentiated ones' leaves, in the order of the finite differences' leaves."""
+    rng = np.random.RandomState(seed)
+    used = []
+
+    def make(a, live):
+        if isinstance(a, dict):
+            return {k: make(v, live) for k, v in a.items()}
+        if isinstance(a, (tuple, list)):
+            return type(a)(make(v, live) for v in a)
+        if isinstance(a, np.ndarray) and a.dtype.kind in "fc":
+            return rng.uniform(-1.0, 1.0, a.shape) if live else np.zeros(a.shape)
+        if isinstance(a, (float, np.floating)):
+            return float(rng.uniform(-1.0, 1.0)) if live else 0.0
+        return 0
+    tans = tuple(make(a, i in argnums) for i, a in enumerate(args))
+    for i in argnums:
+        used.extend(_flatten(tans[i]))
+    return tans, used
+
+
+def _jvp_mismatch(fn, args, argnums, value, scale, refs, reference, modes, path, timeout, kwargs=None, src=None):
+    """With FUZZ_JVP=1: ``(mode, kind, message)`` for the first mode whose ``funcgrad.jvp`` (a random direction
+    in the differentiated arguments) gives a wrong value or a directional derivative other than the finite
+    differences' gradient dotted with the direction, or fails other than by a clear refusal; else None."""
+    if kwargs:
+        return None
+    tans, leaves = _tangents(args, argnums)
+
+    def along(grads):
+        return float(sum(np.sum(np.asarray(g, np.float64) * np.asarray(v, np.float64)) for g, v in zip(grads, leaves)))
+    norm = max(1.0, float(np.sqrt(sum(np.sum(np.asarray(v, np.float64) ** 2) for v in leaves))))
+    want = along(refs["fd1"])
+    for mode in modes:
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings(), _time_limit(timeout):
+                warnings.simplefilter("ignore")
+                kw = {"jit": False} if mode == "nojit" else {"mode": mode}
+                v, t = funcgrad.jvp(fn, _copy_args(args), tans, **kw)
+        except _Timeout as e:
+            return mode, "timeout", str(e)
+        except Exception as e:
+            st, kind, msg = _classify_exception(e, path, src)
+            if st == FAILURE:
+                return mode, kind, msg
+            continue
+        if not np.isfinite(v) or not np.isclose(v, value, rtol=VALUE_RTOL, atol=1e-12 * scale):
+            return mode, "wrong-value", f"jvp's value {v!r}, plain Python gives {value!r}"
+        t = np.asarray(t, dtype=np.float64)
+        if t.shape != () and t.size != 1:
+            return mode, "wrong-tangent", f"jvp's tangent has shape {t.shape} for a scalar output"
+        t = float(t.reshape(()))
+        if np.isclose(t, want, rtol=RTOL, atol=ATOL * scale * norm):
+            continue
+        fd2 = reference("fd2")
+        if np.isclose(t, along(fd2), rtol=RTOL, atol=ATOL * scale * norm):
+            continue
+        return mode, "wrong-tangent", f"jvp's tangent {t!r}, finite differences give {want!r}"
+    return None
 
 
 def _float32_mismatch(fn, args, argnums, scale, path, timeout, kwargs=None, src=None):
