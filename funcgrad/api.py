@@ -482,7 +482,9 @@ class _Transformed:
             break
         return built, single, nums, flat, trees, cap, key
 
-    def _outputs(self, built, outs):
+    def _outputs(self, built, outs, tangents=False):
+        """The user's output structure around ``outs``; with ``tangents``, around a forward sweep's tangents,
+        where a constant output (known when the code was generated) has the generated code's zero tangent."""
         it = iter(outs)
 
         def rebuild(v):
@@ -494,8 +496,8 @@ class _Transformed:
                     return v.cls(*items)
                 return tuple(items) if v.kind == "tuple" else list(items)
             if isinstance(v, Static):
-                next(it)
-                return v.obj
+                t = next(it)
+                return t if tangents and _is_number_like(v.obj) else v.obj
             return next(it)
 
         return rebuild(built.out_tree)
@@ -503,6 +505,12 @@ class _Transformed:
     def _call_vjp(self, args, cotangent_fn):
         built, single, nums, flat, trees, cap, key = self._lookup(args)
         return built, single, nums, flat, trees, self._runtime_leaves(flat, key), cap, key
+
+
+def _is_number_like(obj):
+    """A number or an array: its tangent is a zero of its kind, as for a number the code computes (a bool, a
+    string or None stands for itself)."""
+    return isinstance(obj, (int, float, complex, np.ndarray, np.number)) and not isinstance(obj, (bool, np.bool_))
 
 
 class _OnDevice:

@@ -89,7 +89,7 @@ class _JVP(_Transformed):
             fk = _api._fast_key(primals)
             if fk is not None:   # the next call with arrays and floats of these dtypes and ndims skips the above
                 self._fast[fk] = (built, key, tuple(nums))
-        return self._outputs(built, outs), self._outputs(built, touts)
+        return self._outputs(built, outs), self._outputs(built, touts, tangents=True)
 
     def _fast_run(self, plan, primals, tangents):
         """A call of a signature seen before whose primals are arrays and floats and whose tangents match them

@@ -788,3 +788,28 @@ def test_a_nopython_runtime_refusal_falls_back_or_is_refused_at_the_users_line(m
         g = funcgrad.grad(_cumsum_weighted_by_sine, jit="auto")(x)
     np.testing.assert_allclose(g, want, atol=1e-7)
     assert [w.filename for w in caught if issubclass(w.category, funcgrad.FuncgradWarning)] == [__file__]
+
+
+def _returns_a_constant(x, A):
+    for i in range(2):
+        x = x * A[0]
+    return 0.25
+
+
+def _returns_constants_in_a_dict(x):
+    return {"c": 0.5, "n": 3, "a": np.ones(2), "y": x * 2.0, "s": "label"}
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_jvp_of_a_constant_output_is_zero(kw):
+    # an output known when the code was generated came back as its own tangent: jvp of `return 0.25` gave
+    # (0.25, 0.25) (found by the fuzz harness's forward-mode check)
+    A = np.array([0.5, 0.2])
+    v, t = funcgrad.jvp(_returns_a_constant, (0.3, A), (1.0, np.ones(2)), **kw)
+    assert (v, t) == (0.25, 0.0)
+    x = np.array([0.3, -0.1])
+    v, t = funcgrad.jvp(_returns_constants_in_a_dict, (x,), (np.ones(2),), **kw)
+    assert v["c"] == 0.5 and v["n"] == 3 and v["s"] == "label"
+    assert t["c"] == 0.0 and t["n"] == 0 and t["s"] == "label"
+    np.testing.assert_array_equal(t["a"], np.zeros(2))
+    np.testing.assert_allclose(t["y"], 2.0 * np.ones(2))
