@@ -116,8 +116,9 @@ def _normalize(msg):
     return msg[:160]
 
 
-class _Timeout(Exception):
-    pass
+class _Timeout(BaseException):
+    """The time limit's alarm: not an Exception, so that neither funcgrad (which reads an error raised while
+    Numba compiles as Numba's refusal) nor the program catches it."""
 
 
 @contextmanager
@@ -398,7 +399,7 @@ def check_program(src, args, argnums, modes=MODES, use_autograd=True, timeout=12
             for a, b in zip(_flatten(args), _flatten(before)):
                 if isinstance(a, np.ndarray) and not np.array_equal(a, b):
                     return Outcome(INVALID, kind="mutates-input")
-    except Exception as e:
+    except (Exception, _Timeout) as e:
         return Outcome(INVALID, kind="plain", message=f"{type(e).__name__}: {e}")
     if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind == "f":
         value = value[()]           # a 0-d array result: funcgrad's value is compared with its number
@@ -577,12 +578,14 @@ def _float32_mismatch(fn, args, argnums, scale, path, timeout, kwargs=None, src=
         with np.errstate(all="ignore"), warnings.catch_warnings(), _time_limit(timeout):
             warnings.simplefilter("ignore")
             ref_v, ref_g = _run_mode(fn, a32, argnums, "python", kwargs)
-    except Exception:
+    except (Exception, _Timeout):
         return None
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings(), _time_limit(timeout):
             warnings.simplefilter("ignore")
             v, g = _run_mode(fn, a32, argnums, "njit", kwargs)
+    except _Timeout as e:
+        return f"njit in float32: {e}"
     except Exception as e:
         st, kind, msg = _classify_exception(e, path, src)
         if st == FAILURE or np.asarray(ref_v).dtype == np.float32:
