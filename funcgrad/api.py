@@ -656,7 +656,9 @@ def _numba_failure(err, built):
                 reason = (f"{words} takes values of different types on different paths: {_plain_types(m.group(1))} "
                           f"on one and {_plain_types(m.group(2))} on another; compiled code needs one type per "
                           "variable")
-    elif "have imprecise type: list(undefined)" in msg:
+    elif "have imprecise type: list(undefined)" in msg or re.search(
+            r"Type of variable '[^']*' cannot be determined, operation: _p_\w+", msg):
+        # (the tape's position counter compared: its list is never appended to where Numba pruned the branch)
         reason = "a branch whose condition is constant never runs, so a list the gradient keeps has no type"
     reason = re.sub(r"\b_ext\d+_", "", reason)
     if where is None:   # nothing names a line of the user's: the function itself

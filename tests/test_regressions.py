@@ -5,6 +5,7 @@ Every program runs plainly (the value oracle) and through funcgrad in every mode
 gradients central differences in float64.
 """
 import gc
+import math
 import operator
 
 import numpy as np
@@ -813,3 +814,52 @@ def test_jvp_of_a_constant_output_is_zero(kw):
     assert t["c"] == 0.0 and t["n"] == 0 and t["s"] == "label"
     np.testing.assert_array_equal(t["a"], np.zeros(2))
     np.testing.assert_allclose(t["y"], 2.0 * np.ones(2))
+
+
+# (found by the fuzz generator, program 200114 of seed 200000)
+
+def _cb_h1(p2):
+    for i3 in range(2):
+        s4 = np.tanh(p2)
+        if math.tanh(np.abs(s4)) > -0.2:
+            break
+    return p2, ((p2 / (1.5 + 2.0 * 2.0)) / (1.5 + ((p2) ** 2) * ((p2) ** 2)))
+
+
+def _cb_h5(p6):
+    for i7 in range(1):
+        s8 = (((-0.7) ** 3 + i7) + i7)
+        s8 *= np.tanh(np.abs((p6 if 0.25 < -0.2 else p6)))
+        s8, p6 = (np.dot((np.ones((3,)) * s8), (np.ones((3,)) * s8))) ** 2, -1.2
+    if (np.mean((np.ones((3, 3, 3)) * p6)) if 0.5 < 0.0 else _cb_h1(2.0)[1]) > 0.0:
+        return np.log(1.5 + (np.sqrt(1.5 + 2.0 * 2.0)) * (np.sqrt(1.5 + 2.0 * 2.0)))
+    if (p6 if p6 < 0.0 else (p6 if -1.2 < 0.3 else -1.2)) < 0.0:
+        return 0.25
+    return math.sin(0.25)
+
+
+def _constant_branch_in_helpers(x, n):
+    if n % 2 == 0:
+        s9 = 1.5
+        s10, s11 = _cb_h1((1.5) ** 3)
+        k12 = 0
+        while k12 < 1:
+            k12 += 1
+            s13, s14 = _cb_h1(s10)
+            s15, s16 = _cb_h1(math.cos(_cb_h5(0.25)))
+            s17 = x
+    s18 = np.cos(math.tanh(np.sin(0.5)))
+    return x + s18
+
+
+def test_a_branch_numba_prunes_is_refused_in_plain_words():
+    # a helper's constant return makes a condition constant: Numba prunes the branch and the tape of a condition
+    # inside it is never appended to; njit's refusal said "a value of a type nopython mode does not support"
+    import warnings
+    with pytest.raises(funcgrad.CompileError) as e:
+        funcgrad.value_and_grad(_constant_branch_in_helpers, mode="njit")(0.3, 2)
+    assert "constant never runs" in str(e.value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        v, g = funcgrad.value_and_grad(_constant_branch_in_helpers)(0.3, 2)
+    assert v == pytest.approx(_constant_branch_in_helpers(0.3, 2), rel=1e-12) and g == pytest.approx(1.0, rel=1e-12)
