@@ -578,7 +578,7 @@ def _compile_failure(err):
 def _nopython_runtime_gap(err, built):
     """Numba's compiled code refusing, as it runs, an operation the Python path does (a ``NotImplementedError``
     such as a reshape of a non-contiguous array): for ``"auto"`` a reason to run the Python path instead."""
-    return isinstance(err, NotImplementedError) and not isinstance(err, NoDerivativeError) and built.py_fn is not None
+    return isinstance(err, NotImplementedError) and built.py_fn is not None
 
 
 def _raised_while_compiling(err):

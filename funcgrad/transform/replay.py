@@ -197,14 +197,17 @@ def plan(body, ranks, special):
     """``{id(loop): candidate statements}`` for every loop of ``body`` with something to recompute: the
     recomputable statements of its body, copied, in order, inside copies of their branches."""
     plans = {}
+    ints = []   # (the function's int names: found once, when a loop first needs them)
 
     def visit(stmts):
         for s in stmts:
             if isinstance(s, (ast.For, ast.While)):
                 if A.get(s, A.CHECKPOINT, None) is None:   # (nor the loops inside a checkpointed one)
                     kind = _eligible(s)
+                    if kind == "ints" and not ints:
+                        ints.append(_int_names(body))
                     if kind:
-                        cand = _candidates(s, body, ranks, special, None if kind == "all" else _int_names(body))
+                        cand = _candidates(s, body, ranks, special, None if kind == "all" else ints[0])
                         if cand:
                             plans[id(s)] = cand
                     visit(s.body)

@@ -493,7 +493,7 @@ def check_program(src, args, argnums, modes=MODES, use_autograd=True, timeout=12
         modes_ref = [m for m, v in per_mode.items() if v[0] == REFUSED]
         return Outcome(REFUSED, ",".join(modes_ref), kind, msg, "", per_mode)
     if JVP:
-        bad = _jvp_mismatch(fn0, args, argnums, value, scale, refs, reference, modes, path, timeout, kwargs, src)
+        bad = _jvp_mismatch(fn0, args, argnums, value, scale, reference, modes, path, timeout, kwargs, src)
         if bad:
             mode, kind, msg = bad
             per_mode[f"jvp-{mode}"] = (FAILURE, kind, msg)
@@ -528,7 +528,7 @@ def _tangents(args, argnums, seed=0):
     return tans, used
 
 
-def _jvp_mismatch(fn, args, argnums, value, scale, refs, reference, modes, path, timeout, kwargs=None, src=None):
+def _jvp_mismatch(fn, args, argnums, value, scale, reference, modes, path, timeout, kwargs=None, src=None):
     """With FUZZ_JVP=1: ``(mode, kind, message)`` for the first mode whose ``funcgrad.jvp`` (a random direction
     in the differentiated arguments) gives a wrong value or a directional derivative other than the finite
     differences' gradient dotted with the direction, or fails other than by a clear refusal; else None."""
@@ -539,7 +539,7 @@ def _jvp_mismatch(fn, args, argnums, value, scale, refs, reference, modes, path,
     def along(grads):
         return float(sum(np.sum(np.asarray(g, np.float64) * np.asarray(v, np.float64)) for g, v in zip(grads, leaves)))
     norm = max(1.0, float(np.sqrt(sum(np.sum(np.asarray(v, np.float64) ** 2) for v in leaves))))
-    want = along(refs["fd1"])
+    want = along(reference("fd1"))
     for mode in modes:
         try:
             with np.errstate(all="ignore"), warnings.catch_warnings(), _time_limit(timeout):
