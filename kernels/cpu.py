@@ -26,7 +26,8 @@ import types as _pytypes
 import numpy as np
 from numba import njit, types
 from numba.core import errors
-from numba.extending import overload, register_jitable
+from numba.core import cgutils
+from numba.extending import intrinsic, overload, register_jitable
 from numba.np import numpy_support
 
 from .cpu_util import _compile, _is_scalar_type, _literal, _norm_axes
@@ -428,8 +429,10 @@ def _unbroadcast_ov(g, x):
     G, X = g.ndim, x.ndim
     lead = G - X
     lines = ["def impl(g, x):", "    gs = g.shape", "    xs = x.shape"]
-    if lead == 0:
-        lines.append("    if gs == xs:\n        return np.ascontiguousarray(g)")
+    if lead == 0:   # g itself, as in Python (a C-ordered g already has the result's type; Numba's
+        # np.ascontiguousarray copies even those: a heap array per call in a loop's adjoint)
+        same = "g" if g.layout == "C" else "np.ascontiguousarray(g)"
+        lines.append(f"    if gs == xs:\n        return {same}")
     lines.append("    out = np.zeros(xs, dtype=g.dtype)")
     ind = "    "
     for i in range(G):
@@ -632,6 +635,8 @@ def zeros_like(x):
 def _zeros_like_ov(x):
     if _is_scalar_type(x):
         return lambda x: x * 0
+    if isinstance(x, types.Array) and x.ndim >= 1:   # Numba's np.zeros_like fills element by element: 2.5x
+        return lambda x: np.zeros(x.shape, x.dtype)   # np.zeros on a 3-vector
     return lambda x: np.zeros_like(x)
 
 
@@ -1063,10 +1068,20 @@ def dot(x, y):
 @overload(dot)
 def _dot_ov(x, y):
     X, Y = _nd(x), _nd(y)
+    if X == 1 and Y == 1 and x.dtype == y.dtype and isinstance(x.dtype, types.Float):
+        dt, e = _dot_impl(x, y)   # short vectors (3-vectors in a loop): a loop, not a BLAS call (180 ns)
+        src = (f"def impl(x, y):\n    n = x.shape[0]\n    if n <= {_DOT_LOOP_MAX} and y.shape[0] == n:\n"
+               f"        s = dt.type(0)\n        for i in range(n):\n            s += x[i] * y[i]\n        return s\n"
+               f"    return {e}\n")
+        return _compile(src, "impl", {"dt": dt})
     if 1 <= X <= 2 and 1 <= Y <= 2:
         dt, e = _dot_impl(x, y)
         return _compile(f"def impl(x, y):\n    return {e}\n", "impl", {"dt": dt})
     return _tensordot_overload("td", "x, y", "x", "y", x, y, X, Y, _dot_axes(X, Y), _common(x, y))
+
+
+#: Longest vectors whose inner product the compiled dot takes in a loop instead of a BLAS call.
+_DOT_LOOP_MAX = 16
 
 
 @_register
@@ -1285,10 +1300,23 @@ def index_add(out, idx, g):
     return out
 
 
+@intrinsic
+def _data_address(typingctx, a):
+    """The address of ``a``'s first element as an integer (``a.ctypes.data`` costs ~40 ns a call in nopython
+    code; this reads the pointer field)."""
+    if not isinstance(a, types.Array):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        return builder.ptrtoint(ary.data, cgutils.intp_t)
+    return types.intp(a), codegen
+
+
 @register_jitable
 def _extent(a):
     """[first, last) bytes a 1-d array spans."""
-    lo = a.ctypes.data
+    lo = _data_address(a)
     span = (a.shape[0] - 1) * a.strides[0]
     if a.shape[0] == 0:
         return lo, lo

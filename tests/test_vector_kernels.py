@@ -101,3 +101,47 @@ def test_gradient_through_vector_kernels(jit):
         want = funcgrad.grad(_bundle_like, argnums=(0, 1), jit=False)(*args)
         for a, b in zip(got, want):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+@njit
+def _dot(a, b):   # in an array: a float32 result keeps its dtype out of nopython code
+    return np.full(1, K.dot(a, b))
+
+
+@njit
+def _unbroadcast(g, x):
+    return K.unbroadcast(g, x)
+
+
+@njit
+def _zeros_like(x):
+    return K.zeros_like(x)
+
+
+@pytest.mark.parametrize("dt", [np.float64, np.float32], ids=lambda t: t.__name__)
+def test_dot_of_short_vectors_is_numpys(dt):
+    """Vectors up to K._DOT_LOOP_MAX long take a loop, longer ones BLAS: both NumPy's value and dtype, and a
+    length mismatch is refused as NumPy refuses it."""
+    rs = np.random.RandomState(1)
+    for n in (1, 3, K._DOT_LOOP_MAX, K._DOT_LOOP_MAX + 1, 40):
+        a, b = rs.randn(n).astype(dt), rs.randn(n).astype(dt)
+        got, want = _dot(a, b), np.dot(a, b)
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got[0], want, rtol=1e-5 if dt is np.float32 else 1e-14)
+        np.testing.assert_allclose(_dot(a[::-1], b)[0], np.dot(a[::-1], b), rtol=1e-5 if dt is np.float32 else 1e-14)
+    with pytest.raises(ValueError):
+        _dot(np.ones(3, dt), np.ones(4, dt))
+
+
+def test_unbroadcast_of_same_shape_is_the_cotangent_itself_and_zeros_like_is_numpys():
+    """Compiled as in Python: a cotangent already of x's shape comes back as it is (no copy); a strided one is
+    made contiguous with the same values; zeros_like has x's shape and dtype."""
+    g, x = np.arange(3.0), np.ones(3)
+    assert _unbroadcast(g, x) is g or np.shares_memory(_unbroadcast(g, x), g)
+    assert K.unbroadcast(g, x) is g
+    gs = np.arange(6.0)[::2]
+    np.testing.assert_array_equal(_unbroadcast(gs, x), gs)
+    np.testing.assert_array_equal(_unbroadcast(np.ones((2, 3)), x), [2.0, 2.0, 2.0])
+    for a in (np.ones((2, 3), np.float32), np.ones(4), np.asfortranarray(np.ones((3, 2)))):
+        z = _zeros_like(a)
+        assert z.shape == a.shape and z.dtype == a.dtype and not z.any()
