@@ -53,3 +53,42 @@ def test_gradient_test_files_pass_on_the_counting_backend(tmp_path):
     assert sum(c.values()) > 1000, c
     for kernel in ("matmul", "sum", "exp", "unbroadcast", "index_add"):
         assert c.get(kernel, 0) > 0, f"{kernel} never ran through the counting backend: {sorted(c)}"
+
+
+def test_generated_functions_run_llvms_full_module_pipeline_once_and_kernels_keep_numbas():
+    """kernels/cpu_backend.py: a function compiled for generated code runs LLVM's full module pipeline once
+    (not Numba's cheap pipeline before it, nor the function-level run), still with refcount pruning; a plain
+    njit function (a kernel) keeps Numba's runs. Both compute the same values."""
+    from numba.core import codegen
+    from funcgrad.kernels.cpu_backend import CPU
+
+    calls = []
+    real = codegen.JITCPUCodegen._module_pass_manager
+
+    def spy(self, **kwargs):
+        calls.append(kwargs.get("cost", "full"))
+        return real(self, **kwargs)
+
+    def body(x, n):
+        s = np.zeros_like(x)
+        for i in range(n):
+            s = s + np.sin(x) * i
+        return s
+
+    x = np.linspace(0.0, 1.0, 5)
+    import numba
+    codegen.JITCPUCodegen._module_pass_manager = spy
+    try:   # the plain function first: the kernels both call are compiled then, and reused by the second
+        plain = numba.njit(cache=False)(body)
+        want = plain(x, 4)
+        seen_plain = list(calls)
+        calls.clear()
+        generated = CPU.compile_whole(body, cache=False)
+        got = generated(x, 4)
+        seen_generated = list(calls)
+    finally:
+        codegen.JITCPUCodegen._module_pass_manager = real
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got, np.sin(x) * 6, rtol=1e-15)
+    assert seen_generated == ["full"]
+    assert "cheap" in seen_plain and "full" in seen_plain
