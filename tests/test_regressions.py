@@ -718,7 +718,8 @@ def _int_then_float_in_branches(x, arrays, n):
     return np.float64(s)
 
 
-def test_a_two_types_refusal_never_names_a_temporary():
+def test_a_two_types_refusal_of_numba_never_names_a_temporary():
+    # (named for Numba: tests/test_backend_seam.py reruns this file on a backend that compiles nothing whole)
     # the adjoint of funcgrad's temporary _t5 is d_t5: the refusal called it "the gradient of 't5'", a name the
     # user never wrote (found by gen_lang); "auto" runs it as Python, right
     args = (0.5, [np.ones(3), np.ones((4, 2))], 3)
@@ -754,7 +755,7 @@ def _cumsum_weighted_by_sine(x):
     return s
 
 
-def test_a_nopython_runtime_refusal_falls_back_or_is_refused_at_the_users_line(monkeypatch):
+def test_a_numba_runtime_refusal_falls_back_or_is_refused_at_the_users_line(monkeypatch):
     # Numba's compiled code can refuse an operation only as it runs (a reshape of a non-contiguous array raises
     # NotImplementedError("incompatible shape for array")); "auto" passed it to the user as a raw Numba error.
     # A kernel that does so under njit only stands in for any such gap: "auto" reruns the call as Python (once,
