@@ -26,8 +26,7 @@ import types as _pytypes
 import numpy as np
 from numba import njit, types
 from numba.core import errors
-from numba.core import cgutils
-from numba.extending import intrinsic, overload, register_jitable
+from numba.extending import overload, register_jitable
 from numba.np import numpy_support
 
 from .cpu_util import _compile, _is_scalar_type, _literal, _norm_axes
@@ -1300,23 +1299,10 @@ def index_add(out, idx, g):
     return out
 
 
-@intrinsic
-def _data_address(typingctx, a):
-    """The address of ``a``'s first element as an integer (``a.ctypes.data`` costs ~40 ns a call in nopython
-    code; this reads the pointer field)."""
-    if not isinstance(a, types.Array):
-        return None
-
-    def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        return builder.ptrtoint(ary.data, cgutils.intp_t)
-    return types.intp(a), codegen
-
-
 @register_jitable
 def _extent(a):
     """[first, last) bytes a 1-d array spans."""
-    lo = _data_address(a)
+    lo = a.ctypes.data
     span = (a.shape[0] - 1) * a.strides[0]
     if a.shape[0] == 0:
         return lo, lo
