@@ -132,7 +132,9 @@ class CPUBackend(Backend):
         return self._python
 
     def compile_whole(self, fn, cache=True):
-        return numba.njit(cache=cache, pipeline_class=_GeneratedCompiler)(fn)
+        # NumPy's error model: a float divided by zero is inf or nan, as NumPy's scalars and arrays give it (the
+        # Python path), not Python's ZeroDivisionError; array work held as scalars (scalarize) keeps NumPy's answer
+        return numba.njit(cache=cache, error_model="numpy", pipeline_class=_GeneratedCompiler)(fn)
 
     def fingerprint(self):
         if self._fingerprint is None:
