@@ -42,7 +42,7 @@ from .transform.aliases import user_words
 from .transform.public_names import public_name
 from .transform.normalize.calls import StaticArgumentNeeded
 from .transform.normalize.common import _is_user_code
-from .transform.pipeline import GENERATED_LINES, Signature, build
+from .transform.pipeline import GENERATED_LINES, SPECIALIZATION_MISS, Signature, build
 from .transform.specs import is_float_leaf, leaf_spec
 from .transform.values import ContentsOf, Static, Struct
 from .tree import tree_flatten, tree_flatten_with_path, tree_unflatten
@@ -387,13 +387,15 @@ class _Transformed:
         return Signature(names=list(names), trees=list(trees), specs=specs,
                          statics={(i, j): x for i, leaves in enumerate(flat) for j, x in enumerate(leaves)
                                   if specs[i][j][0] == "static"},
-                         diff=tuple(nums), on_device=on_device)
+                         diff=tuple(nums), on_device=on_device,
+                         shapes={(i, j): (x.shape, x.dtype.str) for i, leaves in enumerate(flat)
+                                 for j, x in enumerate(leaves) if type(x) is np.ndarray})
 
-    def _build(self, sig, force_mode=None):
+    def _build(self, sig, force_mode=None, specialize=True):
         policy = force_mode or ("nojit" if _jit_disabled() else self.policy)
         fn = self._by_arity(len(sig.names)) if self._by_arity is not None else self.fn
         return build(fn, sig, self._backend_for(sig), policy, kind="primal" if self.kind == "primal" else "vjp",
-                     checkpoint_loops=self.checkpoint_loops)
+                     checkpoint_loops=self.checkpoint_loops, specialize=specialize)
 
     def _promote(self, position, flat, key):
         """Make the ``position``-th runtime argument leaf a specialization key (see StaticArgumentNeeded)."""
@@ -418,43 +420,60 @@ class _Transformed:
         fn = built.fn if which == "fn" else built.primal_fn
         try:
             return built, fn(*call_args)
-        except Exception as e:
-            if built.mode != "njit" or not (_compile_failure(e) or _nopython_runtime_gap(e, built)):
-                if isinstance(e, (_numba_errors.NumbaError, NotImplementedError)):
-                    raise
-                where = _raised_at(e, built) if isinstance(e, NoDerivativeError) and not e.filename else None
-                if where:   # a rule refused while it ran (a custom function's derived JVP): at the user's line
-                    raise NoDerivativeError(e.msg, where[0], where[1], _line_text(*where)) from None
-                refused = _definition_refusal(e, built, call_args, which)
-                if refused is not None:   # an assert of a definition over primitives (errors.REFUSAL_MARK)
-                    raise refused from None
-                if not _note_user_line(e, built) and built.mode == "njit" and built.py_fn is not None:
-                    if which != "fn":   # the primal alone: the generated Python vjp runs the same forward lines
-                        call_args = (*call_args, *_seeds(built, len(built.out_atoms), np.float64))
-                    _locate_in_python(e, built, call_args)   # Numba's frames name no line: run it as Python
+        except LookupError as e:
+            if not (built.specialized and e.args == (SPECIALIZATION_MISS,)):
+                if isinstance(e, Exception):
+                    return self._invoke_failed(e, built, key, which, call_args, n_leaves)
                 raise
-            built.user_fn = self.fn
-            where, reason = _numba_failure(e, built)
-            loc = f"{where[0]}:{where[1]}" if where else getattr(self.fn, "__qualname__", "the function")
-            if self.mode == "auto":
-                text = (f"Numba cannot compile this function in nopython mode ({reason}); "
-                        "funcgrad runs it as Python over compiled kernels instead")
-                if where:
-                    warnings.warn_explicit(text, FuncgradWarning, where[0], where[1])
-                else:
-                    warnings.warn(f"{loc}: {text}", FuncgradWarning, stacklevel=4)
-                _remember_fallback(built, text, where, loc)
-                built = self._build(self._pending[key], force_mode="python")
-                cap = [g() for _, g in built.captured]
-                built.cap_specs = tuple(leaf_spec(c) for c in cap)
-                self.cache[key] = built
-                self._fast.clear()
-                return self._invoke(built, key, which, call_args, n_leaves)   # (its errors in the user's terms too)
-            text = _line_text(*where) if where else None
-            raise CompileError(f"Numba cannot compile this function in nopython mode ({reason})\n"
-                               "  hint: use jit=\"auto\" (falls back to Python over compiled kernels) or "
-                               "jit=\"kernels\"", where[0] if where else None, where[1] if where else None,
-                               text) from None
+            # compiled for other shapes (scalarize): the code for any shapes, from now on for this signature
+            mode = built.mode if built.mode != "njit" else None
+            built = self._build(self._pending[key], force_mode=mode, specialize=False)
+            cap = [g() for _, g in built.captured]
+            built.cap_specs = tuple(leaf_spec(c) for c in cap)
+            self.cache[key] = built
+            self._fast.clear()
+            return self._invoke(built, key, which, call_args, n_leaves)
+        except Exception as e:
+            return self._invoke_failed(e, built, key, which, call_args, n_leaves)
+
+    def _invoke_failed(self, e, built, key, which, call_args, n_leaves):
+        """The generated code raised ``e`` (handled as :meth:`_invoke` says)."""
+        if built.mode != "njit" or not (_compile_failure(e) or _nopython_runtime_gap(e, built)):
+            if isinstance(e, (_numba_errors.NumbaError, NotImplementedError)):
+                raise
+            where = _raised_at(e, built) if isinstance(e, NoDerivativeError) and not e.filename else None
+            if where:   # a rule refused while it ran (a custom function's derived JVP): at the user's line
+                raise NoDerivativeError(e.msg, where[0], where[1], _line_text(*where)) from None
+            refused = _definition_refusal(e, built, call_args, which)
+            if refused is not None:   # an assert of a definition over primitives (errors.REFUSAL_MARK)
+                raise refused from None
+            if not _note_user_line(e, built) and built.mode == "njit" and built.py_fn is not None:
+                if which != "fn":   # the primal alone: the generated Python vjp runs the same forward lines
+                    call_args = (*call_args, *_seeds(built, len(built.out_atoms), np.float64))
+                _locate_in_python(e, built, call_args)   # Numba's frames name no line: run it as Python
+            raise
+        built.user_fn = self.fn
+        where, reason = _numba_failure(e, built)
+        loc = f"{where[0]}:{where[1]}" if where else getattr(self.fn, "__qualname__", "the function")
+        if self.mode == "auto":
+            text = (f"Numba cannot compile this function in nopython mode ({reason}); "
+                    "funcgrad runs it as Python over compiled kernels instead")
+            if where:
+                warnings.warn_explicit(text, FuncgradWarning, where[0], where[1])
+            else:
+                warnings.warn(f"{loc}: {text}", FuncgradWarning, stacklevel=4)
+            _remember_fallback(built, text, where, loc)
+            built = self._build(self._pending[key], force_mode="python")
+            cap = [g() for _, g in built.captured]
+            built.cap_specs = tuple(leaf_spec(c) for c in cap)
+            self.cache[key] = built
+            self._fast.clear()
+            return self._invoke(built, key, which, call_args, n_leaves)   # (its errors in the user's terms too)
+        text = _line_text(*where) if where else None
+        raise CompileError(f"Numba cannot compile this function in nopython mode ({reason})\n"
+                           "  hint: use jit=\"auto\" (falls back to Python over compiled kernels) or "
+                           "jit=\"kernels\"", where[0] if where else None, where[1] if where else None,
+                           text) from None
 
     def _lookup(self, args):
         while True:

@@ -2,6 +2,8 @@ import atexit
 import os
 import tempfile
 
+import pytest
+
 # GPU tests (tests/test_cuda.py) run on Numba's CUDA simulator unless FUNCGRAD_TEST_GPU=1 says a GPU is there;
 # the variable must be set before Numba loads
 if os.environ.get("FUNCGRAD_TEST_GPU") != "1":
@@ -74,3 +76,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.sweep)
         elif getattr(item, "originalname", item.name) in _SWEEP_TESTS.get(os.path.basename(str(item.fspath)), ()):
             item.add_marker(pytest.mark.sweep)
+
+
+@pytest.fixture
+def arrays_kept(monkeypatch):
+    """Compiled code keeps small 1-D arrays as arrays (funcgrad/transform/scalarize.py holds none as scalars):
+    for tests of the array code itself (index_add scatters, tapes of arrays, Numba's refusals of it)."""
+    from funcgrad.transform import scalarize
+    monkeypatch.setattr(scalarize, "MAXLEN", 0)

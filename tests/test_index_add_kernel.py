@@ -73,7 +73,7 @@ def _pieces(cams, X, idx):
     return total
 
 
-def test_reverse_scatters_slices_and_rows_through_index_add():
+def test_reverse_scatters_slices_and_rows_through_index_add(arrays_kept):
     rs = np.random.RandomState(3)
     cams, X, idx = rs.rand(3, 7), rs.rand(5, 3), np.array([0, 2, 1, 2, 0])
     g = funcgrad.grad(_pieces, argnums=(0, 1))
@@ -114,7 +114,7 @@ def _fd_jacobian(g, x, eps=1e-5):
 
 
 @pytest.mark.parametrize("kw", [dict(mode="python"), dict(mode="njit"), dict(jit=False)], ids=["python", "njit", "nojit"])
-def test_second_derivatives_read_index_add_back(kw):
+def test_second_derivatives_read_index_add_back(kw, arrays_kept):
     x = np.random.RandomState(5).rand(3, 4)
     src = funcgrad.source(funcgrad.grad(_parts, **kw), x)
     assert "d_x = K.index_add(d_x, 0, d_a)" in src and "(slice(1, 3, None), slice(1, None, None))" in src

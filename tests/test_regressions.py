@@ -718,7 +718,7 @@ def _int_then_float_in_branches(x, arrays, n):
     return np.float64(s)
 
 
-def test_a_two_types_refusal_of_numba_never_names_a_temporary():
+def test_a_two_types_refusal_of_numba_never_names_a_temporary(arrays_kept):
     # (named for Numba: tests/test_backend_seam.py reruns this file on a backend that compiles nothing whole)
     # the adjoint of funcgrad's temporary _t5 is d_t5: the refusal called it "the gradient of 't5'", a name the
     # user never wrote (found by gen_lang); "auto" runs it as Python, right

@@ -8,6 +8,7 @@ between passes to stderr.
 from __future__ import annotations
 
 import ast
+import copy
 import linecache
 import os
 import sys
@@ -20,7 +21,8 @@ from ..tree import tree_unflatten
 from .aliases import check_aliases, user_words
 from .anf import anf
 from .forward import forward
-from .infer import infer_ranks
+from .infer import infer_kinds, infer_ranks
+from .scalarize import scalarize
 from .emit import GENERATED_LINES, REVERSE_MODE_FILES, externals_fingerprint, module_source, render_block, rows_as_kernel, write_module
 from .normalize import normalize
 from .parse import parse
@@ -58,6 +60,7 @@ class Built:
     diff_names: list = None   # the differentiated ones
     py_fn: object = None      # the generated Python function (funcgrad can read and transform it again)
     origins: dict = None      # generated name -> the user's words for it (messages)
+    specialized: bool = False  # compiled for the argument shapes it was built with (scalarize): checks them
 
 
 def _out_leaves(val, atoms, version):
@@ -89,6 +92,8 @@ class Signature:
     statics: dict             # (argument, leaf) -> object, for static leaves
     diff: tuple               # differentiated argument indices
     on_device: bool = False   # the arrays are GPU arrays (the cuda backend builds it)
+    shapes: dict = None       # (argument, leaf) -> (shape, dtype str) of array leaves at the call that built it:
+                              # not part of the key; compiled code specialized on them checks them (scalarize)
 
 
 def _sanitize(s):
@@ -98,7 +103,7 @@ def _sanitize(s):
     return s.strip("_")
 
 
-def _argument_values(sig: Signature, leaf_names: list, diff: list):
+def _argument_values(sig: Signature, leaf_names: list, diff: list, leaf_shapes: dict = None):
     """``arg_values_for(normalizer)``: the abstract value of every argument, built from its specs."""
     def arg_values_for(normalizer):
         out = []
@@ -117,6 +122,8 @@ def _argument_values(sig: Signature, leaf_names: list, diff: list):
                 normalizer.param_kinds[n] = spec_kind(spec) if spec[0] != "vs" else "vs"
                 normalizer.param_specs[n] = spec
                 leaf_names.append(n)
+                if leaf_shapes is not None and sig.shapes and (i, idx) in sig.shapes:
+                    leaf_shapes[n] = sig.shapes[(i, idx)]
                 if i in sig.diff:
                     diff.append(n)
                     normalizer.param_diff.add(n)
@@ -132,6 +139,46 @@ def _argument_values(sig: Signature, leaf_names: list, diff: list):
                 out.append((nm, map_struct(tree, lambda path, idx: make(path, idx))))
         return out
     return arg_values_for
+
+
+SPECIALIZATION_MISS = "funcgrad: compiled for other argument shapes"   # what the guard of specialized code raises
+
+
+def _specialize(a, leaf_shapes, low, atoms):
+    """Scalarize ``a`` (ANF, in place) for the argument shapes of this call; the guard statements the generated
+    functions start with (a run-time check of every shape and captured integer the code assumes), or None when
+    nothing was scalarized."""
+    consts = {}
+    for cname, getter in low.captured:
+        try:
+            v = getter()
+        except Exception:   # noqa: BLE001  (read again, and reported, when the function runs)
+            continue
+        if type(v) is int:
+            consts[cname] = v
+    ranks = infer_ranks(list(a.body), dict(low.ranks or {}))
+    kinds = infer_kinds(list(a.body), dict(low.kinds or {}))
+    got = scalarize(a, leaf_shapes, consts, [o.id for o in atoms if isinstance(o, ast.Name)], ranks, kinds)
+    if got is None:
+        return None
+    guards, parts = got
+    for p, (v, k) in parts.items():
+        low.origins[p] = f"{low.origins.get(v) or user_words(v, {})}[{k}]"
+    tests = []
+    for nm, axis, value in guards:
+        lhs = ast.Name(nm, ast.Load())
+        if axis is not None:
+            lhs = ast.Subscript(value=ast.Attribute(value=lhs, attr="shape", ctx=ast.Load()),
+                                slice=ast.Constant(axis), ctx=ast.Load())
+        tests.append(ast.Compare(left=lhs, ops=[ast.NotEq()], comparators=[ast.Constant(value)]))
+    if not tests:
+        return []
+    miss = ast.Raise(exc=ast.Call(func=ast.Name("LookupError", ast.Load()), args=[ast.Constant(SPECIALIZATION_MISS)],
+                                  keywords=[]), cause=None)
+    guard = ast.If(test=tests[0] if len(tests) == 1 else ast.BoolOp(op=ast.Or(), values=tests), body=[miss], orelse=[])
+    ast.copy_location(guard, a)
+    ast.fix_missing_locations(guard)
+    return [guard]
 
 
 def choose_strategy(jit, has_loops, opaque_calls=False):
@@ -176,7 +223,8 @@ def _internal(prim):
                for k in (prim.key, *prim.extra_keys))
 
 
-def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flow=True, checkpoint_loops=None):
+def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flow=True, checkpoint_loops=None,
+          specialize=True):
     """Transform ``fn`` for one signature and compile it on ``backend``.
 
     ``jit`` is "auto", "njit", "python" or "nojit" (see :func:`choose_strategy`); ``kind`` is
@@ -188,7 +236,10 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
     leaf_names: list = []
     diff_leaves: list = []
     parsed = parse(fn)
-    low = normalize(parsed, _argument_values(sig, leaf_names, diff_leaves), allow_control_flow=allow_control_flow)
+    leaf_shapes: dict = {}
+    generic = None   # reverse mode specialized on shapes: the ANF before scalarize (the code for any shapes)
+    low = normalize(parsed, _argument_values(sig, leaf_names, diff_leaves, leaf_shapes),
+                    allow_control_flow=allow_control_flow)
     _debug("normalize", ast.unparse(low.node))
     params = low.params + [c[0] for c in low.captured]
     a = anf(low.node, params)
@@ -213,10 +264,23 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
                       lambda st: parsed.filename, subscripts=False, origins=low.origins)
     cotangents = frozenset()
     rows = (lambda body: rows_as_kernel(body, ranks)) if backend.operators_as_syntax else (lambda body: body)
+    # compiled by Numba (as far as can be told before the code exists): small arrays held as scalars
+    likely = backend.effective_strategy(choose_strategy(jit, low.has_loops, low.opaque_calls))
+    guard = []
+    if specialize and kind in ("vjp", "primal") and likely == "njit" and leaf_shapes and \
+            backend.operators_as_syntax:
+        generic = copy.deepcopy(a)   # the code funcgrad reads back (second order) and runs to find lines
+        guard = _specialize(a, leaf_shapes, low, atoms)
+        if guard is None:
+            generic, guard = None, []
+
+    def primal_module(fa, guard, line_map):
+        body = guard + rows(list(fa.body)) + [ast.Return(value=_returns(atoms))]
+        return body, module_source(header, [(name, params, body)], None, line_map,
+                                   operators=backend.operators_as_syntax)
+
     if kind == "primal":
-        body = rows(list(a.body)) + [ast.Return(value=_returns(atoms))]
-        src = module_source(header, [(name, params, body)], None, line_map,
-                            operators=backend.operators_as_syntax)
+        body, src = primal_module(a, guard, line_map)
         fname = name
     elif kind == "jvp":
         fw = forward(a, list(diff_leaves), atoms, src_lookup, param_kinds=low.kinds, param_ranks=low.ranks)
@@ -228,20 +292,22 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         src = module_source(header, [(fname, params + fw.params, body), (name, params, primal_body)],
                             None, line_map, operators=backend.operators_as_syntax)
     else:
-        # compiled by Numba (as far as can be told before the code exists): loop adjoints preaccumulated
-        likely = backend.effective_strategy(choose_strategy(jit, low.has_loops, low.opaque_calls))
-        adj = reverse(a, list(diff_leaves), atoms, src_lookup, param_ranks=low.ranks, param_kinds=low.kinds,
-                      origins=low.origins, preaccumulate_loops=likely == "njit", checkpoint_loops=checkpoint_loops,
-                      vspace=low.vspace, replay_loops=likely == "njit")
-        g_params = adj.g_params
+        # loop adjoints preaccumulated where compiled by Numba
+        def vjp_module(fa, guard, line_map):
+            adj = reverse(fa, list(diff_leaves), atoms, src_lookup, param_ranks=low.ranks, param_kinds=low.kinds,
+                          origins=low.origins, preaccumulate_loops=likely == "njit",
+                          checkpoint_loops=checkpoint_loops, vspace=low.vspace, replay_loops=likely == "njit")
+            ret = ast.Return(value=ast.Tuple(elts=[_returns(adj.outputs), ast.Tuple(elts=adj.grads, ctx=ast.Load())],
+                                             ctx=ast.Load()))
+            body = guard + rows(adj.primal + adj.adjoint) + [ret]
+            primal_body = guard + rows(list(fa.body)) + [ast.Return(value=_returns(atoms))]
+            src = module_source(header, [(f"{name}_vjp", params + adj.g_params, body), (name, params, primal_body)],
+                                None, line_map, operators=backend.operators_as_syntax)
+            return adj, body, src
+
+        adj, body, src = vjp_module(a, guard, line_map)
         cotangents = adj.cotangents
-        ret = ast.Return(value=ast.Tuple(elts=[_returns(adj.outputs), ast.Tuple(elts=adj.grads, ctx=ast.Load())],
-                                         ctx=ast.Load()))
-        body = rows(adj.primal + adj.adjoint) + [ret]
         fname = f"{name}_vjp"
-        primal_body = rows(list(a.body)) + [ast.Return(value=_returns(atoms))]
-        src = module_source(header, [(fname, params + g_params, body), (name, params, primal_body)], None, line_map,
-                            operators=backend.operators_as_syntax)
     _debug("emit", src)
     mod = write_module(fname, src)
     for k, (f, ln) in list(line_map.items()):   # code funcgrad generated (second order): the user's line it came from
@@ -263,8 +329,19 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         fns = {k: weaken_function(f, src, mod.__file__, low.weak, cotangents) for k, f in fns.items()}
     compiled = backend.compile(fns[fname], mode, low.externals, cache=cache)
     primal = backend.compile(fns[name], mode, low.externals, cache=cache) if kind != "primal" else compiled
+    py_mod = mod
+    if generic is not None:   # the same function for any shapes, as Python (read back, lines)
+        generic_lines: dict = {}
+        generic_src = (vjp_module if kind == "vjp" else primal_module)(generic, [], generic_lines)[-1]
+        py_mod = write_module(fname, generic_src)
+        for k, (f, ln) in list(generic_lines.items()):
+            generic_lines[k] = GENERATED_LINES.get(f, {}).get(ln, (f, ln))
+        GENERATED_LINES[py_mod.__file__] = generic_lines
+        if kind == "vjp":
+            REVERSE_MODE_FILES.add(py_mod.__file__)
     return Built(origins=low.origins, fn=compiled, primal_fn=primal, source=src, name=fname, params=params,
                  captured=low.captured,
                  out_tree=low.output, out_atoms=atoms, mode=mode, static_checks=list(low.static_key),
                  path=mod.__file__, line_map=line_map, leaf_names=leaf_names, diff_names=diff_leaves,
-                 py_fn=backend.compile(getattr(mod, fname), "nojit", low.externals))
+                 py_fn=backend.compile(getattr(py_mod, fname), "nojit", low.externals),
+                 specialized=generic is not None)

@@ -1,0 +1,198 @@
+"""Small 1-D arrays of compiled loops held as one scalar per element (funcgrad/transform/scalarize.py).
+
+Compiled reverse-mode code specialized on the first call's argument shapes: a row of a 2-D argument, its
+slices and the arithmetic on them become scalar code (no heap arrays, no views), guarded at run time; other
+shapes run code built for any shape. Each test checks values and gradients against Python and central
+differences, and reads the generated source to see which code ran."""
+import numpy as np
+import pytest
+
+import funcgrad
+from funcgrad.testing import numerical_vjp
+from tests.support import assert_value_and_gradient
+
+GUARD = "compiled for other argument shapes"
+
+
+def _rotate_project(cams, X, w, obs):
+    # bundle adjustment's shape: per observation, 3-vector work on a row of each argument
+    total = 0.0
+    for i in range(obs.shape[0]):
+        cam = cams[obs[i, 0]]
+        p = X[obs[i, 1]] - cam[3:6]
+        rot = cam[0:3]
+        theta = np.sqrt(np.sum(rot ** 2))
+        if theta > 1e-3:
+            k = rot / theta
+            q = p * np.cos(theta) + np.cross(k, p) * np.sin(theta) + k * np.dot(k, p) * (1 - np.cos(theta))
+        else:
+            q = p + np.cross(rot, p)
+        uv = q[:2] / q[2]
+        err = w[i] * (uv * cam[6] - 0.1)
+        total = total + np.sum(err ** 2)
+    return total
+
+
+def _ba_inputs(n=6, seed=0):
+    rs = np.random.RandomState(seed)
+    cams = np.concatenate([0.2 * rs.randn(3, 3), rs.randn(3, 3) * 0.1 + [0.0, 0.0, -4.0], 1 + rs.rand(3, 1)], 1)
+    cams[1, 0:3] = 1e-5   # a camera barely rotated: the other branch
+    X = rs.randn(4, 3)
+    w = 1 + 0.1 * rs.randn(n)
+    obs = np.stack([np.arange(n) % 3, rs.randint(4, size=n)], 1).astype(np.int64)
+    return cams, X, w, obs
+
+
+def test_loop_over_rows_is_scalar_code_with_right_gradients():
+    args = _ba_inputs()
+    assert_value_and_gradient(_rotate_project, args, (0, 1, 2), mode="njit")
+    g = funcgrad.value_and_grad(_rotate_project, argnums=(0, 1, 2), mode="njit")
+    src = funcgrad.source(g, *args)
+    assert GUARD in src and "cams.shape[1] != 7" in src
+    loop = src.split("def _rotate_project_vjp", 1)[1].split("def _rotate_project(", 1)[0]
+    # the cross products, dots and sums of the loop body are scalar code: no kernel of an array remains
+    for kernel in ("K.cross(", "K.dot(", "K.sum(", "K.unbroadcast(", "K.index_add("):
+        assert kernel not in loop, kernel
+    (v0, g0), (v1, g1) = g(*args), funcgrad.value_and_grad(_rotate_project, argnums=(0, 1, 2), mode="python")(*args)
+    assert abs(v0 - v1) <= 1e-12 * abs(v1)
+    for a, b in zip(g0, g1):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+def _row_norms(A, b):
+    t = 0.0
+    for i in range(A.shape[0]):
+        r = A[i]
+        t = t + np.sum(r * r) * b[i, 0]
+    return t
+
+
+def test_other_trailing_shapes_run_code_built_for_any_shape():
+    g = funcgrad.grad(_row_norms, argnums=(0, 1), mode="njit")
+    rs = np.random.RandomState(1)
+    for shape in [(5, 3), (5, 4), (6, 3)]:
+        A, b = rs.randn(*shape), rs.randn(shape[0], 2)
+        ga, gb = g(A, b)
+        np.testing.assert_allclose(ga, 2 * A * b[:, :1], rtol=1e-13)
+        np.testing.assert_allclose(gb[:, 0], (A * A).sum(1), rtol=1e-13)
+        np.testing.assert_array_equal(gb[:, 1], 0.0)
+        src = funcgrad.source(g, A, b)
+        assert (GUARD in src) == (shape == (5, 3)), shape   # the first shape only; then code for any
+    assert g.specializations == 1
+
+
+LO = 1
+
+
+def _captured_bound(A, x):
+    t = 0.0
+    for i in range(A.shape[0]):
+        seg = A[i, LO:LO + 2]
+        t = t + np.dot(seg, seg) * x[i]
+    return t
+
+
+def test_a_captured_integer_the_code_assumes_is_checked():
+    global LO
+    rs = np.random.RandomState(2)
+    A, x = rs.randn(4, 5), rs.randn(4)
+    g = funcgrad.value_and_grad(_captured_bound, argnums=(0, 1), mode="njit")
+    try:
+        for lo in (1, 2, 0):
+            LO = lo
+            v, (gA, gx) = g(A, x)
+            want = np.zeros_like(A)
+            want[:, lo:lo + 2] = 2 * A[:, lo:lo + 2] * x[:, None]
+            np.testing.assert_allclose(v, _captured_bound(A, x), rtol=1e-13)
+            np.testing.assert_allclose(gA, want, rtol=1e-13)
+            np.testing.assert_allclose(gx, (A[:, lo:lo + 2] ** 2).sum(1), rtol=1e-13)
+    finally:
+        LO = 1
+
+
+def _writes_through_a_row(x, A):
+    t = 0.0
+    for i in range(A.shape[0]):
+        r = A[i]
+        A[i, 0] = x[i]          # r is a view: it sees the write
+        t = t + np.sum(r * x[i])
+    return t
+
+
+def _writes_then_reads_a_row(x, A):
+    t = 0.0
+    for i in range(A.shape[0]):
+        A[i, 0] = x[i] * t
+        r = A[i]
+        t = t + np.sum(r * x[i])
+    return t
+
+
+def test_rows_of_an_array_written_in_place():
+    rs = np.random.RandomState(3)
+    x, A = rs.randn(4), rs.randn(4, 3)
+    with pytest.raises(funcgrad.errors.UnsupportedSyntaxError, match="shares its memory"):
+        funcgrad.grad(_writes_through_a_row, mode="njit")(x, A.copy())
+    want = _writes_then_reads_a_row(x, A.copy())
+    v, g = funcgrad.value_and_grad(_writes_then_reads_a_row, mode="njit")(x, A.copy())
+    np.testing.assert_allclose(v, want, rtol=1e-13)
+    num = numerical_vjp(lambda x_: _writes_then_reads_a_row(x_, A.copy()), (x,), 0, 1.0, 1e-6)
+    np.testing.assert_allclose(g, num, rtol=1e-6)
+
+
+def _vector_forms(P, s):
+    acc = P[0, 1:4] * 0.0
+    total = 0.0
+    for i in range(P.shape[0]):
+        a, b, c = P[i, 0], P[i, 1], P[i, 2]
+        u = np.array([a, b * c, np.sin(c)])          # built from scalars
+        v = P[i, 1:4]
+        if a > 0:
+            d = np.cross(u, v) / (1.5 + np.dot(u, u))
+        else:
+            d = -v[::-1] * s
+        e = np.concatenate((d[:2], v[-1:]))
+        acc = acc * 0.5 + np.exp(-e ** 2)             # carried from one iteration to the next
+        total = total + np.mean(e) * u[-1] + np.max(d) + np.sum(np.outer(u, v)) / (2.0 + np.sqrt(v * v + 1.0))[1]
+    return total + np.sum(acc * acc)
+
+
+@pytest.mark.parametrize("mode", ["njit", "python"])
+def test_vector_forms_held_as_elements_or_as_arrays(mode):
+    rs = np.random.RandomState(4)
+    P = rs.randn(7, 4)
+    assert_value_and_gradient(_vector_forms, (P, 0.7), (0, 1), mode=mode)
+    if mode == "njit":
+        src = funcgrad.source(funcgrad.value_and_grad(_vector_forms, argnums=(0, 1), mode=mode), P, 0.7)
+        assert GUARD in src
+        assert "K.stack(" in src   # d and u, read whole by max and outer: made arrays where they are defined
+
+
+def test_float32_arguments_are_not_held_as_float64_elements():
+    rs = np.random.RandomState(5)
+    A, b = rs.randn(5, 3).astype(np.float32), rs.randn(5, 2).astype(np.float32)
+    g = funcgrad.grad(_row_norms, argnums=(0, 1), mode="njit")
+    ga, _ = g(A, b)
+    assert ga.dtype == np.float32
+    np.testing.assert_allclose(ga, 2 * A * b[:, :1], rtol=1e-6)
+    assert GUARD not in funcgrad.source(g, A, b)
+
+
+def _energy(P):
+    # a chain of points: small-vector work in a loop, differentiated twice
+    e = 0.0
+    for i in range(P.shape[0] - 1):
+        d = P[i + 1] - P[i]
+        e = e + np.sqrt(np.dot(d, d) + 1.0)
+    return e
+
+
+def test_second_order_reads_back_code_for_any_shape():
+    rs = np.random.RandomState(6)
+    P = rs.randn(4, 3)
+    g = funcgrad.grad(_energy, mode="njit")
+    np.testing.assert_allclose(g(P), numerical_vjp(_energy, (P,), 0, 1.0, 1e-6), rtol=1e-6, atol=1e-8)
+    assert GUARD in funcgrad.source(g, P)
+    h = funcgrad.hessian(_energy)(P).reshape(P.size, P.size)
+    want = np.stack([numerical_vjp(g, (P,), 0, row.reshape(P.shape), 1e-5).ravel() for row in np.eye(P.size)])
+    np.testing.assert_allclose(h, want, rtol=1e-5, atol=1e-6)
