@@ -58,9 +58,18 @@ class Built:
     line_map: dict = None     # generated line -> the user's (file, line)
     leaf_names: list = None   # the generated parameter of each argument leaf
     diff_names: list = None   # the differentiated ones
-    py_fn: object = None      # the generated Python function (funcgrad can read and transform it again)
+    py_fn_thunk: object = None  # makes the generated Python function (funcgrad can read and transform it again)
     origins: dict = None      # generated name -> the user's words for it (messages)
     specialized: bool = False  # compiled for the argument shapes it was built with (scalarize): checks them
+    _py_fn: object = None
+
+    @property
+    def py_fn(self):
+        """The generated function as Python, for any shapes: made at first use (a specialized build generates the
+        code for any shapes then: only a second-order transform, or an error to locate, reads it)."""
+        if self._py_fn is None and self.py_fn_thunk is not None:
+            self._py_fn, self.py_fn_thunk = self.py_fn_thunk(), None
+        return self._py_fn
 
 
 def _out_leaves(val, atoms, version):
@@ -329,9 +338,11 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         fns = {k: weaken_function(f, src, mod.__file__, low.weak, cotangents) for k, f in fns.items()}
     compiled = backend.compile(fns[fname], mode, low.externals, cache=cache)
     primal = backend.compile(fns[name], mode, low.externals, cache=cache) if kind != "primal" else compiled
-    py_mod = mod
-    if generic is not None:   # the same function for any shapes, as Python (read back, lines)
-        generic_lines: dict = {}
+
+    def py_fn():
+        if generic is None:
+            return backend.compile(getattr(mod, fname), "nojit", low.externals)
+        generic_lines: dict = {}   # the same function for any shapes, as Python
         generic_src = (vjp_module if kind == "vjp" else primal_module)(generic, [], generic_lines)[-1]
         py_mod = write_module(fname, generic_src)
         for k, (f, ln) in list(generic_lines.items()):
@@ -339,9 +350,10 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         GENERATED_LINES[py_mod.__file__] = generic_lines
         if kind == "vjp":
             REVERSE_MODE_FILES.add(py_mod.__file__)
+        return backend.compile(getattr(py_mod, fname), "nojit", low.externals)
     return Built(origins=low.origins, fn=compiled, primal_fn=primal, source=src, name=fname, params=params,
                  captured=low.captured,
                  out_tree=low.output, out_atoms=atoms, mode=mode, static_checks=list(low.static_key),
                  path=mod.__file__, line_map=line_map, leaf_names=leaf_names, diff_names=diff_leaves,
-                 py_fn=backend.compile(getattr(py_mod, fname), "nojit", low.externals),
+                 py_fn_thunk=py_fn,
                  specialized=generic is not None)

@@ -437,7 +437,7 @@ class _Scalarizer:
         self._vals = self.vals
         if isinstance(tv, Vec):
             if _call_name(e) == "cross":
-                return self.cross(t, e, s)
+                return self.cross(t, e, s) if all(self.is_vec(a) for a in e.args) else None
             exprs = self.vector_exprs(e, tv)
             if exprs is None:
                 return None
@@ -460,6 +460,11 @@ class _Scalarizer:
             A.put(c, A.SRC, A.get(like, A.SRC))
         return c
 
+    def operands_known(self, args):
+        """Every operand a vector or a real scalar under the final values (a name the analysis never settled is
+        neither: its statement stays as it is)."""
+        return all(self.is_vec(a) or self.scalar_kind(a, self.vals) for a in args)
+
     def vector_exprs(self, e, tv):
         n = tv.n
         if isinstance(e, ast.Name):
@@ -467,11 +472,15 @@ class _Scalarizer:
         name = _call_name(e)
         args = e.args
         if name in _ARITH or name in _ELEMENTWISE:
+            if not self.operands_known(args):
+                return None
             return [self.call(name, [self.elem(a, k) for a in args], e) for k in range(n)]
         if name == "getitem":
             base = self.atom(args[0], self.vals)
             idx = args[1]
             if isinstance(base, Rows):
+                if not self.index_int(idx.elts[0] if isinstance(idx, ast.Tuple) else idx, self.vals):
+                    return None
                 self.guards.add((base.param, 1, base.m))
                 if isinstance(idx, ast.Tuple):
                     row, sel = idx.elts[0], self.elems(idx.elts[1], base.m)
@@ -480,14 +489,17 @@ class _Scalarizer:
                 return [self.call("getitem", [ast.Name(base.param, ast.Load()),
                                               ast.Tuple(elts=[row, ast.Constant(k)], ctx=ast.Load())], e)
                         for k in sel]
+            if not isinstance(base, Vec):
+                return None
             return [self.elem(args[0], k) for k in self.elems(idx, base.n)]
         if name == "copy":
-            return [self.elem(args[0], k) for k in range(n)]
-        if name == "cross":
-            return None   # (several statements: see rewrite)
+            return [self.elem(args[0], k) for k in range(n)] if self.is_vec(args[0]) else None
         if name == "stack":
-            return list(args[0].elts)
+            elts = args[0].elts
+            return list(elts) if all(self.scalar_kind(x, self.vals) == "scalar" for x in elts) else None
         if name == "concatenate":
+            if not all(self.is_vec(x) for x in args[0].elts):
+                return None
             out = []
             for x in args[0].elts:
                 out += [self.elem(x, k) for k in range(self.vals[x.id].n)]
