@@ -196,3 +196,29 @@ def test_second_order_reads_back_code_for_any_shape():
     h = funcgrad.hessian(_energy)(P).reshape(P.size, P.size)
     want = np.stack([numerical_vjp(g, (P,), 0, row.reshape(P.shape), 1e-5).ravel() for row in np.eye(P.size)])
     np.testing.assert_allclose(h, want, rtol=1e-5, atol=1e-6)
+
+
+def _linear_rows(w, X, y):
+    # a small parameter vector against each row: both held as elements
+    t = 0.0
+    for i in range(X.shape[0]):
+        r = np.dot(w, X[i]) - y[i]
+        t = t + r * r
+    return t + 0.1 * np.sum(w * w)
+
+
+def test_a_small_vector_argument_is_read_once_as_elements():
+    rs = np.random.RandomState(7)
+    w, X, y = rs.randn(3), rs.randn(20, 3), rs.randn(20)
+    assert_value_and_gradient(_linear_rows, (w, X, y), (0, 1), mode="njit")
+    g = funcgrad.value_and_grad(_linear_rows, argnums=(0, 1), mode="njit")
+    src = funcgrad.source(g, w, X, y)
+    assert "w.shape[0] != 3" in src and "w_0 = w[0]" in src
+    loop = src.split("def _linear_rows_vjp", 1)[1].split("def _linear_rows(", 1)[0]
+    assert "K.dot(" not in loop
+    w4, X4 = rs.randn(4), rs.randn(20, 4)   # another length: the code for any shape, right
+    v, (gw, gX) = g(w4, X4, y)
+    r = X4 @ w4 - y
+    np.testing.assert_allclose(v, r @ r + 0.1 * w4 @ w4, rtol=1e-12)
+    np.testing.assert_allclose(gw, 2 * X4.T @ r + 0.2 * w4, rtol=1e-11)
+    np.testing.assert_allclose(gX, 2 * r[:, None] * w4, rtol=1e-11)

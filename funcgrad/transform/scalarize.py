@@ -14,8 +14,8 @@ arrays written element by element, and the facts the new code depends on (guards
 dimension, a captured integer's value), which the caller checks before running it.
 
 What is held as elements (a *vector*): float64 (or int64, for indexing only) 1-D arrays of at most
-:data:`MAXLEN` elements whose every definition is one of: a row of a 2-D float64/int64 argument
-``A[i]`` (``A[i, a:b]``), a slice with constant bounds or a copy of a vector, arithmetic (``+ - * / **``
+:data:`MAXLEN` elements that are a 1-D argument (its elements read once where the function starts) or
+whose every definition is one of: a row of a 2-D float64/int64 argument ``A[i]`` (``A[i, a:b]``), a slice with constant bounds or a copy of a vector, arithmetic (``+ - * / **``
 and unary minus) of vectors of one length and real scalars, an elementwise NumPy function of them,
 ``np.array([a, b, c])`` of float scalars, ``np.concatenate`` of vectors, ``np.cross`` of 3-vectors.
 Read from vectors element by element: ``v[k]`` with a constant ``k``, ``np.sum``, ``np.mean``,
@@ -168,8 +168,11 @@ class _Scalarizer:
         for p, (shape, dtype) in shapes.items():
             if p in self.banned or dtype not in ("<f8", "<i8"):
                 continue
+            kind = "f" if dtype == "<f8" else "i"
             if len(shape) == 2 and 0 < shape[1] <= maxlen:
-                self.init[p] = Rows(shape[1], "f" if dtype == "<f8" else "i", p)
+                self.init[p] = Rows(shape[1], kind, p)
+            elif len(shape) == 1 and 0 < shape[0] <= maxlen:   # a small vector argument: its elements, read once
+                self.init[p] = Vec(shape[0], kind)
         self.shapes = shapes
         for c, v in consts.items():
             self.init[c] = Int(v)
@@ -302,7 +305,7 @@ class _Scalarizer:
                 sel = self.elems(idx, base.n)
                 if isinstance(sel, list) and sel:
                     return Vec(len(sel), base.kind)
-                if isinstance(sel, int):
+                if isinstance(sel, int) or self.index_int(idx, vals):   # one element (read from the array form)
                     return "scalar" if base.kind == "f" else "iscalar"
                 return _TOP
             arg = self.shapes.get(args[0].id) if isinstance(args[0], ast.Name) and args[0].id not in self.rebound \
@@ -366,6 +369,9 @@ class _Scalarizer:
         for p in list(self.init):
             if p in defs or p in other:   # a parameter rebound: not the argument's shape
                 self.init.pop(p, None)
+        for p, v in self.init.items():
+            if isinstance(v, Vec):
+                vals[p] = v
         for n in names_in(self.fdef):   # parameters, globals: what they are is not this analysis' to know
             if n not in self.init and n not in defs:
                 vals.setdefault(n, _TOP)
@@ -416,6 +422,8 @@ class _Scalarizer:
         if name not in self.parts:
             v = self.vals[name]
             self.parts[name] = [self.fresh(f"{name}_{k}") for k in range(v.n)]
+            if isinstance(self.init.get(name), Vec):   # an argument: read where the function starts
+                self.guards.add((name, 0, v.n))
             for k, p in enumerate(self.parts[name]):
                 self.origins[p] = (name, k)
         return self.parts[name]
@@ -631,7 +639,14 @@ class _Scalarizer:
                 out.append(s)
             return out
 
-        return block(self.fdef.body)
+        body = block(self.fdef.body)
+        loads = []
+        for p, parts in self.parts.items():
+            if isinstance(self.init.get(p), Vec):
+                src = self.fdef.body[0] if self.fdef.body else self.fdef
+                loads += [self.assign(q, self.call("getitem", [ast.Name(p, ast.Load()), ast.Constant(k)]), src)
+                          for k, q in enumerate(parts)]
+        return loads + body
 
 
 def scalarize(fdef, shapes, consts, outputs, ranks, kinds, maxlen=None):
