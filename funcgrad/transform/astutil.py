@@ -3,7 +3,20 @@ from __future__ import annotations
 
 import ast
 
-__all__ = ["definitely_bound", "drop_statements", "fold_int_constants", "kernel", "names_read"]
+__all__ = ["clone", "definitely_bound", "drop_statements", "fold_int_constants", "kernel", "names_read"]
+
+
+def clone(x):
+    """A copy of the AST ``x`` (a node or a list of them): every node and list is new, annotation values (a
+    primitive, a comment, a source position) are shared. ``copy.deepcopy`` also copied each annotation's
+    objects, the primitives with their templates: most of a warm first call's transform time went there."""
+    if isinstance(x, ast.AST):
+        new = x.__class__.__new__(x.__class__)
+        new.__dict__.update({k: clone(v) for k, v in x.__dict__.items()})
+        return new
+    if isinstance(x, list):
+        return [clone(v) for v in x]
+    return x
 
 
 def kernel(name):

@@ -24,6 +24,7 @@ import tempfile
 import numpy as np
 from . import annotations as A
 from ..kernels.base import INTERPRETED
+from .astutil import clone
 from .parse import GENERATED_PREFIX
 
 _BIN = {"+": ast.Add, "-": ast.Sub, "*": ast.Mult, "/": ast.Div, "**": ast.Pow, "@": ast.MatMult}
@@ -200,23 +201,10 @@ def rows_as_kernel(stmts, ranks):
     return out
 
 
-def _clone(x):
-    """A copy of the AST ``x`` for printing: every node and list is new, annotation values (a primitive, a
-    comment) are shared. (``copy.deepcopy`` also copied each annotation's objects: a third of a warm first
-    call's transform on bundle adjustment.)"""
-    if isinstance(x, ast.AST):
-        new = x.__class__.__new__(x.__class__)
-        new.__dict__.update({k: _clone(v) for k, v in x.__dict__.items()})
-        return new
-    if isinstance(x, list):
-        return [_clone(v) for v in x]
-    return x
-
-
 def pretty(node, operators=True):
     """``node`` as it is printed: operator primitives as operators (``operators=False``: every
     arithmetic operation as a kernel call, for backends whose arrays have no Python operators)."""
-    n = (_Pretty() if operators else _AsKernels()).visit(_clone(node))
+    n = (_Pretty() if operators else _AsKernels()).visit(clone(node))
     for sub in ast.walk(n):
         if isinstance(sub, (ast.stmt, ast.expr)) and not hasattr(sub, "lineno"):
             sub.lineno, sub.col_offset, sub.end_lineno, sub.end_col_offset = 1, 0, 1, 0

@@ -36,7 +36,7 @@ import ast
 import copy
 
 from . import annotations as A
-from .astutil import names_read as _loads
+from .astutil import clone, names_read as _loads
 
 #: Elementwise primitives cheap enough to compute again (a few instructions per element; special functions
 #: such as gammainc or jv cost hundreds and stay taped).
@@ -263,7 +263,7 @@ def _candidates(loop, fbody, ranks, special, ints=None):
                 if n in targets:
                     cheap = _cheap(s.value, ranks) if ints is None else (n in ints and _int_form(s.value, ints))
                     if build and cheap and reads_ok(reads, defined):
-                        out.append(copy.deepcopy(s))
+                        out.append(clone(s))
                     else:
                         rejected.add(n)
                 defined = defined | {n}
@@ -307,7 +307,7 @@ def select(cand, need):
             elif isinstance(s, ast.Assign) and s.targets[0].id in need:
                 need.update(_loads(s.value))
                 bound.add(s.targets[0].id)
-                out.append(copy.deepcopy(s))
+                out.append(clone(s))
         return out[::-1]
 
     return pick(cand), bound

@@ -44,7 +44,7 @@ from ..ops.registry import Primitive, by_name, lookup
 from .activity import Activity
 from .aliases import check_aliases
 from .anf import inherit_origin
-from .astutil import definitely_bound, drop_statements, fold_int_constants, kernel as _K
+from .astutil import clone, definitely_bound, drop_statements, fold_int_constants, kernel as _K
 from .deadcode import _drop_unused_new
 from .emit import render_stmt
 from .infer import infer_kinds, infer_ranks
@@ -384,7 +384,7 @@ class Reverse(Activity):
 
     def subst(self, e, subst, tname, tpl, prim):
         """Fill a template expression: names -> call-site atoms, d[result] -> d_<result>, calls -> K.*"""
-        e = copy.deepcopy(e)
+        e = clone(e)
         G = tpl.globals
 
         class T(ast.NodeTransformer):
@@ -398,7 +398,7 @@ class Reverse(Activity):
 
             def visit_Name(self_, node):
                 if node.id in subst:
-                    return copy.deepcopy(subst[node.id])
+                    return clone(subst[node.id])
                 return node
 
             def visit_Call(self_, node):
@@ -774,7 +774,7 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
         R.adname(n)
     g_params = [namer.fresh(f"g_out{i}") for i in range(len(output_atoms))]
     loops = _Loops(namer)
-    body = save_inplace(copy.deepcopy(list(fdef.body)), R.tmp)
+    body = save_inplace(clone(list(fdef.body)), R.tmp)
     autos = []
     if checkpoint_loops is not None:
         body, autos = checkpointing.automatic(body, namer, params)
