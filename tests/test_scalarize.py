@@ -222,3 +222,24 @@ def test_a_small_vector_argument_is_read_once_as_elements():
     np.testing.assert_allclose(v, r @ r + 0.1 * w4 @ w4, rtol=1e-12)
     np.testing.assert_allclose(gw, 2 * X4.T @ r + 0.2 * w4, rtol=1e-11)
     np.testing.assert_allclose(gX, 2 * r[:, None] * w4, rtol=1e-11)
+
+
+def _spring_chain(P, k):
+    # distances and an accumulator started from np.zeros: both held as scalars
+    force = np.zeros(3)
+    e = 0.0
+    for i in range(P.shape[0] - 1):
+        d = P[i + 1] - P[i]
+        r = np.linalg.norm(d)
+        e = e + k * (r - 1.0) ** 2
+        force = force + d / r
+    return e + np.dot(force, force)
+
+
+def test_norms_and_accumulators_from_zeros_are_scalar_code():
+    rs = np.random.RandomState(8)
+    P = rs.randn(6, 3)
+    assert_value_and_gradient(_spring_chain, (P, 0.8), (0, 1), mode="njit")
+    src = funcgrad.source(funcgrad.value_and_grad(_spring_chain, argnums=(0, 1), mode="njit"), P, 0.8)
+    loop = src.split("def _spring_chain_vjp", 1)[1].split("def _spring_chain(", 1)[0]
+    assert GUARD in src and "K.norm" not in loop and "np.zeros(3)" not in loop

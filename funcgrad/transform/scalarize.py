@@ -15,14 +15,15 @@ dimension, a captured integer's value), which the caller checks before running i
 
 What is held as elements (a *vector*): float64 (or int64, for indexing only) 1-D arrays of at most
 :data:`MAXLEN` elements that are a 1-D argument (its elements read once where the function starts) or
-whose every definition is one of: a row of a 2-D float64/int64 argument ``A[i]`` (``A[i, a:b]``), a slice with constant bounds or a copy of a vector, arithmetic (``+ - * / **``
-and unary minus) of vectors of one length and real scalars, an elementwise NumPy function of them,
-``np.array([a, b, c])`` of float scalars, ``np.concatenate`` of vectors, ``np.cross`` of 3-vectors.
-Read from vectors element by element: ``v[k]`` with a constant ``k``, ``np.sum``, ``np.mean``,
-``np.dot``, ``v.shape``/``len``. Any other use of a vector reads an array made from its elements once
-where the vector is defined (the row itself, or ``np.stack`` of the elements). Nothing is scalarised
-through names that are written in place (``a[i] = v``, ``a += v``) or may alias such names, nor names the
-function returns.
+whose every definition is one of: a row of a 2-D float64/int64 argument ``A[i]`` (``A[i, a:b]``), a
+slice with constant bounds or a copy of a vector, arithmetic (``+ - * / **`` and unary minus) of
+vectors of one length and real scalars, an elementwise NumPy function of them, ``np.array([a, b, c])``
+of float scalars, ``np.concatenate`` of vectors, ``np.cross`` of 3-vectors, ``np.zeros(k)`` or
+``np.ones(k)`` of a constant ``k``. Read from vectors element by element: ``v[k]`` with a constant
+``k``, ``np.sum``, ``np.mean``, ``np.dot``, ``np.linalg.norm``, ``v.shape``/``len``. Any other use of a
+vector reads an array made from its elements once where the vector is defined (the row itself, or
+``np.stack`` of the elements). Nothing is scalarised through names that are written in place
+(``a[i] = v``, ``a += v``) or may alias such names, nor names the function returns.
 """
 from __future__ import annotations
 
@@ -103,8 +104,29 @@ class _UF:
 
 
 def _names(node):
-    """The names an expression reads, the kernel namespace ``K`` aside."""
+    """The names an expression reads as values: not ``K``, nor the module or function a call names
+    (``np`` of ``np.zeros(3)``)."""
+    out = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call):
+            out |= set().union(*(_names(a) for a in [*n.args, *(k.value for k in n.keywords)]))
+        elif isinstance(n, ast.Name) and n.id != "K" and not _called(node, n):
+            out.add(n.id)
+    return out
+
+
+def _all_names(node):
+    """Every name an expression mentions (``a`` of ``a.fill(0)`` too), ``K`` aside: what a statement or a call
+    funcgrad does not know may write."""
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id != "K"}
+
+
+def _called(root, name):
+    """Whether ``name`` is (part of) the function of a call within ``root``."""
+    for n in ast.walk(root):
+        if isinstance(n, ast.Call) and any(x is name for x in ast.walk(n.func)):
+            return True
+    return False
 
 
 def _banned_names(stmts, outputs):
@@ -119,9 +141,9 @@ def _banned_names(stmts, outputs):
                     base = t.value
                     while isinstance(base, ast.Subscript):
                         base = base.value
-                    mutated |= _names(base)
+                    mutated |= _all_names(base)
                 elif not isinstance(t, ast.Name):
-                    mutated |= _names(t)
+                    mutated |= _all_names(t)
             if len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
                 t, v = s.targets[0].id, s.value
                 if A.get(s, A.AUGMENTED, False):   # x += v: in place when x is an array
@@ -131,10 +153,10 @@ def _banned_names(stmts, outputs):
                 name = _call_name(v)
                 if name is not None and name in _FRESH:
                     if v.keywords:   # out=..., where=...: whatever is named there may be written
-                        mutated |= {n for k in v.keywords for n in _names(k.value)}
+                        mutated |= {n for k in v.keywords for n in _all_names(k.value)}
                     continue
                 if isinstance(v, ast.Call) and name is None:   # not a primitive: whatever it does to its arguments
-                    mutated |= _names(v)
+                    mutated |= _all_names(v)
                 if isinstance(v, ast.Subscript) and isinstance(v.value, ast.Attribute) and v.value.attr == "shape":
                     continue   # a size
                 if name == "getitem":   # a view of the array indexed (not of the integers indexing it)
@@ -142,7 +164,7 @@ def _banned_names(stmts, outputs):
                 for n in _names(v):   # a view, or a call that may return one
                     uf.union(t, n)
         elif isinstance(s, ast.AugAssign):
-            mutated |= _names(s.target)
+            mutated |= _all_names(s.target)
         elif isinstance(s, ast.For):
             it = s.iter
             if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("range", "enumerate", "zip"):
@@ -151,7 +173,7 @@ def _banned_names(stmts, outputs):
                 for t in _names(s.target):
                     uf.union(t, n)
         elif isinstance(s, (ast.Expr, ast.Return)):
-            mutated |= _names(s)
+            mutated |= _all_names(s)
     roots = {uf.find(m) for m in mutated}
     return {n for n in list(uf.parent) if uf.find(n) in roots} | mutated
 
@@ -262,12 +284,17 @@ class _Scalarizer:
             if ok and k is not None and isinstance(obj, Vec) and k in (0, -1):
                 return Int(obj.n)
             return _TOP
+        if self.filled(e, vals) is not None:
+            return Vec(e.args[0].value, "f")
         name = _call_name(e)
         if name is None or e.keywords:
             return _TOP
         args = e.args
         if any(self.atom(a, vals) == _BOT for a in args if isinstance(a, ast.Name)):
             return _BOT
+        if name == "norm" and len(args) == 1:   # np.linalg.norm(v): NumPy's sqrt(dot(v, v)) of a real vector
+            v = self.atom(args[0], vals)
+            return "scalar" if isinstance(v, Vec) and v.kind == "f" else _TOP
         if name in _INT_OPS and len(args) == 2:
             a, b = self.atom(args[0], vals), self.atom(args[1], vals)
             if isinstance(a, Int) and isinstance(b, Int):
@@ -339,6 +366,15 @@ class _Scalarizer:
                 n = sum(v.n for v in vs)
                 return Vec(n, "f") if n <= self.maxlen else _TOP
         return _TOP
+
+    def filled(self, e, vals):
+        """``np.zeros(k)`` / ``np.ones(k)`` of a small constant length: the value of its elements, or None."""
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name) \
+                and e.func.value.id == "np" and e.func.attr in ("zeros", "ones") and len(e.args) == 1 \
+                and not e.keywords and isinstance(e.args[0], ast.Constant) and type(e.args[0].value) is int \
+                and 0 < e.args[0].value <= self.maxlen:
+            return 0.0 if e.func.attr == "zeros" else 1.0
+        return None
 
     def elementwise(self, operands, vals):
         vs = [self.atom(x, vals) for x in operands]
@@ -477,6 +513,9 @@ class _Scalarizer:
         n = tv.n
         if isinstance(e, ast.Name):
             return [self.elem(e, k) for k in range(n)] if self.is_vec(e) else None
+        fill = self.filled(e, self.vals)
+        if fill is not None:
+            return [ast.Constant(fill) for _ in range(n)]
         name = _call_name(e)
         args = e.args
         if name in _ARITH or name in _ELEMENTWISE:
@@ -545,6 +584,20 @@ class _Scalarizer:
             n = self.vals[args[0].id].n
             terms = [self.elem(args[0], k) for k in range(n)]
             return lambda s, t: self.chain(t, terms, s, e, divide=n if name == "mean" else None)
+        if name == "norm" and len(args) == 1 and self.is_vec(args[0]) and self.vals[args[0].id].kind == "f":
+            n = self.vals[args[0].id].n
+
+            def norm(s, t):
+                out, terms = [], []
+                for k in range(n):
+                    p = self.fresh(f"{t}_p{k}")
+                    out.append(self.assign(p, self.call("multiply", [self.elem(args[0], k), self.elem(args[0], k)],
+                                                        e), s))
+                    terms.append(ast.Name(p, ast.Load()))
+                sq = self.fresh(f"{t}_sq")
+                return out + self.chain(sq, terms, s, e) + [self.assign(t, self.call("sqrt", [ast.Name(sq, ast.Load())],
+                                                                                    e), s)]
+            return norm
         if name == "dot" and len(args) == 2 and all(self.is_vec(a) and self.vals[a.id].kind == "f" for a in args) \
                 and self.vals[args[0].id].n == self.vals[args[1].id].n:
             n = self.vals[args[0].id].n
