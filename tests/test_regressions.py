@@ -7,6 +7,7 @@ gradients central differences in float64.
 import gc
 import math
 import operator
+import warnings
 
 import numpy as np
 import scipy.integrate
@@ -864,3 +865,22 @@ def test_a_branch_numba_prunes_is_refused_in_plain_words():
         warnings.simplefilter("ignore")
         v, g = funcgrad.value_and_grad(_constant_branch_in_helpers)(0.3, 2)
     assert v == pytest.approx(_constant_branch_in_helpers(0.3, 2), rel=1e-12) and g == pytest.approx(1.0, rel=1e-12)
+
+
+def _ratio_sum(x, y):
+    t = 0.0
+    for i in range(x.shape[0]):
+        t = t + x[i] / y[i]
+    return t
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_a_float_divided_by_zero_is_numpys_inf_in_every_mode(kw):
+    # compiled whole, x[i] / y[i] of two float64 elements was Python's ZeroDivisionError (Numba's default error
+    # model) where the Python path divides NumPy scalars: inf, with NumPy's warning
+    x, y = np.array([1.0, 1.0, -2.0]), np.array([2.0, 0.0, 4.0])
+    with np.errstate(divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        v, g = funcgrad.value_and_grad(_ratio_sum, **kw)(x, y)
+    assert v == np.inf
+    np.testing.assert_array_equal(g, [0.5, np.inf, 0.25])
