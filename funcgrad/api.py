@@ -738,12 +738,11 @@ def _recall_fallback(built):
 
 def _raised_at(err, built):
     """The user's (file, line) of the innermost generated line of ``built`` in ``err``'s traceback, or None."""
-    tb, line = err.__traceback__, None
+    tb, where = err.__traceback__, None
     while tb is not None:
-        if tb.tb_frame.f_code.co_filename == built.path:
-            line = tb.tb_lineno
+        where = built.user_line(tb.tb_frame.f_code.co_filename, tb.tb_lineno) or where
         tb = tb.tb_next
-    return (built.line_map or {}).get(line) if line else None
+    return where
 
 
 def _definition_refusal(err, built, call_args, which):

@@ -243,3 +243,21 @@ def test_norms_and_accumulators_from_zeros_are_scalar_code():
     src = funcgrad.source(funcgrad.value_and_grad(_spring_chain, argnums=(0, 1), mode="njit"), P, 0.8)
     loop = src.split("def _spring_chain_vjp", 1)[1].split("def _spring_chain(", 1)[0]
     assert GUARD in src and "K.norm" not in loop and "np.zeros(3)" not in loop
+
+
+def _weighted_tail(x, a):
+    # a's length is the loop's trip count: folded to a constant when a is held as elements, so it is checked too
+    t = 0.0
+    for i in range(a.shape[0]):
+        t = t + a[i] * x * (i + 1)
+    return t
+
+
+def test_a_length_folded_into_the_code_is_checked_at_each_call():
+    g = funcgrad.value_and_grad(_weighted_tail, argnums=(0, 1), mode="njit")
+    for a in (np.array([1.0, -2.0, 3.0]), np.array([-1.0, -2.0]), np.array([0.5, 2.0, 1.0, 4.0])):
+        v, (gx, ga) = g(1.5, a)
+        k = np.arange(1, a.size + 1)
+        np.testing.assert_allclose(v, 1.5 * np.sum(a * k), rtol=1e-13)
+        np.testing.assert_allclose(gx, np.sum(a * k), rtol=1e-13)
+        np.testing.assert_allclose(ga, 1.5 * k, rtol=1e-13)

@@ -71,6 +71,15 @@ class Built:
             self._py_fn, self.py_fn_thunk = self.py_fn_thunk(), None
         return self._py_fn
 
+    def user_line(self, filename, lineno):
+        """The user's (file, line) that line ``lineno`` of generated file ``filename`` came from, for this build's
+        module and for its code for any shapes (:attr:`py_fn`); None for any other file."""
+        if filename == self.path:
+            return (self.line_map or {}).get(lineno)
+        if self._py_fn is not None and filename == self._py_fn.__code__.co_filename:
+            return GENERATED_LINES.get(filename, {}).get(lineno)
+        return None
+
 
 def _out_leaves(val, atoms, version):
     if isinstance(val, Struct):

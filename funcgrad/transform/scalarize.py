@@ -146,8 +146,9 @@ def _banned_names(stmts, outputs):
                     mutated |= _all_names(t)
             if len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
                 t, v = s.targets[0].id, s.value
-                if A.get(s, A.AUGMENTED, False):   # x += v: in place when x is an array
+                if A.get(s, A.AUGMENTED, False):   # x += v: in place when x is an array, into the array x holds
                     mutated.add(t)
+                    mutated |= _names(v.args[0]) if isinstance(v, ast.Call) and v.args else _all_names(v)
                 if isinstance(v, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.Constant)):
                     continue
                 name = _call_name(v)
@@ -712,6 +713,15 @@ def scalarize(fdef, shapes, consts, outputs, ranks, kinds, maxlen=None):
     if body is None:
         return None
     fdef.body = body
-    guards = {g for g in sc.guards}
-    guards |= {(c, None, v) for c, v in consts.items() if c in sc.used_init}
+    # every argument shape and captured integer the analysis read is checked (its conclusions may rest on it
+    # where no element is read: a length folded to a constant)
+    guards = set(sc.guards)
+    for n in sc.used_init:
+        v = sc.init.get(n)
+        if isinstance(v, Int):
+            guards.add((n, None, v.v))
+        elif isinstance(v, Rows):
+            guards.add((n, 1, v.m))
+        elif isinstance(v, Vec):
+            guards.add((n, 0, v.n))
     return sorted(guards, key=repr), sc.origins
