@@ -261,3 +261,31 @@ def test_a_length_folded_into_the_code_is_checked_at_each_call():
         np.testing.assert_allclose(v, 1.5 * np.sum(a * k), rtol=1e-13)
         np.testing.assert_allclose(gx, np.sum(a * k), rtol=1e-13)
         np.testing.assert_allclose(ga, 1.5 * k, rtol=1e-13)
+
+
+def _length_branch(x, params, n):
+    # (found by gen_lang) a branch on a small argument's length: held as a constant, Numba pruned the other
+    # branch and the tapes only it appends to had no type; the length stays a value the code reads
+    a = params["a"]
+    B = params["B"]
+    s = 0.0
+    for i1 in range(n - 1, -1, -1):
+        if len(a) > 3:
+            t2 = B[1].sum()
+            t2 += x
+            s += t2
+        else:
+            c3 = B.copy()
+            c3[1:, :] += np.tanh(s)
+            s = s + np.sum(c3 * B)
+    return s + 0.0 * x
+
+
+def test_a_branch_on_a_small_arguments_length_compiles():
+    rs = np.random.RandomState(9)
+    for a in (rs.randn(5), rs.randn(2)):
+        args = (0.3, {"a": a, "B": rs.randn(2, 3)}, 2)
+        g = funcgrad.grad(_length_branch, argnums=(0, 1), mode="njit")(*args)
+        gp = funcgrad.grad(_length_branch, argnums=(0, 1), mode="python")(*args)
+        np.testing.assert_allclose(g[0], gp[0], rtol=1e-12)
+        np.testing.assert_allclose(g[1]["B"], gp[1]["B"], rtol=1e-12)

@@ -20,9 +20,10 @@ slice with constant bounds or a copy of a vector, arithmetic (``+ - * / **`` and
 vectors of one length and real scalars, an elementwise NumPy function of them, ``np.array([a, b, c])``
 of float scalars, ``np.concatenate`` of vectors, ``np.cross`` of 3-vectors, ``np.zeros(k)`` or
 ``np.ones(k)`` of a constant ``k``. Read from vectors element by element: ``v[k]`` with a constant
-``k``, ``np.sum``, ``np.mean``, ``np.dot``, ``np.linalg.norm``, ``v.shape``/``len``. Any other use of a
-vector reads an array made from its elements once where the vector is defined (the row itself, or
-``np.stack`` of the elements). Nothing is scalarised through names that are written in place
+``k``, ``np.sum``, ``np.mean``, ``np.dot``, ``np.linalg.norm``. Any other use of a vector reads an array
+made from its elements once where the vector is defined (the row itself, or ``np.stack`` of the
+elements); ``v.shape`` and ``len(v)`` are such uses (the analysis knows the length, but the code never
+holds it as a constant: Numba would prune branches on it, and a tape of a pruned branch has no type). Nothing is scalarised through names that are written in place
 (``a[i] = v``, ``a += v``) or may alias such names, nor names the function returns.
 """
 from __future__ import annotations
@@ -359,7 +360,8 @@ class _Scalarizer:
             if any(self.atom(x, vals) == _BOT for x in elts):
                 return _BOT
             if name == "stack":
-                if len(elts) <= self.maxlen and all(self.scalar_kind(x, vals) == "scalar" for x in elts):
+                if len(elts) <= self.maxlen and all(self.scalar_kind(x, vals) == "scalar" for x in elts) and \
+                        not all(isinstance(x, ast.Constant) for x in elts):   # (constants: see np.zeros)
                     return Vec(len(elts), "f")
                 return _TOP
             vs = [self.atom(x, vals) for x in elts]
@@ -423,6 +425,10 @@ class _Scalarizer:
                 if n in other or n in self.banned:
                     continue
                 got = _BOT
+                if len(ds) == 1 and self.filled(ds[0].value, vals) is not None:
+                    # zeros never updated: constants Numba would prune branches on (np.zeros is an array to it)
+                    vals[n] = _TOP
+                    continue
                 for s in ds:
                     v = self.value(s.value, vals)
                     if v == _BOT:
@@ -568,10 +574,6 @@ class _Scalarizer:
 
     def scalar_expr(self, e):
         """For a scalar-valued statement reading vectors: a function (src, target) -> statements, or None."""
-        if isinstance(e, ast.Subscript) and isinstance(e.value, ast.Attribute) and e.value.attr == "shape" and \
-                self.is_vec(e.value.value):
-            v = self.value(e, self.vals)
-            return (lambda s, t: [self.assign(t, ast.Constant(v.v), s)]) if isinstance(v, Int) else None
         name = _call_name(e)
         if name is None or e.keywords:
             return None
