@@ -588,33 +588,24 @@ class _Scalarizer:
             terms = [self.elem(args[0], k) for k in range(n)]
             return lambda s, t: self.chain(t, terms, s, e, divide=n if name == "mean" else None)
         if name == "norm" and len(args) == 1 and self.is_vec(args[0]) and self.vals[args[0].id].kind == "f":
-            n = self.vals[args[0].id].n
-
             def norm(s, t):
-                out, terms = [], []
-                for k in range(n):
-                    p = self.fresh(f"{t}_p{k}")
-                    out.append(self.assign(p, self.call("multiply", [self.elem(args[0], k), self.elem(args[0], k)],
-                                                        e), s))
-                    terms.append(ast.Name(p, ast.Load()))
                 sq = self.fresh(f"{t}_sq")
-                return out + self.chain(sq, terms, s, e) + [self.assign(t, self.call("sqrt", [ast.Name(sq, ast.Load())],
-                                                                                    e), s)]
+                return self.dot(sq, args[0], args[0], s, e) + [
+                    self.assign(t, self.call("sqrt", [ast.Name(sq, ast.Load())], e), s)]
             return norm
         if name == "dot" and len(args) == 2 and all(self.is_vec(a) and self.vals[a.id].kind == "f" for a in args) \
                 and self.vals[args[0].id].n == self.vals[args[1].id].n:
-            n = self.vals[args[0].id].n
-
-            def dot(s, t):
-                out, terms = [], []
-                for k in range(n):
-                    p = self.fresh(f"{t}_p{k}")
-                    out.append(self.assign(p, self.call("multiply", [self.elem(args[0], k), self.elem(args[1], k)],
-                                                        e), s))
-                    terms.append(ast.Name(p, ast.Load()))
-                return out + self.chain(t, terms, s, e)
-            return dot
+            return lambda s, t: self.dot(t, args[0], args[1], s, e)
         return None
+
+    def dot(self, t, a, b, s, e):
+        """``t = a[0] * b[0] + a[1] * b[1] + ...`` of two vectors, one operation per statement."""
+        out, terms = [], []
+        for k in range(self.vals[a.id].n):
+            p = self.fresh(f"{t}_p{k}")
+            out.append(self.assign(p, self.call("multiply", [self.elem(a, k), self.elem(b, k)], e), s))
+            terms.append(ast.Name(p, ast.Load()))
+        return out + self.chain(t, terms, s, e)
 
     def chain(self, t, terms, s, e, divide=None):
         """``t = terms[0] + terms[1] + ...`` (left to right, as NumPy adds a few numbers), one operation per
