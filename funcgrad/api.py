@@ -420,21 +420,21 @@ class _Transformed:
         fn = built.fn if which == "fn" else built.primal_fn
         try:
             return built, fn(*call_args)
-        except LookupError as e:
-            if not (built.specialized and e.args == (SPECIALIZATION_MISS,)):
-                if isinstance(e, Exception):
-                    return self._invoke_failed(e, built, key, which, call_args, n_leaves)
-                raise
-            # compiled for other shapes (scalarize): the code for any shapes, from now on for this signature
-            mode = built.mode if built.mode != "njit" else None
-            built = self._build(self._pending[key], force_mode=mode, specialize=False)
-            cap = [g() for _, g in built.captured]
-            built.cap_specs = tuple(leaf_spec(c) for c in cap)
-            self.cache[key] = built
-            self._fast.clear()
-            return self._invoke(built, key, which, call_args, n_leaves)
         except Exception as e:
+            if built.specialized and isinstance(e, LookupError) and e.args == (SPECIALIZATION_MISS,):
+                # compiled for other shapes (scalarize): the code for any shapes, from now on for this signature
+                mode = built.mode if built.mode != "njit" else None
+                return self._rebuild(key, which, call_args, n_leaves, force_mode=mode, specialize=False)
             return self._invoke_failed(e, built, key, which, call_args, n_leaves)
+
+    def _rebuild(self, key, which, call_args, n_leaves, **how):
+        """Build this signature again (``how``: :meth:`_build`'s options), keep it for the signature and run it."""
+        built = self._build(self._pending[key], **how)
+        cap = [g() for _, g in built.captured]
+        built.cap_specs = tuple(leaf_spec(c) for c in cap)
+        self.cache[key] = built
+        self._fast.clear()
+        return self._invoke(built, key, which, call_args, n_leaves)   # (its errors in the user's terms too)
 
     def _invoke_failed(self, e, built, key, which, call_args, n_leaves):
         """The generated code raised ``e`` (handled as :meth:`_invoke` says)."""
@@ -463,12 +463,7 @@ class _Transformed:
             else:
                 warnings.warn(f"{loc}: {text}", FuncgradWarning, stacklevel=4)
             _remember_fallback(built, text, where, loc)
-            built = self._build(self._pending[key], force_mode="python")
-            cap = [g() for _, g in built.captured]
-            built.cap_specs = tuple(leaf_spec(c) for c in cap)
-            self.cache[key] = built
-            self._fast.clear()
-            return self._invoke(built, key, which, call_args, n_leaves)   # (its errors in the user's terms too)
+            return self._rebuild(key, which, call_args, n_leaves, force_mode="python")
         text = _line_text(*where) if where else None
         raise CompileError(f"Numba cannot compile this function in nopython mode ({reason})\n"
                            "  hint: use jit=\"auto\" (falls back to Python over compiled kernels) or "

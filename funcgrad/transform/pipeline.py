@@ -8,7 +8,6 @@ between passes to stderr.
 from __future__ import annotations
 
 import ast
-import copy
 import linecache
 import os
 import sys
@@ -20,6 +19,7 @@ from ..ops.registry import by_name, register_kernels
 from ..tree import tree_unflatten
 from .aliases import check_aliases, user_words
 from .anf import anf
+from .astutil import clone
 from .forward import forward
 from .infer import infer_kinds, infer_ranks
 from .scalarize import scalarize
@@ -162,7 +162,7 @@ def _argument_values(sig: Signature, leaf_names: list, diff: list, leaf_shapes: 
 SPECIALIZATION_MISS = "funcgrad: compiled for other argument shapes"   # what the guard of specialized code raises
 
 
-def _specialize(a, leaf_shapes, low, atoms):
+def _specialize(a, leaf_shapes, low, atoms, ranks):
     """Scalarize ``a`` (ANF, in place) for the argument shapes of this call; the guard statements the generated
     functions start with (a run-time check of every shape and captured integer the code assumes), or None when
     nothing was scalarized."""
@@ -174,7 +174,6 @@ def _specialize(a, leaf_shapes, low, atoms):
             continue
         if type(v) is int:
             consts[cname] = v
-    ranks = infer_ranks(list(a.body), dict(low.ranks or {}))
     kinds = infer_kinds(list(a.body), dict(low.kinds or {}))
     got = scalarize(a, leaf_shapes, consts, [o.id for o in atoms if isinstance(o, ast.Name)], ranks, kinds)
     if got is None:
@@ -287,8 +286,8 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
     guard = []
     if specialize and kind in ("vjp", "primal") and likely == "njit" and leaf_shapes and \
             backend.operators_as_syntax:
-        generic = copy.deepcopy(a)   # the code funcgrad reads back (second order) and runs to find lines
-        guard = _specialize(a, leaf_shapes, low, atoms)
+        generic = clone(a)   # the code funcgrad reads back (second order) and runs to find lines
+        guard = _specialize(a, leaf_shapes, low, atoms, ranks)
         if guard is None:
             generic, guard = None, []
 
