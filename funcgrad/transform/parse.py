@@ -64,10 +64,23 @@ def parse(fn) -> Parsed:
     return Parsed(fn=fn, node=node, filename=filename, globals=fn.__globals__, closure=closure)
 
 
+def _source_lines(fn, code):
+    """The lines of the file ``code`` was compiled from, as ``inspect.findsource`` reads them (the file is
+    read again when it changed on disk; a module's loader serves a file that is not on disk), without
+    ``inspect.getmodule``'s walk over ``sys.modules`` (tens of milliseconds at a process's first call)."""
+    filename = code.co_filename
+    if not (filename.startswith("<") and filename.endswith(">")):
+        linecache.checkcache(filename)
+    lines = linecache.getlines(filename, getattr(fn, "__globals__", None))
+    if lines:
+        return lines
+    return inspect.findsource(code)[0]   # no lines: inspect says why (OSError)
+
+
 def _parse_code(fn, code):
     filename = code.co_filename
     try:
-        lines, first = inspect.findsource(code)
+        lines = _source_lines(fn, code)
     except (OSError, TypeError) as e:
         raise UnsupportedSyntaxError(
             f"cannot read the source of {getattr(fn, '__qualname__', fn)!r}: {e}", filename, code.co_firstlineno,
