@@ -37,6 +37,10 @@ def array(draw, shape, dtype=np.float64, domain="real", distinct=False):
     if distinct:  # well separated values: no ties for max/min/sort, no kinks for abs/relu
         vals = rng.permutation(n) / max(n, 1) * (hi - lo) * 0.9 + lo + 0.05 * (hi - lo)
         vals = vals + rng.uniform(-0.01, 0.01, n) * (hi - lo) / max(n, 1)
+        # and none near 0 (abs, relu, sign's kink): a grid point there (-1.8 + 4 * 0.45 for 8 values in (-2, 2))
+        # put x within central differences' step of the kink
+        gap = 0.3 * 0.9 * (hi - lo) / max(n, 1)
+        vals = np.where(np.abs(vals) < gap, np.where(vals < 0, -gap, gap), vals)
     else:
         vals = rng.uniform(lo, hi, n)
     a = vals.reshape(shape).astype(dtype)
