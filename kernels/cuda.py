@@ -51,7 +51,7 @@ else:
 
 __all__ = ["DeviceMismatchError", "is_device_array", "as_device", "SIM"]
 
-_TPB = 32 if SIM else 256           # threads per block (the simulator runs one Python thread per CUDA thread)
+_TPB = 8 if SIM else 256            # threads per block (the simulator runs one Python thread per CUDA thread)
 _MAX_BLOCKS = 4 if SIM else 65535
 _LOCK = threading.Lock()
 
