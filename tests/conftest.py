@@ -54,6 +54,9 @@ _SWEEP_TESTS = {
     "test_linalg.py": {"test_norms_compiled", "test_scipy_aliases"},
     "test_matmul_nd.py": {"test_value_and_gradient_compiled"},
     "test_nn_kernels.py": {"test_kernels_same_from_python_and_njit"},
+    # every primitive's JVP through funcgrad.jvp (a minute and a half); make test keeps each JVP line against
+    # central differences (test_jvp_rules.py) and the core primitives through funcgrad.jvp, compiled and Python
+    "test_forward.py": {"test_jvp_of_every_primitive"},
     # the gradient test files rerun on the counting backend (one process, minutes)
     "test_backend_seam.py": {"test_gradient_test_files_pass_on_the_counting_backend"},
 }

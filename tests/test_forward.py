@@ -49,6 +49,9 @@ def _check(f, args, nums, mode, seed=0, rtol=1e-5, atol=1e-6):
     np.testing.assert_allclose(np.asarray(ty, dtype=float), _fd(f, args, nums, tans), rtol=rtol, atol=atol)
 
 
+# through funcgrad.jvp (a transform per example): make test-sweep only (tests/conftest.py); make test checks each
+# JVP line against central differences (tests/test_jvp_rules.py) and the core primitives' JVPs through
+# funcgrad.jvp, compiled against Python (below)
 @pytest.mark.parametrize("name", WITH_JVP)
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())

@@ -4,7 +4,7 @@ The second generator (independent of ``gen.py``) writes the breadth of the NumPy
 (elementwise math, reductions with axis/keepdims, shape operations, indexing forms, np.linalg,
 scipy.special, method forms, bool/int arrays in arithmetic, float32) into loops and branches with run-time
 trip counts. Each program is checked by ``tests/fuzz/check.py`` in every mode against plain Python and
-central differences. A fixed set of seeds (``FUZZ_NUMPY_SEEDS``, ``start:stop``; default 20 programs) runs
+central differences. A fixed set of seeds (``FUZZ_NUMPY_SEEDS``, ``start:stop``; default 6 programs: the suite keeps to 15 minutes) runs
 here; ``python -m tests.fuzz.gen_numpy --n N --seed S`` is the long run.
 
 The found programs (``/work/notes/s18/found_fzb.md``) are checked by name below, reduced to a few lines.
@@ -18,7 +18,7 @@ import pytest
 from tests.fuzz import gen_numpy
 from tests.fuzz.check import FAILURE, check_program
 
-_lo, _, _hi = os.environ.get("FUZZ_NUMPY_SEEDS", "5000:5020").partition(":")
+_lo, _, _hi = os.environ.get("FUZZ_NUMPY_SEEDS", "5000:5006").partition(":")
 SEEDS = range(int(_lo), int(_hi))
 
 

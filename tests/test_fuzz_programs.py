@@ -9,7 +9,7 @@ outcomes are *right* and *refused at the user's line with a clear message*; a
 failure is shrunk by hypothesis to a small program, printed in full.
 
 The budget is fixed and derandomized (the same programs every run):
-``FUZZ_CI_EXAMPLES`` (default 12) programs; ``FUZZ_CI_FEATURES`` /
+``FUZZ_CI_EXAMPLES`` (default 5) programs; ``FUZZ_CI_FEATURES`` /
 ``FUZZ_CI_WITHOUT`` (comma lists) choose the constructs; shrinking a failure stops
 taking new programs ``FUZZ_CI_SHRINK_SECONDS`` (default 180) after the first one
 (``FUZZ_CI_NO_SHRINK=1`` skips it). Each program that is right in float64 is also given float32
@@ -39,7 +39,7 @@ _feats = os.environ.get("FUZZ_CI_FEATURES")
 FEATURES = frozenset(_feats.split(",")) if _feats else ALL_FEATURES
 FEATURES -= frozenset(filter(None, os.environ.get("FUZZ_CI_WITHOUT", "").split(",")))
 CI_CONFIG = Config(features=FEATURES, max_stmts=3)
-EXAMPLES = int(os.environ.get("FUZZ_CI_EXAMPLES", 12))   # (CI's 15 minutes; make fuzz runs thousands)
+EXAMPLES = int(os.environ.get("FUZZ_CI_EXAMPLES", 5))   # (CI's 15 minutes; make fuzz runs thousands)
 PHASES = (Phase.explicit, Phase.generate) + (() if os.environ.get("FUZZ_CI_NO_SHRINK") else (Phase.shrink,))
 
 

@@ -77,7 +77,16 @@ def test_tuple_assignment_value_from_the_issue():
 def test_vjp_cache_never_hands_back_another_functions_gradient():
     # closures made in a loop share a code object; a garbage-collected one's id can be reused. The loop
     # runs until that happened once (and its gradient was checked), so the test always exercises the case;
-    # how soon CPython's allocator hands an address back varies (12 rounds were not always enough on CI)
+    # how soon CPython's allocator hands an address back varies (12 rounds were not always enough on CI).
+    # gc.freeze: each gc.collect() looks only at what the loop made, not at a test worker's whole heap
+    gc.freeze()
+    try:
+        _closures_until_an_id_is_reused()
+    finally:
+        gc.unfreeze()
+
+
+def _closures_until_an_id_is_reused():
     seen, reused = set(), False
     for k in range(200):
         fk = (lambda c: (lambda x: np.sum(x * x) * c))(float(k))
@@ -662,6 +671,16 @@ def test_a_local_functions_cache_never_hands_back_another_programs_lambda():
     # definition is a node of a per-build copy of the tree, freed after the build, so another program's lambda
     # could get its address (and with the same globals, np, the same key) and run the first one's body
     import linecache
+    # a full collection in a test worker that has run thousands of tests walks all their objects (about a
+    # second each time): freeze what exists, so that gc.collect() looks only at what this loop made
+    gc.freeze()
+    try:
+        _run_forty_local_function_programs(linecache)
+    finally:
+        gc.unfreeze()
+
+
+def _run_forty_local_function_programs(linecache):
     for k in range(40):
         src = ("import numpy as np\nimport funcgrad\n\ndef f(x):\n"
                f"    g = lambda t: np.sum(t * {k}.0 + np.sin(t))\n    return np.sum(funcgrad.grad(g)(x) * x)\n")
