@@ -41,4 +41,4 @@ def make_inputs(seed=0, size="small"):
     return (hyp, X, y), {}
 
 
-PROGRAM = {"f": "neg_log_marginal_likelihood", "argnums": (0,), "njit": True, "autograd": True}
+PROGRAM = {"f": "neg_log_marginal_likelihood", "argnums": (0,), "njit": True, "autograd": True, "heavy": True}
