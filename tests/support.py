@@ -1,11 +1,21 @@
-"""Helpers several test files share: where a tagged line is, and the value-and-gradient check of a case."""
+"""Helpers several test files share: where a tagged line is, the value-and-gradient check of a case, and
+whether this is ``make test-sweep``'s run."""
 import importlib.util
 import linecache
+import os
 
 import numpy as np
 
 import funcgrad
 from funcgrad.testing import numerical_vjp
+
+# make test-sweep (FUNCGRAD_SWEEP=1) runs the full grids and counts make test trims to keep within its 15 minutes
+SWEEP = bool(os.environ.get("FUNCGRAD_SWEEP"))
+
+
+def drawn_cases(sweep, make_test):
+    """How many cases hypothesis draws per test: ``sweep`` in make test-sweep, ``make_test`` otherwise."""
+    return sweep if SWEEP else make_test
 
 
 def tagged_line(path, tag):

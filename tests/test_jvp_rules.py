@@ -5,13 +5,12 @@ independently of the forward pass that fills it in. The directional derivative o
 primitive's forward along random tangents of its differentiable inputs must match
 ``(f(x + eps v) - f(x - eps v)) / (2 eps)``; each input alone and all together.
 """
-import os
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from funcgrad.ops.registry import evaluate_jvp, registry
+from tests.support import drawn_cases
 
 REG = registry()
 WITH_JVP = sorted(n for n, p in REG.items() if p.sample is not None and p.template is not None
@@ -35,7 +34,7 @@ def _tangent(value, rng):
 
 
 @pytest.mark.parametrize("name", WITH_JVP)
-@settings(max_examples=12 if os.environ.get("FUNCGRAD_SWEEP") else 8, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=drawn_cases(12, 8), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_jvp_line_matches_finite_differences(name, data):
     prim = REG[name]

@@ -12,7 +12,6 @@ compile (sqrtm, expm, solve_banded) must make ``jit="auto"`` run Python and
 exist are refused with a clear message. autograd, when installed, is an extra
 oracle.
 """
-import os
 import warnings
 
 import numpy as np
@@ -22,6 +21,7 @@ import scipy.linalg as sla
 import funcgrad
 from funcgrad.errors import CompileError, FuncgradWarning, UnsupportedSyntaxError
 from funcgrad.testing import check_grads
+from tests.support import SWEEP
 
 rng = np.random.default_rng(0)
 T = np.linalg.matrix_transpose
@@ -60,7 +60,7 @@ def symmetrize(a):
 PY_MODES = [False, "kernels"]
 # Each whole-function compile of a linear-algebra gradient takes seconds: make test checks the rules compiled
 # through the registry grid (tests/test_primitives.py) and leaves these to make test-sweep (FUNCGRAD_SWEEP=1).
-ALL_MODES = PY_MODES + (["whole"] if os.environ.get("FUNCGRAD_SWEEP") else [])
+ALL_MODES = PY_MODES + (["whole"] if SWEEP else [])
 
 
 def check(fn, args, modes, argnums=0, rtol=1e-5, atol=1e-6):

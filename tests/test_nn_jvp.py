@@ -11,8 +11,6 @@
   ``sigmoid_grad``, ``elu_grad``, ``gelu_grad``, ``conv2d_input_grad``...) run along the tangent of
   its inputs gives the Hessian-vector product, checked against central differences of the gradient.
 """
-import os
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -21,6 +19,7 @@ import funcgrad
 from funcgrad.nn import losses as L, rules as R
 from funcgrad.ops.registry import evaluate_jvp, lookup, registry
 from funcgrad.testing import primitive_function
+from tests.support import drawn_cases
 
 REG = registry()
 NN = sorted(n for n, p in REG.items() if p.impl.__module__ in ("funcgrad.nn.rules", "funcgrad.nn.losses")
@@ -45,7 +44,7 @@ def test_nn_primitives_are_covered():
 
 
 @pytest.mark.parametrize("name", NN)
-@settings(max_examples=10 if os.environ.get("FUNCGRAD_SWEEP") else 5, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=drawn_cases(10, 5), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_jvp_is_the_transpose_of_the_vjp(name, data):
     prim = REG[name]

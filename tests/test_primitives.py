@@ -4,8 +4,6 @@ The list of primitives comes from the registry itself, so a new primitive is
 tested by this file without touching it; a primitive without a sample spec
 (or a primitive that another primitive's VJP exercises) fails the first test.
 """
-import os
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -13,6 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import funcgrad
 from funcgrad.ops.registry import registry
 from funcgrad.testing import numerical_vjp, primitive_function
+from tests.support import drawn_cases
 
 REG = registry()
 TESTED = sorted(n for n, p in REG.items() if p.sample is not None)
@@ -57,8 +56,7 @@ def _cotangent(out, rng):
 @pytest.mark.parametrize("name", TESTED)
 # 6 drawn cases per primitive in make test (kept within its 15 minutes: each new shape or dtype compiles the
 # kernels again), 15 in make test-sweep
-@settings(max_examples=15 if os.environ.get("FUNCGRAD_SWEEP") else 6, deadline=None,
-          suppress_health_check=list(HealthCheck))
+@settings(max_examples=drawn_cases(15, 6), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_vjp_matches_finite_differences(name, data):
     prim = REG[name]

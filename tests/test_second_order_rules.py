@@ -8,8 +8,6 @@ generated code again, so each helper needs a derivative of its own: a definition
 without one cannot come back unnoticed; the helpers still without one are listed, and their refusal is checked
 to name the function the user called, at the user's line.
 """
-import os
-
 import numpy as np
 import pytest
 import scipy.linalg as sla
@@ -21,7 +19,7 @@ from funcgrad.errors import CompileError, NoDerivativeError, UnsupportedSyntaxEr
 from funcgrad.ops import registry as R
 from funcgrad.testing import check_grads
 
-from support import tagged_line
+from support import SWEEP, tagged_line
 
 RNG = np.random.default_rng(20240916)
 MODES = [dict(mode="auto"), dict(mode="python"), dict(jit=False)]
@@ -227,7 +225,7 @@ def test_solve_banded_with_a_band_width_at_least_n_matches_scipy(lu, kw):
     np.testing.assert_allclose(v, f(ab, b), rtol=1e-12)
     np.testing.assert_allclose(gab, _fd_of_scalar(lambda x: f(x, b), ab), rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(gb, _fd_of_scalar(lambda x: f(ab, x), b), rtol=1e-6, atol=1e-8)
-    if kw.get("mode") != "python" or (lu != (6, 0) and not os.environ.get("FUNCGRAD_SWEEP")):
+    if kw.get("mode") != "python" or (lu != (6, 0) and not SWEEP):
         return   # the order-2 checks: one layout in `make test`, every one in `make test-sweep`
     check_grads(f, (ab, b), order=2, modes=("fwd", "rev"), **kw)
     H = funcgrad.hessian(lambda x: f(x, b), **kw)(ab)
