@@ -11,7 +11,7 @@ from ..fence import error
 from ..parse import MISSING
 from ..specs import leaf_spec, scalar_kind
 from ..values import ContentsOf, Dyn, Static, map_struct as _map_struct
-from .common import (_free_getter, _is_static_tree, _local_names, _path_getter, _safe)
+from .common import (_binding_counts, _free_getter, _is_static_tree, _local_names, _path_getter, _safe)
 
 
 class Captures:
@@ -67,6 +67,14 @@ class Captures:
         if hit is None or hit[0] is not fdef:
             hit = cache[id(fdef)] = (fdef, _local_names(fdef))
         return hit[1]
+
+    def binding_count(self, fdef, name):
+        """How many places in ``fdef``'s source bind ``name`` (see _binding_counts)."""
+        cache = self.__dict__.setdefault("_binding_counts", {})   # id(fdef) -> (fdef, counts): fdef kept alive
+        hit = cache.get(id(fdef))
+        if hit is None or hit[0] is not fdef:
+            hit = cache[id(fdef)] = (fdef, _binding_counts(fdef))
+        return hit[1].get(name, 0)
 
     def capture(self, name, obj, scope, getter=None):
         """A free variable's value: runtime values become parameters read at every call."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import itertools
 import builtins
 import copy
 import inspect
@@ -117,6 +118,10 @@ class Scope:
         # the function whose body this scope is (None for a comprehension's scope): the names it assigns are
         # its locals, which Python never reads from an enclosing scope or the module, even before assignment
         self.fdef = fdef
+        self.serial = next(_SCOPE_SERIAL)   # scopes made later have larger numbers (enter_cf compares them)
+
+
+_SCOPE_SERIAL = itertools.count()
 
 
 class _Return(Exception):
@@ -450,6 +455,47 @@ def _local_names(fdef):
     for stmt in fdef.body:
         visit(ast.Module(body=[stmt], type_ignores=[]))
     return names
+
+
+def _binding_counts(fdef):
+    """How many places in ``fdef``'s body bind each name (assignment targets, loop and ``with`` targets, ``:=``,
+    ``del``, nested ``def``/``class``, imports, ``except ... as``), counted in the source whatever runs; a name
+    a nested function declares ``nonlocal`` or ``global`` counts twice (it may change there). Names bound
+    only inside comprehensions count too (over-counting keeps a name a run-time one, never wrong)."""
+    counts = {}
+
+    def bump(name, k=1):
+        counts[name] = counts.get(name, 0) + k
+
+    def visit(node, nested):
+        for c in ast.iter_child_nodes(node):
+            if isinstance(c, (ast.Nonlocal, ast.Global)):
+                for n in c.names:
+                    bump(n, 2)
+            if nested:
+                visit(c, True)
+                continue
+            if isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bump(c.name)
+                visit(c, True)
+            elif isinstance(c, ast.Lambda):
+                visit(c, True)
+            else:
+                if isinstance(c, ast.Name) and isinstance(c.ctx, (ast.Store, ast.Del)):
+                    bump(c.id)
+                elif isinstance(c, ast.ExceptHandler) and c.name:
+                    bump(c.name)
+                elif isinstance(c, ast.alias):
+                    bump((c.asname or c.name).split(".")[0])
+                elif type(c).__name__ in ("MatchAs", "MatchStar") and getattr(c, "name", None):
+                    bump(c.name)
+                elif type(c).__name__ == "MatchMapping" and getattr(c, "rest", None):
+                    bump(c.rest)
+                visit(c, False)
+
+    for stmt in getattr(fdef, "body", ()) if isinstance(getattr(fdef, "body", None), list) else ():
+        visit(ast.Module(body=[stmt], type_ignores=[]), False)
+    return counts
 
 
 def _item_assigned(stmts):

@@ -33,7 +33,7 @@ from ...ops.registry import lookup
 from ..fence import error
 from ..values import Dyn, Static, Struct
 from ...kernels.base import INTERPRETED
-from .common import _Iter, _Range, generated_file, lookup_getitem
+from .common import _SCOPE_SERIAL, _Iter, _Range, generated_file, lookup_getitem
 
 
 @dataclass
@@ -115,16 +115,47 @@ class RuntimeLists:
             self._outer_names = []
         stack.append(acc)
         self._outer_names.append(names)   # the names bound when the loop or branch is entered
+        self.__dict__.setdefault("_fixed_in_cf", []).append([])
+        self.__dict__.setdefault("_cf_scope_mark", []).append(next(_SCOPE_SERIAL))
 
     def leave_cf(self):
         self.cf_depth -= 1
         self._outer_lists.pop()
         self._outer_names.pop()
+        self._cf_scope_mark.pop()
+        # numbers bound once inside the loop or branch and known there (keep_fixed): from here on, the runtime
+        # name that holds them (a loop may not run, a branch may not be taken)
+        for scope, name, runtime in reversed(self._fixed_in_cf.pop()):
+            if scope.vars.get(name) is not None:
+                scope.vars[name] = runtime
 
-    def bound_before_cf(self, name):
-        """Whether ``name`` was bound when the innermost loop or branch being lowered was entered."""
+    def scope_inside_cf(self, scope):
+        """Whether ``scope`` (a helper inlined, a comprehension) was made inside the loop or branch being lowered:
+        its names live for one iteration's lowering, bound in order, so a value known now stays known (the
+        same in every iteration: it is made from values known now)."""
+        marks = getattr(self, "_cf_scope_mark", None)
+        return bool(marks) and scope.serial > marks[-1]
+
+    def keep_fixed(self, scope, name, val, runtime):
+        """Inside the loop or branch being lowered, ``name`` (bound only here, in one place of its function's
+        source) holds the number ``val`` whatever the iteration: it stays known there (a flag a helper returns
+        decides its ``if`` now, as it does outside loops); ``runtime``, the name's runtime variable, holds it too
+        for what reads it before the assignment (the previous iteration's) and after the loop or branch."""
+        scope.vars[name] = val
+        self._fixed_in_cf[-1].append((scope, name, runtime))
+        self.__dict__.setdefault("_fixed_runtime", {})[(id(scope), name)] = (val, runtime)
+
+    def unfix(self, scope, name):
+        """Before ``name`` is bound again: its runtime variable in place of the number keep_fixed left."""
+        hit = getattr(self, "_fixed_runtime", {}).get((id(scope), name))
+        if hit is not None and scope.vars.get(name) is hit[0]:
+            scope.vars[name] = hit[1]
+
+    def bound_before_cf(self, name, scope):
+        """Whether ``name`` of ``scope`` was bound when the innermost loop or branch being lowered was entered
+        (never for a scope made inside it: a helper's own names are new there whatever the caller's are)."""
         stack = getattr(self, "_outer_names", None)
-        return bool(stack) and name in stack[-1]
+        return bool(stack) and name in stack[-1] and not self.scope_inside_cf(scope)
 
     def is_outer_list(self, val):
         return any(id(val) in s for s in getattr(self, "_outer_lists", ()))

@@ -434,7 +434,7 @@ class Statements:
             if not isinstance(t, ast.Name):
                 raise error(P, t, "'del' of an item or attribute is not supported", "build a new container "
                                   "without it (a dict comprehension, a slice)")
-            if getattr(self, "cf_depth", 0) and self.bound_before_cf(t.id):
+            if getattr(self, "cf_depth", 0) and self.bound_before_cf(t.id, scope):
                 raise error(P, t, f"'del {t.id}' inside a loop over a runtime range or a branch on array values "
                                   f"of a variable bound before it is not supported", "let the variable go out of "
                                   "use instead")
@@ -795,8 +795,16 @@ class Statements:
     def assign(self, target, val, scope, out, stmt):
         P = scope.parsed
         if isinstance(target, ast.Name):
+            fixed = None
+            if getattr(self, "cf_depth", 0) and isinstance(val, Static) and isinstance(
+                    val.obj, (int, float, complex, bool, np.number)) and self.scope_inside_cf(scope):
+                scope.vars[target.id] = val   # a helper's name, inside one iteration: bound in order, as outside loops
+                return
             if getattr(self, "cf_depth", 0) and isinstance(val, Static) and isinstance(
                     val.obj, (int, float, complex, bool, np.number)):
+                if scope.fdef is not None and not self.bound_before_cf(target.id, scope) and \
+                        self.binding_count(scope.fdef, target.id) == 1:
+                    fixed = val   # bound here only: the same number in every iteration
                 val = Dyn(ast.Constant(val.obj.item() if isinstance(val.obj, np.generic) else val.obj))
             elif getattr(self, "cf_depth", 0) and isinstance(val, Struct):
                 if val.kind in ("list", "dict") and any(v is val for k, v in self._visible_vars(scope).items()
@@ -804,7 +812,7 @@ class Statements:
                     # M = L of a list or dict: one object under two names, so a change through either shows in
                     # both (Python's). Followed when M is new in this loop or branch; a name that held another
                     # value before it could hold either afterwards, which the code cannot follow
-                    if self.bound_before_cf(target.id):
+                    if self.bound_before_cf(target.id, scope):
                         raise error(P, stmt, f"'{_user_name(target.id)}' takes a list or dict another name holds, "
                                              "inside a loop or branch, after holding another value: two names for "
                                              "one container are followed only where the name is new",
@@ -815,7 +823,7 @@ class Statements:
                 self.assign_struct(target.id, val, scope, out, stmt)
                 return
             elif getattr(self, "cf_depth", 0) and not isinstance(val, Dyn) and isinstance(
-                    val, (Static, LocalFunction)) and not self.bound_before_cf(target.id):
+                    val, (Static, LocalFunction)) and not self.bound_before_cf(target.id, scope):
                 # a name this loop or branch binds first to a value known now (a dict's key in `for k in d:`
                 # written out inside a runtime loop, a lambda made there): bound as it is; one that held a value
                 # before could hold either afterwards, refused below
@@ -829,6 +837,7 @@ class Statements:
             if isinstance(val, VSElement) and getattr(self, "cf_depth", 0):
                 raise self.refuse_vspace(val, scope, stmt, "assigns, inside a loop or branch,")
             if isinstance(val, Dyn):
+                self.unfix(scope, target.id)   # its runtime variable again, for var_name
                 outname = self.var_name(target.id, scope)
                 self.remember_spec(outname, val.expr)
                 a = ast.Assign(targets=[ast.Name(outname, ast.Store())], value=val.expr)
@@ -836,6 +845,8 @@ class Statements:
                 out.append(a)
                 scope.vars[target.id] = (VSElement(ast.Name(outname, ast.Load()), val.cls) if isinstance(val, VSElement)
                                          else Dyn(ast.Name(outname, ast.Load())))
+                if fixed is not None:
+                    self.keep_fixed(scope, target.id, fixed, scope.vars[target.id])
             else:
                 scope.vars[target.id] = val
             return
