@@ -98,7 +98,7 @@ for o in gc.get_objects():
             "funcgrad_generated_"):
         for cres in o.overloads.values():
             times = collections.Counter()
-            for k, v in cres.metadata.get("pipeline_times", {}).get("nopython", {}).items():
+            for k, v in (getattr(cres, "metadata", None) or {}).get("pipeline_times", {}).get("nopython", {}).items():
                 times[k.split("_", 1)[1]] += v.init + v.run + v.finalize
             if times:
                 passes[o.py_func.__name__] = dict(times.most_common(4))

@@ -25,6 +25,7 @@ import linecache
 
 from . import annotations as A
 from ..errors import UnsupportedSyntaxError
+from .astutil import ast_walk
 
 # calls whose result may share memory with their first argument (NumPy returns views, or the argument)
 VIEWS = frozenset("""
@@ -35,7 +36,7 @@ VIEWS = frozenset("""
 
 
 def _reads(node):
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return {n.id for n in ast_walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 def _stmt_reads(s):

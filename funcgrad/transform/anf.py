@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import copy
 from . import annotations as A
+from .astutil import ast_walk, statements_under
 
 _ATOMS = (ast.Name, ast.Constant)
 
@@ -239,12 +240,11 @@ def inherit_origin(new_stmts, origin):
     f = A.get(origin, A.FILE, None)
     line = getattr(origin, "lineno", None)
     for st in new_stmts:
-        for n in ast.walk(st):
-            if isinstance(n, ast.stmt):
-                if f is not None and not A.has(n, A.FILE):
-                    A.put(n, A.FILE, f)
-                if line is not None and getattr(n, "lineno", None) is None:
-                    n.lineno = line
+        for n in statements_under(st):
+            if f is not None and not A.has(n, A.FILE):
+                A.put(n, A.FILE, f)
+            if line is not None and getattr(n, "lineno", None) is None:
+                n.lineno = line
 
 
 def _is_name_chain(e):
@@ -274,7 +274,7 @@ def _assign(name, value, src):
 
 def anf(fdef: ast.FunctionDef, params) -> ast.FunctionDef:
     """Return a copy of ``fdef`` in A-normal form (see the module docstring)."""
-    used = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)} | set(params)
+    used = {n.id for n in ast_walk(fdef) if isinstance(n, ast.Name)} | set(params)
     a = ANF(used)
     a.used_params = set(params)
     a.cf_names = cf_assigned(fdef.body)

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import ast
+from collections import deque
 
-__all__ = ["clone", "definitely_bound", "drop_statements", "fold_int_constants", "kernel", "names_read"]
+__all__ = ["ast_walk", "clone", "statements_under", "definitely_bound", "drop_statements", "fold_int_constants", "kernel", "names_read"]
 
 
 def clone(x):
@@ -17,6 +18,40 @@ def clone(x):
     if isinstance(x, list):
         return [clone(v) for v in x]
     return x
+
+
+def ast_walk(node):
+    """``ast.walk``: every node under ``node`` (itself first), in the same order, about twice as fast (the
+    passes walk trees tens of thousands of times in a transform: a third of a warm first call's transform)."""
+    todo = deque((node,))
+    pop, push = todo.popleft, todo.append
+    while todo:
+        n = pop()
+        for f in n._fields:
+            v = getattr(n, f, None)
+            if isinstance(v, list):
+                for x in v:
+                    if isinstance(x, ast.AST):
+                        push(x)
+            elif isinstance(v, ast.AST):
+                push(v)
+        yield n
+
+
+def statements_under(node):
+    """Every statement of ``node`` (itself when one) and of the bodies under it; expressions, which hold no
+    statements, are not walked."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.stmt):
+            yield n
+        for f in n._fields:
+            v = getattr(n, f, None)
+            if isinstance(v, list):
+                todo.extend(x for x in v if isinstance(x, ast.AST) and not isinstance(x, ast.expr))
+            elif isinstance(v, ast.AST) and not isinstance(v, ast.expr):
+                todo.append(v)
 
 
 def kernel(name):
@@ -40,7 +75,7 @@ def drop_statements(code, drop):
 
 def names_read(node):
     """The names ``node`` (a statement or expression, with everything under it) reads."""
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return {n.id for n in ast_walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 def definitely_bound(stmts, acc):

@@ -49,6 +49,7 @@ import linecache
 from . import annotations as A
 from ..errors import UnsupportedSyntaxError
 from .astutil import definitely_bound, drop_statements, kernel as _K, names_read as _loads
+from .astutil import ast_walk
 
 #: The segment length of a checkpointed ``while`` loop when the user gives none (its trip count is unknown
 #: when the loop starts): snapshots grow as T / 1000.
@@ -130,7 +131,7 @@ def exposed(stmts, defined=()):
 def assigned(stmts):
     """Names bound anywhere in ``stmts`` (loop targets included)."""
     out = set()
-    for s in ast.walk(ast.Module(body=list(stmts), type_ignores=[])):
+    for s in ast_walk(ast.Module(body=list(stmts), type_ignores=[])):
         if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name):
             out.add(s.targets[0].id)
         elif isinstance(s, ast.For):
@@ -140,7 +141,7 @@ def assigned(stmts):
 
 def written(stmts):
     """Arrays written in place (``x[i] = v``) anywhere in ``stmts``."""
-    return {s.targets[0].value.id for s in ast.walk(ast.Module(body=list(stmts), type_ignores=[]))
+    return {s.targets[0].value.id for s in ast_walk(ast.Module(body=list(stmts), type_ignores=[]))
             if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Subscript)}
 
 
@@ -213,7 +214,7 @@ def refusal(s, bound):
     """Why loop ``s`` cannot be checkpointed, given the names ``bound`` on every path to it: ``(message, hint)``,
     or None when it can be. (An explicit request is refused with it; ``checkpoint_loops`` leaves such a loop
     taped.)"""
-    if any(isinstance(n, (ast.Break, ast.Continue, ast.Return)) for n in ast.walk(ast.Module(body=s.body,
+    if any(isinstance(n, (ast.Break, ast.Continue, ast.Return)) for n in ast_walk(ast.Module(body=s.body,
                                                                                            type_ignores=[]))):
         plain = "loop over plain range(...)" if isinstance(s, ast.For) else "use a plain while loop"
         return ("a checkpointed loop cannot contain 'break', 'continue' or 'return'",
@@ -262,8 +263,8 @@ def plan(body, namer, params, src_lookup):
         or the choice holding its taped copy too): the primal's one tape point for the loop's final values (the
         loop itself pushes nothing), restored by the ordinary sweep of the statements after it. A name the loop
         may leave unbound (no trip) only where it ran."""
-        inside = {id(n) for n in ast.walk(scope)}
-        read = {n.id for st in whole for n in ast.walk(st)
+        inside = {id(n) for n in ast_walk(scope)}
+        read = {n.id for st in whole for n in ast_walk(st)
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in inside}
         own = {A.get(s, A.COUNTER)} | ({s.target.id} if isinstance(s, ast.For) else set())
         p = plans[A.get(s, A.COUNTER)]
@@ -280,7 +281,7 @@ def plan(body, namer, params, src_lookup):
                      ast.If(test=_n(ran), body=maybe, orelse=[])]
         for st in sure:
             ast.copy_location(st, s)
-            for n in ast.walk(st):
+            for n in ast_walk(st):
                 if isinstance(n, ast.stmt):
                     ast.copy_location(n, s)
         return sure
@@ -678,7 +679,7 @@ def per_trip(auto, tapes, ranks, cplx, counters):
     largest = (_Bytes(8) if not arrays else _Bytes(0, [_nbytes(arrays[0], 1)]) if len(arrays) == 1 else
                _Bytes(0, [_call("max", *[_nbytes(v, 1) for v in arrays])]))
 
-    defs = {st.targets[0].id: st.value for st in ast.walk(loop) if isinstance(st, ast.Assign)
+    defs = {st.targets[0].id: st.value for st in ast_walk(loop) if isinstance(st, ast.Assign)
             and isinstance(st.targets[0], ast.Name)}
 
     def rank(v):   # (and of an element read in the loop, x[i] or a copy of it, which rank inference leaves open)

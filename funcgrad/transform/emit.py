@@ -26,6 +26,7 @@ from . import annotations as A
 from ..kernels.base import INTERPRETED
 from .astutil import clone
 from .parse import GENERATED_PREFIX
+from .astutil import ast_walk
 
 _BIN = {"+": ast.Add, "-": ast.Sub, "*": ast.Mult, "/": ast.Div, "**": ast.Pow, "@": ast.MatMult}
 
@@ -205,14 +206,56 @@ def pretty(node, operators=True):
     """``node`` as it is printed: operator primitives as operators (``operators=False``: every
     arithmetic operation as a kernel call, for backends whose arrays have no Python operators)."""
     n = (_Pretty() if operators else _AsKernels()).visit(clone(node))
-    for sub in ast.walk(n):
+    for sub in ast_walk(n):
         if isinstance(sub, (ast.stmt, ast.expr)) and not hasattr(sub, "lineno"):
             sub.lineno, sub.col_offset, sub.end_lineno, sub.end_col_offset = 1, 0, 1, 0
     return n
 
 
+_Unparser = getattr(ast, "_Unparser", None)
+
+
+if _Unparser is not None:
+    class _PrettyUnparser(_Unparser):
+        """``ast.unparse(pretty(node))`` without copying ``node``: operator primitives and negative numbers are
+        written as ``pretty`` rewrites them, as they are reached (copying every statement to rewrite it was a
+        sixth of a warm first call's transform)."""
+
+        def get_type_comment(self, node):   # (statements made by the passes may have no line number)
+            comment = getattr(node, "type_comment", None)
+            return None if comment is None else f" # type: {comment}"
+
+        def _as(self, node, new):
+            self._precedences[new] = self.get_precedence(node)   # where node sits, the rewrite sits
+            self.traverse(new)
+
+        def visit_Constant(self, node):
+            new = _Pretty.visit_Constant(None, node)
+            if new is node:
+                return super().visit_Constant(node)
+            return self._as(node, new)
+
+        def visit_Call(self, node):
+            prim = A.get(node, A.PRIM, None)
+            op = None if prim is None else prim.operator
+            if op == "[]":
+                return self._as(node, ast.Subscript(value=node.args[0], slice=node.args[1], ctx=ast.Load()))
+            if op == "neg":
+                return self._as(node, ast.UnaryOp(op=ast.USub(), operand=node.args[0]))
+            if op is not None and len(node.args) == 2 and not node.keywords:
+                return self._as(node, ast.BinOp(left=node.args[0], op=_BIN[op](), right=node.args[1]))
+            return super().visit_Call(node)
+
+
+def unparse(node, operators=True) -> str:
+    """The source text of ``node`` as the generated module prints it (``ast.unparse(pretty(node, operators))``)."""
+    if operators and _Unparser is not None:
+        return _PrettyUnparser().visit(node)
+    return ast.unparse(pretty(node, operators))
+
+
 def render_stmt(s, operators=True) -> str:
-    return ast.unparse(pretty(s, operators))
+    return unparse(s, operators)
 
 
 def _origin(s):
@@ -230,11 +273,11 @@ def render_block(stmts, indent=1, where=None, operators=True) -> list[str]:
         c = A.get(s, A.COMMENT, None)
         if isinstance(s, (ast.For, ast.While, ast.If)):
             if isinstance(s, ast.For):
-                text = f"for {ast.unparse(pretty(s.target))} in {ast.unparse(pretty(s.iter, operators))}:"
+                text = f"for {unparse(s.target)} in {unparse(s.iter, operators)}:"
             elif isinstance(s, ast.While):
-                text = f"while {ast.unparse(pretty(s.test, operators))}:"
+                text = f"while {unparse(s.test, operators)}:"
             else:
-                text = f"if {ast.unparse(pretty(s.test, operators))}:"
+                text = f"if {unparse(s.test, operators)}:"
             lines.append(pad + text + (f"  # {c}" if c else ""))
             w.append(_origin(s))
             body = render_block(s.body, indent + 1, w, operators)

@@ -37,6 +37,7 @@ from .infer import infer_ranks
 from .astutil import fold_int_constants, kernel as _K
 from .realness import expr_maybe_complex, maybe_complex
 from .naming import RESERVED, Namer, names_in
+from .astutil import ast_walk
 
 
 @dataclass
@@ -130,7 +131,7 @@ class Forward(Activity):
                 and any(self.is_active(a) for a in e.args):
             self.custom_call(s, e, name, out)
             return
-        reads_self = any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(e))
+        reads_self = any(isinstance(n, ast.Name) and n.id == name for n in ast_walk(e))
         before = []
         after = []
         old = None
@@ -147,7 +148,7 @@ class Forward(Activity):
         elif fresh and isinstance(texpr, ast.Name) and not isinstance(e, ast.Name):
             texpr = prim_call("copy", [texpr])  # a tangent written in place later must not alias another
         if old is not None and not any(isinstance(n, ast.Name) and n.id == old
-                                       for st in after + [texpr] for n in ast.walk(st)):
+                                       for st in after + [texpr] for n in ast_walk(st)):
             before = []                   # the JVP line does not read the old value
         out.extend(before)
         out.append(s)
@@ -263,10 +264,10 @@ class Forward(Activity):
         if getattr(expr, "_funcgrad_dropped", False) and prim.elementwise and \
                 not self.full_shape(expr, ba, ba_t, name):
             expr = prim_call("broadcast_like", [expr, ast.Name(name, ast.Load())])
-        used = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+        used = {n.id for n in ast_walk(expr) if isinstance(n, ast.Name)}
         for new, pexpr in reversed(temps):
             if new in used:
-                used |= {n.id for n in ast.walk(pexpr) if isinstance(n, ast.Name)}
+                used |= {n.id for n in ast_walk(pexpr) if isinstance(n, ast.Name)}
         for new, pexpr in temps:
             if new in used:
                 pre.append(ast.copy_location(ast.Assign(targets=[ast.Name(new, ast.Store())],
@@ -277,7 +278,7 @@ class Forward(Activity):
         """Whether the tangent ``expr`` of an elementwise primitive already has the result's shape after terms
         were dropped: it reads the result itself, or every operand that may be an array (the operand or its
         tangent; rank-0 names and numbers broadcast nothing). Then ``broadcast_like`` would only copy."""
-        used = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+        used = {n.id for n in ast_walk(expr) if isinstance(n, ast.Name)}
         if name in used:
             return True
         for p, a in ba_t.items():
@@ -487,7 +488,7 @@ def _materialize(e):
 
 def _rename(node, name, new):
     node = copy.deepcopy(node)
-    for n in ast.walk(node):
+    for n in ast_walk(node):
         if isinstance(n, ast.Name) and n.id == name:
             n.id = new
     return node
@@ -509,7 +510,7 @@ def _resolve(f, G):
 
 
 def _written(stmts):
-    return {s.targets[0].value.id for s in ast.walk(ast.Module(body=list(stmts), type_ignores=[]))
+    return {s.targets[0].value.id for s in ast_walk(ast.Module(body=list(stmts), type_ignores=[]))
             if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Subscript)
             and isinstance(s.targets[0].value, ast.Name)}
 

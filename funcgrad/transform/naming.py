@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+from .astutil import ast_walk
 
 RESERVED = frozenset(["K", "np", "math"]) | frozenset(dir(builtins))
 
@@ -33,7 +34,7 @@ def names_in(*nodes) -> set:
     out = set()
     for node in nodes:
         for top in (node if isinstance(node, list) else [node]):
-            for n in ast.walk(top):
+            for n in ast_walk(top):
                 if isinstance(n, ast.Name):
                     out.add(n.id)
                 elif isinstance(n, ast.arg):

@@ -16,6 +16,7 @@ import textwrap
 from dataclasses import dataclass, field
 
 from ..errors import UnsupportedSyntaxError
+from .astutil import ast_walk
 
 _MISSING = object()
 
@@ -111,7 +112,7 @@ def _parse_code(fn, code):
             hint="reload the module (importlib.reload) or restart Python, so the function that runs is the one "
                  "in the file")
     ast.increment_lineno(fdef, start)
-    for n in ast.walk(fdef):
+    for n in ast_walk(fdef):
         if hasattr(n, "col_offset"):
             n.col_offset += indent
     fdef.decorator_list = []
@@ -128,7 +129,7 @@ def _kernel_writes_as_syntax(fdef):
     """Generated code read back: ``x = K.index_put(x, i, v)`` (a write the CPU spells as a kernel call, see
     transform/emit.py: rows_as_kernel) is the in-place write ``x[i] = v`` it performs, so the passes see the
     write itself (other names holding ``x`` see it too)."""
-    for node in ast.walk(fdef):
+    for node in ast_walk(fdef):
         for field in ("body", "orelse"):
             stmts = getattr(node, field, None)
             if not isinstance(stmts, list):
@@ -176,7 +177,7 @@ class _YieldToAppend(ast.NodeTransformer):
                 args=[ast.Name(_YIELDED + "_v", ast.Load())], keywords=[]))], orelse=[])
         else:
             return node
-        for n in ast.walk(new):
+        for n in ast_walk(new):
             if isinstance(n, (ast.stmt, ast.expr)) and not hasattr(n, "lineno"):
                 ast.copy_location(n, node)
         return new
@@ -190,7 +191,7 @@ def _generators_as_lists(fdef):
     of what it yields: its callers iterate it (``for W, b in layers(params)``), ``sum``, ``zip`` or ``list``
     it, all of which read a list the same way, and a pure function has no effects to interleave. A
     ``yield`` used as a value (``x = yield``) stays, and the fence refuses it at its line."""
-    for f in [fdef] + [n for n in ast.walk(fdef) if isinstance(n, ast.FunctionDef) and n is not fdef]:
+    for f in [fdef] + [n for n in ast_walk(fdef) if isinstance(n, ast.FunctionDef) and n is not fdef]:
         own = list(_own_nodes(f))
         yields = [n for n in own if isinstance(n, (ast.Yield, ast.YieldFrom))]
         if not yields:
@@ -227,7 +228,7 @@ def _parse_lambda(code, lines, filename):
     if tree is None:   # not a parseable file (a cell, a snippet): the smallest statement span that parses
         tree, shift = _parse_span(lines, lineno, filename)
     argnames = _lambda_params(code)
-    cands = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda) and n.lineno + shift == lineno
+    cands = [n for n in ast_walk(tree) if isinstance(n, ast.Lambda) and n.lineno + shift == lineno
              and _node_params(n.args) == argnames]
     positions = _positions(code)
     if positions and shift == 0:

@@ -29,9 +29,10 @@ from .parse import parse
 from .activity import display_name
 from .reverse import basic_index, reverse
 from .specs import spec_kind
-from .weak import weaken_function
+from .weak import weaken_functions
 from ..custom import vspace
 from .values import Dyn, Static, Struct, VSElement, map_struct
+from .astutil import ast_walk
 
 STATS = {"builds": 0}
 _KERNELS_READABLE: set = set()
@@ -214,12 +215,12 @@ def _calls_flagged(stmts, backend, flag):
     K = backend.namespace()
     return any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "K"
                and getattr(getattr(K, n.attr, None), flag, False)
-               for n in ast.walk(ast.Module(body=list(stmts), type_ignores=[])))
+               for n in ast_walk(ast.Module(body=list(stmts), type_ignores=[])))
 
 
 def _check_supported(src, backend, line_map):
     """Refuse, at the user's line, generated code calling a kernel ``backend`` does not have."""
-    for node in ast.walk(ast.parse(src)):
+    for node in ast_walk(ast.parse(src)):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "K" \
                 and not backend.supports(node.attr):
             where = line_map.get(node.lineno) or (None, None)
@@ -343,7 +344,7 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
     cache = not _calls_flagged(body, backend, "uncacheable")
     fns = {fname: getattr(mod, fname), name: getattr(mod, name)}
     if mode == "njit" and hasattr(backend.namespace(True), "weak"):   # Python numbers stay weak under Numba
-        fns = {k: weaken_function(f, src, mod.__file__, low.weak, cotangents) for k, f in fns.items()}
+        fns = dict(zip(fns, weaken_functions(list(fns.values()), src, mod.__file__, low.weak, cotangents)))
     compiled = backend.compile(fns[fname], mode, low.externals, cache=cache)
     primal = backend.compile(fns[name], mode, low.externals, cache=cache) if kind != "primal" else compiled
 

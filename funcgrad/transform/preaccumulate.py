@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 
 from . import annotations as A
+from .astutil import ast_walk
 
 ONE = object()   # the coefficient 1 (kept symbolic: ``d_x`` rather than ``d_x * 1.0``)
 
@@ -35,7 +36,7 @@ class _Bail(Exception):
 
 
 def _names(e):
-    return {n.id for n in ast.walk(e) if isinstance(n, ast.Name)}
+    return {n.id for n in ast_walk(e) if isinstance(n, ast.Name)}
 
 
 def _is_k_call(e, attr):
@@ -167,7 +168,7 @@ class _Body:
             self.out.append(s)
             return
         if isinstance(s, (ast.Assign, ast.AugAssign, ast.If, ast.Expr, ast.Pass)):
-            if any(isinstance(n, (ast.For, ast.While, ast.Return, ast.Break, ast.Continue)) for n in ast.walk(s)):
+            if any(isinstance(n, (ast.For, ast.While, ast.Return, ast.Break, ast.Continue)) for n in ast_walk(s)):
                 raise _Bail
             if _names(s) & self.cot:
                 raise _Bail
@@ -224,7 +225,7 @@ def _cost(body, carried):
         worst = max(worst, depth.get(c, 0))   # the chain to the value ``c`` ends the iteration with
     for st in body:
         if isinstance(st, ast.Assign):
-            ops += sum(isinstance(n, (ast.BinOp, ast.UnaryOp)) for n in ast.walk(st.value))
+            ops += sum(isinstance(n, (ast.BinOp, ast.UnaryOp)) for n in ast_walk(st.value))
     return max(_LATENCY * worst, ops / _PER_CYCLE)
 
 
@@ -259,7 +260,7 @@ def _loads(nodes, skip):
 
 
 def _assigned(stmts):
-    return {t.id for s in stmts for n in ast.walk(s) if isinstance(n, (ast.Assign, ast.AugAssign))
+    return {t.id for s in stmts for n in ast_walk(s) if isinstance(n, (ast.Assign, ast.AugAssign))
             for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
 
 

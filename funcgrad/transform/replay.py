@@ -37,6 +37,7 @@ import copy
 
 from . import annotations as A
 from .astutil import clone, names_read as _loads
+from .astutil import ast_walk
 
 #: Elementwise primitives cheap enough to compute again (a few instructions per element; special functions
 #: such as gammainc or jv cost hundreds and stay taped).
@@ -64,7 +65,7 @@ def _cheap(e, ranks):
     if isinstance(e, ast.BinOp):
         return not isinstance(e.op, ast.MatMult)
     if isinstance(e, (ast.Subscript, ast.Attribute)):
-        return not any(isinstance(n, ast.Call) for n in ast.walk(e))
+        return not any(isinstance(n, ast.Call) for n in ast_walk(e))
     if isinstance(e, ast.Tuple):
         return all(isinstance(x, (ast.Name, ast.Constant)) for x in e.elts)
     if isinstance(e, ast.Call):
@@ -85,7 +86,7 @@ def _cheap(e, ranks):
 def _bindings(stmts, acc):
     """Names bound in ``stmts`` (assignments, loop targets, augmented and in-place writes' arrays)."""
     for s in stmts:
-        for n in ast.walk(s):
+        for n in ast_walk(s):
             if isinstance(n, ast.Assign):
                 for t in n.targets:
                     acc.add(t.id if isinstance(t, ast.Name) else getattr(getattr(t, "value", None), "id", None))
@@ -116,7 +117,7 @@ def _eligible(loop):
     (it writes arrays in place or calls something for its effect: an array it reads may have changed since),
     None when nothing may (it jumps out, or it is checkpointed)."""
     kind = "all"
-    for n in ast.walk(ast.Module(body=loop.body, type_ignores=[])):
+    for n in ast_walk(ast.Module(body=loop.body, type_ignores=[])):
         if isinstance(n, (ast.Break, ast.Continue, ast.Return)):
             return None
         if isinstance(n, ast.Assign) and not isinstance(n.targets[0], ast.Name):
@@ -172,7 +173,7 @@ def _int_names(fbody):
     assignment of which is integer arithmetic of such names (``_int_form``); a name bound any other way
     (unpacked, augmented, in a comprehension) is not one."""
     binds, plain = {}, set()
-    for n in ast.walk(ast.Module(body=list(fbody), type_ignores=[])):
+    for n in ast_walk(ast.Module(body=list(fbody), type_ignores=[])):
         if isinstance(n, ast.For) and isinstance(n.target, ast.Name):
             rng = isinstance(n.iter, ast.Call) and isinstance(n.iter.func, ast.Name) and n.iter.func.id == "range"
             binds.setdefault(n.target.id, []).append(None if rng else False)
@@ -182,7 +183,7 @@ def _int_names(fbody):
                 if isinstance(t, ast.Name):
                     binds.setdefault(t.id, []).append(n.value)
                     plain.add(id(t))
-    for n in ast.walk(ast.Module(body=list(fbody), type_ignores=[])):
+    for n in ast_walk(ast.Module(body=list(fbody), type_ignores=[])):
         if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) and id(n) not in plain:
             binds.setdefault(n.id, []).append(False)
     ints = {k for k, vs in binds.items() if all(v is not False for v in vs)}

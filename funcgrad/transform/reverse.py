@@ -52,6 +52,7 @@ from .realness import expr_maybe_complex, maybe_complex
 from .naming import RESERVED, Namer, names_in
 from .preaccumulate import preaccumulate
 from . import checkpointing, replay
+from .astutil import ast_walk
 from .tapes import (TAPE_DTYPES, _array_tape_pushes, _expand_markers, _marker, _needed, _preallocatable, _tape_pushes,
                     pos_of, ptr_of, save_inplace, tape_of)
 
@@ -204,7 +205,7 @@ class Reverse(Activity):
         if dv not in self.defined:
             return False
         e = s.value
-        reads_self = any(isinstance(n, ast.Name) and n.id == tname for n in ast.walk(e))
+        reads_self = any(isinstance(n, ast.Name) and n.id == tname for n in ast_walk(e))
         if reads_self:  # the operand is the old value: keep the new one aside and restore the old one first
             res = self.tmp("_dres")
             val = self.tmp("_new")
@@ -330,10 +331,10 @@ class Reverse(Activity):
             if getattr(prim, "zero_on_real", False) and isinstance(arg, ast.Name) and arg.id not in self.cplx:
                 continue  # np.imag, np.angle of a real value: piecewise constant
             expr = self.subst(ts.value, subst, tname, tpl, prim)
-            used = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+            used = {n.id for n in ast_walk(expr) if isinstance(n, ast.Name)}
             for new, pexpr in reversed(pending):  # temporaries read by the temporaries this one reads
                 if new in used:
-                    used |= {n.id for n in ast.walk(pexpr) if isinstance(n, ast.Name)}
+                    used |= {n.id for n in ast_walk(pexpr) if isinstance(n, ast.Name)}
             for new, pexpr in pending:  # template temporaries (not cotangents): emitted once, when first used
                 if new in used and new not in emitted:
                     out.append(ast.Assign(targets=[ast.Name(new, ast.Store())], value=pexpr))
@@ -434,7 +435,7 @@ class Reverse(Activity):
 def _copies_of(names, body):
     """``names`` and every name bound to one of them (``g = f``), anywhere in ``body``."""
     names = set(names)
-    copies = [(s.targets[0].id, s.value.id) for s in ast.walk(ast.Module(body=list(body), type_ignores=[]))
+    copies = [(s.targets[0].id, s.value.id) for s in ast_walk(ast.Module(body=list(body), type_ignores=[]))
               if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Name)]
     grew = bool(names)
     while grew:
@@ -796,7 +797,7 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
     adj = []
     # outputs: snapshot names the sweep will restore or arrays it will undo writes in
     pre = []
-    written = {s.targets[0].value.id for s in ast.walk(ast.Module(body=body, type_ignores=[]))
+    written = {s.targets[0].value.id for s in ast_walk(ast.Module(body=body, type_ignores=[]))
                if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Subscript)}
     outs = []
     for i, o in enumerate(output_atoms):
@@ -829,7 +830,7 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
     body = _array_tape_pushes(checkpointing.hide(body, hidden), prealloc, namer)
     body = checkpointing.unhide(_tape_pushes(body, taped - set(prealloc), namer), hidden)
     if autos:   # each choice's decision, from the tape pushes of its taped copy
-        nested = [A.get(s, A.COUNTER) for s in ast.walk(ast.Module(body=body, type_ignores=[]))
+        nested = [A.get(s, A.COUNTER) for s in ast_walk(ast.Module(body=body, type_ignores=[]))
                   if isinstance(s, (ast.For, ast.While)) and A.get(s, A.IN_LOOP)]
         tapes_of = {tape_of(namer, n): (n, prealloc.get(n)) for n in taped}
         tapes_of.update({tape_of(namer, c, f"_tape{c}"): (c, None) for c in nested})
@@ -862,7 +863,7 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
         tapes.append(ast.Assign(targets=[ast.Name(tape_of(namer, n), ast.Store())], value=init))
     for n in loops.counters:
         if any(A.get(s, A.COUNTER, None) == n and A.get(s, A.IN_LOOP)
-               for s in ast.walk(ast.Module(body=body, type_ignores=[]))):
+               for s in ast_walk(ast.Module(body=body, type_ignores=[]))):
             tapes.append(ast.Assign(targets=[ast.Name(tape_of(namer, n, f"_tape{n}"), ast.Store())],
                                     value=ast.List(elts=[], ctx=ast.Load())))
     grads = []

@@ -35,6 +35,7 @@ from . import annotations as A
 from ..ops.registry import by_name
 from .astutil import kernel as _K
 from .naming import names_in
+from .astutil import ast_walk
 
 MAXLEN = 16   # the most elements a vector may have (each element a scalar variable of the generated code)
 
@@ -108,7 +109,7 @@ def _names(node):
     """The names an expression reads as values: not ``K``, nor the module or function a call names
     (``np`` of ``np.zeros(3)``)."""
     out = set()
-    for n in ast.walk(node):
+    for n in ast_walk(node):
         if isinstance(n, ast.Call):
             out |= set().union(*(_names(a) for a in [*n.args, *(k.value for k in n.keywords)]))
         elif isinstance(n, ast.Name) and n.id != "K" and not _called(node, n):
@@ -119,13 +120,13 @@ def _names(node):
 def _all_names(node):
     """Every name an expression mentions (``a`` of ``a.fill(0)`` too), ``K`` aside: what a statement or a call
     funcgrad does not know may write."""
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id != "K"}
+    return {n.id for n in ast_walk(node) if isinstance(n, ast.Name) and n.id != "K"}
 
 
 def _called(root, name):
     """Whether ``name`` is (part of) the function of a call within ``root``."""
-    for n in ast.walk(root):
-        if isinstance(n, ast.Call) and any(x is name for x in ast.walk(n.func)):
+    for n in ast_walk(root):
+        if isinstance(n, ast.Call) and any(x is name for x in ast_walk(n.func)):
             return True
     return False
 
@@ -400,7 +401,7 @@ class _Scalarizer:
             elif isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):
                 tgts = s.targets if isinstance(s, ast.Assign) else [s.target]
                 for t in tgts:
-                    other |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+                    other |= {n.id for n in ast_walk(t) if isinstance(n, ast.Name)}
         vals = {}
         for n in other | self.banned:
             vals[n] = _TOP
@@ -652,7 +653,7 @@ class _Scalarizer:
                                                         and x in s.targets):
                         parts.append(x)
             for p in parts:
-                for n in ast.walk(p):
+                for n in ast_walk(p):
                     if isinstance(n, ast.Name) and isinstance(self.vals.get(n.id), Vec):
                         as_array.add(n.id)
         # a vector whose definition is kept as it is has no parts: its readers need it as an array (rewrite

@@ -19,6 +19,7 @@ import ast
 import contextvars
 import copy
 import itertools
+from .astutil import ast_walk
 
 RET = "__ret"
 
@@ -30,7 +31,7 @@ class StructureError(Exception):
 
 def _has(stmts, kinds, stop_at_loops=True):
     for s in stmts:
-        for n in _walk_no_loops(s) if stop_at_loops else ast.walk(s):
+        for n in _walk_no_loops(s) if stop_at_loops else ast_walk(s):
             if isinstance(n, kinds):
                 return True
     return False

@@ -16,6 +16,7 @@ import copy
 
 from . import annotations as A
 from .astutil import kernel as _K
+from .astutil import ast_walk
 
 def tape_of(namer, name, preferred=None):
     """The tape of ``name`` (``_tape_<name>``), chosen against the names in use."""
@@ -159,18 +160,24 @@ def _needed(code, ranks=None):
                     and isinstance(a, ast.Name) and ranks.get(a.id) == 0]
         return []
 
-    for st in ast.walk(ast.Module(body=code, type_ignores=[])):
-        if isinstance(st, ast.stmt) and not isinstance(st, (ast.For, ast.While, ast.If)):
-            skip = set()
-            for n in ast.walk(st):
-                skip.update(id(a) for a in shape_only(n))
-            for n in ast.walk(st):
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in skip:
-                    need.add(n.id)
-        elif isinstance(st, (ast.If, ast.While)):
-            for n in ast.walk(st.test):
+    def visit(stmts):
+        for st in stmts:
+            if isinstance(st, (ast.For, ast.While, ast.If)):
+                if not isinstance(st, ast.For):
+                    need.update(n.id for n in ast_walk(st.test) if isinstance(n, ast.Name))
+                visit(st.body)
+                visit(st.orelse)
+                continue
+            skip, loads = set(), []
+            for n in ast_walk(st):   # (one walk: the names read, and those read for their shape only)
                 if isinstance(n, ast.Name):
-                    need.add(n.id)
+                    if isinstance(n.ctx, ast.Load):
+                        loads.append(n)
+                elif isinstance(n, ast.Call):
+                    skip.update(id(a) for a in shape_only(n))
+            need.update(n.id for n in loads if id(n) not in skip)
+
+    visit(code)
     return need
 
 

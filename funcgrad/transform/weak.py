@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import ast
 import types
+from .astutil import ast_walk
 
-__all__ = ["weaken_function"]
+__all__ = ["weaken_functions"]
 
 _WEAK_BUILTINS = frozenset(["len", "int", "float", "round"])     # always a Python number
 _WEAK_IF_ARGS = frozenset(["abs", "min", "max"])                  # weak when every argument is
@@ -67,13 +68,13 @@ def _assignments(stmts):
     """(name, value or None) of every binding of a plain name (None: bound by something not judged here)."""
     out = []
     for s in stmts:
-        for n in ast.walk(s):
+        for n in ast_walk(s):
             if isinstance(n, ast.Assign):
                 for t in n.targets:
                     if isinstance(t, ast.Name):
                         out.append((t.id, n.value))
                     else:
-                        out.extend((x.id, None) for x in ast.walk(t) if isinstance(x, ast.Name)
+                        out.extend((x.id, None) for x in ast_walk(t) if isinstance(x, ast.Name)
                                    and isinstance(x.ctx, ast.Store))
             elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
                 out.append((n.target.id, ast.BinOp(n.target, n.op, n.value)))
@@ -82,12 +83,12 @@ def _assignments(stmts):
             elif isinstance(n, ast.For):
                 ranged = isinstance(n.iter, ast.Call) and isinstance(n.iter.func, ast.Name) and \
                     n.iter.func.id == "range" and isinstance(n.target, ast.Name)
-                out.extend((x.id, ast.Constant(0) if ranged else None) for x in ast.walk(n.target)
+                out.extend((x.id, ast.Constant(0) if ranged else None) for x in ast_walk(n.target)
                            if isinstance(x, ast.Name))
             elif isinstance(n, (ast.NamedExpr,)) and isinstance(n.target, ast.Name):
                 out.append((n.target.id, n.value))
             elif isinstance(n, (ast.comprehension,)):
-                out.extend((x.id, None) for x in ast.walk(n.target) if isinstance(x, ast.Name))
+                out.extend((x.id, None) for x in ast_walk(n.target) if isinstance(x, ast.Name))
     return out
 
 
@@ -187,19 +188,24 @@ def _copy(e):
     return ast.parse(ast.unparse(e), mode="eval").body
 
 
-def weaken_function(fn, source, filename, weak_params=(), cotangents=()):
-    """``fn`` (defined by ``source`` in ``filename``) with weak numbers wrapped for Numba, or ``fn`` itself when
-    nothing needs it. The new function has ``fn``'s globals, name and lines. A contribution added to one of
+def weaken_functions(fns, source, filename, weak_params=(), cotangents=()):
+    """Each function of ``fns`` (all defined by ``source`` in ``filename``, parsed once) with weak numbers wrapped
+    for Numba, or the function itself when nothing needs it. A new function has the old one's globals, name and
+    lines. A contribution added to one of
     ``cotangents`` (``d_x = d_x + c``) is wrapped as ``K.accumulated(d_x, c)``: a float64 ``c`` added to the
     float32 cotangent of a float32 ``x`` is taken in float32, so the cotangent keeps its type through a loop
     (the Python modes add in float64 and return the gradient in ``x``'s dtype: the same to float32's
     precision)."""
     tree = ast.parse(source, filename)
-    fdefs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == fn.__name__]
+    return [_weaken_one(fn, tree, filename, weak_params, cotangents) for fn in fns]
+
+
+def _weaken_one(fn, module, filename, weak_params, cotangents):
+    fdefs = [n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == fn.__name__]
     if len(fdefs) != 1:
         return fn
     w = _Weaken(weak_names(fdefs[0], frozenset(weak_params)), frozenset(cotangents))
-    tree.body = [w.visit(fdefs[0])]
+    tree = ast.Module(body=[w.visit(fdefs[0])], type_ignores=[])   # (the visit changes that def only)
     if not w.count:
         return fn
     ast.fix_missing_locations(tree)

@@ -18,3 +18,35 @@ def test_source_is_written_once_under_a_content_hash_and_maps_lines():
     mod = write_module("demo_emit", src)
     assert os.path.dirname(mod.__file__) == cache_dir() and mod.f(3.0) == 6.0
     assert write_module("demo_emit", src) is mod
+
+
+def test_fast_renderer_writes_what_the_copying_one_writes(monkeypatch):
+    """The generated modules' text comes from a renderer that rewrites operator primitives as it writes them
+    (no copy of each statement); it must write exactly what ``ast.unparse(pretty(...))`` writes, negative
+    numbers under ``**`` and unary minus included."""
+    import numpy as np
+
+    import funcgrad
+    import funcgrad.transform.emit as E
+    from tests.transform import _programs as P
+
+    seen = []
+    fast = E.unparse
+
+    def both(node, operators=True):
+        text = fast(node, operators)
+        seen.append((text, ast.unparse(E.pretty(node, operators))))
+        return text
+
+    monkeypatch.setattr(E, "unparse", both)
+
+    def negatives(x):
+        return np.sum(-2.0 ** x[0] + (-3) * x ** -2 - x[1:] @ x[:-1] - (-x) ** 2) - 0.0 * -0.0
+
+    x = np.array([1.0, 2.0, 3.0])
+    for jit in ("python", "njit"):
+        funcgrad.source(funcgrad.grad(negatives, jit=jit), x)
+        funcgrad.source(funcgrad.grad(P.looped, jit=jit), 0.5, 0.25, 4)
+    funcgrad.jvp(negatives, (x,), (np.ones(3),))
+    assert len(seen) > 50
+    assert [a for a, b in seen if a != b] == []

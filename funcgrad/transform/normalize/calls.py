@@ -29,6 +29,7 @@ from ...tree import tree_flatten, tree_map, tree_unflatten
 from ..specs import leaf_spec
 from .lowerings import lower_call, lowering_for
 from .lists import RListPop, has_runtime_list
+from ..astutil import ast_walk
 from .common import (_DictView, _is_metadata, lookup_getitem, _Partial, _NJIT_BUILTINS, _STATIC_BUILTINS, _is_static_tree, _is_user_code, LocalFunction, Scope, _BUILTIN_MAP, _BoundMethod, _Iter, _METHODS, _Range,
                      _default_value, _np_attr, _static_value, primitive_method, tag_file, shown_as,
                      generated_file, place_at_call)
@@ -113,9 +114,9 @@ def _local_as_function(lf, scope):
     if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or a.posonlyargs:
         return None
     params = [x.arg for x in a.args]
-    loaded = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    stored = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
-    stored |= {n.name for n in ast.walk(fdef) if isinstance(n, (ast.FunctionDef, ast.Lambda)) and n is not fdef
+    loaded = {n.id for n in ast_walk(fdef) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    stored = {n.id for n in ast_walk(fdef) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    stored |= {n.name for n in ast_walk(fdef) if isinstance(n, (ast.FunctionDef, ast.Lambda)) and n is not fdef
                and hasattr(n, "name")}
     env, extras, key = {}, [], [id(fdef)]
     for name in sorted(loaded - set(params) - stored):
@@ -198,7 +199,7 @@ def _list_grown_at_run_time(built):
         tree = ast.parse(built.source)
     except (SyntaxError, TypeError, ValueError):
         return ()
-    for n in ast.walk(tree):
+    for n in ast_walk(tree):
         if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute) \
                 and n.value.func.attr == "list_promote" and isinstance(n.targets[0], ast.Name):
             fl = (built.line_map or {}).get(n.lineno)
@@ -673,8 +674,8 @@ class Calls:
                 name = " / ".join(users) or "the derivative of this line"
             raise error(P, node, f"{name}: {e.msg.split(chr(10))[0]}", e.hint) from None
         where = (P.filename, getattr(node, "lineno", None))
-        for n in [n for st in out[start:] for n in ast.walk(st)] + [
-                n for v in _leaves(res) if isinstance(v, Dyn) for n in ast.walk(v.expr)]:
+        for n in [n for st in out[start:] for n in ast_walk(st)] + [
+                n for v in _leaves(res) if isinstance(v, Dyn) for n in ast_walk(v.expr)]:
             if hasattr(n, "lineno"):
                 ast.copy_location(n, node)
             if isinstance(n, ast.stmt):

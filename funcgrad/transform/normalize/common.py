@@ -23,6 +23,7 @@ from ..parse import MISSING, Parsed
 from ..emit import GENERATED_LINES, REVERSE_MODE_FILES, cache_dir
 from ..naming import RESERVED
 from ..values import Dyn, Static, Struct
+from ..astutil import ast_walk
 
 
 @dataclass
@@ -305,7 +306,7 @@ def place_at_call(stmts, filename, node):
     reports at the user's line it came from (``GENERATED_LINES``)."""
     at = (node.lineno, getattr(node, "end_lineno", node.lineno))
     for st in stmts:
-        for n in ast.walk(st):
+        for n in ast_walk(st):
             f = A.get(n, A.FILE, None) if isinstance(n, ast.stmt) else None
             if f is not None and generated_file(f) and GENERATED_LINES.get(f, {}).get(n.lineno) is None:
                 A.put(n, A.FILE, filename)
@@ -327,7 +328,7 @@ def _own_expressions(stmt):
 def tag_file(stmts, filename):
     """Record the user's file on statements that do not know theirs yet (for errors at file:line)."""
     for st in stmts:
-        for n in ast.walk(st):
+        for n in ast_walk(st):
             if isinstance(n, ast.stmt) and not A.has(n, A.FILE):
                 A.put(n, A.FILE, filename)
 
@@ -380,7 +381,7 @@ def _path_getter(getter, path):
 
 def _load(target):
     t = copy.deepcopy(target)
-    for n in ast.walk(t):
+    for n in ast_walk(t):
         if hasattr(n, "ctx"):
             n.ctx = ast.Load()
     return t
@@ -443,7 +444,7 @@ def _local_names(fdef):
             if isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 names.add(c.name)
             elif isinstance(c, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-                names.update(w.target.id for w in ast.walk(c)
+                names.update(w.target.id for w in ast_walk(c)
                              if isinstance(w, ast.NamedExpr) and isinstance(w.target, ast.Name))
             elif isinstance(c, ast.Lambda):
                 pass
@@ -502,7 +503,7 @@ def _item_assigned(stmts):
     """Names whose items are assigned (``d[k] = v``) anywhere in ``stmts``."""
     names = []
     for s in stmts:
-        for n in ast.walk(s):
+        for n in ast_walk(s):
             tgts = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AugAssign) else []
             for t in tgts:
                 if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id not in names:
@@ -511,4 +512,4 @@ def _item_assigned(stmts):
 
 
 def _contains(stmts, kinds):
-    return any(isinstance(n, kinds) for s in stmts for n in ast.walk(s))
+    return any(isinstance(n, kinds) for s in stmts for n in ast_walk(s))

@@ -20,6 +20,7 @@ from .common import (CustomVJP, LocalFunction, Scope, _BoundMethod, _DictView, _
 from .constants import (_const_binop, _const_compare_chain, _const_unary)
 from .lowerings import index_concat
 from .lists import RList, RListPop
+from ..astutil import ast_walk
 
 
 def _view_index(idx):
@@ -537,7 +538,7 @@ def _cannot_fail(e):
     """Evaluating ``e`` early can neither raise nor cost anything: names, literals, attributes
     (``a.shape``) and comparisons of them. An index (``x[i]``), a call or arithmetic (``x / y``) is kept for
     when Python evaluates it."""
-    return all(isinstance(n, _SAFE_NODES) for n in ast.walk(e))
+    return all(isinstance(n, _SAFE_NODES) for n in ast_walk(e))
 
 
 def _fstring(self, node, scope, out):

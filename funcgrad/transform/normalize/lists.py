@@ -34,6 +34,7 @@ from ..fence import error
 from ..values import Dyn, Static, Struct
 from ...kernels.base import INTERPRETED
 from .common import _SCOPE_SERIAL, _Iter, _Range, generated_file, lookup_getitem
+from ..astutil import ast_walk
 
 
 @dataclass
@@ -194,7 +195,7 @@ class RuntimeLists:
             none = self.call_prim(lookup(np.copy), [Static(np.zeros(0))], {}, scope, init, node)
             init.append(ast.Assign(targets=[ast.Name(buf, ast.Store())], value=none.expr))
             st = ast.If(test=ast.Name(INTERPRETED, ast.Load()), body=init, orelse=[])
-            for n in ast.walk(st):
+            for n in ast_walk(st):
                 if isinstance(n, (ast.stmt, ast.expr)):
                     ast.copy_location(n, node)
             out.append(st)
@@ -257,7 +258,7 @@ class RuntimeLists:
         new.append(ast.Assign(targets=[ast.Name(rl.count, ast.Store())],
                               value=ast.BinOp(left=ast.Name(rl.count, ast.Load()), op=ast.Add(), right=ast.Constant(1))))
         for st in new:
-            for n in ast.walk(st):
+            for n in ast_walk(st):
                 if hasattr(n, "lineno") or isinstance(n, (ast.stmt, ast.expr)):
                     ast.copy_location(n, node)
         out.extend(new)
@@ -293,7 +294,7 @@ class RuntimeLists:
                          value=ast.BinOp(left=ast.Name(rl.count, ast.Load()), op=ast.Sub(), right=ast.Constant(1)))
         out.append(ast.copy_location(ast.Assign(targets=[ast.Name(tmp, ast.Store())], value=val.expr), node))
         out.append(ast.copy_location(dec, node))
-        for n in ast.walk(dec):
+        for n in ast_walk(dec):
             if isinstance(n, (ast.stmt, ast.expr)):
                 ast.copy_location(n, node)
         return Dyn(ast.Name(tmp, ast.Load()))
@@ -398,7 +399,7 @@ class RuntimeLists:
                 body = [ast.If(test=copy.deepcopy(cond), body=body, orelse=[])]
             body = [ast.For(target=copy.deepcopy(g.target), iter=copy.deepcopy(g.iter), body=body, orelse=[])]
         for st in body:
-            for n in ast.walk(st):
+            for n in ast_walk(st):
                 if isinstance(n, (ast.stmt, ast.expr)) and not hasattr(n, "lineno"):
                     ast.copy_location(n, node)
         self.block(body, inner, out)

@@ -20,6 +20,7 @@ from .lowerings import inplace_call, is_inplace
 from .lists import RList
 from ...ops.numpy_shape import pick
 from ...ops.registry import lookup
+from ..astutil import ast_walk
 from .common import (_DictView, _item_assigned, LocalFunction, _Iter, _Range, _assigned, _contains, _describe, _is_array_producing,
                      _load, _safe, _target_names, _user_name, generated_file, lookup_getitem,
                      shown_as)
@@ -94,7 +95,7 @@ class Statements:
         (whole-function Numba prunes what such a flag guards, and the gradient's lists kept there have no
         type), and code after an `if True: break` is dropped as code after any `break` is."""
         body = fdef.body
-        has_cf = any(isinstance(n, (ast.If, ast.For, ast.While)) for s in body for n in ast.walk(s))
+        has_cf = any(isinstance(n, (ast.If, ast.For, ast.While)) for s in body for n in ast_walk(s))
         if not has_cf:
             return body
         live = self.live(body, scope, self.local_names(fdef))
@@ -104,7 +105,7 @@ class Statements:
             raise error(parsed, e.node, e.msg, e.hint) from None
         ret = ast.Return(value=ast.Name(RET, ast.Load()))
         ast.copy_location(ret, body[-1])
-        if not any(isinstance(n, ast.Name) and n.id == RET for s in new for n in ast.walk(s)):
+        if not any(isinstance(n, ast.Name) and n.id == RET for s in new for n in ast_walk(s)):
             return new
         return new + [ret]
 
@@ -177,7 +178,7 @@ class Statements:
         if isinstance(s, ast.AugAssign):
             op = ast.BinOp(left=_load(s.target), op=s.op, right=s.value)
             ast.copy_location(op, s)
-            for n in ast.walk(op):
+            for n in ast_walk(op):
                 ast.copy_location(n, s)
             val = self.expr(op, scope, out)
             start = len(out)
@@ -215,7 +216,7 @@ class Statements:
     def builds_containers(self, stmts, scope):
         """True when ``stmts`` append to, pop from, or set items of, a list or dict bound now."""
         for st in stmts:
-            for n in ast.walk(st):
+            for n in ast_walk(st):
                 name = None
                 if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute) \
                         and isinstance(n.value.func.value, ast.Name) and n.value.func.attr in ("append", "extend",
@@ -286,10 +287,10 @@ class Statements:
         arithmetic, ``and``/``or``/``not``: nothing that calls the user's code or has an effect. A name in
         ``rebound`` (assigned in the loop or branch the condition sits in) may hold another value when the
         condition runs, so it is not known."""
-        is_none_operand = {id(n.left) for n in ast.walk(test) if isinstance(n, ast.Compare) and len(n.ops) == 1
+        is_none_operand = {id(n.left) for n in ast_walk(test) if isinstance(n, ast.Compare) and len(n.ops) == 1
                            and isinstance(n.ops[0], (ast.Is, ast.IsNot))
                            and isinstance(n.comparators[0], ast.Constant) and n.comparators[0].value is None}
-        for n in ast.walk(test):
+        for n in ast_walk(test):
             if not isinstance(n, _FOLDABLE):
                 return None
             if isinstance(n, ast.Name):
@@ -487,7 +488,7 @@ class Statements:
                               "(ValueError, FloatingPointError...) with a message string")
         new = ast.Raise(exc=ast.Call(func=ast.Name(cls.__name__, ast.Load()),
                                      args=[ast.Constant(a) for a in args], keywords=[]), cause=None)
-        for n in ast.walk(new):
+        for n in ast_walk(new):
             ast.copy_location(n, s)
         out.append(new)
         return None
@@ -566,7 +567,7 @@ class Statements:
                                                               value=self.as_expr(again, scope, s)), s))
                 goes_on = ast.copy_location(ast.If(test=ast.UnaryOp(op=ast.Not(), operand=copy.deepcopy(last.test)),
                                                    body=again_out, orelse=[]), s)
-                for n in ast.walk(goes_on):
+                for n in ast_walk(goes_on):
                     if isinstance(n, (ast.stmt, ast.expr)) and not hasattr(n, "lineno"):
                         ast.copy_location(n, s)
                 body.insert(len(body) - 1, goes_on)
@@ -664,7 +665,7 @@ class Statements:
         if isinstance(it, (Struct, Static, _DictView)) and not isinstance(it, _Range):
             items = self.static_items(it, s, scope)   # of a dict: its keys; of d.items(): (key, value) pairs
             if _contains(s.body, (ast.Break,)) or any(isinstance(n, ast.Name) and n.id.startswith("__brk")
-                                                        for n in ast.walk(ast.Module(body=s.body, type_ignores=[]))):
+                                                        for n in ast_walk(ast.Module(body=s.body, type_ignores=[]))):
                 raise error(P, s, "'break' in a loop over a Python list/tuple is not supported",
                             "loop over range(len(...)) instead")
             for v in items:
@@ -690,7 +691,7 @@ class Statements:
                                   "a container are unrolled, up to 1,000 iterations",
                             "preallocate an array (np.zeros) and write into it instead")
             if _contains(s.body, (ast.Break,)) or any(isinstance(n, ast.Name) and n.id.startswith("__brk")
-                                                        for n in ast.walk(ast.Module(body=s.body, type_ignores=[]))):
+                                                        for n in ast_walk(ast.Module(body=s.body, type_ignores=[]))):
                 raise error(P, s, "'break' (or 'return') in a loop that builds a list or dict is not supported",
                             "build the list first, then search it")
             for i in rng:
@@ -726,7 +727,7 @@ class Statements:
             raise error(P, s, "cannot loop over this value", "loop over range(...), an array, enumerate or zip")
         # Python evaluates the iterable once: a name the body rebinds (`for r in a: a = ...`) still iterates
         # the array it held when the loop started
-        rebound = {nm for st in s.body for n in ast.walk(st) if isinstance(n, (ast.Assign, ast.For))
+        rebound = {nm for st in s.body for n in ast_walk(st) if isinstance(n, (ast.Assign, ast.For))
                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) for nm in _target_names(t)}
         snap = []
         for q in seqs:
