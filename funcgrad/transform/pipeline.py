@@ -208,14 +208,19 @@ def choose_strategy(jit, has_loops, opaque_calls=False):
     return jit
 
 
-def _calls_flagged(stmts, backend, flag):
-    """True when the code calls a kernel carrying ``flag``: ``python_only`` (a SciPy routine Numba cannot
-    compile: auto runs the function as Python) or ``uncacheable`` (its nopython version leaves to Python
-    through ``numba.objmode``, whose environment a cached caller cannot find in a new process)."""
+def _kernels_called(stmts):
+    """The names ``K.<name>`` the code reads."""
+    return {n.attr for n in ast_walk(ast.Module(body=list(stmts), type_ignores=[]))
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "K"}
+
+
+def _calls_flagged(kernels, backend, flag):
+    """True when the code, calling kernels named ``kernels``, calls one carrying ``flag``: ``python_only`` (a
+    SciPy routine Numba cannot compile: auto runs the function as Python) or ``uncacheable`` (its nopython
+    version leaves to Python through ``numba.objmode``, whose environment a cached caller cannot find in a new
+    process)."""
     K = backend.namespace()
-    return any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "K"
-               and getattr(getattr(K, n.attr, None), flag, False)
-               for n in ast_walk(ast.Module(body=list(stmts), type_ignores=[])))
+    return any(getattr(getattr(K, k, None), flag, False) for k in kernels)
 
 
 def _check_supported(src, backend, line_map):
@@ -339,9 +344,10 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         register_kernels(backend.namespace(True))
         register_kernels(backend.namespace(False))
         _KERNELS_READABLE.add(backend)
-    mode = choose_strategy(jit, low.has_loops, low.opaque_calls or _calls_flagged(body, backend, "python_only"))
+    kernels = _kernels_called(body)
+    mode = choose_strategy(jit, low.has_loops, low.opaque_calls or _calls_flagged(kernels, backend, "python_only"))
     mode = backend.effective_strategy(mode)
-    cache = not _calls_flagged(body, backend, "uncacheable")
+    cache = not _calls_flagged(kernels, backend, "uncacheable")
     fns = {fname: getattr(mod, fname), name: getattr(mod, name)}
     if mode == "njit" and hasattr(backend.namespace(True), "weak"):   # Python numbers stay weak under Numba
         fns = dict(zip(fns, weaken_functions(list(fns.values()), src, mod.__file__, low.weak, cotangents)))

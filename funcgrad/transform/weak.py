@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import ast
 import types
-from .astutil import ast_walk
+from .astutil import ast_walk, clone
 
 __all__ = ["weaken_functions"]
 
@@ -131,14 +131,14 @@ class _Weaken(ast.NodeTransformer):
             self.count += 1
             call = ast.Call(func=ast.Attribute(value=ast.Name("K", ast.Load()), attr="accumulated", ctx=ast.Load()),
                             args=[ast.Name(t.id, ast.Load()), v.right], keywords=[])
-            v.right = ast.copy_location(call, v.right)
+            v.right = ast.fix_missing_locations(ast.copy_location(call, v.right))
         return node
 
     def _wrap(self, other, value):
         self.count += 1
         call = ast.Call(func=ast.Attribute(value=ast.Name("K", ast.Load()), attr="weak", ctx=ast.Load()),
-                        args=[_copy(other), value], keywords=[])
-        return ast.copy_location(call, value)
+                        args=[clone(other), value], keywords=[])
+        return ast.fix_missing_locations(ast.copy_location(call, value))   # (the nodes made here only)
 
     def visit_BinOp(self, node):
         self.generic_visit(node)
@@ -184,10 +184,6 @@ class _Weaken(ast.NodeTransformer):
         return node
 
 
-def _copy(e):
-    return ast.parse(ast.unparse(e), mode="eval").body
-
-
 def weaken_functions(fns, source, filename, weak_params=(), cotangents=()):
     """Each function of ``fns`` (all defined by ``source`` in ``filename``, parsed once) with weak numbers wrapped
     for Numba, or the function itself when nothing needs it. A new function has the old one's globals, name and
@@ -208,7 +204,6 @@ def _weaken_one(fn, module, filename, weak_params, cotangents):
     tree = ast.Module(body=[w.visit(fdefs[0])], type_ignores=[])   # (the visit changes that def only)
     if not w.count:
         return fn
-    ast.fix_missing_locations(tree)
     code = compile(tree, filename, "exec")
     fcode = next(c for c in code.co_consts if isinstance(c, types.CodeType) and c.co_name == fn.__name__)
     new = types.FunctionType(fcode, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
