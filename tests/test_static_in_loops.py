@@ -7,13 +7,22 @@ inside a runtime loop became a run-time value, so both sides of the branch were 
 ``funcgrad.hessian`` of any loop calling ``np.linalg.norm`` (its derivative's definition branches so). Two
 rules now: a helper's (or comprehension's) names inside one iteration are bound in order as outside loops;
 a name of the looping function bound in one place of its source keeps its number inside the loop or branch
-(its runtime variable holds it too, for reads before the assignment and after the loop). Every program runs
-plainly (the value oracle) and through funcgrad in every mode; gradients against central differences.
+(its runtime variable holds it too, for reads before the assignment and after the loop).
+
+The same seam for containers: a list or dict made inside the loop or branch being lowered (by the body, or by a
+helper it calls: a generator helper's list, a dict of results) is changed in order there, as outside loops (such
+programs were refused: "this item ... was not set before the loop", "'the returned value' is bound to a value
+that cannot change"); one made before it changes through the runtime names its items own, for ``d.update(...)``
+too, which was lowered as if the loop ran once (``s = s + d["k"]; d.update(k=2 * d["k"])`` gave x + x + x).
+
+Every program runs plainly (the value oracle) and through funcgrad in every mode; gradients against central
+differences.
 """
 import numpy as np
 import pytest
 
 import funcgrad
+from funcgrad.errors import UnsupportedSyntaxError
 from tests.support import assert_value_and_gradient
 
 MODES = [dict(mode="auto"), dict(mode="python"), dict(mode="njit"), dict(jit=False)]
@@ -111,6 +120,69 @@ def rebound_stays_runtime(x, A):
     return s * sign
 
 
+def _scaled_items(v, w):
+    out = []
+    for u in v:
+        out.append(u * w)
+    return out
+
+
+def list_helper_in_branch(x, A):
+    s = 0.0
+    if x[0] > 0.0:
+        s = s + sum(_scaled_items(A, x[1]))
+    else:
+        s = s - x[1]
+    return s
+
+
+def _gen(v, w):
+    for u in v:
+        yield u * w
+
+
+def generator_helper_in_branch(x, A):
+    s = 0.0
+    if x[0] > 0.0:
+        s = s + sum(_gen(A, x[2]))
+    return s + x[3]
+
+
+def _make(v):
+    d = {}
+    d["a"] = v * 2.0
+    d["b"] = v + 1.0
+    return d
+
+
+def dict_helper_in_loop(x, A):
+    s = 0.0
+    for i in range(x.shape[0]):
+        d = _make(x[i] * A[i])
+        s = s + d["a"] * d["b"]
+    return s
+
+
+def dict_made_in_body(x, A):
+    s = 0.0
+    for i in range(x.shape[0]):
+        d = {"a": x[i]}
+        if A[i] > 0.0:
+            d["a"] = x[i] * A[i]
+        s = s + d["a"]
+    return s
+
+
+def dict_update_across_iterations(x, A):
+    d = {"k": x[0], "m": A[0]}
+    s = 0.0
+    for i in range(x.shape[0]):
+        s = s + d["k"] * A[i]
+        d.update({"k": d["k"] * 2.0 + x[i]})
+        d.update(m=d["m"] - x[i])
+    return s + d["m"]
+
+
 def _args():
     return (np.array([0.3, -0.25, 0.5, 0.15]), np.array([0.5, 0.25, -0.4, 1.5]))
 
@@ -122,6 +194,11 @@ CASES = [
     flag_bound_once_in_branch,
     written_out_loop_in_body,
     rebound_stays_runtime,
+    list_helper_in_branch,
+    generator_helper_in_branch,
+    dict_helper_in_loop,
+    dict_made_in_body,
+    dict_update_across_iterations,
 ]
 
 
@@ -155,3 +232,15 @@ def test_hessian_of_norm_in_a_loop():
 def test_known_flag_leaves_one_branch():
     src = funcgrad.source(funcgrad.grad(flag_bound_once_in_body), *_args())
     assert "tanh" in src and "sinh" not in src, src
+
+
+def test_new_key_of_an_outer_dict_in_a_loop_is_refused():
+    def f(x, A):
+        d = {"k": x[0]}
+        for i in range(x.shape[0]):
+            d.update(j=x[i] * A[i])   # a key the dict did not have before the loop
+        return d["k"] + d["j"]
+
+    with pytest.raises(UnsupportedSyntaxError, match="not set before the loop") as e:
+        funcgrad.grad(f)(*_args())
+    assert "test_static_in_loops.py" in str(e.value)

@@ -500,10 +500,13 @@ def _binding_counts(fdef):
 
 
 def _item_assigned(stmts):
-    """Names whose items are assigned (``d[k] = v``) anywhere in ``stmts``."""
+    """Names whose items are assigned (``d[k] = v``, ``d.update(...)``) anywhere in ``stmts``."""
     names = []
     for s in stmts:
         for n in ast_walk(s):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "update" and \
+                    isinstance(n.func.value, ast.Name) and n.func.value.id not in names:
+                names.append(n.func.value.id)
             tgts = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AugAssign) else []
             for t in tgts:
                 if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id not in names:

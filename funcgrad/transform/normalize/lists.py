@@ -87,12 +87,15 @@ def grown_lists(stmts):
     return names
 
 
-def _struct_lists(val, acc):
+def _struct_lists(val, acc, containers):
+    """Ids of the lists (``acc``) and of the lists and dicts (``containers``) in ``val``."""
     if isinstance(val, Struct):
         if val.kind == "list":
             acc.add(id(val))
+        if val.kind in ("list", "dict"):
+            containers.add(id(val))
         for v in val.values():
-            _struct_lists(v, acc)
+            _struct_lists(v, acc, containers)
 
 
 class RuntimeLists:
@@ -101,11 +104,11 @@ class RuntimeLists:
         """Entering a loop body or branch that runs at run time: remember the lists that exist now, which must
         not grow inside (prepare_cf turned the ones it saw grow into runtime lists)."""
         self.cf_depth = getattr(self, "cf_depth", 0) + 1
-        acc, names = set(), set()
+        acc, names, containers = set(), set(), set()
         s = scope
         while s is not None:
             for k, v in s.vars.items():
-                _struct_lists(v, acc)
+                _struct_lists(v, acc, containers)
                 if not (isinstance(v, Dyn) and isinstance(v.expr, ast.Name) and
                         v.expr.id in getattr(self, "placeholders", ())):   # (bound first inside: not a value)
                     names.add(k)
@@ -118,12 +121,14 @@ class RuntimeLists:
         self._outer_names.append(names)   # the names bound when the loop or branch is entered
         self.__dict__.setdefault("_fixed_in_cf", []).append([])
         self.__dict__.setdefault("_cf_scope_mark", []).append(next(_SCOPE_SERIAL))
+        self.__dict__.setdefault("_outer_containers", []).append(containers)
 
     def leave_cf(self):
         self.cf_depth -= 1
         self._outer_lists.pop()
         self._outer_names.pop()
         self._cf_scope_mark.pop()
+        self._outer_containers.pop()
         # numbers bound once inside the loop or branch and known there (keep_fixed): from here on, the runtime
         # name that holds them (a loop may not run, a branch may not be taken)
         for scope, name, runtime in reversed(self._fixed_in_cf.pop()):
@@ -157,6 +162,12 @@ class RuntimeLists:
         (never for a scope made inside it: a helper's own names are new there whatever the caller's are)."""
         stack = getattr(self, "_outer_names", None)
         return bool(stack) and name in stack[-1] and not self.scope_inside_cf(scope)
+
+    def made_inside_cf(self, container):
+        """Whether list or dict ``container`` was made inside the loop or branch being lowered (it did not exist
+        when it was entered): changing it there is changing it in order, as outside loops."""
+        stack = getattr(self, "_outer_containers", None)
+        return bool(stack) and id(container) not in stack[-1]
 
     def is_outer_list(self, val):
         return any(id(val) in s for s in getattr(self, "_outer_lists", ()))

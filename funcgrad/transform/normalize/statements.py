@@ -272,8 +272,10 @@ class Statements:
             cur.items.insert(args[0].obj, args[1])
         elif cur.kind == "dict" and meth == "update" and (
                 (len(args) == 1 and isinstance(args[0], Struct) and args[0].kind == "dict") or not args):
-            cur.items.update(args[0].items if args else {})
-            cur.items.update(kwargs)
+            # key by key, as d[k] = v: inside a loop or branch, a dict made before it changes through the runtime
+            # names its items own (it was read at its old values on every iteration)
+            for k, v in list((args[0].items if args else {}).items()) + list(kwargs.items()):
+                self.set_leaf(cur, k, cur.items.get(k), v, scope, out, stmt)
         else:
             raise error(P, stmt, f"'{name}.{meth}(...)' is not supported on a {cur.kind} here",
                         "use append/extend on lists and update or item assignment on dicts")
@@ -797,9 +799,9 @@ class Statements:
         P = scope.parsed
         if isinstance(target, ast.Name):
             fixed = None
-            if getattr(self, "cf_depth", 0) and isinstance(val, Static) and isinstance(
-                    val.obj, (int, float, complex, bool, np.number)) and self.scope_inside_cf(scope):
-                scope.vars[target.id] = val   # a helper's name, inside one iteration: bound in order, as outside loops
+            if getattr(self, "cf_depth", 0) and not isinstance(val, (Dyn, VSElement)) and self.scope_inside_cf(scope):
+                # a helper's (or comprehension's) name, inside one iteration: bound in order, as outside loops
+                scope.vars[target.id] = val
                 return
             if getattr(self, "cf_depth", 0) and isinstance(val, Static) and isinstance(
                     val.obj, (int, float, complex, bool, np.number)):
@@ -910,14 +912,18 @@ class Statements:
                 raise error(P, target, f"list index {k!r} out of range", None) from None
         else:
             old = base.items.get(k)
-        if getattr(self, "cf_depth", 0):
+        self.set_leaf(base, k, old, val, scope, out, stmt)
+
+    def set_leaf(self, base, k, old, val, scope, out, stmt):
+        """Item ``k`` of container ``base`` (holding ``old``, or None) becomes ``val``."""
+        if getattr(self, "cf_depth", 0) and not self.made_inside_cf(base):
             # inside a loop or branch: the leaf already has a runtime name owned by the container's variable
             if isinstance(old, Dyn) and isinstance(old.expr, ast.Name) and old.expr.id in self.owned_leaves:
                 out.append(ast.copy_location(ast.Assign(targets=[ast.Name(old.expr.id, ast.Store())],
                                                         value=self.as_expr(val, scope, stmt)), stmt))
                 return
-            raise error(P, stmt, "this item of a list or dict is set inside a loop or branch that runs at run "
-                                 "time, but it was not set before the loop or branch",
+            raise error(scope.parsed, stmt, "this item of a list or dict is set inside a loop or branch that runs "
+                                            "at run time, but it was not set before the loop or branch",
                         "give the item a value before the loop or branch")
         base.items[k] = val
 
