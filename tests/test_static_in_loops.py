@@ -183,6 +183,45 @@ def dict_update_across_iterations(x, A):
     return s + d["m"]
 
 
+def list_items_swapped(x, A):
+    L = [x[0], x[1]]
+    s = 0.0
+    for i in range(x.shape[0]):
+        s = s + L[0] * L[1] * A[i]
+        L[0], L[1] = L[1], L[0] + x[i]
+    return s
+
+
+def nested_item_set(x, A):
+    d = {"a": {"b": x[0]}, "c": [x[1], x[2]]}
+    s = 0.0
+    for i in range(x.shape[0]):
+        s = s + d["a"]["b"] * d["c"][1]
+        d["a"]["b"] = d["a"]["b"] * A[i]
+        d["c"][1] = d["c"][1] + x[i]
+    return s + d["a"]["b"]
+
+
+def alias_made_before_loop(x, A):
+    L = [[x[0], x[1]], [x[2], x[3]]]
+    row = L[1]
+    s = 0.0
+    for i in range(x.shape[0]):
+        s = s + L[1][1] * L[0][0]
+        row[1] = row[1] + A[i]
+        L[0][0] = L[0][0] * 0.5
+    return s + row[1] + L[1][0]
+
+
+def nested_container_replaced(x, A):
+    d = {"a": {"b": x[0], "tag": "w"}}
+    s = 0.0
+    for i in range(x.shape[0]):
+        d["a"] = {"b": d["a"]["b"] * A[i] + x[i], "tag": "w"}
+        s = s + d["a"]["b"]
+    return s
+
+
 def _args():
     return (np.array([0.3, -0.25, 0.5, 0.15]), np.array([0.5, 0.25, -0.4, 1.5]))
 
@@ -199,6 +238,10 @@ CASES = [
     dict_helper_in_loop,
     dict_made_in_body,
     dict_update_across_iterations,
+    list_items_swapped,
+    nested_item_set,
+    alias_made_before_loop,
+    nested_container_replaced,
 ]
 
 
@@ -244,3 +287,20 @@ def test_new_key_of_an_outer_dict_in_a_loop_is_refused():
     with pytest.raises(UnsupportedSyntaxError, match="not set before the loop") as e:
         funcgrad.grad(f)(*_args())
     assert "test_static_in_loops.py" in str(e.value)
+
+
+def test_item_set_through_an_alias_made_in_the_loop_is_refused():
+    # `inner` names d["a"] only from inside the loop: writing through it was lowered into a copy, and
+    # d["a"]["b"] kept its first value (x + x + x in place of x + 2x + 4x); now refused at the write
+    def f(x, A):
+        d = {"a": {"b": x[0]}}
+        s = 0.0
+        for i in range(x.shape[0]):
+            s = s + d["a"]["b"]
+            inner = d["a"]
+            inner["b"] = inner["b"] * 2.0
+        return s
+
+    with pytest.raises(UnsupportedSyntaxError, match="not the container's own") as e:
+        funcgrad.grad(f)(*_args())
+    assert 'inner["b"] = inner["b"] * 2.0' in str(e.value)

@@ -507,10 +507,21 @@ def _item_assigned(stmts):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "update" and \
                     isinstance(n.func.value, ast.Name) and n.func.value.id not in names:
                 names.append(n.func.value.id)
-            tgts = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AugAssign) else []
-            for t in tgts:
-                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id not in names:
-                    names.append(t.value.id)
+            tgts = list(n.targets) if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AugAssign) else []
+            while tgts:
+                t = tgts.pop(0)
+                if isinstance(t, (ast.Tuple, ast.List)):   # L[0], L[1] = ...
+                    tgts[:0] = t.elts
+                    continue
+                if isinstance(t, ast.Starred):
+                    tgts.insert(0, t.value)
+                    continue
+                if not isinstance(t, ast.Subscript):
+                    continue
+                while isinstance(t, ast.Subscript):         # d["a"]["b"] = ...: d's items
+                    t = t.value
+                if isinstance(t, ast.Name) and t.id not in names:
+                    names.append(t.id)
     return names
 
 

@@ -379,8 +379,13 @@ class Statements:
         def own(v, path):
             if isinstance(v, Struct):
                 if v.kind == "dict":
-                    return Struct("dict", {k: own(x, path + (k,)) for k, x in v.items.items()})
-                return Struct(v.kind, [own(x, path + (i,)) for i, x in enumerate(v.items)], v.cls)
+                    items = {k: own(x, path + (k,)) for k, x in v.items.items()}
+                else:
+                    items = [own(x, path + (i,)) for i, x in enumerate(v.items)]
+                if path:   # a container inside: the same object gets the runtime leaves, so every other name
+                    v.items = items   # holding it (row = L[1] before the loop) sees them and what is written there
+                    return v
+                return Struct(v.kind, items, v.cls)
             if isinstance(v, Static) and not isinstance(v.obj, (int, float, complex, bool, np.number)) or \
                     isinstance(v, Static) and isinstance(v.obj, bool):
                 return v  # None, strings, flags: fixed, and must stay the same
@@ -810,7 +815,7 @@ class Statements:
                     fixed = val   # bound here only: the same number in every iteration
                 val = Dyn(ast.Constant(val.obj.item() if isinstance(val.obj, np.generic) else val.obj))
             elif getattr(self, "cf_depth", 0) and isinstance(val, Struct):
-                if val.kind in ("list", "dict") and any(v is val for k, v in self._visible_vars(scope).items()
+                if val.kind in ("list", "dict") and any(_holds(v, val) for k, v in self._visible_vars(scope).items()
                                                         if k != target.id):
                     # M = L of a list or dict: one object under two names, so a change through either shows in
                     # both (Python's). Followed when M is new in this loop or branch; a name that held another
@@ -922,6 +927,25 @@ class Statements:
                 out.append(ast.copy_location(ast.Assign(targets=[ast.Name(old.expr.id, ast.Store())],
                                                         value=self.as_expr(val, scope, stmt)), stmt))
                 return
+            if isinstance(old, Struct) and isinstance(val, Struct) and old.kind == val.kind and (
+                    list(old.items) == list(val.items) if old.kind == "dict" else len(old.items) == len(val.items)):
+                # d["a"] = {"b": ...}: a container of the same shape, leaf by leaf (the right side read first)
+                val = self.snapshot(val, scope, out, stmt)
+                keys = list(old.items) if old.kind == "dict" else range(len(old.items))
+                for k2 in keys:
+                    self.set_leaf(old, k2, old.items[k2], val.items[k2], scope, out, stmt)
+                return
+            if isinstance(old, Static) and isinstance(val, Static) and _same_static(old.obj, val.obj):
+                return   # (a flag or None kept in the container, given again)
+            if isinstance(old, Struct):
+                raise error(scope.parsed, stmt, "this item of a list or dict is given a container of another "
+                                                "structure inside a loop or branch that runs at run time",
+                            "give it the same structure (the same keys, the same length) everywhere")
+            if old is not None:   # set through a name the loop's set-up did not see (an alias, a nested container)
+                raise error(scope.parsed, stmt, "this item of a list or dict is set inside a loop or branch that runs "
+                                                "at run time through a name that is not the container's own (another "
+                                                "name for it, or a container inside another)",
+                            "set it through the name the container was made under (d['a']['b'] = ...)")
             raise error(scope.parsed, stmt, "this item of a list or dict is set inside a loop or branch that runs "
                                             "at run time, but it was not set before the loop or branch",
                         "give the item a value before the loop or branch")
@@ -957,6 +981,20 @@ class Statements:
         self._owned = getattr(self, "_owned", {})
         self._owned[outname] = key
         return outname
+
+
+def _same_static(a, b):
+    try:
+        return a is b or type(a) is type(b) and bool(a == b)
+    except Exception:   # noqa: BLE001  (arrays compared elementwise)
+        return False
+
+
+def _holds(v, container):
+    """Whether ``v`` is ``container`` or holds it (inside lists, tuples and dicts)."""
+    if v is container:
+        return True
+    return isinstance(v, Struct) and any(_holds(x, container) for x in v.values())
 
 
 def _is_reference(e):
