@@ -30,6 +30,21 @@ def test_recursion_of_runtime_depth_is_refused_at_the_users_line():
     assert e.value.filename == B.__file__ and "_rec(v * 1.1 + 0.1, d - 1)" in (e.value.text or "")
 
 
+def test_max_of_an_empty_sequence_and_of_an_array_with_default_are_refused_at_the_users_line():
+    def empty(x):
+        return max(()) + x[0]
+
+    def array_default(x):
+        return max(x * 2.0, default=0.0)
+
+    with pytest.raises(UnsupportedSyntaxError, match="empty sequence") as e:
+        funcgrad.grad(empty)(X)
+    assert "max(()) + x[0]" in (e.value.text or "")
+    with pytest.raises(UnsupportedSyntaxError, match="default=") as e:
+        funcgrad.grad(array_default)(X)
+    assert "max(x * 2.0, default=0.0)" in (e.value.text or "")
+
+
 def take_with_a_list(w):
     return np.sum(np.take(w, [0, 2, 1]) * w[:3]) + np.sum(np.take(w, (3, 3, 0), axis=0) ** 2)
 

@@ -28,7 +28,7 @@ from ..values import Dyn, Splat, Static, Struct, VSElement, leaves as _leaves, m
 from ...tree import tree_flatten, tree_map, tree_unflatten
 from ..specs import leaf_spec
 from .lowerings import lower_call, lowering_for
-from .lists import RListPop, has_runtime_list
+from .lists import RList, RListPop, has_runtime_list
 from ..astutil import ast_walk
 from .common import (_DictView, _is_metadata, lookup_getitem, _Partial, _NJIT_BUILTINS, _STATIC_BUILTINS, _is_static_tree, _is_user_code, LocalFunction, Scope, _BUILTIN_MAP, _BoundMethod, _Iter, _METHODS, _Range,
                      _default_value, _np_attr, _static_value, primitive_method, tag_file, shown_as,
@@ -964,12 +964,32 @@ class Calls:
             acc = self.call_prim(lookup(np.sum), [args[0]], {"axis": Static(0)}, scope, out, node)
             start = args[1] if len(args) > 1 else kwargs.get("start", Static(0))
             return self.binop_value(np.add, start, acc, scope, out, node)
-        if fn in (max, min) and len(args) == 1 and isinstance(args[0], Struct):
+        if fn in (max, min) and len(args) == 1 and isinstance(args[0], Struct) and set(kwargs) <= {"default"}:
             items = self.static_items(args[0], node, scope)
+            if not items:   # max([], default=d) is d; without one, Python's error
+                if "default" in kwargs:
+                    return kwargs["default"]
+                raise error(P, node, f"{fn.__name__}() arg is an empty sequence", None)
             acc = items[0]
             for v in items[1:]:
                 acc = self.binop_value(np.maximum if fn is max else np.minimum, acc, v, scope, out, node)
             return acc
+        if fn is list and len(args) == 1 and not kwargs and isinstance(args[0], Dyn) and not (
+                isinstance(args[0].expr, ast.Name) and self.param_ranks.get(args[0].expr.id) == 0):
+            # list(array): its rows, a list whose length is known when the function runs (a copy: the list's
+            # items do not share the array's memory, as Python's rows of a list made from an array do not change)
+            arr = self.call_prim(lookup(np.copy), [args[0]], {}, scope, out, node)
+            buf = self.names.fresh(scope.prefix + "list_rows")
+            cnt = self.names.fresh(scope.prefix + "list_len")
+            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(buf, ast.Store())], value=arr.expr), node))
+            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(cnt, ast.Store())], value=ast.Subscript(
+                value=ast.Attribute(value=ast.Name(buf, ast.Load()), attr="shape", ctx=ast.Load()),
+                slice=ast.Constant(0), ctx=ast.Load())), node))
+            return RList(buf, cnt, "list", True)
+        if fn in (max, min) and len(args) == 1 and set(kwargs) == {"default"} and isinstance(args[0], Dyn):
+            raise error(P, node, f"{fn.__name__}(array, default=...) is not supported (whether the array is empty is "
+                                 "only known when the function runs)",
+                        f"call {fn.__name__}(array) where the array is not empty, or np.{fn.__name__}(array, initial=...)")
         if fn in (max, min) and len(args) == 1 and not kwargs and isinstance(args[0], Dyn):
             # max(array): Python compares the items along the first axis, NumPy's max along axis 0
             return self.call_prim(lookup(np.max if fn is max else np.min), [args[0]], {"axis": Static(0)},
