@@ -40,6 +40,8 @@ from .expressions import Expressions
 from .lists import RuntimeLists
 from .statements import Statements
 from ..naming import RESERVED
+from ..aliases import user_words
+from ..unbound import guard_unbound, never_bound_reads
 from .common import (Lowered, Names, Scope, _arguments, _safe, tag_file)
 
 
@@ -97,6 +99,17 @@ class Normalizer(Statements, Expressions, Calls, Captures, RuntimeLists):
             raise error(p, p.node, "the function returns nothing", "return the value to differentiate",
                         cls=UnsupportedSyntaxError)
         out = self.materialize(out, body, p.node)
+        holder = ast.FunctionDef(name="_", args=_arguments([]), body=body, decorator_list=[], returns=None)
+        guard_unbound(holder, params + [c[0] for c in self.captured_list], self.names.origins, self.names.fresh)
+        body = holder.body
+        for name, st in never_bound_reads(body, getattr(self, "placeholders", set())):
+            # a name read in a loop before the iteration binds it (the last one's value), bound to a list or dict
+            # there: that value is not a runtime variable the next iteration can read
+            words, _ = user_words(name, self.names.origins)
+            raise error(p, st, f"{words} is read before this iteration binds it (the previous iteration's value), "
+                               "and what it is bound to there (a list, dict, tuple, function or None) is not a value "
+                               "one iteration can pass to the next",
+                        "bind it before the loop, or read it after this iteration binds it")
         tag_file(body, p.filename)
         fdef = ast.FunctionDef(name=_function_name(p.node.name), args=_arguments(params + [c[0] for c in self.captured_list]),
                                body=body or [ast.Pass()], decorator_list=[], returns=None)
