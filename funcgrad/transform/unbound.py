@@ -43,12 +43,8 @@ def _reads(node):
 
 
 def _stored(s):
-    """Names statement ``s`` itself binds (not inside nested bodies)."""
-    if isinstance(s, ast.Assign):
-        return [n.id for t in s.targets for n in ast_walk(t) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
-    if isinstance(s, (ast.AugAssign, ast.AnnAssign)) and isinstance(s.target, ast.Name):
-        return [s.target.id]
-    return []
+    """Names the simple statement ``s`` binds (its targets, and ``:=`` inside it)."""
+    return list(dict.fromkeys(n.id for n in ast_walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)))
 
 
 class _Guard:
