@@ -222,6 +222,16 @@ def nested_container_replaced(x, A):
     return s
 
 
+def comprehension_over_array_in_loop(x, A):
+    # a list whose length is known when the function runs, made anew in each iteration
+    s = 0.0
+    for k in range(3):
+        L = [v * 2.0 * x[k] for v in A]
+        L.append(x[k] * k)
+        s = s + sum(L) + L[-1] * L[0]
+    return s
+
+
 def _args():
     return (np.array([0.3, -0.25, 0.5, 0.15]), np.array([0.5, 0.25, -0.4, 1.5]))
 
@@ -242,6 +252,7 @@ CASES = [
     nested_item_set,
     alias_made_before_loop,
     nested_container_replaced,
+    comprehension_over_array_in_loop,
 ]
 
 

@@ -29,6 +29,7 @@ from ...tree import tree_flatten, tree_map, tree_unflatten
 from ..specs import leaf_spec
 from .lowerings import lower_call, lowering_for
 from .lists import RList, RListPop, has_runtime_list
+from ...ops.numpy_shape import pick
 from ..astutil import ast_walk
 from .common import (_DictView, _is_metadata, lookup_getitem, _Partial, _NJIT_BUILTINS, _STATIC_BUILTINS, _is_static_tree, _is_user_code, LocalFunction, Scope, _BUILTIN_MAP, _BoundMethod, _Iter, _METHODS, _Range,
                      _default_value, _np_attr, _static_value, primitive_method, tag_file, shown_as,
@@ -900,6 +901,44 @@ class Calls:
                         "sort by keys or constants") from None
         return Struct("list", [items[i] for i in order])
 
+    def sorted_runtime(self, items, kwargs, scope, out, node):
+        """``sorted(seq, key=..., reverse=...)`` of a list or tuple written in the code whose items (or keys) are
+        computed when the function runs: an odd-even transposition network (each item is picked by the comparison
+        of two keys, so derivatives follow the items to their places). It swaps only on a strict comparison, so
+        items with equal keys keep their order: Python's sort is stable, with ``reverse=True`` too."""
+        key = kwargs.get("key", Static(None))
+        rev = bool(kwargs["reverse"].obj) if "reverse" in kwargs else False
+        items = list(items)
+        if all(isinstance(v, Static) for v in items) and isinstance(key, Static):
+            return self.sorted_items(items, kwargs, node, scope)
+        if len(items) > 32:
+            raise error(scope.parsed, node, f"sorted() of {len(items)} values computed when the function runs is not "
+                                            "supported (up to 32)", "stack them into an array and use np.sort")
+        keys = items if isinstance(key, Static) and key.obj is None else [
+            self.call_value(key, [v], {}, scope, out, node) for v in items]
+        n = len(items)
+        for p in range(n):
+            for i in range(p % 2, n - 1, 2):
+                a, b = (keys[i + 1], keys[i]) if rev else (keys[i], keys[i + 1])
+                swap = self.call_object(operator.gt, [a, b], {}, scope, out, node)
+                if isinstance(swap, Static):   # two keys known now: decided now
+                    if swap.obj:
+                        items[i], items[i + 1] = items[i + 1], items[i]
+                        if keys is not items:
+                            keys[i], keys[i + 1] = keys[i + 1], keys[i]
+                    continue
+                swap = self.snapshot(swap, scope, out, node)
+                items[i], items[i + 1] = (self.call_prim(lookup(pick), [swap, items[i + 1], items[i]], {}, scope, out,
+                                                         node),
+                                          self.call_prim(lookup(pick), [swap, items[i], items[i + 1]], {}, scope, out,
+                                                         node))
+                if keys is not items:
+                    keys[i], keys[i + 1] = (self.call_prim(lookup(pick), [swap, keys[i + 1], keys[i]], {}, scope,
+                                                           out, node),
+                                            self.call_prim(lookup(pick), [swap, keys[i], keys[i + 1]], {}, scope,
+                                                           out, node))
+        return Struct("list", items)
+
     def constant_value(self, v, scope, node):
         """A Python object fixed in a partial or a default, as a value."""
         if isinstance(v, np.ndarray) or isinstance(v, (float, int)) and not isinstance(v, bool):
@@ -974,6 +1013,9 @@ class Calls:
             for v in items[1:]:
                 acc = self.binop_value(np.maximum if fn is max else np.minimum, acc, v, scope, out, node)
             return acc
+        if fn is sorted and len(args) == 1 and isinstance(args[0], Struct) and args[0].kind in ("list", "tuple") \
+                and set(kwargs) <= {"key", "reverse"} and isinstance(kwargs.get("reverse", Static(False)), Static):
+            return self.sorted_runtime(args[0].values(), kwargs, scope, out, node)
         if fn is list and len(args) == 1 and not kwargs and isinstance(args[0], Dyn) and not (
                 isinstance(args[0].expr, ast.Name) and self.param_ranks.get(args[0].expr.id) == 0):
             # list(array): its rows, a list whose length is known when the function runs (a copy: the list's

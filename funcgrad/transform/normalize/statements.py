@@ -831,9 +831,10 @@ class Statements:
                 self.assign_struct(target.id, val, scope, out, stmt)
                 return
             elif getattr(self, "cf_depth", 0) and not isinstance(val, Dyn) and isinstance(
-                    val, (Static, LocalFunction)) and not self.bound_before_cf(target.id, scope):
+                    val, (Static, LocalFunction, RList)) and not self.bound_before_cf(target.id, scope):
                 # a name this loop or branch binds first to a value known now (a dict's key in `for k in d:`
-                # written out inside a runtime loop, a lambda made there): bound as it is; one that held a value
+                # written out inside a runtime loop, a lambda made there) or to a list grown at run time (a
+                # comprehension over an array, made in this iteration): bound as it is; one that held a value
                 # before could hold either afterwards, refused below
                 scope.vars[target.id] = val
                 return
