@@ -195,6 +195,12 @@ def test_autograds_order_2_check():
     # default tolerances and step, with autograd's inputs (numpy's legacy seed 1)
     rs = np.random.RandomState(1)
     y0, t, a = rs.randn(3), np.linspace(0.1, 0.2, 4), (rs.randn(3), rs.randn(3))
+    # autograd's check draws its directions from NumPy's global generator, whose state depended on the tests a
+    # worker ran before: at the solver's default tolerance its steps move the central differences by ~2e-6
+    # relative (README), past the check's tolerance for 3 of 60 global seeds (the same on session 23's tree).
+    # The directions are pinned; tests/test_scipy_integrate.py's other tests check the second order at
+    # tolerance 1e-11, where the solver's steps do not move the differences
+    np.random.seed(0)
     for argnum in (1, 2, 3):
         ag_check_grads(odeint, argnum, modes=["rev"], order=2)(func, y0, t, a)
 
