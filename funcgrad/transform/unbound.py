@@ -126,7 +126,7 @@ def guard_unbound(fdef, params, origins, fresh):
         return
     # first pass: which names need flags (their tests decide); the bodies are rebuilt from the originals
     probe = _Guard(local, origins, lambda n: n)
-    probe.block(_copy_body(fdef.body), set(params))
+    probe.block(clone(list(fdef.body)), set(params))
     if not probe.flags:
         return
     g = _Guard(local, origins, lambda n: fresh(f"_def_{n}"))
@@ -136,10 +136,6 @@ def guard_unbound(fdef, params, origins, fresh):
     init = [ast.copy_location(ast.Assign(targets=[ast.Name(f, ast.Store())], value=ast.Constant(False)),
                               fdef.body[0]) for f in g.flags.values()]
     fdef.body = init + body
-
-
-def _copy_body(stmts):
-    return clone(list(stmts))
 
 
 def never_bound_reads(stmts, names):

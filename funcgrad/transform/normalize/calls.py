@@ -28,7 +28,7 @@ from ..values import Dyn, Splat, Static, Struct, VSElement, leaves as _leaves, m
 from ...tree import tree_flatten, tree_map, tree_unflatten
 from ..specs import leaf_spec
 from .lowerings import lower_call, lowering_for
-from .lists import RList, RListPop, has_runtime_list
+from .lists import RListPop, has_runtime_list
 from ...ops.numpy_shape import pick
 from ..astutil import ast_walk
 from .common import (_DictView, _is_metadata, lookup_getitem, _Partial, _NJIT_BUILTINS, _STATIC_BUILTINS, _is_static_tree, _is_user_code, LocalFunction, Scope, _BUILTIN_MAP, _BoundMethod, _Iter, _METHODS, _Range,
@@ -916,27 +916,23 @@ class Calls:
                                             "supported (up to 32)", "stack them into an array and use np.sort")
         keys = items if isinstance(key, Static) and key.obj is None else [
             self.call_value(key, [v], {}, scope, out, node) for v in items]
+        seqs = [items] if keys is items else [items, keys]
+
+        def exchange(i, swap):   # items i and i + 1 (and their keys) swapped where ``swap`` holds
+            for seq in seqs:
+                if isinstance(swap, Static):
+                    if swap.obj:
+                        seq[i], seq[i + 1] = seq[i + 1], seq[i]
+                    continue
+                seq[i], seq[i + 1] = (self.call_prim(lookup(pick), [swap, seq[i + 1], seq[i]], {}, scope, out, node),
+                                      self.call_prim(lookup(pick), [swap, seq[i], seq[i + 1]], {}, scope, out, node))
+
         n = len(items)
         for p in range(n):
             for i in range(p % 2, n - 1, 2):
                 a, b = (keys[i + 1], keys[i]) if rev else (keys[i], keys[i + 1])
                 swap = self.call_object(operator.gt, [a, b], {}, scope, out, node)
-                if isinstance(swap, Static):   # two keys known now: decided now
-                    if swap.obj:
-                        items[i], items[i + 1] = items[i + 1], items[i]
-                        if keys is not items:
-                            keys[i], keys[i + 1] = keys[i + 1], keys[i]
-                    continue
-                swap = self.snapshot(swap, scope, out, node)
-                items[i], items[i + 1] = (self.call_prim(lookup(pick), [swap, items[i + 1], items[i]], {}, scope, out,
-                                                         node),
-                                          self.call_prim(lookup(pick), [swap, items[i], items[i + 1]], {}, scope, out,
-                                                         node))
-                if keys is not items:
-                    keys[i], keys[i + 1] = (self.call_prim(lookup(pick), [swap, keys[i + 1], keys[i]], {}, scope,
-                                                           out, node),
-                                            self.call_prim(lookup(pick), [swap, keys[i], keys[i + 1]], {}, scope,
-                                                           out, node))
+                exchange(i, swap if isinstance(swap, Static) else self.snapshot(swap, scope, out, node))
         return Struct("list", items)
 
     def constant_value(self, v, scope, node):
@@ -1018,16 +1014,7 @@ class Calls:
             return self.sorted_runtime(args[0].values(), kwargs, scope, out, node)
         if fn is list and len(args) == 1 and not kwargs and isinstance(args[0], Dyn) and not (
                 isinstance(args[0].expr, ast.Name) and self.param_ranks.get(args[0].expr.id) == 0):
-            # list(array): its rows, a list whose length is known when the function runs (a copy: the list's
-            # items do not share the array's memory, as Python's rows of a list made from an array do not change)
-            arr = self.call_prim(lookup(np.copy), [args[0]], {}, scope, out, node)
-            buf = self.names.fresh(scope.prefix + "list_rows")
-            cnt = self.names.fresh(scope.prefix + "list_len")
-            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(buf, ast.Store())], value=arr.expr), node))
-            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(cnt, ast.Store())], value=ast.Subscript(
-                value=ast.Attribute(value=ast.Name(buf, ast.Load()), attr="shape", ctx=ast.Load()),
-                slice=ast.Constant(0), ctx=ast.Load())), node))
-            return RList(buf, cnt, "list", True)
+            return self.runtime_list_of_rows(args[0], scope, out, node)   # list(array)
         if fn in (max, min) and len(args) == 1 and set(kwargs) == {"default"} and isinstance(args[0], Dyn):
             raise error(P, node, f"{fn.__name__}(array, default=...) is not supported (whether the array is empty is "
                                  "only known when the function runs)",

@@ -323,6 +323,18 @@ class RuntimeLists:
         out.append(ast.copy_location(ast.Assign(targets=[ast.Name(tmp, ast.Store())], value=val.expr), node))
         return Dyn(ast.Name(tmp, ast.Load()))
 
+    def runtime_list_of_rows(self, arr, scope, out, node):
+        """``list(array)``: the array's rows as a list whose length is known when the function runs (a copy: the
+        list's items do not share the array's memory, as the rows of Python's list of an array do not change)."""
+        val = self.call_prim(lookup(np.copy), [arr], {}, scope, out, node)
+        buf = self.names.fresh(scope.prefix + "list_rows")
+        cnt = self.names.fresh(scope.prefix + "list_len")
+        out.append(ast.copy_location(ast.Assign(targets=[ast.Name(buf, ast.Store())], value=val.expr), node))
+        out.append(ast.copy_location(ast.Assign(targets=[ast.Name(cnt, ast.Store())], value=ast.Subscript(
+            value=ast.Attribute(value=ast.Name(buf, ast.Load()), attr="shape", ctx=ast.Load()),
+            slice=ast.Constant(0), ctx=ast.Load())), node))
+        return RList(buf, cnt, "list", True)
+
     def runtime_list_item(self, rl, key, scope, out, node):
         """``lst[i]`` (a row of the buffer; negative i counts from the end) and ``lst[a:b]`` (an array)."""
         rows = self.call_prim(lookup_getitem(), [Dyn(ast.Name(rl.buf, ast.Load())),

@@ -422,7 +422,7 @@ class Statements:
                     bind(cc, vv, path + (k,))
                 return
             if isinstance(c, Static):
-                if not (isinstance(v, Static) and v.obj is c.obj or (isinstance(v, Static) and v.obj == c.obj)):
+                if not (isinstance(v, Static) and _same_static(v.obj, c.obj)):
                     raise error(scope.parsed, stmt, f"'{name}' holds {c.obj!r} in one place and another value in a "
                                                     "loop or branch", "use the same value, or an array")
                 return
@@ -985,9 +985,10 @@ class Statements:
 
 
 def _same_static(a, b):
+    """Whether two values known now are the same (``None``, a flag, a string; arrays: only the same object)."""
     try:
-        return a is b or type(a) is type(b) and bool(a == b)
-    except Exception:   # noqa: BLE001  (arrays compared elementwise)
+        return a is b or bool(a == b)
+    except Exception:   # noqa: BLE001  (arrays compared elementwise have no single truth value)
         return False
 
 
