@@ -31,6 +31,10 @@ from numba.np import numpy_support
 
 from .cpu_util import _compile, _is_scalar_type, _literal, _norm_axes
 
+#: Options of the overloads that index with the user's own index arrays (``np.take``, ``x[idx]`` by name): an
+#: index out of range raises IndexError as NumPy does, where unchecked compiled code would read past the array
+_CHECKED = {"boundscheck": True}
+
 # ----------------------------------------------------------------------------
 # NumPy's own functions, used directly (supported identically by nopython mode)
 exp = np.exp
@@ -1456,7 +1460,7 @@ def getitem(x, idx):
     return x[idx]
 
 
-@overload(getitem)
+@overload(getitem, jit_options=_CHECKED)
 def _getitem_ov(x, idx):
     return lambda x, idx: x[idx]
 
@@ -1523,7 +1527,7 @@ def _take_index_src(axis, ndim):
     return "(" + "slice(None), " * axis + "indices,)"
 
 
-@overload(take, prefer_literal=True)
+@overload(take, prefer_literal=True, jit_options=_CHECKED)
 def _take_ov(x, indices, axis=None):
     ax = _literal(axis, "axis")
     if ax is None:

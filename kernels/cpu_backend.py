@@ -133,8 +133,11 @@ class CPUBackend(Backend):
 
     def compile_whole(self, fn, cache=True):
         # NumPy's error model: a float divided by zero is inf or nan, as NumPy's scalars and arrays give it (the
-        # Python path), not Python's ZeroDivisionError; array work held as scalars (scalarize) keeps NumPy's answer
-        return numba.njit(cache=cache, error_model="numpy", pipeline_class=_GeneratedCompiler)(fn)
+        # Python path), not Python's ZeroDivisionError; array work held as scalars (scalarize) keeps NumPy's answer.
+        # Bounds checked: an index out of range raises IndexError as NumPy and Python do (api then reruns the call
+        # in Python to name the user's line), where unchecked code reads or writes past the array (it cost about
+        # 5% of bundle adjustment's gradient, nothing measurable of GMM's or the LSTM's)
+        return numba.njit(cache=cache, error_model="numpy", boundscheck=True, pipeline_class=_GeneratedCompiler)(fn)
 
     def fingerprint(self):
         if self._fingerprint is None:

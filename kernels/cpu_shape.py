@@ -1945,6 +1945,8 @@ def _along_loops(nd, ax, what):
     iidx = ", ".join(f"(i{k} if indices.shape[{k}] != 1 else 0)" for k in range(nd))
     body.append(f"{ind}j = indices[{iidx},]")
     body.append(f"{ind}if j < 0:\n{ind}    j += arr.shape[{ax}]")
+    body.append(f"{ind}if j < 0 or j >= arr.shape[{ax}]:\n{ind}    raise IndexError('index out of bounds in "
+                f"take_along_axis/put_along_axis')")
     aidx = ", ".join("j" if k == ax else f"(i{k} if arr.shape[{k}] != 1 else 0)" for k in range(nd))
     oidx = ", ".join(f"i{k}" for k in range(nd))
     body.append(f"{ind}{what.format(a=aidx, o=oidx)}")

@@ -79,7 +79,8 @@ def test_generated_functions_run_llvms_full_module_pipeline_once_and_kernels_kee
     import numba
     codegen.JITCPUCodegen._module_pass_manager = spy
     try:   # the plain function first: the kernels both call are compiled then, and reused by the second
-        plain = numba.njit(cache=False, error_model="numpy")(body)   # (generated code's error model)
+        # (generated code's error model and bounds checks: callees compiled under other flags are compiled again)
+        plain = numba.njit(cache=False, error_model="numpy", boundscheck=True)(body)
         want = plain(x, 4)
         seen_plain = list(calls)
         calls.clear()

@@ -17,6 +17,7 @@ import copy
 from . import annotations as A
 from .astutil import kernel as _K
 from .astutil import ast_walk
+from .anf import inherit_origin
 
 def tape_of(namer, name, preferred=None):
     """The tape of ``name`` (``_tape_<name>``), chosen against the names in use."""
@@ -51,11 +52,13 @@ def save_inplace(stmts, tmpgen):
         elif isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Subscript):
             t = s.targets[0]
             saved = tmpgen("_saved")
-            out.append(ast.copy_location(ast.Assign(
+            keep = ast.copy_location(ast.Assign(
                 targets=[ast.Name(saved, ast.Store())],
                 value=ast.Call(func=_K("copy"), args=[ast.Subscript(value=ast.Name(t.value.id, ast.Load()),
                                                                    slice=copy.deepcopy(t.slice), ctx=ast.Load())],
-                               keywords=[])), s))
+                               keywords=[])), s)
+            inherit_origin([keep], s)   # an index out of range fails here first: at the write's user line
+            out.append(keep)
             A.put(s, A.SAVED, saved)
         out.append(s)
     return out
