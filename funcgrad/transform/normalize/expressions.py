@@ -408,6 +408,48 @@ class Expressions:
             return Dyn(ast.BinOp(left=self.as_expr(left, scope, node), op=op, right=self.as_expr(right, scope, node)))
         return self.call_prim(lookup(fn), [left, right], {}, scope, out, node)
 
+    def runtime_position(self, base, key, scope, out, node):
+        """The name of ``i``'s position in the tuple or list ``base`` known while transforming, ``i`` known when
+        the code runs: ``np.arange(len(seq))[i]``, so a negative ``i`` counts from the end and one out of range
+        raises IndexError, as Python does."""
+        at = self.call_prim(lookup_getitem(), [Static(np.arange(len(base.items))), key], {}, scope, out, node)
+        idx = self.names.fresh("_at")
+        out.append(ast.copy_location(ast.Assign(targets=[ast.Name(idx, ast.Store())],
+                                                value=self.as_expr(at, scope, node)), node))
+        return idx
+
+    def pick_tree(self, cond, a, b, base, scope, out, node):
+        """``a if cond else b`` for a flag known when the code runs; containers picked leaf by leaf (they must
+        have the same structure)."""
+        if isinstance(a, Struct) or isinstance(b, Struct):
+            if not (isinstance(a, Struct) and isinstance(b, Struct) and a.kind == b.kind and (
+                    a.items.keys() == b.items.keys() if a.kind == "dict" else len(a.items) == len(b.items))):
+                raise error(scope.parsed, node, f"indexing this {base.kind} by a value known only when the function "
+                            "runs needs items of one structure (the same containers, keys and lengths)",
+                            "index with a number known before the function runs, or make the items alike")
+            if a.kind == "dict":
+                return Struct("dict", {k: self.pick_tree(cond, a.items[k], b.items[k], base, scope, out, node)
+                                       for k in a.items}, a.cls)
+            return Struct(a.kind, [self.pick_tree(cond, x, y, base, scope, out, node)
+                                   for x, y in zip(a.items, b.items)], a.cls)
+        for v in (a, b):
+            if isinstance(v, RList) or not isinstance(v, (Dyn, Static)) or isinstance(v, Static) and not \
+                    isinstance(v.obj, (bool, int, float, complex, np.number, np.bool_, np.ndarray)):
+                raise error(scope.parsed, node, f"indexing this {base.kind} by a value known only when the function "
+                            "runs is supported for items that are numbers, arrays or containers of them",
+                            "index with a number known before the function runs")
+        return self.call_prim(lookup(pick), [cond, a, b], {}, scope, out, node)
+
+    def runtime_item(self, base, key, scope, out, node):
+        """``seq[i]`` of a tuple or list known while transforming, ``i`` known when the code runs: each item
+        picked by comparing its position with ``i`` (:meth:`runtime_position`)."""
+        items = base.values()
+        idx = self.runtime_position(base, key, scope, out, node)
+        val = items[-1]
+        for k in range(len(items) - 2, -1, -1):
+            val = self.pick_tree(_position_is(idx, k), items[k], val, base, scope, out, node)
+        return val
+
     def subscript(self, base, node, scope, out):
         P = scope.parsed
         if isinstance(base, RList):
@@ -436,9 +478,11 @@ class Expressions:
                     cond = Dyn(ast.Compare(left=ast.Name(idx, ast.Load()), ops=[ast.Eq()], comparators=[ast.Constant(k)]))
                     val = self.call_prim(lookup(pick), [cond, items[k], val], {}, scope, out, node)
                 return val
+            if not isinstance(key, Static) and base.kind != "dict" and base.items:
+                return self.runtime_item(base, key, scope, out, node)
             if not isinstance(key, Static):
-                raise error(P, node, "a tuple/list/dict argument can only be indexed by a constant",
-                            "index with a literal key or number")
+                raise error(P, node, "a dict can only be indexed by a key known before the function runs",
+                            "index with a literal key, or keep the values in an array indexed by number")
             try:
                 if base.kind == "dict":
                     return base.items[key.obj]
@@ -581,3 +625,8 @@ def _known_container(v):
     if isinstance(v, Struct) and v.kind in ("tuple", "list", "dict") and _static_leaves(v):
         return Static(_static_value(v))
     return v
+
+
+def _position_is(name, k):
+    """The flag ``name == k`` (a position computed when the code runs, a position known now)."""
+    return Dyn(ast.Compare(left=ast.Name(name, ast.Load()), ops=[ast.Eq()], comparators=[ast.Constant(k)]))

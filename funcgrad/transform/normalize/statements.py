@@ -18,6 +18,7 @@ from ..structure import RET, StructureError, structure
 from ..values import Dyn, Static, Struct, VSElement
 from .lowerings import inplace_call, is_inplace
 from .lists import RList
+from .expressions import _position_is
 from ...ops.numpy_shape import pick
 from ...ops.registry import lookup
 from ..astutil import ast_walk
@@ -906,6 +907,14 @@ class Statements:
         every name bound to it sees the change, as in Python)."""
         P = scope.parsed
         key = self.as_static_capture(self.expr(target.slice, scope, out))
+        if not isinstance(key, Static) and base.kind == "list" and base.items:
+            # an index known when the code runs: every item picks the new value where its position is the index
+            idx = self.runtime_position(base, key, scope, out, target)
+            val = self.snapshot(val, scope, out, stmt)
+            for k, old in enumerate(list(base.items)):
+                new = self.pick_tree(_position_is(idx, k), val, old, base, scope, out, stmt)
+                self.set_leaf(base, k, old, new, scope, out, stmt)
+            return
         if not isinstance(key, Static):
             raise error(P, target, "a list or dict can only be indexed by a value known before the function runs "
                                    "(a constant, a Python loop variable over a list or range)",
