@@ -115,3 +115,81 @@ def test_a_value_known_now_that_changes_in_a_runtime_loop_is_refused():
     with pytest.raises(UnsupportedSyntaxError, match="'mode'") as e:
         funcgrad.grad(a_string_that_changes_in_a_loop)(np.array([0.3, 0.7, 1.1, 0.4]), 3)
     assert e.value.filename == __file__ and "for i in range(n)" in (e.value.text or "")   # the loop that changes it
+
+
+# An array held in a list, tuple or dict is one array, whichever read of the item writes into it. The items
+# were held as the expressions that computed them, so every read computed the array again: a write through
+# ``b = L[0]`` (or ``L[0][1] = x``) was not seen by a later ``L[0]`` (silent wrong values: 28.0 for 22.8).
+def write_through_a_read_of_a_list_item(x, a):
+    L1 = [a.copy(), a * 2.0]
+    b = L1[0]
+    b[1] = x
+    return np.sum(L1[0] * L1[1])
+
+
+def write_into_a_list_item(x, a):
+    L1 = [a.copy(), a * 2.0]
+    L1[0][1] = x
+    return np.sum(L1[0] * L1[1])
+
+
+def write_through_a_read_of_a_dict_item(x, a):
+    d = {"u": a * 1.0}
+    d["v"] = a * 3.0
+    b, c = d["u"], d["v"]
+    b[0] = x
+    c[2] = x * x
+    return np.sum(d["u"]) + np.sum(d["v"] * a)
+
+
+def one_array_under_two_items(x, a):
+    c = a * 1.0
+    L = [c, c]
+    L[0][0] = x
+    return np.sum(L[1] * a)
+
+
+def item_written_in_a_runtime_loop(x, a, n):
+    L = [a * 1.0]
+    for i in range(n):
+        L[0][0] = L[0][0] * x
+    return np.sum(L[0] * a)
+
+
+def key_tests_of_a_dict(x, a, n):
+    s = 0.0
+    k = 0
+    while k < n:
+        k += 1
+        t = {"w": x, "b": a[0]}
+        if "w" in t:
+            s = s + t["w"] * 2.0
+        if "z" not in t.keys():
+            s = s + t["b"]
+    return s
+
+
+MODES = [dict(mode="auto"), dict(mode="python"), dict(mode="njit"), dict(jit=False)]
+
+
+@pytest.mark.parametrize("kw", MODES, ids=["auto", "python", "njit", "nojit"])
+@pytest.mark.parametrize("fn", [write_through_a_read_of_a_list_item, write_into_a_list_item,
+                                write_through_a_read_of_a_dict_item, one_array_under_two_items,
+                                item_written_in_a_runtime_loop, key_tests_of_a_dict], ids=lambda f: f.__name__)
+def test_an_array_in_a_container_is_one_array(fn, kw):
+    from tests.support import assert_value_and_gradient
+    args = (0.7, A.copy()) + ((3,) if fn in (item_written_in_a_runtime_loop, key_tests_of_a_dict) else ())
+    assert_value_and_gradient(fn, args, (0, 1), **kw)
+
+
+def write_through_an_alias_then_read_the_item(x, a):
+    t = (a + 0.0, x)
+    b = t[0]
+    b += x
+    return np.sum(t[0])
+
+
+def test_an_in_place_operator_through_a_read_of_an_item_is_refused_not_wrong():
+    with pytest.raises(UnsupportedSyntaxError, match="writes into the array it holds") as info:
+        funcgrad.grad(write_through_an_alias_then_read_the_item, argnums=(0, 1))(0.7, A.copy())
+    assert "test_container_aliases.py" in str(info.value)

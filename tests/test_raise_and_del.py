@@ -9,6 +9,7 @@ import pytest
 
 import funcgrad
 from funcgrad.testing import numerical_vjp
+from tests.support import assert_value_and_gradient
 
 MODES = [dict(jit="auto"), dict(jit="python"), dict(jit="njit"), dict(jit=False)]
 IDS = ["auto", "python", "njit", "nojit"]
@@ -133,17 +134,41 @@ def del_of_outer_in_loop(x, n):
 def del_item(x):
     d = {"a": x, "b": x * 2}
     del d["a"]
-    return np.sum(d["b"])
+    lst = [x, x * 3.0, x * 5.0, x * 7.0]
+    del lst[1:3]
+    del lst[0]
+    return np.sum(d["b"]) * len(d) + np.sum(lst[0]) * len(lst)
+
+
+def del_array_item(x):
+    y = x * 2.0
+    del y[0]
+    return np.sum(y)
+
+
+def del_outer_item_in_loop(x, n):
+    lst = [x, x * 2.0]
+    for i in range(n):
+        del lst[0]
+    return np.sum(lst[0])
+
+
+@pytest.mark.parametrize("kw", [dict(mode="auto"), dict(mode="njit"), dict(jit=False)], ids=["auto", "njit", "nojit"])
+def test_del_of_an_item_of_a_container_known_now(kw):
+    x = np.array([0.5, -1.5])
+    assert_value_and_gradient(del_item, (x,), 0, **kw)
 
 
 @pytest.mark.parametrize("f, words", [
     (read_after_del, "local variable 't' is read here before any value is assigned to it"),
     (del_of_outer_in_loop, "'del t' inside a loop over a runtime range or a branch on array values of a variable "
                            "bound before it"),
-    (del_item, "'del' of an item or attribute is not supported"),
+    (del_array_item, "'del' of an array item is not supported"),
+    (del_outer_item_in_loop, "'del' of an item of a list or dict inside a loop or branch that runs at run time is "
+                             "supported only for a container made inside it"),
 ])
 def test_del_that_cannot_be_followed_is_refused_at_the_users_line(f, words):
-    args = (np.ones(2), 2) if f is del_of_outer_in_loop else (np.ones(2),)
+    args = (np.ones(2), 2) if f in (del_of_outer_in_loop, del_outer_item_in_loop) else (np.ones(2),)
     with pytest.raises(funcgrad.UnsupportedSyntaxError, match=words) as e:
         funcgrad.grad(f)(*args)
     assert "test_raise_and_del.py" in str(e.value)

@@ -3,7 +3,8 @@ counter, ``k % 3``): read (``(a, b, c)[i]``, Tangent's ``passthru_pack``) and wr
 
 Each item is picked by comparing its position with the index, so the value and gradient are Python's in every
 mode; a negative index counts from the end and one out of range raises IndexError. Before, both were refused
-("a tuple/list/dict argument can only be indexed by a constant").
+("a tuple/list/dict argument can only be indexed by a constant"). Also starred unpacking of an array
+(``first, *rest = B``: ``rest`` a list of rows whose length is known when the function runs).
 """
 import numpy as np
 import pytest
@@ -86,3 +87,20 @@ def test_items_of_other_structures_refused_in_the_users_terms():
     with pytest.raises(UnsupportedSyntaxError, match="items of one structure") as info:
         funcgrad.grad(items_of_other_structures)(X, 0)
     assert "test_runtime_index.py" in str(info.value)
+
+
+def unpack_rows(x, B):   # first, *rest = an array: the rest a list of rows, its length known when it runs
+    first, *mid, last = B
+    s = np.sum(first * last) * x
+    for row in mid:
+        s = s + np.sum(row ** 2) * x
+    u, *r = B[0]
+    return s + u * sum(r) + len(mid)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_starred_unpacking_of_an_array(kw):
+    B = np.arange(12.0).reshape(4, 3) / 7.0
+    assert_value_and_gradient(unpack_rows, (0.5, B), (0, 1), **kw)
+    with pytest.raises(ValueError, match="not enough values to unpack"):
+        funcgrad.grad(unpack_rows, **kw)(0.5, B[:1])

@@ -120,6 +120,17 @@ class Expressions:
                 res = _const_compare_chain(node.ops, [v.obj for v in vals])
                 if res is not None or len(vals) == 2:
                     return Static(res)
+            if len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)) and isinstance(vals[0], Static) \
+                    and (isinstance(vals[1], Struct) and vals[1].kind == "dict" or
+                         isinstance(vals[1], _DictView) and vals[1].attr == "keys"):
+                # `"w" in d` (d.keys()): a dict's keys are known while transforming, whatever its values hold
+                keys = vals[1].items if isinstance(vals[1], Struct) else vals[1].struct.items
+                try:
+                    res = vals[0].obj in keys
+                except TypeError:   # an unhashable key: Python raises
+                    raise error(scope.parsed, node, f"unhashable type: '{type(vals[0].obj).__name__}'", None) \
+                        from None
+                return Static(res if isinstance(node.ops[0], ast.In) else not res)
             if len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)):
                 a, b = vals
                 if isinstance(b, Static) and b.obj is None:

@@ -22,7 +22,7 @@ from .expressions import _position_is
 from ...ops.numpy_shape import pick
 from ...ops.registry import lookup
 from ..astutil import ast_walk
-from .common import (_DictView, _item_assigned, LocalFunction, _Iter, _Range, _assigned, _contains, _describe, _is_array_producing,
+from .common import (_DictView, _is_metadata, _item_assigned, LocalFunction, _Iter, _Range, _assigned, _contains, _describe, _is_array_producing,
                      _load, _safe, _target_names, _user_name, generated_file, lookup_getitem,
                      shown_as)
 
@@ -58,6 +58,25 @@ class Statements:
         for name, dnode in pairs:
             values[name] = self.snapshot(self.expr(dnode, scope, out), scope, out, dnode)
         return LocalFunction(fdef, scope, scope.parsed, values if pairs else None)
+
+    def name_leaves(self, val, scope, out, node, seen=None):
+        """Bind every computed leaf of the container ``val`` to a fresh name, in place (the container keeps its
+        identity). An item held as an expression was computed again at every read: an array written in place
+        through one read (``b = lst[0]; b[1] = x``) was not the array a later read saw."""
+        seen = set() if seen is None else seen
+        if not isinstance(val, Struct) or id(val) in seen:
+            return val
+        seen.add(id(val))
+        keys = list(val.items) if val.kind == "dict" else range(len(val.items))
+        for k in keys:
+            v = val.items[k]
+            if isinstance(v, Struct):
+                self.name_leaves(v, scope, out, node, seen)
+            elif isinstance(v, Dyn) and not isinstance(v.expr, (ast.Name, ast.Constant)) and not _is_metadata(v.expr):
+                n = self.names.fresh("_item")
+                out.append(ast.copy_location(ast.Assign(targets=[ast.Name(n, ast.Store())], value=v.expr), node))
+                val.items[k] = Dyn(ast.Name(n, ast.Load()))
+        return val
 
     def snapshot(self, val, scope, out, node):
         """``val`` with every runtime leaf bound to a fresh name, so later rebinding cannot change it."""
@@ -440,9 +459,11 @@ class Statements:
         first bound inside it (a temporary of the body)."""
         P = scope.parsed
         for t in s.targets:
+            if isinstance(t, ast.Subscript):
+                self.delete_item(t, scope, out)
+                continue
             if not isinstance(t, ast.Name):
-                raise error(P, t, "'del' of an item or attribute is not supported", "build a new container "
-                                  "without it (a dict comprehension, a slice)")
+                raise error(P, t, "'del' of an attribute is not supported", "build a new value without it")
             if getattr(self, "cf_depth", 0) and self.bound_before_cf(t.id, scope):
                 raise error(P, t, f"'del {t.id}' inside a loop over a runtime range or a branch on array values "
                                   f"of a variable bound before it is not supported", "let the variable go out of "
@@ -452,6 +473,31 @@ class Statements:
                 raise error(P, t, f"'del {t.id}': '{t.id}' is {kind} here (Python raises an error)", None)
             del scope.vars[t.id]
         return None
+
+    def delete_item(self, t, scope, out):
+        """``del lst[k]`` / ``del lst[a:b]`` / ``del d[key]`` of a container known now, the index or key known now;
+        inside a loop or branch that runs at run time, only of a container made inside it (the items a container
+        of the function has would otherwise depend on the trips)."""
+        P = scope.parsed
+        base = self.expr(t.value, scope, out)
+        if not isinstance(base, Struct) or base.kind not in ("list", "dict"):
+            what = "an array item" if isinstance(base, Dyn) else "an item of this value"
+            raise error(P, t, f"'del' of {what} is not supported", "build a new value without it (np.delete, a "
+                              "slice, a comprehension)")
+        key = self.as_static_capture(self.expr(t.slice, scope, out))
+        if not isinstance(key, Static):
+            raise error(P, t, "'del' of a list or dict item needs an index or key known before the function runs",
+                        None)
+        if getattr(self, "cf_depth", 0) and not self.made_inside_cf(base):
+            raise error(P, t, "'del' of an item of a list or dict inside a loop or branch that runs at run time is "
+                              "supported only for a container made inside it",
+                        "build the container inside the loop, or a new one without the item")
+        try:
+            del base.items[key.obj]
+        except KeyError:
+            raise error(P, t, f"KeyError: {key.obj!r} (Python raises it here)", None) from None
+        except (IndexError, TypeError) as e:
+            raise error(P, t, f"{type(e).__name__}: {e} (Python raises it here)", None) from None
 
     def raise_stmt(self, s, scope, out):
         """``raise E(...)``: where it is reached whatever the arrays hold (a check of shapes, sizes, flags or
@@ -858,6 +904,8 @@ class Statements:
                 if fixed is not None:
                     self.keep_fixed(scope, target.id, fixed, scope.vars[target.id])
             else:
+                if isinstance(val, Struct):
+                    self.name_leaves(val, scope, out, stmt)
                 scope.vars[target.id] = val
             return
         if isinstance(target, (ast.Tuple, ast.List)):
@@ -868,9 +916,11 @@ class Statements:
                 k = stars[0]
                 n_after = len(target.elts) - k - 1
                 items = self.static_items(val, stmt, scope) if not isinstance(val, Dyn) else None
+                if items is None and isinstance(val, Dyn) and not _is_metadata(val.expr):
+                    return self.unpack_array_starred(target, k, n_after, val, scope, out, stmt)
                 if items is None:
-                    raise error(P, target, "starred assignment from an array is not supported",
-                                "index the array instead (x[0], x[1:])")
+                    raise error(P, target, "starred assignment from this value is not supported",
+                                "index it instead (x[0], x[1:])")
                 if len(items) < len(target.elts) - 1:
                     raise error(P, stmt, f"not enough values to unpack (expected at least {len(target.elts) - 1}, "
                                          f"got {len(items)})", None)
@@ -902,6 +952,30 @@ class Statements:
                         "return a new value (NamedTuple._replace is not supported either: build a new one)")
         raise error(P, target, "unsupported assignment target", None)
 
+    def unpack_array_starred(self, target, k, n_after, val, scope, out, stmt):
+        """``first, *rest, last = a`` of an array: its rows, ``rest`` a list of those between (its length known
+        when the function runs); too few rows raise ValueError as Python does."""
+        arr = self.snapshot(val, scope, out, stmt)
+        need = len(target.elts) - 1
+        if need:
+            n = ast.Subscript(value=ast.Attribute(value=self.as_expr(arr, scope, stmt), attr="shape", ctx=ast.Load()),
+                              slice=ast.Constant(0), ctx=ast.Load())
+            exc = ast.Call(func=ast.Name("ValueError", ast.Load()), args=[ast.Constant(
+                f"not enough values to unpack (expected at least {need})")], keywords=[])
+            check = ast.If(test=ast.Compare(left=n, ops=[ast.Lt()], comparators=[ast.Constant(need)]),
+                           body=[ast.Raise(exc=exc, cause=None)], orelse=[])
+            for node in ast_walk(check):
+                ast.copy_location(node, stmt)
+            out.append(check)
+        rows = self.call_prim(lookup_getitem(), [arr, Static(slice(k, -n_after if n_after else None))], {}, scope,
+                              out, stmt)
+        vals = [self.call_prim(lookup_getitem(), [arr, Static(i)], {}, scope, out, stmt) for i in range(k)]
+        vals.append(self.runtime_list_of_rows(rows, scope, out, stmt))
+        vals += [self.call_prim(lookup_getitem(), [arr, Static(i - n_after)], {}, scope, out, stmt)
+                 for i in range(n_after)]
+        for t, v in zip(target.elts, vals):
+            self.assign(t.value if isinstance(t, ast.Starred) else t, v, scope, out, stmt)
+
     def set_item(self, base, target, val, scope, out, stmt):
         """``d[key] = v`` / ``lst[i] = v`` on a container known now (the container is updated in place, so
         every name bound to it sees the change, as in Python)."""
@@ -920,6 +994,10 @@ class Statements:
                                    "(a constant, a Python loop variable over a list or range)",
                         "use an array and index it with the runtime value instead")
         k = key.obj
+        if isinstance(val, Dyn) and not isinstance(val.expr, (ast.Name, ast.Constant)) and not _is_metadata(val.expr):
+            val = self.snapshot(val, scope, out, stmt)   # one array, whichever read of the item writes into it
+        elif isinstance(val, Struct):
+            self.name_leaves(val, scope, out, stmt)
         if base.kind == "list":
             try:
                 old = base.items[k]
