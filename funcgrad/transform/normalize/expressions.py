@@ -86,14 +86,14 @@ class Expressions:
             return self.attribute(base, node, scope, out)
         if isinstance(node, (ast.Tuple, ast.List)):
             return Struct("tuple" if isinstance(node, ast.Tuple) else "list",
-                          [self.expr(e, scope, out) for e in node.elts])
+                          [self.pinned(self.expr(e, scope, out), out, e) for e in node.elts])
         if isinstance(node, ast.Dict):
             items = {}
             for k, v in zip(node.keys, node.values):
                 kv = self.expr(k, scope, out)
                 if not isinstance(kv, Static):
                     raise error(P, k, "dict keys must be constants", None)
-                items[kv.obj] = self.expr(v, scope, out)
+                items[kv.obj] = self.pinned(self.expr(v, scope, out), out, v)
             return Struct("dict", items)
         if isinstance(node, ast.BinOp):
             left = self.expr(node.left, scope, out)
@@ -418,6 +418,18 @@ class Expressions:
         if fn is None or isinstance(left, Static) and isinstance(left.obj, (str, bytes)):  # "%d" % n: formatting
             return Dyn(ast.BinOp(left=self.as_expr(left, scope, node), op=op, right=self.as_expr(right, scope, node)))
         return self.call_prim(lookup(fn), [left, right], {}, scope, out, node)
+
+    def pinned(self, v, out, node):
+        """``v`` as an item of a container: a variable's value held under a name of its own. A variable given
+        another value later keeps its name in the generated code (``w = w * 3``: the same name, in loops too),
+        so a container holding the variable's name would see the new value (``d = {"k": w}; w = w * 3``:
+        ``d["k"]`` was the new w)."""
+        if isinstance(v, Dyn) and isinstance(v.expr, ast.Name) and v.expr.id in getattr(self, "_owned", {}):
+            n = self.names.fresh("_item")
+            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(n, ast.Store())],
+                                                    value=ast.Name(v.expr.id, ast.Load())), node))
+            return Dyn(ast.Name(n, ast.Load()))
+        return v
 
     def runtime_position(self, base, key, scope, out, node):
         """The name of ``i``'s position in the tuple or list ``base`` known while transforming, ``i`` known when

@@ -62,7 +62,8 @@ class Statements:
     def name_leaves(self, val, scope, out, node, seen=None):
         """Bind every computed leaf of the container ``val`` to a fresh name, in place (the container keeps its
         identity). An item held as an expression was computed again at every read: an array written in place
-        through one read (``b = lst[0]; b[1] = x``) was not the array a later read saw."""
+        through one read (``b = lst[0]; b[1] = x``) was not the array a later read saw. An item that is a
+        variable's name is held as the variable's value now (:meth:`pinned`)."""
         seen = set() if seen is None else seen
         if not isinstance(val, Struct) or id(val) in seen:
             return val
@@ -76,6 +77,8 @@ class Statements:
                 n = self.names.fresh("_item")
                 out.append(ast.copy_location(ast.Assign(targets=[ast.Name(n, ast.Store())], value=v.expr), node))
                 val.items[k] = Dyn(ast.Name(n, ast.Load()))
+            else:   # a variable's name: its value now (see pinned)
+                val.items[k] = self.pinned(v, out, node)
         return val
 
     def snapshot(self, val, scope, out, node):
@@ -996,6 +999,8 @@ class Statements:
         k = key.obj
         if isinstance(val, Dyn) and not isinstance(val.expr, (ast.Name, ast.Constant)) and not _is_metadata(val.expr):
             val = self.snapshot(val, scope, out, stmt)   # one array, whichever read of the item writes into it
+        elif isinstance(val, Dyn):
+            val = self.pinned(val, out, stmt)
         elif isinstance(val, Struct):
             self.name_leaves(val, scope, out, stmt)
         if base.kind == "list":
