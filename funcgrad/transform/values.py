@@ -12,7 +12,7 @@ import ast
 import copy
 from dataclasses import dataclass
 
-__all__ = ["ContentsOf", "Dyn", "Splat", "Static", "Struct", "VSElement", "leaves", "map_struct"]
+__all__ = ["ContentsOf", "Dyn", "Obj", "Splat", "Static", "Struct", "VSElement", "leaves", "map_struct"]
 
 
 @dataclass
@@ -36,6 +36,18 @@ class VSElement(Dyn):
 class Static:
     """A value known while transforming: module, function, number, None, string, dtype."""
     obj: object
+
+
+@dataclass(eq=False)
+class Obj:
+    """An instance of the user's own class made inside the function (``Lin(w, b)``): its class and its
+    attributes, values set by its ``__init__`` (or a dataclass's fields) and later ``obj.attr = v``. One object
+    whichever name holds it (compared by identity). ``cf_mark``: the loop or branch it was made in."""
+    cls: type
+    attrs: dict
+    cf_mark: object = None
+    after: type = None    # super(): methods looked up after this class of cls's MRO
+    of: object = None     # super(): the object itself
 
 
 @dataclass

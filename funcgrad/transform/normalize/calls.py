@@ -3,11 +3,13 @@ library calls kept as they are, and the user's own helpers inlined with fresh na
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import inspect
 import linecache
 import operator
 import re
+import sys
 import types
 import warnings
 
@@ -24,7 +26,7 @@ from ..activity import display_name, users_calling
 from ..fence import check as fence_check, error
 from ..public_names import public_name
 from ..parse import MISSING, parse
-from ..values import Dyn, Splat, Static, Struct, VSElement, leaves as _leaves, map_struct as _map_struct
+from ..values import Dyn, Obj, Splat, Static, Struct, VSElement, leaves as _leaves, map_struct as _map_struct
 from ...tree import tree_flatten, tree_map, tree_unflatten
 from ..specs import leaf_spec
 from .lowerings import lower_call, lowering_for
@@ -32,7 +34,7 @@ from .lists import RListPop, has_runtime_list
 from ...ops.numpy_shape import pick
 from ..astutil import ast_walk
 from .common import (_DictView, _is_metadata, lookup_getitem, _Partial, _NJIT_BUILTINS, _STATIC_BUILTINS, _is_static_tree, _is_user_code, LocalFunction, Scope, _BUILTIN_MAP, _BoundMethod, _Iter, _METHODS, _Range,
-                     _default_value, _np_attr, _static_value, primitive_method, tag_file, shown_as,
+                     _LIBRARY_ROOTS, is_library_file, _default_value, _np_attr, _static_value, primitive_method, tag_file, shown_as,
                      generated_file, place_at_call)
 
 # operator.add(a, b) is a + b (autograd's tests pass operator functions as the function to check)
@@ -299,6 +301,11 @@ class Calls:
             return self.call_value(fval.fn, list(fval.args) + list(args), {**fval.kwargs, **kwargs}, scope, out, node)
         if isinstance(fval, Static) and fval.obj is functools.partial and args:  # partial(f, x) made here
             return _Partial(args[0], list(args[1:]), dict(kwargs))
+        if isinstance(fval, Obj):   # an object made inside the function, called: its class's __call__
+            meth = inspect.getattr_static(fval.cls, "__call__", None)
+            if not isinstance(meth, types.FunctionType):
+                raise error(P, node, f"'{fval.cls.__name__}' object is not callable", None)
+            return self.call_value(Static(meth), [fval] + list(args), kwargs, scope, out, node)
         if isinstance(fval, VSElement):   # f(x) of a differentiated object whose class's __call__ has a rule
             call = primitive_method(fval.cls, "__call__")
             if call is None:
@@ -576,11 +583,100 @@ class Calls:
             A.put(call, A.NONDIFF, fn)
             A.put(call, A.SRC, (P.filename, getattr(node, "lineno", None)))
             return Dyn(call)
+        if fn is super and not kwargs:   # super() in a method of an object made inside the function
+            return self.super_of(args, scope, node)
+        if isinstance(fn, type) and _user_class(fn):
+            return self.new_object(fn, args, kwargs, scope, out, node)
         if isinstance(fn, type):
             raise error(P, node, f"creating a '{public_name(fn)}' object inside a differentiated function is not "
                                  "supported", "create it outside and pass it in, or use a tuple, dict or NamedTuple",
                         cls=UnsupportedSyntaxError)
         raise error(P, node, f"'{public_name(fn)}' is not callable", None, cls=UnsupportedSyntaxError)
+
+    def new_object(self, cls, args, kwargs, scope, out, node):
+        """``Cls(...)`` of the user's own class: an :class:`Obj` whose attributes its ``__init__`` sets (inlined
+        with the object as ``self``), or a dataclass's generated ``__init__``: its fields from the arguments and
+        defaults, then ``__post_init__``."""
+        P = scope.parsed
+        marks = getattr(self, "_cf_scope_mark", None)
+        obj = Obj(cls, {}, marks[-1] if getattr(self, "cf_depth", 0) and marks else None)
+        init = cls.__init__
+        if init is object.__init__:
+            if args or kwargs:
+                raise error(P, node, f"{cls.__name__}() takes no arguments", None)
+            return obj
+        if dataclasses.is_dataclass(cls) and (not _is_user_code(init) or init.__code__.co_filename.startswith("<")):
+            fields = [f for f in dataclasses.fields(cls) if f.init]
+            if len(args) > len(fields):
+                raise error(P, node, f"{cls.__name__}() takes {len(fields)} positional arguments but {len(args)} "
+                                     "were given", None)
+            given = dict(zip([f.name for f in fields], args))
+            for k, v in kwargs.items():
+                if k in given or k not in {f.name for f in fields}:
+                    raise error(P, node, f"{cls.__name__}() got {'multiple values for' if k in given else 'an unexpected keyword'} argument '{k}'", None)
+                given[k] = v
+            for f in fields:
+                if f.name in given:
+                    v = given[f.name]
+                elif f.default is not dataclasses.MISSING:
+                    v = self.constant_value(f.default, scope, node)
+                elif f.default_factory in (list, dict, tuple):
+                    v = Struct(f.default_factory.__name__, {} if f.default_factory is dict else [])
+                elif f.default_factory is not dataclasses.MISSING:
+                    raise error(P, node, f"the default_factory of field '{f.name}' of {cls.__name__} is not "
+                                         "supported here (list, dict and tuple are)", "pass the field's value")
+                else:
+                    raise error(P, node, f"{cls.__name__}() missing required argument '{f.name}'", None)
+                self.set_attribute(obj, f.name, v, scope, out, node, init=True)
+            post = inspect.getattr_static(cls, "__post_init__", None)
+            if isinstance(post, types.FunctionType) and _is_user_code(post):
+                self.inline_function(post, [obj], {}, out, node, scope)
+            return obj
+        if isinstance(init, types.FunctionType) and _is_user_code(init):
+            self.inline_function(init, [obj] + list(args), kwargs, out, node, scope)
+            return obj
+        raise error(P, node, f"creating a '{public_name(cls)}' object inside a differentiated function is not "
+                             "supported (its __init__ is not Python code funcgrad can read)",
+                    "create it outside and pass it in, or use a tuple, dict or NamedTuple")
+
+    def super_of(self, args, scope, node):
+        """``super()`` (or ``super(Cls, self)``) in a method of an object made inside the function: the object
+        seen from the class after the method's own in its class's method resolution order."""
+        P = scope.parsed
+        if len(args) == 2 and isinstance(args[0], Static) and isinstance(args[1], Obj):
+            start, obj = args[0].obj, args[1]
+        elif not args and scope.fdef is not None and (scope.fdef.args.posonlyargs + scope.fdef.args.args):
+            first = (scope.fdef.args.posonlyargs + scope.fdef.args.args)[0].arg
+            obj = scope.vars.get(first)
+            code = self.inline_stack[-1] if self.inline_stack else None
+            start = next((c for c in getattr(getattr(obj, "cls", None), "__mro__", ()) if any(
+                getattr(getattr(v, "__func__", v), "__code__", None) is code for v in vars(c).values())), None)
+        else:
+            obj = start = None
+        if not isinstance(obj, Obj) or start is None or start not in obj.cls.__mro__:
+            raise error(P, node, "super() is supported in a method of an object made inside the function", None)
+        return Obj(obj.cls, obj.attrs, obj.cf_mark, after=start, of=obj)
+
+    def set_attribute(self, obj, attr, val, scope, out, node, init=False):
+        """``obj.attr = val`` of an object made inside the function (its attribute now holds ``val``). Inside a
+        loop or branch that runs at run time, only of an object made inside it."""
+        P = scope.parsed
+        params = getattr(obj.cls, "__dataclass_params__", None)
+        if params is not None and params.frozen and not init:
+            raise error(P, node, f"cannot assign to field '{attr}' of a frozen dataclass "
+                                 f"({obj.cls.__name__}): Python raises FrozenInstanceError", None)
+        marks = getattr(self, "_cf_scope_mark", None)
+        if getattr(self, "cf_depth", 0) and (not marks or obj.cf_mark != marks[-1]):
+            raise error(P, node, f"setting an attribute of a '{obj.cls.__name__}' object inside a loop or branch "
+                                 "that runs at run time is supported only for an object made inside it",
+                        "make the object inside the loop or branch, or keep the changing value in a variable")
+        if isinstance(val, Dyn) and not isinstance(val.expr, (ast.Name, ast.Constant)) and not _is_metadata(val.expr):
+            val = self.snapshot(val, scope, out, node)   # one value, however often the attribute is read
+        elif isinstance(val, Dyn):
+            val = self.pinned(val, out, node)
+        elif isinstance(val, Struct):
+            self.name_leaves(val, scope, out, node)
+        obj.attrs[attr] = val
 
     def reversed_range(self, rng, scope, out, node):
         """``reversed(range(start, stop, step))`` as the range it iterates: ``range(stop - 1, start - 1, -1)``
@@ -949,6 +1045,14 @@ class Calls:
         allv = list(args) + list(kwargs.values())
         if fn in (isinstance, type) and args:
             subject = args[0]
+            if isinstance(subject, Obj):
+                if fn is type:
+                    return Static(subject.cls)
+                cls = args[1] if len(args) > 1 else None
+                if isinstance(cls, Struct) and all(isinstance(v, Static) for v in _leaves(cls)):
+                    cls = Static(_static_value(cls))
+                if isinstance(cls, Static):
+                    return Static(issubclass(subject.cls, cls.obj))
             if isinstance(subject, Struct):
                 rep = {"dict": dict, "list": list, "tuple": tuple}.get(subject.kind, subject.cls)
                 if fn is type:
@@ -1342,6 +1446,23 @@ class Calls:
         if ret is None:   # no return statement runs: the call's value is None, as in Python (plot(ax, x) with ax None)
             return Static(None)
         return ret
+
+
+def _user_class(cls):
+    """A class of the user's own code that an object made inside the function can stand for: a plain class
+    (no metaclass, no ``__new__``, no custom attribute access), every class it derives from the user's too."""
+    if type(cls) is not type or cls.__new__ is not object.__new__ or issubclass(cls, BaseException):
+        return False
+    for base in cls.__mro__[:-1]:
+        mod = sys.modules.get(base.__module__)
+        f = getattr(mod, "__file__", None)
+        if not f or base.__module__.split(".")[0] in _LIBRARY_ROOTS or is_library_file(f):
+            return False
+        frozen = getattr(vars(base).get("__dataclass_params__"), "frozen", False)   # (its __setattr__ refuses)
+        if any(k in vars(base) for k in ("__getattr__", "__getattribute__", "__init_subclass__",
+                                          "__class_getitem__") + (() if frozen else ("__setattr__", "__delattr__"))):
+            return False
+    return True
 
 
 def _is_library_class(cls):

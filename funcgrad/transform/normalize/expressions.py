@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import types
 
 import numpy as np
@@ -12,7 +13,7 @@ from ...ops.registry import lookup
 from .. import annotations as A
 from ..fence import error
 from ..parse import MISSING
-from ..values import ContentsOf, Dyn, Splat, Static, Struct, VSElement
+from ..values import ContentsOf, Dyn, Obj, Splat, Static, Struct, VSElement
 from .common import (CustomVJP, LocalFunction, Scope, _BoundMethod, _DictView, _Iter, _OPS, _Partial, _Range, _attr_getter,
                      _is_metadata, _is_static_tree, _np_attr, _static_value, generated_file, lookup_getitem,
                      primitive_method,
@@ -70,6 +71,9 @@ class Expressions:
             return self.runtime_list_array(val, scope, None, node).expr
         if isinstance(val, (LocalFunction, CustomVJP)):
             raise error(scope.parsed, node, "a function cannot be used as a value here", "call it")
+        if isinstance(val, Obj):
+            raise error(scope.parsed, node, f"a '{val.cls.__name__}' object cannot be used as an array value here",
+                        "use its attributes, or call its methods")
         what = {"_DictView": "a dict's keys, values or items", "_Range": "a range", "_Iter": "a zip or enumerate",
                 "_Partial": "a functools.partial", "_BoundMethod": "a method"}.get(type(val).__name__, "this value")
         raise error(scope.parsed, node, f"{what} cannot be used as an array value here",
@@ -349,6 +353,8 @@ class Expressions:
             if base.kind == "list" and attr == "pop":
                 return RListPop(base)
             raise error(P, node, f"{base.kind} has no attribute '{attr}' here", None)
+        if isinstance(base, Obj):
+            return self.object_attribute(base, node, scope, out)
         if isinstance(base, VSElement):   # a method of the user's space made a primitive: called with the value
             meth = primitive_method(base.cls, attr)
             if meth is not None:
@@ -419,6 +425,39 @@ class Expressions:
             return Dyn(ast.BinOp(left=self.as_expr(left, scope, node), op=op, right=self.as_expr(right, scope, node)))
         return self.call_prim(lookup(fn), [left, right], {}, scope, out, node)
 
+    def object_attribute(self, obj, node, scope, out):
+        """``obj.attr`` of an object made inside the function: its own attribute, else the class's (a method
+        bound to the object, a property's value, a static or class method, a class constant), as Python looks
+        it up."""
+        attr = node.attr
+        if obj.after is not None:   # super(): the next class's attribute, bound to the object itself
+            mro = obj.cls.__mro__
+            found = next((vars(c)[attr] for c in mro[mro.index(obj.after) + 1:] if attr in vars(c)), MISSING)
+            if found is object.__init__:
+                return Static(_object_init)
+            if not isinstance(found, types.FunctionType):
+                raise error(scope.parsed, node, f"super().{attr} is supported for methods of your own classes",
+                            None)
+            return _Partial(Static(found), [obj.of], {})
+        if attr in obj.attrs:
+            return obj.attrs[attr]
+        found = inspect.getattr_static(obj.cls, attr, MISSING)
+        if found is MISSING or attr.startswith("__") and attr.endswith("__") and attr != "__call__":
+            raise error(scope.parsed, node, f"'{obj.cls.__name__}' object has no attribute '{attr}' here"
+                        if found is MISSING else f"'{obj.cls.__name__}.{attr}' of an object made inside the "
+                        "function is not supported", None)
+        if isinstance(found, staticmethod):
+            return Static(found.__func__)
+        if isinstance(found, classmethod):
+            return _Partial(Static(found.__func__), [Static(obj.cls)], {})
+        if isinstance(found, property):
+            if found.fget is None:
+                raise error(scope.parsed, node, f"property '{attr}' of '{obj.cls.__name__}' has no getter", None)
+            return self.call_value(Static(found.fget), [obj], {}, scope, out, node)
+        if isinstance(found, types.FunctionType):
+            return _Partial(Static(found), [obj], {})
+        return self.attribute(Static(obj.cls), node, scope, out)   # a class attribute (a constant, a tuple)
+
     def pinned(self, v, out, node):
         """``v`` as an item of a container: a variable's value held under a name of its own. A variable given
         another value later keeps its name in the generated code (``w = w * 3``: the same name, in loops too),
@@ -428,6 +467,7 @@ class Expressions:
             n = self.names.fresh("_item")
             out.append(ast.copy_location(ast.Assign(targets=[ast.Name(n, ast.Store())],
                                                     value=ast.Name(v.expr.id, ast.Load())), node))
+            self.remember_spec(n, v.expr)   # (jvp/grad of it inside the function reads its kind and ndim)
             return Dyn(ast.Name(n, ast.Load()))
         return v
 
@@ -653,3 +693,8 @@ def _known_container(v):
 def _position_is(name, k):
     """The flag ``name == k`` (a position computed when the code runs, a position known now)."""
     return Dyn(ast.Compare(left=ast.Name(name, ast.Load()), ops=[ast.Eq()], comparators=[ast.Constant(k)]))
+
+
+def _object_init(*args, **kwargs):
+    """``super().__init__()`` reaching ``object.__init__``: nothing to do."""
+    return None

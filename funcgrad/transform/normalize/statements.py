@@ -15,7 +15,7 @@ from .. import annotations as A
 from ...kernels.base import INTERPRETED
 from ..fence import error
 from ..structure import RET, StructureError, structure
-from ..values import Dyn, Static, Struct, VSElement
+from ..values import Dyn, Obj, Static, Struct, VSElement
 from .lowerings import inplace_call, is_inplace
 from .lists import RList
 from .expressions import _position_is
@@ -76,6 +76,7 @@ class Statements:
             elif isinstance(v, Dyn) and not isinstance(v.expr, (ast.Name, ast.Constant)) and not _is_metadata(v.expr):
                 n = self.names.fresh("_item")
                 out.append(ast.copy_location(ast.Assign(targets=[ast.Name(n, ast.Store())], value=v.expr), node))
+                self.remember_spec(n, v.expr)
                 val.items[k] = Dyn(ast.Name(n, ast.Load()))
             else:   # a variable's name: its value now (see pinned)
                 val.items[k] = self.pinned(v, out, node)
@@ -100,6 +101,11 @@ class Statements:
             raise error(self.root, ret if ret is not None and self.root.filename else node, f"returning '{val.name}', a list whose length is only known when the "
                                          "function runs, is not supported", f"return np.stack({val.name})",
                         cls=UnsupportedSyntaxError)
+        if isinstance(val, Obj):
+            ret = getattr(self, "top_return", None)
+            raise error(self.root, ret if ret is not None and self.root.filename else node,
+                        f"returning a '{val.cls.__name__}' object made inside the function is not supported",
+                        "return its values (a tuple, dict or NamedTuple of arrays)", cls=UnsupportedSyntaxError)
         if isinstance(val, Struct):
             if val.kind == "dict":
                 return Struct("dict", {k: self.materialize(v, body, node) for k, v in val.items.items()})
@@ -881,7 +887,7 @@ class Statements:
                 self.assign_struct(target.id, val, scope, out, stmt)
                 return
             elif getattr(self, "cf_depth", 0) and not isinstance(val, Dyn) and isinstance(
-                    val, (Static, LocalFunction, RList)) and not self.bound_before_cf(target.id, scope):
+                    val, (Static, LocalFunction, RList, Obj)) and not self.bound_before_cf(target.id, scope):
                 # a name this loop or branch binds first to a value known now (a dict's key in `for k in d:`
                 # written out inside a runtime loop, a lambda made there) or to a list grown at run time (a
                 # comprehension over an array, made in this iteration): bound as it is; one that held a value
@@ -951,6 +957,9 @@ class Statements:
             out.append(a)
             return
         if isinstance(target, ast.Attribute):
+            base = self.expr(target.value, scope, out)
+            if isinstance(base, Obj):   # self.w = w in __init__, obj.n = 3: an object made inside the function
+                return self.set_attribute(base, target.attr, val, scope, out, stmt)
             raise error(P, target, "assigning to an attribute is not supported in a pure function",
                         "return a new value (NamedTuple._replace is not supported either: build a new one)")
         raise error(P, target, "unsupported assignment target", None)
