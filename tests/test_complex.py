@@ -499,3 +499,17 @@ def test_second_order_of_complex_arguments_is_refused():
         funcgrad.hessian(f_abs_sq)(z)
     with pytest.raises(TypeError, match="complex arguments are not supported"):
         funcgrad.hvp(f_abs_sq, (z,), (np.ones(3, complex),))
+
+
+def _complex_builtin(x, a):
+    z = complex(x, a[0])
+    w = complex(a[1])
+    return abs(z * w) + (z * z).real + complex(1, 2).imag * x
+
+
+@pytest.mark.parametrize("kw", [dict(mode="auto"), dict(mode="njit"), dict(jit=False)], ids=["auto", "njit", "nojit"])
+def test_complex_builtin_of_computed_numbers(kw):
+    """complex(re, im) of numbers computed inside the function is re + im * 1j (it was refused as 'creating a
+    complex object')."""
+    from tests.support import assert_value_and_gradient
+    assert_value_and_gradient(_complex_builtin, (0.7, np.array([1.0, 2.0])), (0, 1), **kw)

@@ -536,6 +536,16 @@ class Calls:
                 return self.cast(a, Static(np.float64), False, scope, out, node)
             return Dyn(ast.Call(func=ast.Name(fn.__name__, ast.Load()), args=[self.as_expr(a, scope, node)],
                                 keywords=[]))
+        if fn is complex and not kwargs and 1 <= len(args) <= 2 and not any(isinstance(a, Static) and isinstance(
+                a.obj, str) for a in args):   # complex(re, im) of computed numbers: re + im * 1j
+            if all(isinstance(a, Static) for a in args):
+                return Static(complex(*[a.obj for a in args]))
+            re = self.cast(args[0], Static(np.complex128), False, scope, out, node) if isinstance(args[0], Dyn) \
+                else Static(complex(args[0].obj))
+            if len(args) == 1:
+                return re
+            return self.binop(ast.Add(), re, self.binop(ast.Mult(), args[1], Static(1j), scope, out, node), scope,
+                              out, node)
         if fn in (tuple, list) and len(args) == 1 and isinstance(args[0], Struct):
             return Struct(fn.__name__, args[0].values())
         if fn is dict:
