@@ -447,12 +447,28 @@ def uses_recursion_of_runtime_depth(x, n):
 
 
 @pytest.mark.parametrize("jit", JITS, ids=JIT_IDS)
+def test_recursion_whose_depth_is_an_int_argument_specializes_on_it(jit):
+    # the depth comes from the int argument n: n becomes a specialization key, as an int used as an axis does
+    for n in (3, 5):
+        np.testing.assert_allclose(funcgrad.grad(uses_recursion_of_runtime_depth, jit=jit)(x3, n),
+                                   (n + 1) * x3 ** n, rtol=1e-12)
+
+
+def _halve(x, v):
+    return x if v < 0.1 else _halve(x, v * 0.5) * 2.0  # LINE: recursion-float
+
+
+def uses_recursion_of_a_value_depth(x):
+    return np.sum(_halve(x, np.sum(x)))
+
+
+@pytest.mark.parametrize("jit", JITS, ids=JIT_IDS)
 def test_recursion_of_a_runtime_depth_is_refused_at_the_users_line(jit):
     import traceback
     with pytest.raises(FuncgradError) as ei:
-        funcgrad.grad(uses_recursion_of_runtime_depth, jit=jit)(x3, 3)
+        funcgrad.grad(uses_recursion_of_a_value_depth, jit=jit)(x3)
     msg = str(ei.value)
-    assert f"{HERE}:{_line('recursion')}" in msg, msg
+    assert f"{HERE}:{_line('recursion-float')}" in msg, msg
     assert "recursion" in msg and "write the recursion as a loop" in msg
     pkg = os.path.dirname(funcgrad.__file__)
     inside = [f for f in traceback.extract_tb(ei.value.__traceback__) if f.filename.startswith(pkg)]

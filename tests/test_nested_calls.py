@@ -83,3 +83,25 @@ def test_jvp_and_vjp_inside_of_a_function_with_defaults(kw):
     assert funcgrad.jacfwd(funcgrad.jacfwd(_cubed, **kw), **kw)(3.0) == pytest.approx(want, rel=1e-12)
     assert grad(funcgrad.jacfwd(_cubed, **kw), **kw)(3.0) == pytest.approx(want, rel=1e-12)
     _check(by_jvp, (3.0,), **kw)
+
+
+def _fib_like(v, d):
+    if d <= 1:
+        return v
+    return _fib_like(v, d - 1) * 0.5 + _fib_like(v * 0.9, d - 2)
+
+
+def _recursion_depth_from_an_int_argument(x, a, n):
+    return _fib_like(x, n) + np.sum(a) * _fib_like(a[0], n - 1)
+
+
+@pytest.mark.parametrize("kw", [dict(mode="auto"), dict(mode="njit"), dict(jit=False)], ids=["auto", "njit", "nojit"])
+def test_recursion_whose_depth_is_an_int_argument_specializes_on_it(kw):
+    """The depth of a recursion known only from an int argument (gen_lang: refused as nesting more than 50
+    deep): the argument becomes a specialization key, as an int used as an axis does."""
+    from tests.support import assert_value_and_gradient
+    g = funcgrad.value_and_grad(_recursion_depth_from_an_int_argument, argnums=(0, 1), **kw)
+    for n in (4, 6):
+        assert_value_and_gradient(_recursion_depth_from_an_int_argument, (0.7, np.array([1.0, 2.0]), n), (0, 1), **kw)
+        v, _ = g(0.7, np.array([1.0, 2.0]), n)
+        np.testing.assert_allclose(v, _recursion_depth_from_an_int_argument(0.7, np.array([1.0, 2.0]), n))

@@ -1331,6 +1331,17 @@ class Calls:
         A.put(call, A.SRC, (P.filename, getattr(node, "lineno", None)))
         return Dyn(call)
 
+    def promote_int_argument(self):
+        """A recursion whose depth is not known while transforming: its depth usually comes from an int argument
+        (``fib(x, n)``), so the first int argument still known only when the function runs becomes a
+        specialization key (:class:`StaticArgumentNeeded`) and the function is normalized again; with none
+        left, the caller refuses the recursion."""
+        captured = {c[0] for c in self.captured_list}
+        arg_leaves = [n for n in self.param_kinds if n not in captured]
+        for name in arg_leaves:
+            if self.param_kinds.get(name) == "i" and self.param_ranks.get(name) == 0:
+                raise StaticArgumentNeeded(arg_leaves.index(name))
+
     def need_static(self, v):
         """A primitive's static parameter (an axis, keepdims) given an int or bool argument of the
         function: the generated code needs its value, so the transform makes that argument leaf a
@@ -1378,6 +1389,7 @@ class Calls:
             # (a depth given as a constant); one decided only when it runs would never end: refused
             self.recursive_inlines = getattr(self, "recursive_inlines", 0) + 1
             if self.recursive_inlines > 500:
+                self.promote_int_argument()
                 raise error(scope.parsed, node, f"recursive call of '{fn.__qualname__}' whose depth is not known "
                                                 "while transforming is not supported",
                             "write the recursion as a loop, or make its depth a constant")
@@ -1395,6 +1407,7 @@ class Calls:
             fence_check(parsed, node=fdef, allow_control_flow=self.allow_control_flow, entry=False)
         self.depth += 1
         if self.depth > 50:
+            self.promote_int_argument()
             raise error(parsed, node, "helper calls nest more than 50 deep (a recursion whose depth is not known "
                                       "while transforming?)", "write the recursion as a loop")
         self.inline_stack.append(code)
