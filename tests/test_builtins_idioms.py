@@ -1,6 +1,7 @@
 """Builtins and idioms people write (reversed, .item(), np.float64(x), x[()], (x,) * 3, keyword-only helper
 parameters, recursion of a constant depth): value and gradient in every mode against plain Python and
-central differences; a recursion whose depth is known only when it runs is refused at the user's line."""
+central differences; a recursion whose depth comes from an int argument specializes on it, one whose depth
+depends on array values is refused at the user's line."""
 import numpy as np
 import pytest
 
@@ -24,10 +25,18 @@ def test_idiom_value_and_gradient(fn, rest):
         np.testing.assert_allclose(g, dwant, rtol=1e-6, atol=1e-7, err_msg=str(jit))
 
 
+def test_recursion_whose_depth_is_an_int_argument_specializes_on_it():
+    for n in (3, 5):
+        want, dwant = B.recursion_of_runtime_depth(X, n), _central(B.recursion_of_runtime_depth, X, (n,))
+        v, g = funcgrad.value_and_grad(B.recursion_of_runtime_depth)(X, n)
+        assert v == pytest.approx(want, rel=1e-12)
+        np.testing.assert_allclose(g, dwant, rtol=1e-6, atol=1e-7)
+
+
 def test_recursion_of_runtime_depth_is_refused_at_the_users_line():
-    with pytest.raises(UnsupportedSyntaxError, match="recursion") as e:
-        funcgrad.grad(B.recursion_of_runtime_depth)(X, 3)
-    assert e.value.filename == B.__file__ and "_rec(v * 1.1 + 0.1, d - 1)" in (e.value.text or "")
+    with pytest.raises(UnsupportedSyntaxError, match="recursion|nest more than") as e:
+        funcgrad.grad(B.recursion_of_value_depth)(X)
+    assert e.value.filename == B.__file__ and "_halve(v * 1.5, t * 0.5)" in (e.value.text or "")
 
 
 def test_max_of_an_empty_sequence_and_of_an_array_with_default_are_refused_at_the_users_line():

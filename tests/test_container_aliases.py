@@ -248,3 +248,43 @@ def test_a_container_holds_the_value_a_variable_had(fn, kw):
     from tests.support import assert_value_and_gradient
     args = (0.7, A.copy()) + ((3,) if fn is rebind_in_a_runtime_loop else ())
     assert_value_and_gradient(fn, args, (0, 1), **kw)
+
+
+# x += v of an array writes into it (NumPy's in-place operator): a container holding the array sees that, also
+# across a loop; a number is rebound by +=, so a container keeps the number it was given.
+def augmented_array_seen_through_a_dict(x, a):
+    L1 = a.copy()
+    M2 = {"c": L1}
+    L1 *= x
+    return np.sum(M2["c"] * a)
+
+
+def augmented_array_in_a_loop_seen_through_a_list(x, a, n):
+    L1 = a.copy()
+    M2 = [L1]
+    for i in range(n):
+        L1 *= x
+    return np.sum(M2[0] * a)
+
+
+def augmented_number_not_seen(x, a):
+    s = x * 2.0
+    hist = [s]
+    s += np.sum(a)
+    return hist[0] * 3.0 + s
+
+
+@pytest.mark.parametrize("kw", MODES, ids=["auto", "python", "njit", "nojit"])
+@pytest.mark.parametrize("fn", [augmented_array_seen_through_a_dict, augmented_array_in_a_loop_seen_through_a_list,
+                                augmented_number_not_seen], ids=lambda f: f.__name__)
+def test_augmented_assignment_and_containers(fn, kw):
+    # (fn writes into its copies only, but Python's value is taken on fresh arrays all the same)
+    args = (0.7, A.copy()) + ((3,) if fn is augmented_array_in_a_loop_seen_through_a_list else ())
+    v, g = funcgrad.value_and_grad(fn, argnums=(0, 1), **kw)(*args)
+    want = fn(*[v_.copy() if isinstance(v_, np.ndarray) else v_ for v_ in args])
+    np.testing.assert_allclose(v, want, rtol=1e-12)
+    from funcgrad.testing import numerical_vjp
+    for k, i in enumerate((0, 1)):
+        num = numerical_vjp(lambda *xs: fn(*[u.copy() if isinstance(u, np.ndarray) else u for u in xs]),
+                            args, i, 1.0, 1e-6)
+        np.testing.assert_allclose(g[k], num, rtol=1e-5, atol=1e-6)

@@ -682,8 +682,6 @@ class Calls:
                         "make the object inside the loop or branch, or keep the changing value in a variable")
         if isinstance(val, Dyn) and not isinstance(val.expr, (ast.Name, ast.Constant)) and not _is_metadata(val.expr):
             val = self.snapshot(val, scope, out, node)   # one value, however often the attribute is read
-        elif isinstance(val, Dyn):
-            val = self.pinned(val, out, node)
         elif isinstance(val, Struct):
             self.name_leaves(val, scope, out, node)
         obj.attrs[attr] = val

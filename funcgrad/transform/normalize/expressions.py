@@ -90,14 +90,14 @@ class Expressions:
             return self.attribute(base, node, scope, out)
         if isinstance(node, (ast.Tuple, ast.List)):
             return Struct("tuple" if isinstance(node, ast.Tuple) else "list",
-                          [self.pinned(self.expr(e, scope, out), out, e) for e in node.elts])
+                          [self.expr(e, scope, out) for e in node.elts])
         if isinstance(node, ast.Dict):
             items = {}
             for k, v in zip(node.keys, node.values):
                 kv = self.expr(k, scope, out)
                 if not isinstance(kv, Static):
                     raise error(P, k, "dict keys must be constants", None)
-                items[kv.obj] = self.pinned(self.expr(v, scope, out), out, v)
+                items[kv.obj] = self.expr(v, scope, out)
             return Struct("dict", items)
         if isinstance(node, ast.BinOp):
             left = self.expr(node.left, scope, out)
@@ -458,18 +458,35 @@ class Expressions:
             return _Partial(Static(found), [obj], {})
         return self.attribute(Static(obj.cls), node, scope, out)   # a class attribute (a constant, a tuple)
 
-    def pinned(self, v, out, node):
-        """``v`` as an item of a container: a variable's value held under a name of its own. A variable given
-        another value later keeps its name in the generated code (``w = w * 3``: the same name, in loops too),
-        so a container holding the variable's name would see the new value (``d = {"k": w}; w = w * 3``:
-        ``d["k"]`` was the new w)."""
-        if isinstance(v, Dyn) and isinstance(v.expr, ast.Name) and v.expr.id in getattr(self, "_owned", {}):
-            n = self.names.fresh("_item")
-            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(n, ast.Store())],
-                                                    value=ast.Name(v.expr.id, ast.Load())), node))
-            self.remember_spec(n, v.expr)   # (jvp/grad of it inside the function reads its kind and ndim)
-            return Dyn(ast.Name(n, ast.Load()))
-        return v
+    def pin_holders(self, name, scope, out, node):
+        """Before the variable whose generated name is ``name`` is given a new value under that same name (a
+        variable keeps its name, in loops too): every container reachable from the variables now that holds
+        ``name`` as an item gets the current value under a name of its own, so it keeps the object it was
+        given (``d = {"k": w}; w = w * 3`` leaves ``d["k"]``; an in-place ``w *= 3`` is seen, as in Python)."""
+        seen, pinned = set(), []
+
+        def visit(v):
+            if isinstance(v, (Struct, Obj)) and id(v) not in seen:
+                seen.add(id(v))
+                items = v.attrs if isinstance(v, Obj) else v.items
+                for k in (list(items) if isinstance(items, dict) else range(len(items))):
+                    x = items[k]
+                    if type(x) is Dyn and isinstance(x.expr, ast.Name) and x.expr.id == name:
+                        if not pinned:
+                            n = self.names.fresh("_item")
+                            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(n, ast.Store())],
+                                                                    value=ast.Name(name, ast.Load())), node))
+                            self.remember_spec(n, ast.Name(name, ast.Load()))
+                            pinned.append(Dyn(ast.Name(n, ast.Load())))
+                        items[k] = pinned[0]
+                    else:
+                        visit(x)
+
+        sc = scope
+        while sc is not None:
+            for v in list(sc.vars.values()):
+                visit(v)
+            sc = sc.parent
 
     def runtime_position(self, base, key, scope, out, node):
         """The name of ``i``'s position in the tuple or list ``base`` known while transforming, ``i`` known when

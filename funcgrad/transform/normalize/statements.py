@@ -62,8 +62,7 @@ class Statements:
     def name_leaves(self, val, scope, out, node, seen=None):
         """Bind every computed leaf of the container ``val`` to a fresh name, in place (the container keeps its
         identity). An item held as an expression was computed again at every read: an array written in place
-        through one read (``b = lst[0]; b[1] = x``) was not the array a later read saw. An item that is a
-        variable's name is held as the variable's value now (:meth:`pinned`)."""
+        through one read (``b = lst[0]; b[1] = x``) was not the array a later read saw."""
         seen = set() if seen is None else seen
         if not isinstance(val, Struct) or id(val) in seen:
             return val
@@ -78,8 +77,6 @@ class Statements:
                 out.append(ast.copy_location(ast.Assign(targets=[ast.Name(n, ast.Store())], value=v.expr), node))
                 self.remember_spec(n, v.expr)
                 val.items[k] = Dyn(ast.Name(n, ast.Load()))
-            else:   # a variable's name: its value now (see pinned)
-                val.items[k] = self.pinned(v, out, node)
         return val
 
     def snapshot(self, val, scope, out, node):
@@ -212,7 +209,8 @@ class Statements:
             val = self.expr(op, scope, out)
             start = len(out)
             self.assign(s.target, val, scope, out, s)
-            if isinstance(s.target, ast.Name) and len(out) == start + 1 and isinstance(out[-1], ast.Assign):
+            if isinstance(s.target, ast.Name) and len(out) > start and isinstance(out[-1], ast.Assign) and \
+                    all(isinstance(st, ast.Assign) for st in out[start:]):   # (after any pin_holders copies)
                 A.put(out[-1], A.AUGMENTED, True)   # NumPy's x += v writes into x's array (aliases see it)
             return None
         if isinstance(s, ast.FunctionDef):
@@ -380,6 +378,10 @@ class Statements:
         for name in _assigned(stmts):
             cur = scope.vars.get(name)
             if isinstance(cur, Dyn) and isinstance(cur.expr, ast.Name) and self.owns(cur.expr.id, name, scope):
+                # rebound inside under the same name: containers made before keep the value it has now (only
+                # x += v of an array known to be one writes into it instead, as NumPy does)
+                if not (_is_array_spec(self._spec_of(cur.expr)) and _only_augmented(stmts, name)):
+                    self.pin_holders(cur.expr.id, scope, out, node)
                 continue
             if isinstance(cur, RList):   # its state is runtime names already
                 continue
@@ -904,6 +906,12 @@ class Statements:
             if isinstance(val, Dyn):
                 self.unfix(scope, target.id)   # its runtime variable again, for var_name
                 outname = self.var_name(target.id, scope)
+                cur = scope.vars.get(target.id)
+                if isinstance(cur, Dyn) and isinstance(cur.expr, ast.Name) and cur.expr.id == outname and not (
+                        isinstance(stmt, ast.AugAssign) and _is_array_spec(self._spec_of(cur.expr))):
+                    # a new value under the same name (x += v of an array known to be one writes into it,
+                    # as NumPy does: containers holding it see that)
+                    self.pin_holders(outname, scope, out, stmt)
                 self.remember_spec(outname, val.expr)
                 a = ast.Assign(targets=[ast.Name(outname, ast.Store())], value=val.expr)
                 ast.copy_location(a, stmt)
@@ -1008,8 +1016,6 @@ class Statements:
         k = key.obj
         if isinstance(val, Dyn) and not isinstance(val.expr, (ast.Name, ast.Constant)) and not _is_metadata(val.expr):
             val = self.snapshot(val, scope, out, stmt)   # one array, whichever read of the item writes into it
-        elif isinstance(val, Dyn):
-            val = self.pinned(val, out, stmt)
         elif isinstance(val, Struct):
             self.name_leaves(val, scope, out, stmt)
         if base.kind == "list":
@@ -1083,6 +1089,25 @@ class Statements:
         self._owned = getattr(self, "_owned", {})
         self._owned[outname] = key
         return outname
+
+
+def _only_augmented(stmts, name):
+    """Whether every binding of ``name`` in ``stmts`` is an augmented assignment (``name += v``)."""
+    for s in stmts:
+        for n in ast_walk(s):
+            if isinstance(n, (ast.Assign, ast.AnnAssign, ast.For, ast.comprehension, ast.NamedExpr, ast.With)):
+                targets = n.targets if isinstance(n, ast.Assign) else [getattr(n, "target", None)]
+                for t in targets:
+                    if t is not None and any(isinstance(m, ast.Name) and m.id == name for m in ast_walk(t)):
+                        return False
+            elif isinstance(n, (ast.FunctionDef, ast.Lambda)) and getattr(n, "name", None) == name:
+                return False
+    return True
+
+
+def _is_array_spec(sp):
+    """Whether a leaf spec is an array of at least one dimension (``x += v`` writes into it)."""
+    return isinstance(sp, tuple) and len(sp) >= 3 and sp[0] == "a" and isinstance(sp[2], int) and sp[2] >= 1
 
 
 def _same_static(a, b):
