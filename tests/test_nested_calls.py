@@ -105,3 +105,38 @@ def test_recursion_whose_depth_is_an_int_argument_specializes_on_it(kw):
         assert_value_and_gradient(_recursion_depth_from_an_int_argument, (0.7, np.array([1.0, 2.0]), n), (0, 1), **kw)
         v, _ = g(0.7, np.array([1.0, 2.0]), n)
         np.testing.assert_allclose(v, _recursion_depth_from_an_int_argument(0.7, np.array([1.0, 2.0]), n))
+
+
+def _nonlocal_accumulator(x, a, n):
+    t = 0.0
+    cnt = 0
+
+    def add(v):
+        nonlocal t, cnt
+        t += v * v
+        cnt += 1
+
+    add(x)
+    for v in a:          # a loop over an argument's elements
+        add(v * x)
+    for i in range(n):   # a loop that runs at run time
+        add(x * i)
+
+    def outer(y):
+        acc = y
+
+        def inner(z):
+            nonlocal acc
+            acc = acc * z
+        inner(2.0)
+        inner(y)
+        return acc
+    return t / cnt + outer(x)
+
+
+@pytest.mark.parametrize("kw", [dict(mode="auto"), dict(mode="njit"), dict(jit=False)], ids=["auto", "njit", "nojit"])
+def test_nonlocal_in_a_function_defined_inside(kw):
+    """``nonlocal`` in a def nested in the differentiated function rebinds the enclosing function's variable
+    (gen_lang: 8 of 200 programs refused it), inside loops that run at run time too."""
+    from tests.support import assert_value_and_gradient
+    assert_value_and_gradient(_nonlocal_accumulator, (0.7, np.array([1.0, -2.0, 0.5]), 3), (0, 1), **kw)

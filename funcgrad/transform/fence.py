@@ -27,7 +27,7 @@ _HINTS = {
     ast.Await: ("await is not supported", "use a plain function"),
     ast.Global: ("'global' is not supported: the function must be pure",
                  "return the new value instead of assigning a global"),
-    ast.Nonlocal: ("'nonlocal' is not supported: the function must be pure",
+    ast.Nonlocal: ("'nonlocal' is supported only in a function defined inside the function you differentiate",
                    "return the new value instead of rebinding an outer variable"),
     ast.ClassDef: ("class definitions inside a differentiated function are not supported",
                    "define the class at module level"),
@@ -54,10 +54,19 @@ def error(parsed, node, msg, hint=None, cls=UnsupportedSyntaxError):
 
 
 class _Fence(ast.NodeVisitor):
-    def __init__(self, parsed, allow_control_flow: bool, entry: bool = True):
+    def __init__(self, parsed, allow_control_flow: bool, entry: bool = True, nested: bool = False):
         self.parsed = parsed
         self.allow_control_flow = allow_control_flow
         self.depth = 0 if entry else 1   # a helper's keyword-only parameters are given by its caller
+        # 'nonlocal' names a variable of an enclosing function funcgrad transforms too: allowed in a def nested
+        # in the code being checked, or in the nested def itself (``nested``); not in a function whose
+        # enclosing scope is outside (a closure handed in)
+        self.nonlocal_depth = self.depth + (1 if nested else 2)
+
+    def visit_Nonlocal(self, node):
+        if self.depth < self.nonlocal_depth:
+            msg, hint = _HINTS[ast.Nonlocal]
+            raise error(self.parsed, node, msg, hint)
 
     def generic_visit(self, node):
         for cls, (msg, hint) in _HINTS.items():
@@ -124,7 +133,8 @@ def _reserved(parsed, node, name):
                                   "return/break/continue)", "rename the variable")
 
 
-def check(parsed, node=None, allow_control_flow: bool = False, entry: bool = True) -> None:
+def check(parsed, node=None, allow_control_flow: bool = False, entry: bool = True, nested: bool = False) -> None:
     """Raise ``UnsupportedSyntaxError`` at the first unsupported construct in the function (``entry``: the
-    function differentiated, whose keyword-only parameters need defaults; a helper's are given by its call)."""
-    _Fence(parsed, allow_control_flow, entry).visit(node if node is not None else parsed.node)
+    function differentiated, whose keyword-only parameters need defaults; a helper's are given by its call;
+    ``nested``: a def inside the code being transformed, whose ``nonlocal`` names are the transform's)."""
+    _Fence(parsed, allow_control_flow, entry, nested).visit(node if node is not None else parsed.node)

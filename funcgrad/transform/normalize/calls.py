@@ -1402,7 +1402,7 @@ class Calls:
     def inline(self, fdef, parsed, parent_scope, args, kwargs, out, node, code=None, defaults=None,
                local_defaults=None):
         if parent_scope is not None:
-            fence_check(parsed, node=fdef, allow_control_flow=self.allow_control_flow, entry=False)
+            fence_check(parsed, node=fdef, allow_control_flow=self.allow_control_flow, entry=False, nested=True)
         self.depth += 1
         if self.depth > 50:
             self.promote_int_argument()

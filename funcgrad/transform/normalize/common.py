@@ -455,7 +455,20 @@ def _local_names(fdef):
 
     for stmt in fdef.body:
         visit(ast.Module(body=[stmt], type_ignores=[]))
-    return names
+    return names - declared_outer(fdef)
+
+
+def declared_outer(fdef):
+    """The names ``fdef`` declares ``nonlocal`` or ``global`` (its own statements, not a nested function's):
+    they are the enclosing function's (the module's) variables, not its locals."""
+    out, todo = set(), list(fdef.body)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.Nonlocal, ast.Global)):
+            out.update(n.names)
+        elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(n))
+    return out
 
 
 def _binding_counts(fdef):

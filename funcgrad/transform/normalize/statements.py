@@ -22,7 +22,7 @@ from .expressions import _position_is
 from ...ops.numpy_shape import pick
 from ...ops.registry import lookup
 from ..astutil import ast_walk
-from .common import (_DictView, _is_metadata, _item_assigned, LocalFunction, _Iter, _Range, _assigned, _contains, _describe, _is_array_producing,
+from .common import (_DictView, declared_outer, _is_metadata, _item_assigned, LocalFunction, _Iter, _Range, _assigned, _contains, _describe, _is_array_producing,
                      _load, _safe, _target_names, _user_name, generated_file, lookup_getitem,
                      shown_as)
 
@@ -177,6 +177,12 @@ class Statements:
         if isinstance(s, ast.Delete):
             return self.delete_stmt(s, scope, out)
         if isinstance(s, ast.Pass):
+            return None
+        if isinstance(s, ast.Nonlocal):   # (the fence allows it in a def nested in the transformed code only)
+            for name in s.names:
+                if scope.parent is None or not self.is_bound(name, scope.parent):
+                    raise error(P, s, f"no binding for nonlocal '{name}' found", None)
+                scope.__dict__.setdefault("nonlocals", set()).add(name)
             return None
         if isinstance(s, ast.Assign):
             val = self.expr(s.value, scope, out)
@@ -366,7 +372,8 @@ class Statements:
         UnboundLocalError), and a flag the structure pass sets there for a ``return``, ``break`` or
         ``continue`` keeps its constant value, so the code that tests the flag folds away too."""
         # names the branch or loop (its loop variable too) rebinds: conditions on them are not known before it
-        rebound = set(_assigned(list(stmts) + ([node] if isinstance(node, ast.stmt) else [])))
+        rebound = set(_assigned(list(stmts) + ([node] if isinstance(node, ast.stmt) else []))) | \
+            self.nonlocals_called(stmts, scope)
         stmts = self.live(stmts, scope, rebound)
         self.make_runtime_lists(stmts, scope, out, node)
         for name in _item_assigned(stmts):  # d["k"] = v inside: the container's leaves get runtime names
@@ -375,7 +382,7 @@ class Statements:
                 new = self.own_struct(name, cur, scope, out, node)
                 cur.items = new.items  # in place: other names bound to the container see the same leaves
                 self._owned_structs[(id(scope), name)] = cur
-        for name in _assigned(stmts):
+        for name in list(_assigned(stmts)) + sorted(self.nonlocals_called(stmts, scope) - set(_assigned(stmts))):
             cur = scope.vars.get(name)
             if isinstance(cur, Dyn) and isinstance(cur.expr, ast.Name) and self.owns(cur.expr.id, name, scope):
                 # rebound inside under the same name: containers made before keep the value it has now (only
@@ -403,6 +410,18 @@ class Statements:
                 self.placeholders = getattr(self, "placeholders", set())
                 self.placeholders.add(outname)
             scope.vars[name] = Dyn(ast.Name(outname, ast.Load()))
+
+    def nonlocals_called(self, stmts, scope):
+        """The variables of ``scope`` that functions defined here and called in ``stmts`` rebind with
+        ``nonlocal`` (``def h(v): nonlocal t; t = t + v`` called in a loop rebinds ``t`` there)."""
+        out = set()
+        for s in stmts:
+            for n in ast_walk(s):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):   # called, or handed to a helper
+                    f = scope.vars.get(n.id)
+                    if isinstance(f, LocalFunction):
+                        out |= {v for v in declared_outer(f.node) if v in scope.vars}
+        return out
 
     def own_struct(self, name, val, scope, out, node):
         """A copy of container ``val`` whose runtime leaves are names owned by variable ``name``
@@ -860,6 +879,22 @@ class Statements:
 
     def assign(self, target, val, scope, out, stmt):
         P = scope.parsed
+        if isinstance(target, ast.Name) and target.id in getattr(scope, "nonlocals", ()):
+            # nonlocal x; x = ...: the enclosing function's variable. Inside a loop or branch that runs at run
+            # time, only of a function whose call is straight-line there (it was bound inside it)
+            owner = scope.parent
+            while owner is not None and target.id not in owner.vars:
+                owner = owner.parent
+            if owner is None:
+                raise error(P, stmt, f"no binding for nonlocal '{target.id}' found", None)
+            cur = owner.vars.get(target.id)
+            prepared = isinstance(cur, Dyn) and isinstance(cur.expr, ast.Name) and self.owns(cur.expr.id, target.id,
+                                                                                            owner)
+            if getattr(self, "cf_depth", 0) and not self.scope_inside_cf(owner) and not prepared:
+                raise error(P, stmt, f"'nonlocal {target.id}' rebinds a variable from inside a loop or branch "
+                                     "that runs at run time (the function is called there)",
+                            "return the new value from the function and assign it in the loop")
+            return self.assign(target, val, owner, out, stmt)
         if isinstance(target, ast.Name):
             fixed = None
             if getattr(self, "cf_depth", 0) and not isinstance(val, (Dyn, VSElement)) and self.scope_inside_cf(scope):
