@@ -140,3 +140,30 @@ def test_nonlocal_in_a_function_defined_inside(kw):
     (gen_lang: 8 of 200 programs refused it), inside loops that run at run time too."""
     from tests.support import assert_value_and_gradient
     assert_value_and_gradient(_nonlocal_accumulator, (0.7, np.array([1.0, -2.0, 0.5]), 3), (0, 1), **kw)
+
+
+def _activation_chosen_by_an_int(x, a, *, n=2):
+    act = np.tanh if n > 2 else np.sin
+    return np.sum(act(a * x))
+
+
+def _activation_chosen_by_a_value(x, a):
+    act = np.tanh if x > 0.5 else np.sin
+    return np.sum(act(a * x))
+
+
+@pytest.mark.parametrize("kw", [dict(mode="auto"), dict(jit=False)], ids=["auto", "nojit"])
+def test_a_function_chosen_by_an_int_argument_specializes_on_it(kw):
+    """``act = np.tanh if n > 2 else np.sin`` with n an int argument (gen_lang: refused as 'only functions known
+    when the function is transformed can be called'): n becomes a specialization key. Chosen by a float, the
+    choice is refused in the user's words."""
+    args = (0.7, np.array([1.0, 2.0]))
+    for n in (2, 3):
+        v, g = funcgrad.value_and_grad(_activation_chosen_by_an_int, argnums=(0, 1), **kw)(*args, n=n)
+        np.testing.assert_allclose(v, _activation_chosen_by_an_int(*args, n=n), rtol=1e-12)
+        for k in (0, 1):
+            num = numerical_vjp(lambda x, a: _activation_chosen_by_an_int(x, a, n=n), args, k, 1.0, 1e-6)
+            np.testing.assert_allclose(g[k], num, rtol=1e-5, atol=1e-7)
+    with pytest.raises(funcgrad.UnsupportedSyntaxError, match="choosing a function") as info:
+        funcgrad.grad(_activation_chosen_by_a_value, **kw)(0.7, np.array([1.0, 2.0]))
+    assert "test_nested_calls.py" in str(info.value)

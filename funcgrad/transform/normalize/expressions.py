@@ -310,6 +310,17 @@ class Expressions:
         test = self.expr(node.test, scope, out)
         if isinstance(test, Static):
             return self.expr(node.body if test.obj else node.orelse, scope, out)
+        if all(isinstance(b, (ast.Name, ast.Attribute)) for b in (node.body, node.orelse)):
+            # `act = np.tanh if n > 2 else np.sin`: a function (a string, None) chosen by a value known only
+            # when the function runs. Its test usually reads an int argument: that becomes a specialization key
+            # (StaticArgumentNeeded) and the choice is made while transforming; else it is refused
+            picks = [self.expr(b, scope, []) for b in (node.body, node.orelse)]
+            if all(isinstance(v, Static) and (callable(v.obj) or isinstance(v.obj, str) or v.obj is None)
+                   for v in picks) or any(isinstance(v, LocalFunction) for v in picks):
+                self.promote_int_argument()
+                raise error(scope.parsed, node, "choosing a function (or a string, or None) by a value known "
+                                                "only when the function runs is not supported",
+                            "choose it outside and pass it in, or decide on an int argument")
         tmp = self.names.fresh("_ifx")
         body, orelse = [], []
         self.enter_cf(scope)
