@@ -206,3 +206,25 @@ def test_hessian_through_a_list_grown_at_run_time_with_and_without_items(jit):
     for a in (np.array([1.0, -2.0, 3.0]), np.array([-1.0, -2.0])):
         want = np.diag(6 * x) - np.diag(sum(v * v * np.sin(v * x) for v in a if v > 0) + 0 * x)
         np.testing.assert_allclose(funcgrad.hessian(f, jit=jit)(x, a), want, rtol=1e-12, atol=1e-12)
+
+
+def _pop_from_a_runtime_list(x, a, n):
+    L = []
+    for i in range(n):
+        L.append(a * (x + i))
+    last = L.pop()
+    prev = L.pop(-1)
+    s = np.sum(last * prev) + len(L)
+    for i in range(n - 2):
+        s = s + np.sum(L.pop()) * x
+    return s
+
+
+@pytest.mark.parametrize("kw", [dict(mode="auto"), dict(mode="njit"), dict(jit=False)], ids=["auto", "njit", "nojit"])
+def test_pop_of_a_list_grown_at_run_time(kw):
+    """lst.pop() / lst.pop(-1) of a list grown in a runtime loop (gen_lang refused it): the last row and the
+    count one less; popping an empty list raises Python's IndexError, compiled too."""
+    from tests.support import assert_value_and_gradient
+    assert_value_and_gradient(_pop_from_a_runtime_list, (0.7, np.array([1.0, 2.0]), 4), (0, 1), **kw)
+    with pytest.raises(IndexError, match="pop from empty list"):
+        funcgrad.grad(_pop_from_a_runtime_list, **kw)(0.7, np.array([1.0, 2.0]), 1)

@@ -294,9 +294,19 @@ class RuntimeLists:
                 raise error(P, node, "list.pop() is supported only without arguments, on a non-empty list, outside "
                                      "loops over a runtime range and branches on array values", None)
             return rl.items.pop()
-        if args or kwargs or not generated_file(P.filename):
-            raise error(P, node, f"pop() of {_list_words(rl.name)}, a list whose length is only known when the "
-                                 "function runs, is not supported", "read it by index (lst[-1]) and keep a count of your own")
+        if kwargs or args and not (isinstance(args[0], Static) and args[0].obj == -1 and len(args) == 1):
+            raise error(P, node, f"pop(i) of {_list_words(rl.name)}, a list whose length is only known when the "
+                                 "function runs, is supported for the last item only (pop() or pop(-1))",
+                        "read it by index (lst[i]) and keep a count of your own")
+        if not generated_file(P.filename):   # the user's list may be empty: Python's IndexError, as it raises it
+            exc = ast.Call(func=ast.Name("IndexError", ast.Load()), args=[ast.Constant("pop from empty list")],
+                           keywords=[])
+            check = ast.If(test=ast.Compare(left=ast.Name(rl.count, ast.Load()), ops=[ast.Lt()],
+                                            comparators=[ast.Constant(1)]),
+                           body=[ast.Raise(exc=exc, cause=None)], orelse=[])
+            for n in ast_walk(check):
+                ast.copy_location(n, node)
+            out.append(check)
         last = Dyn(ast.BinOp(left=ast.Name(rl.count, ast.Load()), op=ast.Sub(), right=ast.Constant(1)))
         val = self.call_prim(lookup_getitem(), [Dyn(ast.Name(rl.buf, ast.Load())), last], {}, scope, out, node)
         val = self.call_prim(lookup(np.copy), [val], {}, scope, out, node)
