@@ -656,8 +656,7 @@ class Calls:
         if len(args) == 2 and isinstance(args[0], Static) and isinstance(args[1], Obj):
             start, obj = args[0].obj, args[1]
         elif not args and scope.fdef is not None and (scope.fdef.args.posonlyargs + scope.fdef.args.args):
-            first = (scope.fdef.args.posonlyargs + scope.fdef.args.args)[0].arg
-            obj = scope.vars.get(first)
+            obj = scope.vars.get((scope.fdef.args.posonlyargs + scope.fdef.args.args)[0].arg)   # (self)
             code = self.inline_stack[-1] if self.inline_stack else None
             start = next((c for c in getattr(getattr(obj, "cls", None), "__mro__", ()) if any(
                 getattr(getattr(v, "__func__", v), "__code__", None) is code for v in vars(c).values())), None)
@@ -680,11 +679,7 @@ class Calls:
             raise error(P, node, f"setting an attribute of a '{obj.cls.__name__}' object inside a loop or branch "
                                  "that runs at run time is supported only for an object made inside it",
                         "make the object inside the loop or branch, or keep the changing value in a variable")
-        if isinstance(val, Dyn) and not isinstance(val.expr, (ast.Name, ast.Constant)) and not _is_metadata(val.expr):
-            val = self.snapshot(val, scope, out, node)   # one value, however often the attribute is read
-        elif isinstance(val, Struct):
-            self.name_leaves(val, scope, out, node)
-        obj.attrs[attr] = val
+        obj.attrs[attr] = self.held(val, scope, out, node)
 
     def reversed_range(self, rng, scope, out, node):
         """``reversed(range(start, stop, step))`` as the range it iterates: ``range(stop - 1, start - 1, -1)``
@@ -1053,33 +1048,20 @@ class Calls:
         allv = list(args) + list(kwargs.values())
         if fn in (isinstance, type) and args:
             subject = args[0]
-            if isinstance(subject, Obj):
-                if fn is type:
-                    return Static(subject.cls)
-                cls = args[1] if len(args) > 1 else None
-                if isinstance(cls, Struct) and all(isinstance(v, Static) for v in _leaves(cls)):
-                    cls = Static(_static_value(cls))
-                if isinstance(cls, Static):
-                    return Static(issubclass(subject.cls, cls.obj))
-            if isinstance(subject, Struct):
-                rep = {"dict": dict, "list": list, "tuple": tuple}.get(subject.kind, subject.cls)
-                if fn is type:
-                    return Static(rep)
-                cls = args[1]
-                if isinstance(cls, Struct) and all(isinstance(v, Static) for v in _leaves(cls)):
-                    cls = Static(_static_value(cls))   # a tuple of classes passed as an argument
-                if isinstance(cls, Static):
-                    return Static(isinstance(rep(), cls.obj) if rep in (dict, list, tuple) else issubclass(rep, cls.obj))
             rank = self.param_ranks.get(subject.expr.id) if isinstance(subject, Dyn) and isinstance(
                 subject.expr, ast.Name) else None
-            if rank:   # an array argument (its ndim is in the signature): an ndarray
+            # the class the value has, known now: an object made here, a container, an array argument (its
+            # ndim is in the signature)
+            rep = subject.cls if isinstance(subject, Obj) else {"dict": dict, "list": list, "tuple": tuple}.get(
+                subject.kind, subject.cls) if isinstance(subject, Struct) else np.ndarray if rank else None
+            if rep is not None:
                 if fn is type:
-                    return Static(np.ndarray)
+                    return Static(rep)
                 cls = args[1] if len(args) > 1 else None
                 if isinstance(cls, Struct) and all(isinstance(v, Static) for v in _leaves(cls)):
                     cls = Static(_static_value(cls))   # a tuple of classes passed as an argument
                 if isinstance(cls, Static):
-                    return Static(isinstance(np.empty((0,) * rank), cls.obj))
+                    return Static(issubclass(rep, cls.obj))
             if isinstance(subject, Dyn):
                 raise error(P, node, f"{fn.__name__}() of a value computed when the function runs is not "
                                      "supported (arrays and numbers are only known then)",
@@ -1334,8 +1316,7 @@ class Calls:
         (``fib(x, n)``), so the first int argument still known only when the function runs becomes a
         specialization key (:class:`StaticArgumentNeeded`) and the function is normalized again; with none
         left, the caller refuses the recursion."""
-        captured = {c[0] for c in self.captured_list}
-        arg_leaves = [n for n in self.param_kinds if n not in captured]
+        arg_leaves = self.argument_leaves()
         for name in arg_leaves:
             if self.param_kinds.get(name) == "i" and self.param_ranks.get(name) == 0:
                 raise StaticArgumentNeeded(arg_leaves.index(name))
@@ -1348,10 +1329,15 @@ class Calls:
             e = leaf.expr if isinstance(leaf, Dyn) else None
             if isinstance(e, ast.Name) and self.param_kinds.get(e.id) in ("i", "b") and \
                     self.param_ranks.get(e.id) == 0:
-                captured = {c[0] for c in self.captured_list}
-                arg_leaves = [n for n in self.param_kinds if n not in captured]
+                arg_leaves = self.argument_leaves()
                 if e.id in arg_leaves:
                     raise StaticArgumentNeeded(arg_leaves.index(e.id))
+
+    def argument_leaves(self):
+        """The generated names of the arguments' runtime leaves, in flatten order (StaticArgumentNeeded's
+        positions)."""
+        captured = {c[0] for c in self.captured_list}
+        return [n for n in self.param_kinds if n not in captured]
 
     def rule_pullback(self, cv, args, scope, out, node):
         """``cv.bwd_from_args(args, g)`` in generated reverse-mode code that is differentiated again: the user's

@@ -499,11 +499,12 @@ class Expressions:
                 visit(v)
             sc = sc.parent
 
-    def runtime_position(self, base, key, scope, out, node):
+    def runtime_position(self, base, key, scope, out, node, checked=True):
         """The name of ``i``'s position in the tuple or list ``base`` known while transforming, ``i`` known when
         the code runs: ``np.arange(len(seq))[i]``, so a negative ``i`` counts from the end and one out of range
-        raises IndexError, as Python does."""
-        at = self.call_prim(lookup_getitem(), [Static(np.arange(len(base.items))), key], {}, scope, out, node)
+        raises IndexError, as Python does (``checked=False``: ``i`` itself, known to be a position)."""
+        at = self.call_prim(lookup_getitem(), [Static(np.arange(len(base.items))), key], {}, scope, out, node) \
+            if checked else key
         idx = self.names.fresh("_at")
         out.append(ast.copy_location(ast.Assign(targets=[ast.Name(idx, ast.Store())],
                                                 value=self.as_expr(at, scope, node)), node))
@@ -531,11 +532,12 @@ class Expressions:
                             "index with a number known before the function runs")
         return self.call_prim(lookup(pick), [cond, a, b], {}, scope, out, node)
 
-    def runtime_item(self, base, key, scope, out, node):
+    def runtime_item(self, base, key, scope, out, node, checked=True):
         """``seq[i]`` of a tuple or list known while transforming, ``i`` known when the code runs: each item
-        picked by comparing its position with ``i`` (:meth:`runtime_position`)."""
+        picked by comparing its position with ``i`` (:meth:`runtime_position`; ``pick``: the items may differ in
+        shape)."""
         items = base.values()
-        idx = self.runtime_position(base, key, scope, out, node)
+        idx = self.runtime_position(base, key, scope, out, node, checked)
         val = items[-1]
         for k in range(len(items) - 2, -1, -1):
             val = self.pick_tree(_position_is(idx, k), items[k], val, base, scope, out, node)
@@ -556,21 +558,11 @@ class Expressions:
                     if isinstance(r, range) else Static(r)
         if isinstance(base, Struct):
             key = self.as_static_capture(self.expr(node.slice, scope, out))
-            if not isinstance(key, Static) and base.kind == "list" and base.items and generated_file(P.filename):
-                # a tape of values known now (the loop that pushed it was written out), read back by a loop that
-                # runs: the item the index names, picked (``pick``: the items may differ in shape, an array the
-                # loop rebuilt at every trip)
-                idx = self.names.fresh("_at")
-                out.append(ast.copy_location(ast.Assign(targets=[ast.Name(idx, ast.Store())],
-                                                        value=self.as_expr(key, scope, node)), node))
-                items = list(base.items)
-                val = items[-1]
-                for k in range(len(items) - 2, -1, -1):
-                    cond = Dyn(ast.Compare(left=ast.Name(idx, ast.Load()), ops=[ast.Eq()], comparators=[ast.Constant(k)]))
-                    val = self.call_prim(lookup(pick), [cond, items[k], val], {}, scope, out, node)
-                return val
             if not isinstance(key, Static) and base.kind != "dict" and base.items:
-                return self.runtime_item(base, key, scope, out, node)
+                # a tape of values known now (the loop that pushed it was written out) read back by a loop that
+                # runs indexes it in range: no check there
+                return self.runtime_item(base, key, scope, out, node, checked=not (
+                    base.kind == "list" and generated_file(P.filename)))
             if not isinstance(key, Static):
                 raise error(P, node, "a dict can only be indexed by a key known before the function runs",
                             "index with a literal key, or keep the values in an array indexed by number")

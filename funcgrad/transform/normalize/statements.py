@@ -79,6 +79,15 @@ class Statements:
                 val.items[k] = Dyn(ast.Name(n, ast.Load()))
         return val
 
+    def held(self, val, scope, out, node):
+        """``val`` as a container's item or an object's attribute: a computed value bound to a name (one array,
+        whichever read of the item writes into it), a container's leaves likewise (:meth:`name_leaves`)."""
+        if isinstance(val, Dyn) and not isinstance(val.expr, (ast.Name, ast.Constant)) and not _is_metadata(val.expr):
+            return self.snapshot(val, scope, out, node)
+        if isinstance(val, Struct):
+            self.name_leaves(val, scope, out, node)
+        return val
+
     def snapshot(self, val, scope, out, node):
         """``val`` with every runtime leaf bound to a fresh name, so later rebinding cannot change it."""
         if isinstance(val, Struct):
@@ -1049,10 +1058,7 @@ class Statements:
                                    "(a constant, a Python loop variable over a list or range)",
                         "use an array and index it with the runtime value instead")
         k = key.obj
-        if isinstance(val, Dyn) and not isinstance(val.expr, (ast.Name, ast.Constant)) and not _is_metadata(val.expr):
-            val = self.snapshot(val, scope, out, stmt)   # one array, whichever read of the item writes into it
-        elif isinstance(val, Struct):
-            self.name_leaves(val, scope, out, stmt)
+        val = self.held(val, scope, out, stmt)
         if base.kind == "list":
             try:
                 old = base.items[k]
