@@ -101,9 +101,11 @@ def infer_ranks(stmts, ranks):
                     return None
                 n_int = 0
                 for p in parts:
-                    if isinstance(p, ast.Slice):
+                    if isinstance(p, ast.Slice) or (isinstance(p, ast.Constant) and p.value is Ellipsis):
                         continue
-                    if isinstance(p, ast.Constant) and isinstance(p.value, int):
+                    if isinstance(p, ast.Constant) and p.value is None:   # np.newaxis: one more axis
+                        n_int -= 1
+                    elif isinstance(p, ast.Constant) and isinstance(p.value, int) and not isinstance(p.value, bool):
                         n_int += 1
                     elif isinstance(p, ast.Name) and ranks.get(p.id) == 0:
                         n_int += 1
