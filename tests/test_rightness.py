@@ -516,6 +516,14 @@ def augmented_through_alias(x):
     return np.sum(y * x)
 
 
+def augmented_through_a_branch_alias(x):
+    y = x * 1.0
+    w = x * 2.0
+    z = y if x[0] > 0 else w   # z is y on one path only: which array the write reaches is known at run time
+    z += 1.0
+    return np.sum(y * x) + np.sum(w)
+
+
 def returns_a_view(x):
     a = x * 2.0
     b = a[:2]
@@ -533,6 +541,7 @@ def test_plain_aliases_are_one_array(kw):
     _right(alias_rebound, (X4,), 0, kw)
     _right(view_not_used_after, (X4,), 0, kw)
     _right(previous_in_loop, (X4, 3), 0, kw)
+    _right(augmented_through_alias, (X4,), 0, kw)   # z += 1 changes y's array too, as in NumPy
 
 
 @pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
@@ -547,9 +556,9 @@ def test_writes_seen_through_another_name_are_refused_at_the_users_line(kw):
         _refused_at(e.value, f, line)
         assert "shares its memory" in str(e.value)
     with pytest.raises(UnsupportedSyntaxError) as e:   # named as the user wrote them, not by their versions
-        funcgrad.grad(augmented_through_alias, **kw)(X4)
-    _refused_at(e.value, augmented_through_alias, "z += 1.0")
-    assert "on 'z' writes" in str(e.value) and "('y')" in str(e.value)
+        funcgrad.grad(augmented_through_a_branch_alias, **kw)(X4)
+    _refused_at(e.value, augmented_through_a_branch_alias, "z += 1.0")
+    assert "on 'z' writes" in str(e.value) and ("('y')" in str(e.value) or "('w')" in str(e.value))
     with pytest.raises(UnsupportedSyntaxError) as e:
         funcgrad.vjp(returns_a_view, X4, **kw)
     _refused_at(e.value, returns_a_view, "a[0] = 1.0")
@@ -611,6 +620,13 @@ def augmented_alias(x):
     return np.sum(z * x)
 
 
+def augmented_through_a_view(x):
+    y = x * 1.0
+    z = y[1:]
+    z *= 2.0                   # NumPy writes into part of y's array
+    return np.sum(y * x)
+
+
 def augmented_alias_in_loop(x):
     y = x * 1.0
     z = y
@@ -632,23 +648,28 @@ def augmented_without_alias(x, n):
 
 @pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
 def test_augmented_assignment_on_an_aliased_array(kw):
-    # the value was Python's only without the alias: y += 1 rebound y, z kept the old array
-    for f, line in [(augmented_alias, "y += 1.0"), (augmented_alias_in_loop, "y += x")]:
-        with pytest.raises(UnsupportedSyntaxError) as e:
-            funcgrad.value_and_grad(f, **kw)(X4.copy())
-        _refused_at(e.value, f, line)
+    # y += 1 writes into the array z holds too: z is rebound to the result (the generated code binds a new
+    # array for y); a view of part of it is refused
+    for f in (augmented_alias, augmented_alias_in_loop):
+        _right(f, (X4,), 0, kw)
+    with pytest.raises(UnsupportedSyntaxError) as e:
+        funcgrad.value_and_grad(augmented_through_a_view, **kw)(X4.copy())
+    _refused_at(e.value, augmented_through_a_view, "z *= 2.0")
     _right(augmented_without_alias, (X4, 3), 0, kw)
 
 
 @pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
 def test_augmented_assignment_on_an_aliased_array_forward_and_jit(kw):
-    for f, line in [(augmented_alias, "y += 1.0"), (augmented_alias_in_loop, "y += x")]:
-        with pytest.raises(UnsupportedSyntaxError) as e:
-            funcgrad.jvp(f, (X4.copy(),), (np.ones(4),), **kw)
-        _refused_at(e.value, f, line)
-        with pytest.raises(UnsupportedSyntaxError) as e:
-            funcgrad.jit(f)(X4.copy())
-        _refused_at(e.value, f, line)
+    v = np.array([1.0, -0.5, 0.25, 2.0])
+    for f in (augmented_alias, augmented_alias_in_loop):
+        out, tan = funcgrad.jvp(f, (X4.copy(),), (v,), **kw)
+        assert out == pytest.approx(f(X4.copy()), rel=1e-12)
+        eps = 1e-6
+        assert tan == pytest.approx((f(X4 + eps * v) - f(X4 - eps * v)) / (2 * eps), rel=1e-6)
+        assert funcgrad.jit(f)(X4.copy()) == pytest.approx(f(X4.copy()), rel=1e-12)
+    with pytest.raises(UnsupportedSyntaxError) as e:
+        funcgrad.jit(augmented_through_a_view)(X4.copy())
+    _refused_at(e.value, augmented_through_a_view, "z *= 2.0")
     out, tan = funcgrad.jvp(augmented_without_alias, (X4, 3), (np.ones(4), 0), **kw)
     assert out == pytest.approx(augmented_without_alias(X4, 3), rel=1e-12)
     assert funcgrad.jit(augmented_without_alias)(X4, 3) == pytest.approx(augmented_without_alias(X4, 3), rel=1e-12)

@@ -17,6 +17,14 @@ allocation site in a loop is a different array each iteration) is read after
 the write (liveness, loops iterated to a fixpoint) or is an output; ``x += v``
 on an array counts as a write into ``x``'s array, as NumPy does it. Writes no
 other live name can see pass unchanged.
+
+``rebind_aliases`` runs first and removes the refusals it can: ``x += v`` on an
+array (rank known, 1 or more) that another live name must hold as the very same
+array (``y = c``, a helper's parameter bound to the caller's array; along every
+path, tracked as one more flow-sensitive fact beside the may-alias sets) gets
+``c = y`` right after it. The generated code binds a new array for ``x += v``;
+rebinding every other name of the old one gives each the values NumPy's write
+in place would have shown it. A view (``y = c[1:]``) is never the same array.
 """
 from __future__ import annotations
 
@@ -91,8 +99,9 @@ def _call_name(e):
 class _PointsTo:
     """May-alias: the arrays (allocation sites) each name may hold, statement by statement."""
 
-    def __init__(self, live_after, outputs, ranks, basic_index, error, subscripts=True):
+    def __init__(self, live_after, outputs, ranks, basic_index, error, subscripts=True, rebinds=None):
         self.subscripts = subscripts     # check x[i] = v too (the reverse pass); else only x += v
+        self.rebinds = rebinds           # dict: collect (statement -> names to rebind after it) instead of refusing
         self.live_after = live_after
         self.outputs = outputs
         self.ranks = ranks
@@ -118,6 +127,7 @@ class _PointsTo:
             if isinstance(s, ast.For):
                 pts = dict(pts)
                 pts[s.target.id] = frozenset()   # a loop counter
+                pts[_same(s.target.id)] = frozenset({(id(s), False)})
             state = pts
             while True:
                 out = self.merge(state, self.block(s.body, dict(state)))
@@ -138,16 +148,21 @@ class _PointsTo:
             # unless another live name holds that array
             self.write(s, old, pts, exclude=t.id)
             pts[t.id] = pts.get(old, frozenset({("name", old)}))
+            pts[_same(t.id)] = _same_of(pts, old)
             return pts
         src = self.shares(s.value, t.id)
+        site = id(s)   # a new array (or view): arrays an earlier run of this statement made are older ones now
+        if not (src is not None and isinstance(s.value, ast.Name)):
+            for k, v in pts.items():
+                if (site, True) in v:
+                    pts[k] = (v - {(site, True)}) | {(site, False)}
         if src is not None:
             pts[t.id] = pts.get(src, frozenset({("name", src)}))
+            # the very same array only by a plain assignment; a view is an array of its own
+            pts[_same(t.id)] = _same_of(pts, src) if isinstance(s.value, ast.Name) else frozenset({(site, True)})
             return pts
-        site = id(s)   # an allocation: arrays an earlier run of this statement made are older ones now
-        for k, v in pts.items():
-            if (site, True) in v:
-                pts[k] = (v - {(site, True)}) | {(site, False)}
         pts[t.id] = frozenset({(site, True)})
+        pts[_same(t.id)] = frozenset({(site, True)})
         return pts
 
     def shares(self, e, target):
@@ -166,11 +181,35 @@ class _PointsTo:
 
     def write(self, s, base, pts, exclude=None):
         mine = pts.get(base, frozenset({("name", base)}))
-        live = self.live_after.get(id(s), set()) | set(self.outputs)
+        live = self.live_after.get(id(s), set())   # outputs: live at the end (liveness starts from them)
         for other in sorted(live - {base if exclude is None else exclude}):
             theirs = pts.get(other, frozenset({("name", other)}))
             if mine & theirs:
-                raise self.error(s, base, other)
+                if self.rebinds is None:
+                    raise self.error(s, base, other)
+                if exclude is not None and _is_rank(self.ranks.get(exclude)) and _must_be_same(pts, base, other):
+                    self.rebinds.setdefault(id(s), []).append(other)
+                # else: a write rebinding cannot settle, refused by check_aliases
+
+
+def _same(name):
+    """The key under which the points-to state records which array ``name`` is exactly (not a view of)."""
+    return ("=", name)
+
+
+def _same_of(pts, name):
+    return pts.get(_same(name), frozenset({("name", name)}))
+
+
+def _must_be_same(pts, a, b):
+    """Whether ``a`` and ``b`` hold the very same array on every path here (one current allocation, the same
+    parameter, or the same outside name; an older array of a statement in a loop is never known)."""
+    x, y = _same_of(pts, a), _same_of(pts, b)
+    return len(x) == 1 and x == y and next(iter(x))[1] is not False
+
+
+def _is_rank(r):
+    return isinstance(r, int) and not isinstance(r, bool) and r >= 1
 
 
 def _augmented_operand(s):
@@ -222,6 +261,43 @@ def check_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index, filename_o
 
     pts = {p: frozenset({("param", p)}) for p in params}
     _PointsTo(live.after, [o for o in outputs], ranks, basic_index, error, subscripts).block(list(fdef.body), pts)
+
+
+def rebind_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index):
+    """After each ``x += v`` (ANF, marked AUGMENTED) on an array that another live name must hold as the same
+    array, add ``other = x``: the other names see the written values, as in NumPy (see the module docstring).
+    Returns the number of assignments added. Writes it cannot settle are left for :func:`check_aliases`."""
+    live = _Liveness()
+    live.block(list(fdef.body), set(outputs))
+    rebinds: dict = {}
+    params = [a.arg for a in fdef.args.args]
+    pts = {p: frozenset({("param", p)}) for p in params}
+    _PointsTo(live.after, list(outputs), ranks, basic_index, None, subscripts=False,
+              rebinds=rebinds).block(list(fdef.body), pts)
+    if not rebinds:
+        return 0
+    added = 0
+
+    def fix(stmts):
+        nonlocal added
+        out = []
+        for st in stmts:
+            for field in ("body", "orelse"):
+                if isinstance(getattr(st, field, None), list) and not isinstance(st, ast.FunctionDef):
+                    setattr(st, field, fix(getattr(st, field)))
+            out.append(st)
+            for other in rebinds.get(id(st), ()):
+                new = ast.Assign(targets=[ast.Name(id=other, ctx=ast.Store())],
+                                 value=ast.Name(id=st.targets[0].id, ctx=ast.Load()))
+                ast.copy_location(new, st)
+                if A.get(st, A.FILE, None) is not None:
+                    A.put(new, A.FILE, A.get(st, A.FILE))
+                out.append(new)
+                added += 1
+        return out
+
+    fdef.body = fix(list(fdef.body))
+    return added
 
 
 def user_words(name, origins):

@@ -17,7 +17,7 @@ from ..errors import DeviceError
 from ..kernels.base import Backend
 from ..ops.registry import by_name, register_kernels
 from ..tree import tree_unflatten
-from .aliases import check_aliases, user_words
+from .aliases import check_aliases, rebind_aliases, user_words
 from .anf import anf
 from .astutil import clone
 from .forward import forward
@@ -282,6 +282,8 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         return (parsed.filename, getattr(stmt, "lineno", None))
 
     ranks = infer_ranks(list(a.body), dict(low.ranks or {}))
+    # x += v into an array another name must hold too: that name is rebound to the result after it
+    rebind_aliases(a, [o.id for o in atoms if isinstance(o, ast.Name)], ranks, basic_index)
     if kind != "vjp":   # x += v into an array another name holds: NumPy writes in place, the code rebinds x
         check_aliases(a, [o.id for o in atoms if isinstance(o, ast.Name)], ranks, basic_index,
                       lambda st: parsed.filename, subscripts=False, origins=low.origins)

@@ -517,16 +517,23 @@ def _render(s):
     return render_stmt(s)
 
 
-def _assigned_in(stmts, inside=False, acc=None):
+def _assigned_in(stmts, inside=False, acc=None, bound=()):
+    """Names assigned inside loops or branches, or more than once in straight-line code, a parameter
+    (``bound``) counting as assigned once (ANF gives each straight-line assignment a name of its own, except
+    the rebinding of :func:`.aliases.rebind_aliases`)."""
     acc = set() if acc is None else acc
+    once = set(bound)
     for s in stmts:
         if isinstance(s, (ast.For, ast.While, ast.If)):
             if isinstance(s, ast.For):
                 acc.add(s.target.id)
             _assigned_in(s.body, True, acc)
             _assigned_in(s.orelse, True, acc)
-        elif inside and isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name):
-            acc.add(s.targets[0].id)
+        elif isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name):
+            name = s.targets[0].id
+            if inside or name in once:
+                acc.add(name)
+            once.add(name)
     return acc
 
 
@@ -783,7 +790,7 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
     body, R.ckpt_plans = checkpointing.plan(body, namer, params, src_lookup)
     R.special = set(loops.counters) | set(loops.iters) | checkpointing.special(R.ckpt_plans) | \
         {a.decide.targets[0].id for a in autos}   # (a choice runs once: its decision is never overwritten)
-    R.nonssa = _assigned_in(body) - R.special
+    R.nonssa = _assigned_in(body, bound=params) - R.special
     R.maybe_unbound = _assigned_in(body) - definitely_bound(body, params) - R.special
     R.ranks = infer_ranks(body, dict(param_ranks or {}))
     R.cplx = maybe_complex(body, dict(param_kinds or {}), params)

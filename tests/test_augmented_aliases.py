@@ -1,0 +1,175 @@
+"""``x += v`` (``*=``, ``-=``, ``/=``) on an array another name holds: NumPy writes into the array, so every name
+holding it sees the new values. The generated code binds a new array for ``x``, and
+:func:`funcgrad.transform.aliases.rebind_aliases` rebinds every other name that must hold the same array right
+after the write. Names that hold it on some paths only, or hold a view of part of it, are refused at the line."""
+import numpy as np
+import pytest
+
+import funcgrad
+from funcgrad.errors import UnsupportedSyntaxError
+from tests.support import assert_value_and_gradient
+
+MODES = [dict(mode="auto"), dict(mode="python"), dict(mode="njit"), dict(jit=False)]
+MODE_IDS = ["auto", "python", "njit", "nojit"]
+X = np.array([0.3, -0.5, 0.9])
+
+
+def straight_line(x):
+    c = np.sin(x)
+    y = c
+    y *= 2.0
+    return np.sum(c * x)
+
+
+def chain_of_names(x):
+    c = np.sin(x)
+    y = c
+    z = y
+    z *= x
+    return np.sum(c) + np.sum(y * x)
+
+
+def alias_before_a_loop(x):
+    y = x * 1.0
+    c = y
+    for i in range(3):
+        y *= 1.5
+        y -= x * i
+    return np.sum(c * x)
+
+
+def alias_made_in_the_loop(x, n):
+    c = np.cos(x)
+    total = 0.0
+    for i in range(n):
+        y = c
+        y /= 1.0 + x * x
+        total = total + np.sum(c)
+    return total + np.sum(c * x)
+
+
+def add_into(out, v):
+    out += v
+
+
+def accumulate_in_a_helper(x):
+    acc = np.zeros_like(x)
+    for i in range(4):
+        add_into(acc, x * i)
+    return np.sum(acc * x)
+
+
+def scale(out, s):
+    out *= s
+    return out
+
+
+def helper_returns_its_argument(x):
+    c = np.exp(x)
+    d = scale(c, 3.0)
+    return np.sum(c * x) + np.sum(d)
+
+
+def item_of_a_list(x):
+    L = [np.sin(x), x]
+    y = L[0]
+    y *= 3.0
+    return np.sum(L[0] * L[1])
+
+
+def returned_both(x):
+    c = np.cos(x)
+    y = c
+    y -= x
+    return c, y
+
+
+def matrix_alias(x):
+    M = np.ones((3, 3)) * x
+    R = M
+    R *= x[:, None]
+    return np.sum(M @ x)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+@pytest.mark.parametrize("f, args", [
+    (straight_line, (X,)), (chain_of_names, (X,)), (alias_before_a_loop, (X,)), (alias_made_in_the_loop, (X, 3)),
+    (accumulate_in_a_helper, (X,)), (helper_returns_its_argument, (X,)), (item_of_a_list, (X,)),
+    (matrix_alias, (X,))], ids=lambda a: getattr(a, "__name__", ""))
+def test_every_name_of_the_array_sees_the_write(f, args, kw):
+    assert_value_and_gradient(f, args, 0, **kw)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_both_names_returned(kw):
+    def loss(x):
+        c, y = returned_both(x)
+        return np.sum(np.sin(c) * y)
+    assert_value_and_gradient(loss, (X,), 0, **kw)
+    c, y = funcgrad.jit(returned_both)(X)
+    np.testing.assert_allclose(c, np.cos(X) - X, rtol=1e-12)
+    np.testing.assert_allclose(y, np.cos(X) - X, rtol=1e-12)
+
+
+def test_forward_mode_and_second_order():
+    v = np.array([1.0, -0.5, 2.0])
+    eps = 1e-6
+    for f in (straight_line, alias_before_a_loop, accumulate_in_a_helper):
+        out, tan = funcgrad.jvp(f, (X,), (v,))
+        assert out == pytest.approx(f(X), rel=1e-12)
+        assert tan == pytest.approx((f(X + eps * v) - f(X - eps * v)) / (2 * eps), rel=1e-6)
+        H = funcgrad.hessian(f)(X)
+        g = funcgrad.grad(f)
+        want = np.array([(g(X + 1e-5 * e) - g(X - 1e-5 * e)) / 2e-5 for e in np.eye(3)])
+        np.testing.assert_allclose(H, want, rtol=1e-5, atol=1e-6)
+
+
+def the_caller_s_array(a):
+    y = a
+    y *= 2.0
+    return np.sum(a * a)
+
+
+def test_an_argument_is_never_written():
+    # funcgrad's functions are pure: the caller's array keeps its values (NumPy would double them), the value
+    # and gradient are those of the function as Python computes it on a fresh copy
+    a = X.copy()
+    v, g = funcgrad.value_and_grad(the_caller_s_array)(a)
+    np.testing.assert_array_equal(a, X)
+    assert v == pytest.approx(4 * np.sum(X * X), rel=1e-12)
+    np.testing.assert_allclose(g, 8 * X, rtol=1e-12)
+
+
+def on_one_path_only(x):
+    y = x * 1.0
+    w = x * 2.0
+    z = y if x[0] > 0 else w
+    z += 1.0
+    return np.sum(y * x)
+
+
+def through_a_view(x):
+    y = x * 1.0
+    z = y[1:]
+    z *= 2.0
+    return np.sum(y * x)
+
+
+def alias_from_an_earlier_iteration(x):
+    prev = x * 0.0
+    for i in range(3):
+        y = x * (i + 1.0)
+        if i == 0:
+            prev = y   # the first iteration's array; the write below reaches it only then
+        y *= 2.0
+    return np.sum(prev * x)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+@pytest.mark.parametrize("f, line", [(on_one_path_only, "z += 1.0"), (through_a_view, "z *= 2.0"),
+                                     (alias_from_an_earlier_iteration, "y *= 2.0")],
+                         ids=["one_path", "view", "earlier_iteration"])
+def test_writes_not_known_to_reach_one_whole_array_are_refused(f, line, kw):
+    with pytest.raises(UnsupportedSyntaxError, match="writes into the array it holds") as e:
+        funcgrad.value_and_grad(f, **kw)(X)
+    assert f"test_augmented_aliases.py" in str(e.value) and line in str(e.value)
