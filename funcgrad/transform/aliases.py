@@ -18,13 +18,15 @@ the write (liveness, loops iterated to a fixpoint) or is an output; ``x += v``
 on an array counts as a write into ``x``'s array, as NumPy does it. Writes no
 other live name can see pass unchanged.
 
-``rebind_aliases`` runs first and removes the refusals it can: ``x += v`` on an
-array (rank known, 1 or more) that another live name must hold as the very same
-array (``y = c``, a helper's parameter bound to the caller's array; along every
-path, tracked as one more flow-sensitive fact beside the may-alias sets) gets
-``c = y`` right after it. The generated code binds a new array for ``x += v``;
-rebinding every other name of the old one gives each the values NumPy's write
-in place would have shown it. A view (``y = c[1:]``) is never the same array.
+``rebind_aliases`` runs first and removes the refusals it can: a write (``x += v``
+or ``x[i] = v``) into an array (rank known, 1 or more) that another live name must
+hold as the very same array (``y = c``, a helper's parameter bound to the caller's
+array; along every path, tracked as one more flow-sensitive fact beside the
+may-alias sets) gets ``c = x`` right after it. The generated code binds a new
+array for ``x += v`` and the reverse pass keeps one cotangent per name; rebinding
+every other name of the array gives each the values NumPy's write in place
+showed it, and its cotangent the path through the write. A view (``y = c[1:]``)
+is never the same array, nor is an array an earlier run of a loop made.
 """
 from __future__ import annotations
 
@@ -138,7 +140,7 @@ class _PointsTo:
             return pts
         t = s.targets[0]
         if isinstance(t, ast.Subscript):
-            if self.subscripts:
+            if self.subscripts or self.rebinds is not None:
                 self.write(s, t.value.id, pts)
             return pts
         pts = dict(pts)
@@ -187,8 +189,9 @@ class _PointsTo:
             if mine & theirs:
                 if self.rebinds is None:
                     raise self.error(s, base, other)
-                if exclude is not None and _is_rank(self.ranks.get(exclude)) and _must_be_same(pts, base, other):
-                    self.rebinds.setdefault(id(s), []).append(other)
+                written = base if exclude is None else exclude   # x[i] = v writes x; x += v rebinds x
+                if _is_rank(self.ranks.get(written)) and _must_be_same(pts, base, other):
+                    self.rebinds.setdefault(id(s), []).append((other, written))
                 # else: a write rebinding cannot settle, refused by check_aliases
 
 
@@ -264,8 +267,9 @@ def check_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index, filename_o
 
 
 def rebind_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index):
-    """After each ``x += v`` (ANF, marked AUGMENTED) on an array that another live name must hold as the same
-    array, add ``other = x``: the other names see the written values, as in NumPy (see the module docstring).
+    """After each ``x += v`` (ANF, marked AUGMENTED) or ``x[i] = v`` into an array that another live name must
+    hold as the same array, add ``other = x``: the other names see the written values, as in NumPy (see the
+    module docstring).
     Returns the number of assignments added. Writes it cannot settle are left for :func:`check_aliases`."""
     live = _Liveness()
     live.block(list(fdef.body), set(outputs))
@@ -286,9 +290,9 @@ def rebind_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index):
                 if isinstance(getattr(st, field, None), list) and not isinstance(st, ast.FunctionDef):
                     setattr(st, field, fix(getattr(st, field)))
             out.append(st)
-            for other in rebinds.get(id(st), ()):
+            for other, written in rebinds.get(id(st), ()):
                 new = ast.Assign(targets=[ast.Name(id=other, ctx=ast.Store())],
-                                 value=ast.Name(id=st.targets[0].id, ctx=ast.Load()))
+                                 value=ast.Name(id=written, ctx=ast.Load()))
                 ast.copy_location(new, st)
                 if A.get(st, A.FILE, None) is not None:
                     A.put(new, A.FILE, A.get(st, A.FILE))
