@@ -1,8 +1,10 @@
 """Writes into an array another name holds: ``x += v`` (``*=``, ``-=``, ``/=``) and ``x[i] = v``. NumPy writes into
 the array, so every name holding it sees the new values. The generated code binds a new array for ``x += v``
 (and the reverse pass keeps one cotangent per name), and :func:`funcgrad.transform.aliases.rebind_aliases`
-rebinds every other name that must hold the same array right after the write. Names that hold it on some paths
-only, or hold a view of part of it, are refused at the line."""
+rebinds every other name that must hold the same array right after the write. A write through a view
+``v = B[idx]`` is written back (``B[idx] = v``, NumPy's no-op) and a view of an array written into is made
+again. Names that hold the array on some paths only, and views other than indexing (a reshape), are refused at
+the line."""
 import numpy as np
 import pytest
 
@@ -174,6 +176,91 @@ def test_element_writes_are_seen_through_every_name(f, kw):
     assert tan == pytest.approx((f(X + 1e-6 * v) - f(X - 1e-6 * v)) / 2e-6, rel=1e-6, abs=1e-8)
 
 
+def row_views_in_a_loop(x):
+    A = np.outer(x, x) + 1.0
+    for i in range(3):
+        row = A[i]
+        row[(i + 1) % 3] = x[i] ** 2
+    return np.sum(A @ x)
+
+
+def augmented_through_row_views(x):
+    A = np.outer(x, x) + 1.0
+    for i in range(3):
+        row = A[i]
+        row *= x[i]
+    return np.sum(A * A)
+
+
+def view_of_a_view(x):
+    A = np.outer(x, x)
+    r = A[1]
+    q = r[1:]
+    q[0] = np.sin(x[0])
+    return np.sum(A) + np.sum(r * q[0])
+
+
+def new_axis_view(x):
+    c = x.copy()
+    v = c[None]
+    v *= 3.0
+    return np.sum(c * x) + np.sum(v)
+
+
+def two_views_then_a_write_into_the_base(x):
+    A = np.outer(x, x)
+    a = A[0]
+    b = A[:, 1]
+    A[0, 1] = x[2] ** 3
+    return np.sum(a * b) + np.sum(A)
+
+
+def tail_views_at_run_time(x, n):
+    a = x * 1.0
+    for k in range(n):
+        tail = a[k % 2:]
+        tail += x[k % 3]
+    return np.sum(a * a)
+
+
+def view_made_before_the_loop(x):
+    A = np.outer(x, x)
+    r = A[2]
+    for j in range(3):
+        r[j] = r[j] * x[j]
+    return np.sum(A * x)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+@pytest.mark.parametrize("f, args", [
+    (row_views_in_a_loop, (X,)), (augmented_through_row_views, (X,)), (view_of_a_view, (X,)),
+    (new_axis_view, (X,)), (two_views_then_a_write_into_the_base, (X,)), (tail_views_at_run_time, (X, 5)),
+    (view_made_before_the_loop, (X,))], ids=lambda a: getattr(a, "__name__", ""))
+def test_writes_through_views_and_into_viewed_arrays(f, args, kw):
+    assert_value_and_gradient(f, args, 0, **kw)
+    v = np.array([1.0, 2.0, -1.0])
+    out, tan = funcgrad.jvp(f, args, (v,) + (0,) * (len(args) - 1), **kw)
+    assert out == pytest.approx(f(*args), rel=1e-12)
+    want = (f(X + 1e-6 * v, *args[1:]) - f(X - 1e-6 * v, *args[1:])) / 2e-6
+    assert tan == pytest.approx(want, rel=1e-6, abs=1e-8)
+
+
+def view_chosen_on_a_branch(x):
+    A = np.outer(x, x)
+    if x[0] > 0:
+        r = A[0]
+    else:
+        r = A[1]
+    r[0] = 5.0
+    return np.sum(A)
+
+
+def test_a_view_chosen_at_run_time_is_refused():
+    with pytest.raises(UnsupportedSyntaxError, match="shares its memory") as e:
+        funcgrad.grad(view_chosen_on_a_branch)(X)
+    assert "test_aliased_writes.py" in str(e.value) and "r[0] = 5.0" in str(e.value)
+
+
 def the_caller_s_array(a):
     y = a
     y *= 2.0
@@ -198,9 +285,9 @@ def on_one_path_only(x):
     return np.sum(y * x)
 
 
-def through_a_view(x):
+def through_a_reshaped_view(x):
     y = x * 1.0
-    z = y[1:]
+    z = y.reshape(1, 3)
     z *= 2.0
     return np.sum(y * x)
 
@@ -216,9 +303,9 @@ def alias_from_an_earlier_iteration(x):
 
 
 @pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
-@pytest.mark.parametrize("f, line", [(on_one_path_only, "z += 1.0"), (through_a_view, "z *= 2.0"),
+@pytest.mark.parametrize("f, line", [(on_one_path_only, "z += 1.0"), (through_a_reshaped_view, "z *= 2.0"),
                                      (alias_from_an_earlier_iteration, "y *= 2.0")],
-                         ids=["one_path", "view", "earlier_iteration"])
+                         ids=["one_path", "reshaped_view", "earlier_iteration"])
 def test_writes_not_known_to_reach_one_whole_array_are_refused(f, line, kw):
     with pytest.raises(UnsupportedSyntaxError, match="writes into the array it holds") as e:
         funcgrad.value_and_grad(f, **kw)(X)

@@ -27,6 +27,11 @@ array for ``x += v`` and the reverse pass keeps one cotangent per name; rebindin
 every other name of the array gives each the values NumPy's write in place
 showed it, and its cotangent the path through the write. A view (``y = c[1:]``)
 is never the same array, nor is an array an earlier run of a loop made.
+Views by indexing are settled too: a write through ``v = B[idx]`` (``B``, ``v``
+and every name ``idx`` reads unchanged since, on every path) is written back,
+``B[idx] = v`` (NumPy's no-op; the write is annotated WRITE_BACK so the check
+lets ``B`` see it), and ``v = B[idx]`` is made again after a write into ``B``.
+Other views (a reshape, a transpose) and views chosen on a branch stay refused.
 """
 from __future__ import annotations
 
@@ -35,7 +40,7 @@ import linecache
 
 from . import annotations as A
 from ..errors import UnsupportedSyntaxError
-from .astutil import ast_walk
+from .astutil import ast_walk, clone
 
 # calls whose result may share memory with their first argument (NumPy returns views, or the argument)
 VIEWS = frozenset("""
@@ -130,9 +135,16 @@ class _PointsTo:
                 pts = dict(pts)
                 pts[s.target.id] = frozenset()   # a loop counter
                 pts[_same(s.target.id)] = frozenset({(id(s), False)})
+
+            def body(state):
+                state = dict(state)
+                if isinstance(s, ast.For):   # each trip's counter is a value of its own: an older trip's is stale
+                    _stale(state, id(s))
+                    state[_same(s.target.id)] = frozenset({(id(s), True)})
+                return self.block(s.body, state)
             state = pts
             while True:
-                out = self.merge(state, self.block(s.body, dict(state)))
+                out = self.merge(state, body(state))
                 if out == state:
                     return state
                 state = out
@@ -151,21 +163,52 @@ class _PointsTo:
             self.write(s, old, pts, exclude=t.id)
             pts[t.id] = pts.get(old, frozenset({("name", old)}))
             pts[_same(t.id)] = _same_of(pts, old)
+            if t.id != old:
+                pts[_view(t.id)] = frozenset()
             return pts
         src = self.shares(s.value, t.id)
         site = id(s)   # a new array (or view): arrays an earlier run of this statement made are older ones now
         if not (src is not None and isinstance(s.value, ast.Name)):
-            for k, v in pts.items():
-                if (site, True) in v:
-                    pts[k] = (v - {(site, True)}) | {(site, False)}
+            _stale(pts, site)
+        pts[_view(t.id)] = frozenset()
         if src is not None:
             pts[t.id] = pts.get(src, frozenset({("name", src)}))
             # the very same array only by a plain assignment; a view is an array of its own
-            pts[_same(t.id)] = _same_of(pts, src) if isinstance(s.value, ast.Name) else frozenset({(site, True)})
+            if isinstance(s.value, ast.Name):
+                pts[_same(t.id)] = _same_of(pts, src)
+                pts[_view(t.id)] = pts.get(_view(src), frozenset())
+                for k in [k for k in pts if k[:2] == ("viewarg", src)]:
+                    pts[("viewarg", t.id) + k[2:]] = pts[k]
+            else:
+                pts[_same(t.id)] = frozenset({(site, True)})
+                if self.rebinds is not None and _call_name(s.value) == "getitem" and len(s.value.args) == 2:
+                    # t is the view src[idx]: what a write through it (or into src) must write back (re-derive)
+                    self.view_rhs[site] = s.value
+                    pts[_view(t.id)] = frozenset({(src, site)})
+                    pts[("viewarg", t.id, src)] = _same_of(pts, src)
+                    for n in sorted(_reads(s.value.args[1])):
+                        pts[("viewarg", t.id, n)] = _same_of(pts, n)
             return pts
         pts[t.id] = frozenset({(site, True)})
         pts[_same(t.id)] = frozenset({(site, True)})
         return pts
+
+    def view_of(self, pts, v):
+        """``(base, site)`` when ``v`` holds, on every path here, the view ``base[idx]`` its statement ``site``
+        made, with ``base`` and every name ``idx`` reads unchanged since; else None."""
+        rel = pts.get(_view(v), frozenset())
+        if len(rel) != 1:
+            return None
+        base, site = next(iter(rel))
+        if _same_of(pts, v) != frozenset({(site, True)}):
+            return None
+        for k, tokens in pts.items():
+            if k[:2] == ("viewarg", v):
+                if len(tokens) != 1 or _same_of(pts, k[2]) != tokens or next(iter(tokens))[1] is False:
+                    return None
+        if ("viewarg", v, base) not in pts:
+            return None
+        return base, site
 
     def shares(self, e, target):
         """The name whose memory ``target = e`` may share, or None when ``e`` makes a new array (or a number)."""
@@ -187,12 +230,42 @@ class _PointsTo:
         for other in sorted(live - {base if exclude is None else exclude}):
             theirs = pts.get(other, frozenset({("name", other)}))
             if mine & theirs:
+                if other in A.get(s, A.WRITE_BACK, ()):
+                    continue   # written back into other right after (B[idx] = x): other sees it as NumPy does
                 if self.rebinds is None:
                     raise self.error(s, base, other)
                 written = base if exclude is None else exclude   # x[i] = v writes x; x += v rebinds x
-                if _is_rank(self.ranks.get(written)) and _must_be_same(pts, base, other):
-                    self.rebinds.setdefault(id(s), []).append((other, written))
+                if not _is_rank(self.ranks.get(written)):
+                    continue   # refused by check_aliases
+                todo = self.rebinds.setdefault(id(s), [])
+                if _must_be_same(pts, base, other):
+                    todo.append(("rebind", other, written))
+                    continue
+                through = self.view_of(pts, base)
+                if through is not None and (other == through[0] or _must_be_same(pts, other, through[0])):
+                    # a write through the view base = B[idx]: write it back, B[idx] = base (NumPy's no-op)
+                    if ("write back", through[0], written, through[1]) not in todo:
+                        todo.append(("write back", through[0], written, through[1]))
+                        if written != base:   # x += v bound a new array: x is the view B[idx] again after
+                            todo.append(("view again", written, through[1]))
+                    continue
+                theirs = self.view_of(pts, other)
+                if theirs is not None and exclude in (None, base) and _must_be_same(pts, theirs[0], base):
+                    # a write into B while other = B[idx] is live: other is B[idx] again, made afresh
+                    todo.append(("view again", other, theirs[1]))
+                # else: refused by check_aliases
                 # else: a write rebinding cannot settle, refused by check_aliases
+
+
+def _stale(pts, site):
+    """Arrays (or values) an earlier run of statement ``site`` made are older ones now."""
+    for k, v in pts.items():
+        if (site, True) in v:
+            pts[k] = (v - {(site, True)}) | {(site, False)}
+
+
+def _view(name):
+    return ("view", name)
 
 
 def _same(name):
@@ -267,40 +340,64 @@ def check_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index, filename_o
 
 
 def rebind_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index):
-    """After each ``x += v`` (ANF, marked AUGMENTED) or ``x[i] = v`` into an array that another live name must
-    hold as the same array, add ``other = x``: the other names see the written values, as in NumPy (see the
-    module docstring).
-    Returns the number of assignments added. Writes it cannot settle are left for :func:`check_aliases`."""
-    live = _Liveness()
-    live.block(list(fdef.body), set(outputs))
-    rebinds: dict = {}
+    """Settle the writes other names see (see the module docstring), in rounds until none is left: after a
+    write (``x += v``, ANF, marked AUGMENTED; or ``x[i] = v``) into an array that another live name must hold
+    as the same array, add ``other = x``; after a write through a view ``x = B[idx]``, add ``B[idx] = x``
+    (NumPy's no-op, which the next round settles in turn); after a write into ``B`` while a view
+    ``v = B[idx]`` is live, add ``v = B[idx]`` again. Returns the number of statements added. Writes it cannot
+    settle are left for :func:`check_aliases`."""
     params = [a.arg for a in fdef.args.args]
-    pts = {p: frozenset({("param", p)}) for p in params}
-    _PointsTo(live.after, list(outputs), ranks, basic_index, None, subscripts=False,
-              rebinds=rebinds).block(list(fdef.body), pts)
-    if not rebinds:
-        return 0
     added = 0
+    done = set()   # (write statement, action) already added: a round never adds one twice
+    roots: dict = {}   # id(write-back statement) -> the writes it is written back for
+    keep: list = []    # (the statements roots names, alive while their ids are keys)
+    for _round in range(6):
+        live = _Liveness()
+        live.block(list(fdef.body), set(outputs))
+        rebinds: dict = {}
+        walker = _PointsTo(live.after, list(outputs), ranks, basic_index, None, subscripts=False, rebinds=rebinds)
+        walker.view_rhs = {}
+        walker.block(list(fdef.body), {p: frozenset({("param", p)}) for p in params})
+        todo = {k: [a for a in v if (k, a) not in done] for k, v in rebinds.items()}
+        todo = {k: v for k, v in todo.items() if v}
+        if not todo:
+            break
+        for k, v in todo.items():
+            done.update((k, a) for a in v)
 
-    def fix(stmts):
-        nonlocal added
-        out = []
-        for st in stmts:
-            for field in ("body", "orelse"):
-                if isinstance(getattr(st, field, None), list) and not isinstance(st, ast.FunctionDef):
-                    setattr(st, field, fix(getattr(st, field)))
-            out.append(st)
-            for other, written in rebinds.get(id(st), ()):
-                new = ast.Assign(targets=[ast.Name(id=other, ctx=ast.Store())],
-                                 value=ast.Name(id=written, ctx=ast.Load()))
-                ast.copy_location(new, st)
-                if A.get(st, A.FILE, None) is not None:
-                    A.put(new, A.FILE, A.get(st, A.FILE))
-                out.append(new)
-                added += 1
-        return out
+        def made(action, st):
+            if action[0] == "rebind":
+                return ast.Assign(targets=[ast.Name(id=action[1], ctx=ast.Store())],
+                                  value=ast.Name(id=action[2], ctx=ast.Load()))
+            rhs = walker.view_rhs[action[3] if action[0] == "write back" else action[2]]
+            if action[0] == "write back":
+                target = ast.Subscript(value=ast.Name(id=action[1], ctx=ast.Load()), slice=clone(rhs.args[1]),
+                                       ctx=ast.Store())
+                for w in (st,) + roots.get(id(st), ()):   # a write through a view of a view: seen by all
+                    A.put(w, A.WRITE_BACK, A.get(w, A.WRITE_BACK, frozenset()) | {action[1]})
+                new = ast.Assign(targets=[target], value=ast.Name(id=action[2], ctx=ast.Load()))
+                roots[id(new)] = (st,) + roots.get(id(st), ())
+                keep.append(new)
+                return new
+            return ast.Assign(targets=[ast.Name(id=action[1], ctx=ast.Store())], value=clone(rhs))
 
-    fdef.body = fix(list(fdef.body))
+        def fix(stmts):
+            nonlocal added
+            out = []
+            for st in stmts:
+                for field in ("body", "orelse"):
+                    if isinstance(getattr(st, field, None), list) and not isinstance(st, ast.FunctionDef):
+                        setattr(st, field, fix(getattr(st, field)))
+                out.append(st)
+                for action in todo.get(id(st), ()):
+                    new = ast.copy_location(made(action, st), st)
+                    if A.get(st, A.FILE, None) is not None:
+                        A.put(new, A.FILE, A.get(st, A.FILE))
+                    out.append(new)
+                    added += 1
+            return out
+
+        fdef.body = fix(list(fdef.body))
     return added
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __all__ = ["get", "put", "has", "PRIM", "CUSTOM", "NONDIFF", "SRC", "FILE", "COMMENT", "COUNTER", "IN_LOOP",
            "SAVED", "MARKER", "AUGMENTED", "CHECKPOINT", "SNAPSHOT", "RERUN", "AUTO",
-           "TRIPS", "ANNOTATIONS"]
+           "TRIPS", "WRITE_BACK", "ANNOTATIONS"]
 
 # name               attribute                  carried by        set by      meaning
 PRIM = "_funcgrad_prim"          # Call            normalize   the Primitive this call applies
@@ -29,9 +29,11 @@ RERUN = "_funcgrad_rerun"        # Expr            reverse     where a segment o
 AUTO = "_funcgrad_auto"          # If              reverse     checkpoint_loops: the taped copy of a loop (body) or
                                  #                             the checkpointed one (orelse), on the decision's name
 TRIPS = "_funcgrad_trips"        # Expr            reverse     the push of an inner loop's trip count on its tape
+WRITE_BACK = "_funcgrad_write_back"  # Assign x[..]  aliases   names B of a write through the view x = B[i]
+                                 #                             written back right after it (B[i] = x)
 
 ANNOTATIONS = (PRIM, CUSTOM, NONDIFF, SRC, FILE, COMMENT, COUNTER, IN_LOOP, SAVED, MARKER, AUGMENTED, CHECKPOINT,
-               SNAPSHOT, RERUN, AUTO, TRIPS)
+               SNAPSHOT, RERUN, AUTO, TRIPS, WRITE_BACK)
 
 
 def get(node, annotation, default=None):

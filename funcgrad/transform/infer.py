@@ -112,6 +112,15 @@ def infer_ranks(stmts, ranks):
                     else:
                         return None
                 return r - n_int
+            if prim.name == "outer":
+                return 2
+            if prim.name == "reshape" and len(e.args) == 2:   # the new shape's length
+                shape = e.args[1]
+                if isinstance(shape, ast.Tuple) and not any(isinstance(x, ast.Starred) for x in shape.elts):
+                    return len(shape.elts)
+                if isinstance(shape, ast.Constant) and type(shape.value) is int:
+                    return 1
+                return None
             if prim.name in ("copy", "stop_gradient", "negative", "zeros_like"):
                 return args[0]
             if prim.name == "pick":    # a if c else b: items of one rank
