@@ -27,11 +27,13 @@ array for ``x += v`` and the reverse pass keeps one cotangent per name; rebindin
 every other name of the array gives each the values NumPy's write in place
 showed it, and its cotangent the path through the write. A view (``y = c[1:]``)
 is never the same array, nor is an array an earlier run of a loop made.
-Views by indexing are settled too: a write through ``v = B[idx]`` (``B``, ``v``
-and every name ``idx`` reads unchanged since, on every path) is written back,
-``B[idx] = v`` (NumPy's no-op; the write is annotated WRITE_BACK so the check
-lets ``B`` see it), and ``v = B[idx]`` is made again after a write into ``B``.
-Other views (a reshape, a transpose) and views chosen on a branch stay refused.
+Views by indexing, transposes and reshapes are settled too: a write through
+``v = B[idx]`` (``B``, ``v`` and every name ``idx`` reads unchanged since, on
+every path) is written back, ``B[idx] = v`` (NumPy's no-op; the write is
+annotated WRITE_BACK so the check lets ``B`` see it); through ``v = B.T`` or
+``v = B.reshape(s)``, ``B`` is made the transposed (reshaped) ``v`` again; and
+``v`` is made again after a write into ``B``. Other views (``np.flip``,
+``np.diagonal``) and views chosen on a branch stay refused.
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ import linecache
 
 from . import annotations as A
 from ..errors import UnsupportedSyntaxError
+from ..ops.registry import by_name
 from .astutil import ast_walk, clone
 
 # calls whose result may share memory with their first argument (NumPy returns views, or the argument)
@@ -181,12 +184,13 @@ class _PointsTo:
                     pts[("viewarg", t.id) + k[2:]] = pts[k]
             else:
                 pts[_same(t.id)] = frozenset({(site, True)})
-                if self.rebinds is not None and _call_name(s.value) == "getitem" and len(s.value.args) == 2:
-                    # t is the view src[idx]: what a write through it (or into src) must write back (re-derive)
+                if self.rebinds is not None and _view_kind(s.value) is not None:
+                    # t is the view src[idx] (src.T, src.reshape(...)): what a write through it (or into src)
+                    # must write back (make again); valid while src and every name it reads are unchanged
                     self.view_rhs[site] = s.value
                     pts[_view(t.id)] = frozenset({(src, site)})
                     pts[("viewarg", t.id, src)] = _same_of(pts, src)
-                    for n in sorted(_reads(s.value.args[1])):
+                    for n in sorted(_reads(s.value) - {src, "K"}):
                         pts[("viewarg", t.id, n)] = _same_of(pts, n)
             return pts
         pts[t.id] = frozenset({(site, True)})
@@ -243,11 +247,14 @@ class _PointsTo:
                     continue
                 through = self.view_of(pts, base)
                 if through is not None and (other == through[0] or _must_be_same(pts, other, through[0])):
-                    # a write through the view base = B[idx]: write it back, B[idx] = base (NumPy's no-op)
+                    # a write through the view base = B[idx]: write it back, B[idx] = base (NumPy's no-op); or
+                    # through base = B.T (B.reshape(...)): B is base.T again (base.reshape(B's shape))
                     if ("write back", through[0], written, through[1]) not in todo:
                         todo.append(("write back", through[0], written, through[1]))
-                        if written != base:   # x += v bound a new array: x is the view B[idx] again after
-                            todo.append(("view again", written, through[1]))
+                        if written != base and _view_kind(self.view_rhs[through[1]]) == "getitem":
+                            todo.append(("view again", written, through[1]))   # x += v bound a new array
+                    if other != through[0]:   # another name of B: B again after B is written back
+                        todo.append(("rebind", other, through[0]))
                     continue
                 theirs = self.view_of(pts, other)
                 if theirs is not None and exclude in (None, base) and _must_be_same(pts, theirs[0], base):
@@ -255,6 +262,49 @@ class _PointsTo:
                     todo.append(("view again", other, theirs[1]))
                 # else: refused by check_aliases
                 # else: a write rebinding cannot settle, refused by check_aliases
+
+
+_ORDER = {"write back": 0, "rebind": 1, "view again": 2}
+
+
+def _view_kind(e):
+    """``"getitem"``, ``"transpose"`` or ``"reshape"`` for a view ``rhs`` a write can be written back
+    through (the view's other arguments literal or names), else None."""
+    if not isinstance(e, ast.Call) or not e.args or not isinstance(e.args[0], ast.Name):
+        return None
+    name = _call_name(e)
+    if name == "getitem" and len(e.args) == 2 and not e.keywords:
+        return name
+    if name == "transpose" and len(e.args) == 1 and all(k.arg == "axes" for k in e.keywords):
+        if not e.keywords or _literal_axes(e) is not None:
+            return name
+    if name == "reshape" and len(e.args) == 2 and not e.keywords:
+        return name
+    return None
+
+
+def _literal_axes(e):
+    """The ``axes=`` tuple of a transpose call as ints, or None (none given, or not literal)."""
+    for k in e.keywords:
+        if k.arg == "axes" and isinstance(k.value, ast.Tuple) and all(
+                isinstance(x, ast.Constant) and type(x.value) is int and x.value >= 0 for x in k.value.elts):
+            axes = [x.value for x in k.value.elts]
+            return axes if sorted(axes) == list(range(len(axes))) else None
+    return None
+
+
+def _inverse(axes):
+    inv = [0] * len(axes)
+    for i, a in enumerate(axes):
+        inv[a] = i
+    return inv
+
+
+def _k_call(name, args, keywords=()):
+    """``K.<name>(args)`` annotated with its primitive, as normalize writes it."""
+    call = ast.Call(func=ast.Attribute(value=ast.Name(id="K", ctx=ast.Load()), attr=name, ctx=ast.Load()),
+                    args=list(args), keywords=list(keywords))
+    return A.put(call, A.PRIM, by_name(name))
 
 
 def _stale(pts, site):
@@ -347,6 +397,14 @@ def rebind_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index):
     ``v = B[idx]`` is live, add ``v = B[idx]`` again. Returns the number of statements added. Writes it cannot
     settle are left for :func:`check_aliases`."""
     params = [a.arg for a in fdef.args.args]
+    taken = {n.id for n in ast_walk(fdef) if isinstance(n, ast.Name)} | set(params)
+
+    def fresh(stem):
+        k = 0
+        while f"{stem}{k}" in taken:
+            k += 1
+        taken.add(f"{stem}{k}")
+        return f"{stem}{k}"
     added = 0
     done = set()   # (write statement, action) already added: a round never adds one twice
     roots: dict = {}   # id(write-back statement) -> the writes it is written back for
@@ -365,21 +423,36 @@ def rebind_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index):
         for k, v in todo.items():
             done.update((k, a) for a in v)
 
+        def assign(name, value):
+            return ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=value)
+
         def made(action, st):
+            """The statements ``action`` adds after ``st``."""
             if action[0] == "rebind":
-                return ast.Assign(targets=[ast.Name(id=action[1], ctx=ast.Store())],
-                                  value=ast.Name(id=action[2], ctx=ast.Load()))
+                return [assign(action[1], ast.Name(id=action[2], ctx=ast.Load()))]
             rhs = walker.view_rhs[action[3] if action[0] == "write back" else action[2]]
-            if action[0] == "write back":
-                target = ast.Subscript(value=ast.Name(id=action[1], ctx=ast.Load()), slice=clone(rhs.args[1]),
-                                       ctx=ast.Store())
-                for w in (st,) + roots.get(id(st), ()):   # a write through a view of a view: seen by all
-                    A.put(w, A.WRITE_BACK, A.get(w, A.WRITE_BACK, frozenset()) | {action[1]})
-                new = ast.Assign(targets=[target], value=ast.Name(id=action[2], ctx=ast.Load()))
-                roots[id(new)] = (st,) + roots.get(id(st), ())
-                keep.append(new)
-                return new
-            return ast.Assign(targets=[ast.Name(id=action[1], ctx=ast.Store())], value=clone(rhs))
+            if action[0] == "view again":
+                return [assign(action[1], clone(rhs))]
+            base, written = action[1], ast.Name(id=action[2], ctx=ast.Load())
+            for w in (st,) + roots.get(id(st), ()):   # a write through a view of a view: seen by all
+                A.put(w, A.WRITE_BACK, A.get(w, A.WRITE_BACK, frozenset()) | {base})
+            kind = _view_kind(rhs)
+            if kind == "transpose":   # B = written.T, or transposed by the inverse of the view's axes
+                axes = _literal_axes(rhs)
+                kw = [] if axes is None else [ast.keyword(arg="axes", value=ast.Tuple(
+                    elts=[ast.Constant(value=i) for i in _inverse(axes)], ctx=ast.Load()))]
+                return [assign(base, _k_call("transpose", [written], kw))]
+            if kind == "reshape":   # B = written.reshape(B's shape)
+                shape = fresh("_view_shape")
+                return [assign(shape, ast.Attribute(value=ast.Name(id=base, ctx=ast.Load()), attr="shape",
+                                                    ctx=ast.Load())),
+                        assign(base, _k_call("reshape", [written, ast.Name(id=shape, ctx=ast.Load())]))]
+            target = ast.Subscript(value=ast.Name(id=base, ctx=ast.Load()), slice=clone(rhs.args[1]),
+                                   ctx=ast.Store())
+            new = ast.Assign(targets=[target], value=written)
+            roots[id(new)] = (st,) + roots.get(id(st), ())
+            keep.append(new)
+            return [new]
 
         def fix(stmts):
             nonlocal added
@@ -389,12 +462,14 @@ def rebind_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index):
                     if isinstance(getattr(st, field, None), list) and not isinstance(st, ast.FunctionDef):
                         setattr(st, field, fix(getattr(st, field)))
                 out.append(st)
-                for action in todo.get(id(st), ()):
-                    new = ast.copy_location(made(action, st), st)
-                    if A.get(st, A.FILE, None) is not None:
-                        A.put(new, A.FILE, A.get(st, A.FILE))
-                    out.append(new)
-                    added += 1
+                # a view written back first, then the other names of its array, then views made again
+                for action in sorted(todo.get(id(st), ()), key=lambda a: _ORDER[a[0]]):
+                    for new in made(action, st):
+                        ast.copy_location(new, st)
+                        if A.get(st, A.FILE, None) is not None:
+                            A.put(new, A.FILE, A.get(st, A.FILE))
+                        out.append(new)
+                        added += 1
             return out
 
         fdef.body = fix(list(fdef.body))

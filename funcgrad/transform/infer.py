@@ -121,7 +121,7 @@ def infer_ranks(stmts, ranks):
                 if isinstance(shape, ast.Constant) and type(shape.value) is int:
                     return 1
                 return None
-            if prim.name in ("copy", "stop_gradient", "negative", "zeros_like"):
+            if prim.name in ("copy", "stop_gradient", "negative", "zeros_like", "transpose", "swapaxes", "moveaxis"):
                 return args[0]
             if prim.name == "pick":    # a if c else b: items of one rank
                 return args[1] if args[1] == args[2] else None
