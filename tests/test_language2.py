@@ -529,3 +529,50 @@ def test_auto_fallback_is_remembered_on_disk():
     assert any(w.filename == HERE for w in rec), [(w.filename, w.lineno) for w in rec]
     np.testing.assert_allclose(v2, changes_type_in_a_loop(x3, 3))
     np.testing.assert_allclose(gx, np.full(3, 3.0))
+
+
+# range() inside zip/enumerate over arrays: the loop runs over the shortest length (a range's is
+# max(0, ceil((stop - start) / step)), its start evaluated once), the i-th item of the range is start + i * step
+def zip_with_a_constant_range(x, a, B):
+    s = 0
+    for v2, w3, i1 in zip(a, B[0], range(3)):
+        s = s + v2 * w3 * i1 + x
+    return s
+
+
+def enumerate_zip_with_a_runtime_range(x, a, n):
+    s = 0.0
+    for i, (v, k) in enumerate(zip(a, range(1, n, 2))):
+        s = s + v * k * x + i
+    return s
+
+
+def zip_with_a_descending_range_whose_start_is_rebound(x, a, n):
+    s = 0.0
+    m = n
+    for v, k in zip(a, range(m, 0, -1)):
+        m = m - 1
+        s = s + v * k * x
+    return s
+
+
+def zip_with_a_range_first(x, a, n):
+    s = 0.0
+    for k, v in zip(range(n, n + 10), a):
+        s = s + np.sin(v * x) * k
+    return s
+
+
+_ZA = np.array([0.3, -0.5, 0.9, 1.2])
+
+
+@pytest.mark.parametrize("kw", [{}, {"jit": "whole"}, {"jit": False}], ids=["auto", "whole", "nojit"])
+@pytest.mark.parametrize("f, args", [
+    (zip_with_a_constant_range, (0.7, _ZA, np.array([[1.0, 2.0, 3.0, 4.0]]))),
+    (enumerate_zip_with_a_runtime_range, (0.7, _ZA, 6)), (enumerate_zip_with_a_runtime_range, (0.7, _ZA, 0)),
+    (zip_with_a_descending_range_whose_start_is_rebound, (0.7, _ZA, 3)),
+    (zip_with_a_descending_range_whose_start_is_rebound, (0.7, _ZA, 7)), (zip_with_a_range_first, (0.7, _ZA, 2))],
+    ids=["constant", "runtime", "runtime_empty", "descending_short", "descending_long", "range_first"])
+def test_range_inside_zip_and_enumerate(f, args, kw):
+    from tests.support import assert_value_and_gradient
+    assert_value_and_gradient(f, args, (0, 1), **kw)

@@ -21,7 +21,7 @@ from .lists import RList
 from .expressions import _position_is
 from ...ops.numpy_shape import pick
 from ...ops.registry import lookup
-from ..astutil import ast_walk
+from ..astutil import ast_walk, clone
 from .common import (_DictView, declared_outer, _is_metadata, _item_assigned, LocalFunction, _Iter, _Range, _assigned, _contains, _describe, _is_array_producing,
                      _load, _safe, _target_names, _user_name, generated_file, lookup_getitem,
                      shown_as)
@@ -824,6 +824,12 @@ class Statements:
                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) for nm in _target_names(t)}
         snap = []
         for q in seqs:
+            parts = self._range_parts(q) if isinstance(q, _Range) else None
+            if parts is not None and not isinstance(parts[0], ast.Constant):
+                # range(start, ...) is evaluated once: the body may rebind what start was computed from
+                held = self.names.fresh(scope.prefix + "_start")
+                out.append(ast.copy_location(ast.Assign(targets=[ast.Name(held, ast.Store())], value=parts[0]), s))
+                q = _Range([ast.Name(held, ast.Load()), parts[1], ast.Constant(parts[2])])
             if isinstance(q, Dyn) and not isinstance(q.expr, ast.Constant) and (
                     not isinstance(q.expr, ast.Name) or any(
                         isinstance(v, Dyn) and isinstance(v.expr, ast.Name) and v.expr.id == q.expr.id
@@ -838,7 +844,7 @@ class Statements:
             if isinstance(q, Struct):
                 lens.append(ast.Constant(len(q.values())))
             elif isinstance(q, _Range):
-                raise error(P, s, "range() inside zip/enumerate is not supported", "index with the loop counter")
+                lens.append(self.range_length(q, P, s))
             else:
                 lens.append(ast.Subscript(value=ast.Attribute(value=self.as_expr(q, scope, s), attr="shape",
                                                               ctx=ast.Load()), slice=ast.Constant(0), ctx=ast.Load()))
@@ -880,7 +886,40 @@ class Statements:
             scope = scope.parent
         return seen
 
+    @staticmethod
+    def _range_parts(q):
+        """``(start, stop, step)`` of a range's argument expressions (the step a nonzero int constant), else None."""
+        args = list(q.args)
+        start, stop, step = ((ast.Constant(0), args[0], ast.Constant(1)) if len(args) == 1 else
+                             (args[0], args[1], ast.Constant(1)) if len(args) == 2 else tuple(args))
+        if not (isinstance(step, ast.Constant) and type(step.value) is int and step.value != 0):
+            return None
+        return start, stop, step.value
+
+    def range_length(self, q, P, node):
+        """The length of ``range(...)`` inside zip/enumerate, as an expression: Python's
+        ``max(0, ceil((stop - start) / step))``."""
+        parts = self._range_parts(q)
+        if parts is None:
+            raise error(P, node, "range() with a step computed at run time inside zip/enumerate is not supported",
+                        "index with the loop counter")
+        start, stop, step = parts
+        if isinstance(start, ast.Constant) and isinstance(stop, ast.Constant):
+            return ast.Constant(len(range(start.value, stop.value, step)))
+        lo, hi, k = (start, stop, step) if step > 0 else (stop, start, -step)
+        span = ast.BinOp(left=clone(hi), op=ast.Sub(), right=clone(lo))
+        trips = ast.BinOp(left=ast.BinOp(left=span, op=ast.Add(), right=ast.Constant(k - 1)), op=ast.FloorDiv(),
+                          right=ast.Constant(k))
+        return ast.Call(func=ast.Name("max", ast.Load()), args=[ast.Constant(0), trips], keywords=[])
+
     def subscript_dyn(self, q, ival, scope, out, node):
+        if isinstance(q, _Range):   # the i-th item of a range: start + i * step
+            start, _, step = self._range_parts(q)
+            at = ival if step == 1 else self.binop(ast.Mult(), ival, Static(step), scope, out, node)
+            if isinstance(start, ast.Constant) and start.value == 0:
+                return at
+            first = Static(start.value) if isinstance(start, ast.Constant) else Dyn(clone(start))
+            return self.binop(ast.Add(), first, at, scope, out, node)
         if isinstance(q, Struct):
             raise error(scope.parsed, node, "zip/enumerate over a Python list mixed with arrays is not supported",
                         "stack the list into an array first")
