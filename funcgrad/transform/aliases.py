@@ -27,13 +27,14 @@ array for ``x += v`` and the reverse pass keeps one cotangent per name; rebindin
 every other name of the array gives each the values NumPy's write in place
 showed it, and its cotangent the path through the write. A view (``y = c[1:]``)
 is never the same array, nor is an array an earlier run of a loop made.
-Views by indexing, transposes and reshapes are settled too: a write through
+Views by indexing and transposes are settled too: a write through
 ``v = B[idx]`` (``B``, ``v`` and every name ``idx`` reads unchanged since, on
 every path) is written back, ``B[idx] = v`` (NumPy's no-op; the write is
-annotated WRITE_BACK so the check lets ``B`` see it); through ``v = B.T`` or
-``v = B.reshape(s)``, ``B`` is made the transposed (reshaped) ``v`` again; and
-``v`` is made again after a write into ``B``. Other views (``np.flip``,
-``np.diagonal``) and views chosen on a branch stay refused.
+annotated WRITE_BACK so the check lets ``B`` see it); through ``v = B.T``,
+``B`` is made ``v.T`` again; and ``v`` is made again after a write into ``B``.
+Other views (``np.flip``, ``np.diagonal``), views chosen on a branch, and
+reshapes (NumPy's ``reshape``/``ravel`` copy where the memory layout does not
+allow a view, so whether a write is seen is decided at run time) stay refused.
 """
 from __future__ import annotations
 
@@ -185,7 +186,7 @@ class _PointsTo:
             else:
                 pts[_same(t.id)] = frozenset({(site, True)})
                 if self.rebinds is not None and _view_kind(s.value) is not None:
-                    # t is the view src[idx] (src.T, src.reshape(...)): what a write through it (or into src)
+                    # t is the view src[idx] (or src.T): what a write through it (or into src)
                     # must write back (make again); valid while src and every name it reads are unchanged
                     self.view_rhs[site] = s.value
                     pts[_view(t.id)] = frozenset({(src, site)})
@@ -248,7 +249,7 @@ class _PointsTo:
                 through = self.view_of(pts, base)
                 if through is not None and (other == through[0] or _must_be_same(pts, other, through[0])):
                     # a write through the view base = B[idx]: write it back, B[idx] = base (NumPy's no-op); or
-                    # through base = B.T (B.reshape(...)): B is base.T again (base.reshape(B's shape))
+                    # through base = B.T: B is base.T again
                     if ("write back", through[0], written, through[1]) not in todo:
                         todo.append(("write back", through[0], written, through[1]))
                         if written != base and _view_kind(self.view_rhs[through[1]]) == "getitem":
@@ -261,15 +262,14 @@ class _PointsTo:
                     # a write into B while other = B[idx] is live: other is B[idx] again, made afresh
                     todo.append(("view again", other, theirs[1]))
                 # else: refused by check_aliases
-                # else: a write rebinding cannot settle, refused by check_aliases
 
 
 _ORDER = {"write back": 0, "rebind": 1, "view again": 2}
 
 
 def _view_kind(e):
-    """``"getitem"``, ``"transpose"`` or ``"reshape"`` for a view ``rhs`` a write can be written back
-    through (the view's other arguments literal or names), else None."""
+    """``"getitem"`` (basic indexing) or ``"transpose"`` for a view ``rhs`` a write can be written back
+    through (NumPy's result is a view whatever the memory layout), else None."""
     if not isinstance(e, ast.Call) or not e.args or not isinstance(e.args[0], ast.Name):
         return None
     name = _call_name(e)
@@ -278,8 +278,8 @@ def _view_kind(e):
     if name == "transpose" and len(e.args) == 1 and all(k.arg == "axes" for k in e.keywords):
         if not e.keywords or _literal_axes(e) is not None:
             return name
-    if name == "reshape" and len(e.args) == 2 and not e.keywords:
-        return name
+    # not a reshape (or ravel): NumPy's is a view only where the array's memory layout allows, a copy elsewhere
+    # (a transposed or strided array, an F-ordered result): whether a write is seen is decided at run time
     return None
 
 
@@ -397,14 +397,6 @@ def rebind_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index):
     ``v = B[idx]`` is live, add ``v = B[idx]`` again. Returns the number of statements added. Writes it cannot
     settle are left for :func:`check_aliases`."""
     params = [a.arg for a in fdef.args.args]
-    taken = {n.id for n in ast_walk(fdef) if isinstance(n, ast.Name)} | set(params)
-
-    def fresh(stem):
-        k = 0
-        while f"{stem}{k}" in taken:
-            k += 1
-        taken.add(f"{stem}{k}")
-        return f"{stem}{k}"
     added = 0
     done = set()   # (write statement, action) already added: a round never adds one twice
     roots: dict = {}   # id(write-back statement) -> the writes it is written back for
@@ -442,11 +434,6 @@ def rebind_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index):
                 kw = [] if axes is None else [ast.keyword(arg="axes", value=ast.Tuple(
                     elts=[ast.Constant(value=i) for i in _inverse(axes)], ctx=ast.Load()))]
                 return [assign(base, _k_call("transpose", [written], kw))]
-            if kind == "reshape":   # B = written.reshape(B's shape)
-                shape = fresh("_view_shape")
-                return [assign(shape, ast.Attribute(value=ast.Name(id=base, ctx=ast.Load()), attr="shape",
-                                                    ctx=ast.Load())),
-                        assign(base, _k_call("reshape", [written, ast.Name(id=shape, ctx=ast.Load())]))]
             target = ast.Subscript(value=ast.Name(id=base, ctx=ast.Load()), slice=clone(rhs.args[1]),
                                    ctx=ast.Store())
             new = ast.Assign(targets=[target], value=written)
