@@ -228,3 +228,73 @@ def test_pop_of_a_list_grown_at_run_time(kw):
     assert_value_and_gradient(_pop_from_a_runtime_list, (0.7, np.array([1.0, 2.0]), 4), (0, 1), **kw)
     with pytest.raises(IndexError, match="pop from empty list"):
         funcgrad.grad(_pop_from_a_runtime_list, **kw)(0.7, np.array([1.0, 2.0]), 1)
+
+
+# [c] * n with n known at run time, and lst[i] = v on a list whose length is known at run time: the list's
+# buffer row i (negative i from the end; out of range is Python's IndexError, compiled too)
+def repeated_then_set(x, a, n):
+    t3 = [0.0] * n
+    for i4 in range(n):
+        t3[i4] = a[i4 % 3] * x
+    return sum(t3)
+
+
+def repeated_argument_updated_and_grown(x, a, n):
+    acc = [x] * n
+    for i in range(n):
+        acc[i] = acc[i] * a[i % 3] + i
+    acc.append(x * 2.0)
+    return np.sum(np.array(acc) ** 2) + len(acc)
+
+
+def repeated_by_a_length(x, a):
+    t = [0.0] * a.shape[0]
+    for i in range(a.shape[0]):
+        t[i] = a[i] * x
+    return sum(t)
+
+
+def grown_then_set_from_both_ends(x, a, n):
+    L = []
+    for i in range(n):
+        L.append(x * i + a[i % 3])
+    L[0] = 5.0 * x
+    L[-1] = L[-1] * 2.0
+    return sum(L)
+
+
+def rows_grown_then_one_replaced(x, a, n):
+    rows = []
+    for i in range(n):
+        rows.append(a * x * i)
+    rows[1] = np.sin(a) * x
+    return np.sum(np.stack(rows) ** 2)
+
+
+def set_past_the_end(x, a, n):
+    t = [0.0] * n
+    t[n] = x
+    return sum(t)
+
+
+_RA = np.array([0.3, -0.5, 0.9])
+
+
+@pytest.mark.parametrize("kw", [{}, {"jit": "whole"}, {"jit": False}], ids=["auto", "whole", "nojit"])
+@pytest.mark.parametrize("f, args", [
+    (repeated_then_set, (0.7, _RA, 5)), (repeated_then_set, (0.7, _RA, 0)), (repeated_then_set, (0.7, _RA, -2)),
+    (repeated_argument_updated_and_grown, (0.7, _RA, 4)), (repeated_by_a_length, (0.7, _RA)),
+    (grown_then_set_from_both_ends, (0.7, _RA, 4)), (rows_grown_then_one_replaced, (0.7, _RA, 3))],
+    ids=["repeated", "repeated_none", "repeated_negative", "argument_repeated", "by_length", "grown_set",
+         "rows_set"])
+def test_repeated_lists_and_items_set_at_run_time(f, args, kw):
+    from tests.support import assert_value_and_gradient
+    assert_value_and_gradient(f, args, (0, 1), **kw)
+
+
+@pytest.mark.parametrize("kw", [{}, {"jit": "whole"}, {"jit": False}], ids=["auto", "whole", "nojit"])
+def test_setting_an_item_out_of_range_is_pythons_index_error(kw):
+    with pytest.raises(IndexError, match="list assignment index out of range"):
+        funcgrad.grad(set_past_the_end, **kw)(0.7, _RA, 3)
+    with pytest.raises(IndexError, match="list assignment index out of range"):
+        funcgrad.grad(grown_then_set_from_both_ends, **kw)(0.7, _RA, 0)

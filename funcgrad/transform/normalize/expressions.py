@@ -429,12 +429,36 @@ class Expressions:
                 if box.kind in ("tuple", "list") and isinstance(k, Static) and isinstance(k.obj, (int, np.integer)) \
                         and not isinstance(k.obj, bool):
                     return Struct(box.kind if box.kind == "list" else "tuple", box.values() * max(int(k.obj), 0))
+                if box.kind == "list" and len(box.values()) == 1 and isinstance(k, Dyn) and \
+                        self._number(box.values()[0]) and self._int_count(k):
+                    # [0.0] * n, n known when the function runs: a list of n numbers that can grow (numbers are
+                    # immutable: Python's n references to one number are n equal items)
+                    cnt = self.names.fresh(scope.prefix + "_repeat")
+                    out.append(ast.copy_location(ast.Assign(targets=[ast.Name(cnt, ast.Store())], value=ast.Call(
+                        func=ast.Name("max", ast.Load()), args=[ast.Constant(0), self.as_expr(k, scope, node)],
+                        keywords=[])), node))
+                    arr = self.call_object(np.full, [Dyn(ast.Name(cnt, ast.Load())), box.values()[0]], {}, scope,
+                                           out, node)
+                    return self.runtime_list_of_rows(arr, scope, out, node)
             raise error(P, node, "arithmetic on a tuple/list/dict is not supported",
                         "use arrays (np.stack the values first)")
         fn = _OPS.get(type(op))
         if fn is None or isinstance(left, Static) and isinstance(left.obj, (str, bytes)):  # "%d" % n: formatting
             return Dyn(ast.BinOp(left=self.as_expr(left, scope, node), op=op, right=self.as_expr(right, scope, node)))
         return self.call_prim(lookup(fn), [left, right], {}, scope, out, node)
+
+    def _number(self, v):
+        """Whether ``v`` is a number (a constant, or a float/int argument or value known to be one)."""
+        if isinstance(v, Static):
+            return isinstance(v.obj, (int, float, np.number)) and not isinstance(v.obj, (bool, np.bool_))
+        return isinstance(v, Dyn) and isinstance(v.expr, ast.Name) and self.param_kinds.get(v.expr.id) in ("f8", "i")
+
+    def _int_count(self, k):
+        """Whether runtime value ``k`` is an int (an int argument, or ``len(...)``/a shape read)."""
+        e = k.expr
+        if isinstance(e, ast.Name):
+            return self.param_kinds.get(e.id) == "i"
+        return isinstance(e, ast.Subscript) and isinstance(e.value, ast.Attribute) and e.value.attr == "shape"
 
     def object_attribute(self, obj, node, scope, out):
         """``obj.attr`` of an object made inside the function: its own attribute, else the class's (a method

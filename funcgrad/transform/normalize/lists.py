@@ -34,7 +34,7 @@ from ..fence import error
 from ..values import Dyn, Static, Struct
 from ...kernels.base import INTERPRETED
 from .common import _SCOPE_SERIAL, _Iter, _Range, generated_file, lookup_getitem
-from ..astutil import ast_walk
+from ..astutil import ast_walk, clone
 
 
 @dataclass
@@ -275,6 +275,41 @@ class RuntimeLists:
         out.extend(new)
         if not getattr(self, "cf_depth", 0):
             rl.allocated = True
+
+    def runtime_set_item(self, rl, key, v, scope, out, node):
+        """``lst[i] = v`` of a list grown at run time: row ``i`` of the buffer (a negative ``i`` counts from the
+        end; out of range raises Python's IndexError, compiled too). An item of a wider dtype widens the rows
+        first, as ``append`` does."""
+        P = scope.parsed
+        if isinstance(key, Static) and not (isinstance(key.obj, (int, np.integer)) and not isinstance(key.obj, bool)) \
+                or isinstance(v, Struct) or not isinstance(v, (Dyn, Static)):
+            raise error(P, node, f"this assignment into {_list_words(rl.name)}, a list whose length is only known "
+                                 "when the function runs, is not supported: set one item, by an int, to a number "
+                                 "or an array", None)
+        v = self.snapshot(v, scope, out, node)
+        k = self.names.fresh(scope.prefix + rl.name + "_at")
+        i = self.as_expr(key, scope, node)
+        cnt = ast.Name(rl.count, ast.Load())
+        # i + count where i < 0 (branch-free: bool * int), then Python's range check
+        at = ast.BinOp(left=i, op=ast.Add(), right=ast.BinOp(
+            left=ast.Compare(left=clone(i), ops=[ast.Lt()], comparators=[ast.Constant(0)]), op=ast.Mult(),
+            right=cnt))
+        exc = ast.Call(func=ast.Name("IndexError", ast.Load()), args=[ast.Constant(
+            "list assignment index out of range")], keywords=[])
+        check = ast.If(test=ast.BoolOp(op=ast.Or(), values=[
+            ast.Compare(left=ast.Name(k, ast.Load()), ops=[ast.Lt()], comparators=[ast.Constant(0)]),
+            ast.Compare(left=ast.Name(k, ast.Load()), ops=[ast.GtE()], comparators=[clone(cnt)])]),
+            body=[ast.Raise(exc=exc, cause=None)], orelse=[])
+        new = [ast.Assign(targets=[ast.Name(k, ast.Store())], value=at), check]
+        wider = self.call_prim(lookup(list_promote), [Dyn(ast.Name(rl.buf, ast.Load())), v], {}, scope, new, node)
+        new.append(ast.Assign(targets=[ast.Name(rl.buf, ast.Store())], value=wider.expr))
+        new.append(ast.Assign(targets=[ast.Subscript(value=ast.Name(rl.buf, ast.Load()), slice=ast.Name(k, ast.Load()),
+                                                     ctx=ast.Store())], value=self.as_expr(v, scope, node)))
+        for st in new:
+            for n in ast_walk(st):
+                if isinstance(n, (ast.stmt, ast.expr)):
+                    ast.copy_location(n, node)
+        out.extend(new)
 
     def runtime_extend(self, rl, seq, scope, out, node):
         if isinstance(seq, Struct) and seq.kind in ("list", "tuple"):

@@ -1037,6 +1037,9 @@ class Statements:
             base = self.expr(target.value, scope, out)
             if isinstance(base, Struct) and base.kind in ("list", "dict"):
                 return self.set_item(base, target, val, scope, out, stmt)
+            if isinstance(base, RList):
+                key = self.as_static_capture(self.expr(target.slice, scope, out))
+                return self.runtime_set_item(base, key, val, scope, out, stmt)
             if not isinstance(base, Dyn) or not isinstance(base.expr, ast.Name):
                 raise error(P, target, "in-place assignment is only supported on array variables",
                             "build a new array (np.where, np.concatenate) instead")
