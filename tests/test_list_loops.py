@@ -298,3 +298,31 @@ def test_setting_an_item_out_of_range_is_pythons_index_error(kw):
         funcgrad.grad(set_past_the_end, **kw)(0.7, _RA, 3)
     with pytest.raises(IndexError, match="list assignment index out of range"):
         funcgrad.grad(grown_then_set_from_both_ends, **kw)(0.7, _RA, 0)
+
+
+def grown_then_reversed(x, a, n):
+    t = []
+    for i in range(n):
+        t.append(a[i % 3] * x + i)
+    t.reverse()
+    return t[0] * 2.0 + sum(t) + t[-1] ** 2
+
+
+def rows_reversed_then_cleared(x, a, n):
+    rows = []
+    for i in range(n):
+        rows.append(a * (x + i))
+    rows.reverse()
+    s = rows[0] @ a
+    rows.clear()
+    rows.append(a * x)
+    return s + np.sum(np.stack(rows)) + len(rows)
+
+
+@pytest.mark.parametrize("kw", [{}, {"jit": "whole"}, {"jit": False}], ids=["auto", "whole", "nojit"])
+@pytest.mark.parametrize("f, args", [(grown_then_reversed, (0.7, _RA, 4)), (grown_then_reversed, (0.7, _RA, 1)),
+                                     (rows_reversed_then_cleared, (0.7, _RA, 3))],
+                         ids=["reversed", "reversed_one", "rows_reversed_cleared"])
+def test_reverse_and_clear_of_a_list_grown_at_run_time(f, args, kw):
+    from tests.support import assert_value_and_gradient
+    assert_value_and_gradient(f, args, (0, 1), **kw)

@@ -311,6 +311,31 @@ class RuntimeLists:
                     ast.copy_location(n, node)
         out.extend(new)
 
+    def runtime_reverse_or_clear(self, rl, meth, scope, out, node):
+        """``lst.clear()`` (no items: the count is 0) and ``lst.reverse()`` (rows ``[:count]`` reversed in place,
+        where there are two or more) of a list grown at run time."""
+        cnt = ast.Name(rl.count, ast.Load())
+        if meth == "clear":
+            new = [ast.Assign(targets=[ast.Name(rl.count, ast.Store())], value=ast.Constant(0))]
+        else:
+            body = []
+            rows = self.call_prim(lookup_getitem(), [Dyn(ast.Name(rl.buf, ast.Load())),
+                                                     Dyn(ast.Slice(lower=None, upper=clone(cnt), step=None))], {},
+                                  scope, body, node)
+            back = self.call_prim(lookup_getitem(), [rows, Static(slice(None, None, -1))], {}, scope, body, node)
+            back = self.call_prim(lookup(np.copy), [back], {}, scope, body, node)
+            held = self.names.fresh(scope.prefix + rl.name + "_reversed")
+            body.append(ast.Assign(targets=[ast.Name(held, ast.Store())], value=back.expr))
+            body.append(ast.Assign(targets=[ast.Subscript(value=ast.Name(rl.buf, ast.Load()), slice=ast.Slice(
+                lower=None, upper=clone(cnt), step=None), ctx=ast.Store())], value=ast.Name(held, ast.Load())))
+            new = [ast.If(test=ast.Compare(left=clone(cnt), ops=[ast.Gt()], comparators=[ast.Constant(1)]),
+                          body=body, orelse=[])]
+        for st in new:
+            for n in ast_walk(st):
+                if isinstance(n, (ast.stmt, ast.expr)):
+                    ast.copy_location(n, node)
+        out.extend(new)
+
     def runtime_extend(self, rl, seq, scope, out, node):
         if isinstance(seq, Struct) and seq.kind in ("list", "tuple"):
             for v in seq.values():

@@ -296,8 +296,10 @@ class Statements:
                 return self.runtime_append(cur, args[0], scope, out, stmt)
             if meth == "extend" and len(args) == 1 and not kwargs:
                 return self.runtime_extend(cur, args[0], scope, out, stmt)
+            if meth in ("reverse", "clear") and not args and not kwargs:
+                return self.runtime_reverse_or_clear(cur, meth, scope, out, stmt)
             raise error(P, stmt, f"'{name}.{meth}(...)' on a list whose length is only known when the function runs "
-                                 "is not supported", "use append or extend")
+                                 "is not supported", "use append, extend, reverse or clear")
         if getattr(self, "cf_depth", 0) and self.is_outer_list(cur):
             raise error(P, stmt, f"'{name}.{meth}(...)' inside a loop over a runtime range or inside a branch on "
                                  "array values changes the container's length at run time, and funcgrad could not "
