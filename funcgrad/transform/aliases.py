@@ -396,6 +396,9 @@ def rebind_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index):
     (NumPy's no-op, which the next round settles in turn); after a write into ``B`` while a view
     ``v = B[idx]`` is live, add ``v = B[idx]`` again. Returns the number of statements added. Writes it cannot
     settle are left for :func:`check_aliases`."""
+    if not any(isinstance(n, ast.Assign) and (isinstance(n.targets[0], ast.Subscript) or A.get(n, A.AUGMENTED, False))
+               for n in ast_walk(fdef)):
+        return 0   # no write into an array: nothing to settle (most functions; the analysis is linear but not free)
     params = [a.arg for a in fdef.args.args]
     added = 0
     done = set()   # (write statement, action) already added: a round never adds one twice
