@@ -139,6 +139,7 @@ class _PointsTo:
                 pts = dict(pts)
                 pts[s.target.id] = frozenset()   # a loop counter
                 pts[_same(s.target.id)] = frozenset({(id(s), False)})
+                _rebound(pts, s.target.id, frozenset({(None, id(s))}))
 
             def body(state):
                 state = dict(state)
@@ -169,7 +170,11 @@ class _PointsTo:
             pts[_same(t.id)] = _same_of(pts, old)
             if t.id != old:
                 pts[_view(t.id)] = frozenset()
+                _rebound(pts, t.id, frozenset({(old, id(s))}))
             return pts
+        # t is rebound: a copy fact about it, or naming it as the source, holds no more (t = src: a new one)
+        _rebound(pts, t.id, frozenset({(s.value.id, id(s))}) if isinstance(s.value, ast.Name) else
+                 frozenset({(None, id(s))}))
         src = self.shares(s.value, t.id)
         site = id(s)   # a new array (or view): arrays an earlier run of this statement made are older ones now
         if not (src is not None and isinstance(s.value, ast.Name)):
@@ -230,6 +235,10 @@ class _PointsTo:
         return None
 
     def write(self, s, base, pts, exclude=None):
+        if self.rebinds is not None:
+            # decided afresh at each visit: inside a loop only the last visit sees the state at the fixpoint (an
+            # earlier one may see one array or view where later trips bring others)
+            self.rebinds[id(s)] = []
         mine = pts.get(base, frozenset({("name", base)}))
         live = self.live_after.get(id(s), set())   # outputs: live at the end (liveness starts from them)
         for other in sorted(live - {base if exclude is None else exclude}):
@@ -328,10 +337,41 @@ def _same_of(pts, name):
 
 
 def _must_be_same(pts, a, b):
-    """Whether ``a`` and ``b`` hold the very same array on every path here (one current allocation, the same
-    parameter, or the same outside name; an older array of a statement in a loop is never known)."""
+    """Whether ``a`` and ``b`` hold the very same array on every path here: one current allocation, the same
+    parameter, or the same outside name (an older array of a statement in a loop is never known); or, whatever
+    array it is, one was assigned from the other (or both from a third) with neither rebound since."""
     x, y = _same_of(pts, a), _same_of(pts, b)
-    return len(x) == 1 and x == y and next(iter(x))[1] is not False
+    if len(x) == 1 and x == y and next(iter(x))[1] is not False:
+        return True
+    return _copy_root(pts, a) == _copy_root(pts, b)
+
+
+def _copy_of(name):
+    """The key of the copy facts of ``name``: ``{(src, site)}`` where every path here last bound it by
+    ``name = src`` at ``site`` (``src`` unchanged since); ``(None, site)`` where a path bound it otherwise."""
+    return ("copyof", name)
+
+
+def _rebound(pts, name, fact):
+    """``name`` is bound anew (``fact``: its copy fact now): facts naming it as the source hold no more."""
+    for k, v in list(pts.items()):
+        if k[0] == "copyof" and any(src == name for src, _ in v):
+            pts[k] = frozenset((None if src == name else src, site) for src, site in v)
+    pts[_copy_of(name)] = fact
+
+
+def _copy_root(pts, name):
+    """The name ``name`` is a copy of (``name = src``, following such copies), or ``name`` itself."""
+    seen = {name}
+    while True:
+        facts = pts.get(_copy_of(name), frozenset())
+        if len(facts) != 1:
+            return name
+        src, _ = next(iter(facts))
+        if src is None or src in seen:
+            return name
+        seen.add(src)
+        name = src
 
 
 def _is_rank(r):
@@ -410,7 +450,9 @@ def rebind_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index):
         rebinds: dict = {}
         walker = _PointsTo(live.after, list(outputs), ranks, basic_index, None, subscripts=False, rebinds=rebinds)
         walker.view_rhs = {}
-        walker.block(list(fdef.body), {p: frozenset({("param", p)}) for p in params})
+        start = {p: frozenset({("param", p)}) for p in params}
+        start.update({_copy_of(p): frozenset({(None, "param")}) for p in params})   # bound: no copy of another
+        walker.block(list(fdef.body), start)
         todo = {k: [a for a in v if (k, a) not in done] for k, v in rebinds.items()}
         todo = {k: v for k, v in todo.items() if v}
         if not todo:
