@@ -507,3 +507,24 @@ def test_copies_decide_one_array_on_every_path_or_refuse(kw):
     for f, args in [(argument_or_alias_by_branch, (X, X * 5.0)), (alias_from_one_trip_of_a_loop, (X,))]:
         with pytest.raises(UnsupportedSyntaxError, match="shares its memory"):
             funcgrad.value_and_grad(f, **kw)(*[a.copy() for a in args])
+
+
+def row_of_an_array_rebound_by_a_shift(x, n):
+    A = np.outer(x, x)
+    for i in range(n):
+        r = A[i % 3]
+        A = A + 1.0        # a new array; its tangent was A's own tangent object, which r's tangent views
+        r[0] = x[i % 3]
+    return np.sum(A) + np.sum(r)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
+def test_forward_mode_tangent_of_an_array_written_through_a_view_is_its_own(kw):
+    # the tangent of A + 1.0 was A's tangent itself: the write through r's tangent (a view of it) changed the new
+    # A's tangent too (jvp 7.2 where differences give 19.1); a tangent of an array written through a view is copied
+    v = np.array([1.0, 2.0, -1.0])
+    out, tan = funcgrad.jvp(row_of_an_array_rebound_by_a_shift, (X, 3), (v, 0), **kw)
+    f = row_of_an_array_rebound_by_a_shift
+    assert out == pytest.approx(f(X, 3), rel=1e-12)
+    assert tan == pytest.approx((f(X + 1e-6 * v, 3) - f(X - 1e-6 * v, 3)) / 2e-6, rel=1e-6)
+    assert_value_and_gradient(f, (X, 3), 0, **kw)

@@ -34,6 +34,7 @@ from ..ops.registry import lookup, by_name
 from .activity import Activity
 from .anf import inherit_origin
 from .infer import infer_ranks
+from .aliases import VIEWS, _call_name
 from .astutil import fold_int_constants, kernel as _K
 from .realness import expr_maybe_complex, maybe_complex
 from .naming import RESERVED, Namer, names_in
@@ -510,9 +511,32 @@ def _resolve(f, G):
 
 
 def _written(stmts):
-    return {s.targets[0].value.id for s in ast_walk(ast.Module(body=list(stmts), type_ignores=[]))
-            if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Subscript)
-            and isinstance(s.targets[0].value, ast.Name)}
+    """Names whose arrays may be written in place: written by ``x[i] = v``, or sharing memory with such a name
+    (a view or a copy of it, or it of them: ``r = A[i]; r[0] = v`` writes ``A``'s memory, and the tangent of
+    ``A`` must not be another array's either)."""
+    nodes = list(ast_walk(ast.Module(body=list(stmts), type_ignores=[])))
+    written = {s.targets[0].value.id for s in nodes
+               if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Subscript)
+               and isinstance(s.targets[0].value, ast.Name)}
+    if not written:
+        return written
+    parent: dict = {}
+
+    def find(n):
+        while parent.get(n, n) != n:
+            n = parent[n]
+        return n
+    for s in nodes:
+        if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name):
+            e = s.value
+            src = e.id if isinstance(e, ast.Name) else e.args[0].id if (
+                isinstance(e, ast.Call) and e.args and isinstance(e.args[0], ast.Name) and
+                _call_name(e) in VIEWS) else None
+            if src is not None:
+                parent.setdefault(src, src)
+                parent[find(s.targets[0].id)] = find(src)
+    roots = {find(w) for w in written}
+    return written | {n for n in list(parent) if find(n) in roots}
 
 
 def forward(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, param_kinds=None,
