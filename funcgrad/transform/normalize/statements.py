@@ -845,8 +845,8 @@ class Statements:
         for q in seqs:
             if isinstance(q, Struct):
                 lens.append(ast.Constant(len(q.values())))
-            elif isinstance(q, _Range):
-                lens.append(self.range_length(q, P, s))
+            elif isinstance(q, _Range):   # Python's len(range(...)), computed before the loop
+                lens.append(self.as_expr(self.range_length(q, scope, out, s), scope, s))
             else:
                 lens.append(ast.Subscript(value=ast.Attribute(value=self.as_expr(q, scope, s), attr="shape",
                                                               ctx=ast.Load()), slice=ast.Constant(0), ctx=ast.Load()))
@@ -897,22 +897,6 @@ class Statements:
         if not (isinstance(step, ast.Constant) and type(step.value) is int and step.value != 0):
             return None
         return start, stop, step.value
-
-    def range_length(self, q, P, node):
-        """The length of ``range(...)`` inside zip/enumerate, as an expression: Python's
-        ``max(0, ceil((stop - start) / step))``."""
-        parts = self._range_parts(q)
-        if parts is None:
-            raise error(P, node, "range() with a step computed at run time inside zip/enumerate is not supported",
-                        "index with the loop counter")
-        start, stop, step = parts
-        if isinstance(start, ast.Constant) and isinstance(stop, ast.Constant):
-            return ast.Constant(len(range(start.value, stop.value, step)))
-        lo, hi, k = (start, stop, step) if step > 0 else (stop, start, -step)
-        span = ast.BinOp(left=clone(hi), op=ast.Sub(), right=clone(lo))
-        trips = ast.BinOp(left=ast.BinOp(left=span, op=ast.Add(), right=ast.Constant(k - 1)), op=ast.FloorDiv(),
-                          right=ast.Constant(k))
-        return ast.Call(func=ast.Name("max", ast.Load()), args=[ast.Constant(0), trips], keywords=[])
 
     def subscript_dyn(self, q, ival, scope, out, node):
         if isinstance(q, _Range):   # the i-th item of a range: start + i * step
