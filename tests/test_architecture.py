@@ -150,3 +150,21 @@ def test_no_import_cycle():
 def test_module_has_a_docstring_saying_what_it_owns(mod):
     tree = ast.parse(open(MODULES[mod]).read())
     assert ast.get_docstring(tree), f"{MODULES[mod]} has no module docstring"
+
+
+def test_the_normalizers_parts_define_each_method_once():
+    # Normalizer is one class made of mixins (statements, expressions, calls, captures, runtime lists): a method
+    # defined in two of them is silently shadowed by the one earlier in the MRO. It happened once (range() in zip
+    # added a range_length beside Calls.range_length, and len(range(a, b, s)) raised TypeError)
+    from funcgrad.transform.normalize import Normalizer
+    owner, twice = {}, []
+    for cls in Normalizer.__mro__[1:]:
+        if not cls.__module__.startswith("funcgrad.transform.normalize"):
+            continue
+        for name, obj in vars(cls).items():
+            if name.startswith("__") or not (callable(obj) or isinstance(obj, (staticmethod, classmethod, property))):
+                continue
+            if name in owner:
+                twice.append(f"{name}: {owner[name].__name__} and {cls.__name__}")
+            owner.setdefault(name, cls)
+    assert not twice, twice
