@@ -43,8 +43,7 @@ import linecache
 
 from . import annotations as A
 from ..errors import UnsupportedSyntaxError
-from ..ops.registry import by_name
-from .astutil import ast_walk, clone
+from .astutil import ast_walk, clone, prim_call
 
 # calls whose result may share memory with their first argument (NumPy returns views, or the argument)
 VIEWS = frozenset("""
@@ -107,6 +106,20 @@ def _call_name(e):
     return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
 
 
+def may_share(e):
+    """The name whose memory the value of ``e`` may share (itself, a view-producing call of it, or such a method of
+    it kept as a call: ``a.view()``), or None when ``e`` makes a new array (or a number). Conservative: indexing
+    counts as a view whatever the index."""
+    if isinstance(e, ast.Name):
+        return e.id
+    if isinstance(e, ast.Call) and e.args and isinstance(e.args[0], ast.Name) and _call_name(e) in VIEWS:
+        return e.args[0].id
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name) \
+            and e.func.value.id not in ("K", "np", "math") and e.func.attr in VIEWS:
+        return e.func.value.id
+    return None
+
+
 class _PointsTo:
     """May-alias: the arrays (allocation sites) each name may hold, statement by statement."""
 
@@ -132,18 +145,20 @@ class _PointsTo:
         return out
 
     def stmt(self, s, pts):
+        exact = self.rebinds is not None   # rebind_aliases: which array each name is exactly, and its views
         if isinstance(s, ast.If):
             return self.merge(self.block(s.body, dict(pts)), self.block(s.orelse, dict(pts)))
         if isinstance(s, (ast.For, ast.While)):
             if isinstance(s, ast.For):
                 pts = dict(pts)
                 pts[s.target.id] = frozenset()   # a loop counter
-                pts[_same(s.target.id)] = frozenset({(id(s), False)})
-                _rebound(pts, s.target.id, frozenset({(None, id(s))}))
+                if exact:
+                    pts[_same(s.target.id)] = frozenset({(id(s), False)})
+                    _rebound(pts, s.target.id, frozenset({(None, id(s))}))
 
             def body(state):
                 state = dict(state)
-                if isinstance(s, ast.For):   # each trip's counter is a value of its own: an older trip's is stale
+                if exact and isinstance(s, ast.For):   # each trip's counter is a value of its own
                     _stale(state, id(s))
                     state[_same(s.target.id)] = frozenset({(id(s), True)})
                 return self.block(s.body, state)
@@ -157,7 +172,7 @@ class _PointsTo:
             return pts
         t = s.targets[0]
         if isinstance(t, ast.Subscript):
-            if self.subscripts or self.rebinds is not None:
+            if self.subscripts or exact:
                 self.write(s, t.value.id, pts)
             return pts
         pts = dict(pts)
@@ -167,41 +182,40 @@ class _PointsTo:
             # unless another live name holds that array
             self.write(s, old, pts, exclude=t.id)
             pts[t.id] = pts.get(old, frozenset({("name", old)}))
-            pts[_same(t.id)] = _same_of(pts, old)
-            if t.id != old:
-                pts[_view(t.id)] = frozenset()
-                _rebound(pts, t.id, frozenset({(old, id(s))}))
+            if exact:
+                pts[_same(t.id)] = _same_of(pts, old)
+                if t.id != old:
+                    pts[_view(t.id)] = frozenset()
+                    _rebound(pts, t.id, frozenset({(old, id(s))}))
             return pts
-        # t is rebound: a copy fact about it, or naming it as the source, holds no more (t = src: a new one)
-        _rebound(pts, t.id, frozenset({(s.value.id, id(s))}) if isinstance(s.value, ast.Name) else
-                 frozenset({(None, id(s))}))
         src = self.shares(s.value, t.id)
         site = id(s)   # a new array (or view): arrays an earlier run of this statement made are older ones now
         if not (src is not None and isinstance(s.value, ast.Name)):
             _stale(pts, site)
-        pts[_view(t.id)] = frozenset()
-        if src is not None:
-            pts[t.id] = pts.get(src, frozenset({("name", src)}))
-            # the very same array only by a plain assignment; a view is an array of its own
-            if isinstance(s.value, ast.Name):
-                pts[_same(t.id)] = _same_of(pts, src)
-                pts[_view(t.id)] = pts.get(_view(src), frozenset())
-                for k in [k for k in pts if k[:2] == ("viewarg", src)]:
-                    pts[("viewarg", t.id) + k[2:]] = pts[k]
-            else:
-                pts[_same(t.id)] = frozenset({(site, True)})
-                if self.rebinds is not None and _view_kind(s.value) is not None:
-                    # t is the view src[idx] (or src.T): what a write through it (or into src)
-                    # must write back (make again); valid while src and every name it reads are unchanged
-                    self.view_rhs[site] = s.value
-                    pts[_view(t.id)] = frozenset({(src, site)})
-                    pts[("viewarg", t.id, src)] = _same_of(pts, src)
-                    for n in sorted(_reads(s.value) - {src, "K"}):
-                        pts[("viewarg", t.id, n)] = _same_of(pts, n)
-            return pts
-        pts[t.id] = frozenset({(site, True)})
-        pts[_same(t.id)] = frozenset({(site, True)})
+        pts[t.id] = frozenset({(site, True)}) if src is None else pts.get(src, frozenset({("name", src)}))
+        if exact:
+            self.exactly(s, t.id, src, pts)
         return pts
+
+    def exactly(self, s, t, src, pts):
+        """Record, for ``t = s.value``, which array ``t`` is exactly (``src``'s own after a plain assignment, a new
+        one otherwise), the copy fact, and where ``t`` is a view ``src[idx]`` (``src.T``), what it reads."""
+        plain = isinstance(s.value, ast.Name)
+        _rebound(pts, t, frozenset({(s.value.id if plain else None, id(s))}))
+        pts[_same(t)] = _same_of(pts, src) if plain else frozenset({(id(s), True)})
+        pts[_view(t)] = pts.get(_view(src), frozenset()) if plain else frozenset()
+        args = pts.get(_view_args(src), frozenset()) if plain else frozenset()
+        for n in args:   # a copy of a view is that view: it reads what the view read
+            pts[("viewarg", t, n)] = pts[("viewarg", src, n)]
+        if src is not None and not plain and _view_kind(s.value) is not None:
+            # t is the view src[idx] (or src.T): what a write through it (or into src) must write back (make
+            # again); valid while src and every name it reads are unchanged
+            self.view_rhs[id(s)] = s.value
+            pts[_view(t)] = frozenset({(src, id(s))})
+            args = frozenset({src} | (_reads(s.value) - {"K"}))
+            for n in args:
+                pts[("viewarg", t, n)] = _same_of(pts, n)
+        pts[_view_args(t)] = args
 
     def view_of(self, pts, v):
         """``(base, site)`` when ``v`` holds, on every path here, the view ``base[idx]`` its statement ``site``
@@ -210,29 +224,21 @@ class _PointsTo:
         if len(rel) != 1:
             return None
         base, site = next(iter(rel))
-        if _same_of(pts, v) != frozenset({(site, True)}):
+        args = pts.get(_view_args(v), frozenset())
+        if _same_of(pts, v) != frozenset({(site, True)}) or base not in args:
             return None
-        for k, tokens in pts.items():
-            if k[:2] == ("viewarg", v):
-                if len(tokens) != 1 or _same_of(pts, k[2]) != tokens or next(iter(tokens))[1] is False:
-                    return None
-        if ("viewarg", v, base) not in pts:
-            return None
+        for n in args:
+            tokens = pts.get(("viewarg", v, n), frozenset())
+            if len(tokens) != 1 or _same_of(pts, n) != tokens or next(iter(tokens))[1] is False:
+                return None
         return base, site
 
     def shares(self, e, target):
         """The name whose memory ``target = e`` may share, or None when ``e`` makes a new array (or a number)."""
-        if isinstance(e, ast.Name):
-            return e.id
-        if isinstance(e, ast.Call) and e.args and isinstance(e.args[0], ast.Name) and _call_name(e) in VIEWS:
-            if _call_name(e) == "getitem" and (self.ranks.get(target) == 0 or (
-                    len(e.args) > 1 and not self.basic_index(e.args[1], self.ranks))):
-                return None   # an element, or advanced indexing: a copy
-            return e.args[0].id
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name) \
-                and e.func.value.id not in ("K", "np", "math") and e.func.attr in VIEWS:
-            return e.func.value.id   # a method of an array kept as a call (a.view())
-        return None
+        if isinstance(e, ast.Call) and _call_name(e) == "getitem" and e.args and isinstance(e.args[0], ast.Name) \
+                and (self.ranks.get(target) == 0 or (len(e.args) > 1 and not self.basic_index(e.args[1], self.ranks))):
+            return None   # an element, or advanced indexing: a copy
+        return may_share(e)
 
     def write(self, s, base, pts, exclude=None):
         if self.rebinds is not None:
@@ -309,13 +315,6 @@ def _inverse(axes):
     return inv
 
 
-def _k_call(name, args, keywords=()):
-    """``K.<name>(args)`` annotated with its primitive, as normalize writes it."""
-    call = ast.Call(func=ast.Attribute(value=ast.Name(id="K", ctx=ast.Load()), attr=name, ctx=ast.Load()),
-                    args=list(args), keywords=list(keywords))
-    return A.put(call, A.PRIM, by_name(name))
-
-
 def _stale(pts, site):
     """Arrays (or values) an earlier run of statement ``site`` made are older ones now."""
     for k, v in pts.items():
@@ -325,6 +324,12 @@ def _stale(pts, site):
 
 def _view(name):
     return ("view", name)
+
+
+def _view_args(name):
+    """The key of the names view ``name`` read when it was made (each with its tokens then under
+    ``("viewarg", name, n)``)."""
+    return ("viewargs", name)
 
 
 def _same(name):
@@ -353,11 +358,18 @@ def _copy_of(name):
 
 
 def _rebound(pts, name, fact):
-    """``name`` is bound anew (``fact``: its copy fact now): facts naming it as the source hold no more."""
-    for k, v in list(pts.items()):
-        if k[0] == "copyof" and any(src == name for src, _ in v):
-            pts[k] = frozenset((None if src == name else src, site) for src, site in v)
+    """``name`` is bound anew (``fact``: its copy fact now): facts naming it as the source hold no more. The
+    names copied from each name are kept under ``("copies", name)`` (a superset after merges), so only their
+    facts are looked at."""
+    for b in pts.get(("copies", name), ()):
+        v = pts.get(_copy_of(b), frozenset())
+        if any(src == name for src, _ in v):
+            pts[_copy_of(b)] = frozenset((None if src == name else src, site) for src, site in v)
+    pts[("copies", name)] = frozenset()
     pts[_copy_of(name)] = fact
+    for src, _ in fact:
+        if src is not None:
+            pts[("copies", src)] = pts.get(("copies", src), frozenset()) | {name}
 
 
 def _copy_root(pts, name):
@@ -442,8 +454,7 @@ def rebind_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index):
     params = [a.arg for a in fdef.args.args]
     added = 0
     done = set()   # (write statement, action) already added: a round never adds one twice
-    roots: dict = {}   # id(write-back statement) -> the writes it is written back for
-    keep: list = []    # (the statements roots names, alive while their ids are keys)
+    roots: dict = {}   # id(write-back statement, in the tree from then on) -> the writes it is written back for
     for _round in range(6):
         live = _Liveness()
         live.block(list(fdef.body), set(outputs))
@@ -478,12 +489,11 @@ def rebind_aliases(fdef: ast.FunctionDef, outputs, ranks, basic_index):
                 axes = _literal_axes(rhs)
                 kw = [] if axes is None else [ast.keyword(arg="axes", value=ast.Tuple(
                     elts=[ast.Constant(value=i) for i in _inverse(axes)], ctx=ast.Load()))]
-                return [assign(base, _k_call("transpose", [written], kw))]
+                return [assign(base, prim_call("transpose", [written], kw))]
             target = ast.Subscript(value=ast.Name(id=base, ctx=ast.Load()), slice=clone(rhs.args[1]),
                                    ctx=ast.Store())
             new = ast.Assign(targets=[target], value=written)
             roots[id(new)] = (st,) + roots.get(id(st), ())
-            keep.append(new)
             return [new]
 
         def fix(stmts):

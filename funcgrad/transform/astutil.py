@@ -4,6 +4,9 @@ from __future__ import annotations
 import ast
 from collections import deque
 
+from . import annotations as A
+from ..ops.registry import by_name
+
 __all__ = ["ast_walk", "clone", "statements_under", "definitely_bound", "drop_statements", "fold_int_constants", "kernel", "names_read"]
 
 
@@ -57,6 +60,11 @@ def statements_under(node):
 def kernel(name):
     """``K.<name>``: a kernel of the backend's namespace."""
     return ast.Attribute(value=ast.Name("K", ast.Load()), attr=name, ctx=ast.Load())
+
+
+def prim_call(name, args, keywords=()):
+    """``K.<name>(args)`` annotated with its primitive (rendered as an operator where it is one)."""
+    return A.put(ast.Call(func=kernel(name), args=list(args), keywords=list(keywords)), A.PRIM, by_name(name))
 
 
 def drop_statements(code, drop):

@@ -34,8 +34,8 @@ from ..ops.registry import lookup, by_name
 from .activity import Activity
 from .anf import inherit_origin
 from .infer import infer_ranks
-from .aliases import VIEWS, _call_name
-from .astutil import fold_int_constants, kernel as _K
+from .aliases import may_share
+from .astutil import fold_int_constants, kernel as _K, prim_call
 from .realness import expr_maybe_complex, maybe_complex
 from .naming import RESERVED, Namer, names_in
 from .astutil import ast_walk
@@ -55,14 +55,6 @@ def tname(name: str) -> str:
 
 _OPS = {ast.Add: "add", ast.Sub: "subtract", ast.Mult: "multiply", ast.Div: "divide", ast.Pow: "power",
         ast.MatMult: "matmul"}
-
-
-def prim_call(name, args, keywords=()):
-    """``K.<name>(args)`` annotated with its primitive (rendered as an operator where it is one)."""
-    p = by_name(name)
-    c = ast.Call(func=_K(name), args=list(args), keywords=list(keywords))
-    A.put(c, A.PRIM, p)
-    return c
 
 
 class _Zero:
@@ -528,10 +520,7 @@ def _written(stmts):
         return n
     for s in nodes:
         if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name):
-            e = s.value
-            src = e.id if isinstance(e, ast.Name) else e.args[0].id if (
-                isinstance(e, ast.Call) and e.args and isinstance(e.args[0], ast.Name) and
-                _call_name(e) in VIEWS) else None
+            src = may_share(s.value)
             if src is not None:
                 parent.setdefault(src, src)
                 parent[find(s.targets[0].id)] = find(src)
