@@ -576,3 +576,16 @@ _ZA = np.array([0.3, -0.5, 0.9, 1.2])
 def test_range_inside_zip_and_enumerate(f, args, kw):
     from tests.support import assert_value_and_gradient
     assert_value_and_gradient(f, args, (0, 1), **kw)
+
+
+def zip_with_a_runtime_step(x, a, k):
+    s = 0.0
+    for v, i in zip(a, range(0, 6, k)):
+        s = s + v * i * x
+    return s
+
+
+def test_range_with_a_runtime_step_inside_zip_is_refused_at_the_users_line():
+    with pytest.raises(FuncgradError, match="step computed at run time inside zip/enumerate") as e:
+        funcgrad.grad(zip_with_a_runtime_step)(0.5, _ZA, 2)
+    assert "test_language2.py" in str(e.value) and "zip(a, range(0, 6, k))" in str(e.value)

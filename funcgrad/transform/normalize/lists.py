@@ -268,11 +268,7 @@ class RuntimeLists:
                           orelse=write[:1]), *write[1:]]
         new.append(ast.Assign(targets=[ast.Name(rl.count, ast.Store())],
                               value=ast.BinOp(left=ast.Name(rl.count, ast.Load()), op=ast.Add(), right=ast.Constant(1))))
-        for st in new:
-            for n in ast_walk(st):
-                if hasattr(n, "lineno") or isinstance(n, (ast.stmt, ast.expr)):
-                    ast.copy_location(n, node)
-        out.extend(new)
+        _emit_at(out, new, node)
         if not getattr(self, "cf_depth", 0):
             rl.allocated = True
 
@@ -305,11 +301,7 @@ class RuntimeLists:
         new.append(ast.Assign(targets=[ast.Name(rl.buf, ast.Store())], value=wider.expr))
         new.append(ast.Assign(targets=[ast.Subscript(value=ast.Name(rl.buf, ast.Load()), slice=ast.Name(k, ast.Load()),
                                                      ctx=ast.Store())], value=self.as_expr(v, scope, node)))
-        for st in new:
-            for n in ast_walk(st):
-                if isinstance(n, (ast.stmt, ast.expr)):
-                    ast.copy_location(n, node)
-        out.extend(new)
+        _emit_at(out, new, node)
 
     def runtime_reverse_or_clear(self, rl, meth, scope, out, node):
         """``lst.clear()`` (no items: the count is 0) and ``lst.reverse()`` (rows ``[:count]`` reversed in place,
@@ -330,11 +322,7 @@ class RuntimeLists:
                 lower=None, upper=clone(cnt), step=None), ctx=ast.Store())], value=ast.Name(held, ast.Load())))
             new = [ast.If(test=ast.Compare(left=clone(cnt), ops=[ast.Gt()], comparators=[ast.Constant(1)]),
                           body=body, orelse=[])]
-        for st in new:
-            for n in ast_walk(st):
-                if isinstance(n, (ast.stmt, ast.expr)):
-                    ast.copy_location(n, node)
-        out.extend(new)
+        _emit_at(out, new, node)
 
     def runtime_extend(self, rl, seq, scope, out, node):
         if isinstance(seq, Struct) and seq.kind in ("list", "tuple"):
@@ -364,9 +352,7 @@ class RuntimeLists:
             check = ast.If(test=ast.Compare(left=ast.Name(rl.count, ast.Load()), ops=[ast.Lt()],
                                             comparators=[ast.Constant(1)]),
                            body=[ast.Raise(exc=exc, cause=None)], orelse=[])
-            for n in ast_walk(check):
-                ast.copy_location(n, node)
-            out.append(check)
+            _emit_at(out, [check], node)
         last = Dyn(ast.BinOp(left=ast.Name(rl.count, ast.Load()), op=ast.Sub(), right=ast.Constant(1)))
         val = self.call_prim(lookup_getitem(), [Dyn(ast.Name(rl.buf, ast.Load())), last], {}, scope, out, node)
         val = self.call_prim(lookup(np.copy), [val], {}, scope, out, node)
@@ -374,10 +360,7 @@ class RuntimeLists:
         dec = ast.Assign(targets=[ast.Name(rl.count, ast.Store())],
                          value=ast.BinOp(left=ast.Name(rl.count, ast.Load()), op=ast.Sub(), right=ast.Constant(1)))
         out.append(ast.copy_location(ast.Assign(targets=[ast.Name(tmp, ast.Store())], value=val.expr), node))
-        out.append(ast.copy_location(dec, node))
-        for n in ast_walk(dec):
-            if isinstance(n, (ast.stmt, ast.expr)):
-                ast.copy_location(n, node)
+        _emit_at(out, [dec], node)
         return Dyn(ast.Name(tmp, ast.Load()))
 
     # ------------------------------------------------------------ reading
@@ -506,6 +489,15 @@ class RuntimeLists:
         if isinstance(it, _Iter):
             return any(self.is_runtime_iterable(a) for a in it.args)
         return False
+
+
+def _emit_at(out, stmts, node):
+    """Append generated ``stmts`` to ``out``, every node of them at the user's ``node`` (errors name that line)."""
+    for st in stmts:
+        for n in ast_walk(st):
+            if hasattr(n, "lineno") or isinstance(n, (ast.stmt, ast.expr)):
+                ast.copy_location(n, node)
+    out.extend(stmts)
 
 
 def has_runtime_list(vals):

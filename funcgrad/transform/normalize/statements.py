@@ -846,6 +846,9 @@ class Statements:
             if isinstance(q, Struct):
                 lens.append(ast.Constant(len(q.values())))
             elif isinstance(q, _Range):   # Python's len(range(...)), computed before the loop
+                if self._range_parts(q) is None:
+                    raise error(P, s, "range() with a step computed at run time inside zip/enumerate is not "
+                                      "supported", "index with the loop counter")
                 lens.append(self.as_expr(self.range_length(q, scope, out, s), scope, s))
             else:
                 lens.append(ast.Subscript(value=ast.Attribute(value=self.as_expr(q, scope, s), attr="shape",
