@@ -13,6 +13,8 @@ import os
 import sys
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import DeviceError
 from ..kernels.base import Backend
 from ..ops.registry import by_name, register_kernels
@@ -23,6 +25,8 @@ from .astutil import clone
 from .forward import forward
 from .infer import infer_kinds, infer_ranks
 from .scalarize import scalarize
+from .fuse import fuse
+from .naming import names_in
 from .emit import GENERATED_LINES, REVERSE_MODE_FILES, externals_fingerprint, module_source, render_block, rows_as_kernel, write_module
 from .normalize import normalize
 from .parse import parse
@@ -182,6 +186,11 @@ def _specialize(a, leaf_shapes, low, atoms, ranks):
     guards, parts = got
     for p, (v, k) in parts.items():
         low.origins[p] = f"{low.origins.get(v) or user_words(v, {})}[{k}]"
+    return _guard_stmt(guards, a)
+
+
+def _guard_stmt(guards, where):
+    """``if <any shape or value differs>: raise LookupError(SPECIALIZATION_MISS)`` for ``(name, axis, value)``s."""
     tests = []
     for nm, axis, value in guards:
         lhs = ast.Name(nm, ast.Load())
@@ -194,9 +203,27 @@ def _specialize(a, leaf_shapes, low, atoms, ranks):
     miss = ast.Raise(exc=ast.Call(func=ast.Name("LookupError", ast.Load()), args=[ast.Constant(SPECIALIZATION_MISS)],
                                   keywords=[]), cause=None)
     guard = ast.If(test=tests[0] if len(tests) == 1 else ast.BoolOp(op=ast.Or(), values=tests), body=[miss], orelse=[])
-    ast.copy_location(guard, a)
+    ast.copy_location(guard, where)
     ast.fix_missing_locations(guard)
     return [guard]
+
+
+_FLOAT_UFUNCS: dict = {}
+
+
+def _float_ufuncs(backend):
+    """K names of ``backend`` that are NumPy's own ufuncs of one or two inputs with a float64 -> float64 loop."""
+    ns = backend.namespace(True)
+    got = _FLOAT_UFUNCS.get(id(ns))
+    if got is None:
+        got = {}
+        for k in dir(ns):
+            u = getattr(ns, k, None)
+            if type(u) is np.ufunc and u.nout == 1 and u.nin in (1, 2) and getattr(np, u.__name__, None) is u \
+                    and ("d->d" if u.nin == 1 else "dd->d") in u.types:
+                got[k] = u.nin
+        _FLOAT_UFUNCS[id(ns)] = got
+    return got
 
 
 def choose_strategy(jit, has_loops, opaque_calls=False):
@@ -298,9 +325,29 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         guard = _specialize(a, leaf_shapes, low, atoms, ranks)
         if guard is None:
             generic, guard = None, []
+    # elementwise runs over vectors of known lengths as one loop each (compiled whole; the code for these shapes)
+    fusing = specialize and kind in ("vjp", "primal") and likely == "njit" and bool(leaf_shapes) and \
+        backend.operators_as_syntax and os.environ.get("FUNCGRAD_FUSE", "1") != "0"
+    fused = []
+    generic_unfused = clone(a) if fusing and generic is None else None
+
+    def fused_body(stmts, fparams, where, live, cotangents=None):
+        """``stmts`` with their elementwise runs fused, and the guard of the shapes that assumes."""
+        if not fusing or where is not a:
+            return stmts, []
+        if _calls_flagged(_kernels_called(stmts), backend, "python_only"):
+            return stmts, []   # run as Python: a loop over elements would be slower than NumPy's calls
+        scalars = {p: k for p, k in (low.kinds or {}).items() if (low.ranks or {}).get(p) == 0}
+        got = fuse(stmts, fparams, leaf_shapes, scalars, _float_ufuncs(backend), cotangents, names_in(live))
+        if got is None:
+            return stmts, []
+        fused.append(True)
+        return got[0], _guard_stmt(got[1], a)
 
     def primal_module(fa, guard, line_map):
-        body = guard + rows(list(fa.body)) + [ast.Return(value=_returns(atoms))]
+        ret = ast.Return(value=_returns(atoms))
+        stmts, fguard = fused_body(list(fa.body), params, fa, ret)
+        body = guard + fguard + rows(stmts) + [ret]
         return body, module_source(header, [(name, params, body)], None, line_map,
                                    operators=backend.operators_as_syntax)
 
@@ -324,8 +371,12 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
                           checkpoint_loops=checkpoint_loops, vspace=low.vspace, replay_loops=likely == "njit")
             ret = ast.Return(value=ast.Tuple(elts=[_returns(adj.outputs), ast.Tuple(elts=adj.grads, ctx=ast.Load())],
                                              ctx=ast.Load()))
-            body = guard + rows(adj.primal + adj.adjoint) + [ret]
-            primal_body = guard + rows(list(fa.body)) + [ast.Return(value=_returns(atoms))]
+            stmts, fguard = fused_body(adj.primal + adj.adjoint, params + adj.g_params, fa, ret,
+                                       {g: o.id for g, o in zip(adj.g_params, adj.outputs) if isinstance(o, ast.Name)})
+            body = guard + fguard + rows(stmts) + [ret]
+            pret = ast.Return(value=_returns(atoms))
+            pstmts, pguard = fused_body(list(fa.body), params, fa, pret)
+            primal_body = guard + pguard + rows(pstmts) + [pret]
             src = module_source(header, [(f"{name}_vjp", params + adj.g_params, body), (name, params, primal_body)],
                                 None, line_map, operators=backend.operators_as_syntax)
             return adj, body, src
@@ -333,6 +384,8 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         adj, body, src = vjp_module(a, guard, line_map)
         cotangents = adj.cotangents
         fname = f"{name}_vjp"
+    if fused and generic is None:
+        generic = generic_unfused
     _debug("emit", src)
     mod = write_module(fname, src)
     for k, (f, ln) in list(line_map.items()):   # code funcgrad generated (second order): the user's line it came from

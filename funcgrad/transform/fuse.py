@@ -1,0 +1,704 @@
+"""Elementwise fusion: a run of array statements over float64 vectors of one length as one loop.
+
+Generated code is one operation per statement: ``t = -x``, ``u = K.exp(t)``, ``f = 1.0 / (1.0 + u)``. Compiled
+by Numba, each such statement is a NumPy ufunc loop of its own: a heap array, a loop, reference counts, and
+about 20 ms of compile time each (the LSTM's gradient has about 150). When the arguments' shapes are known (the
+first call's, guarded at run time, as for :mod:`.scalarize`), a run of consecutive statements over 1-D float64
+arrays of one known length ``n`` (arithmetic ``+ - * / **``, unary minus, one- and two-argument NumPy ufuncs
+whose float64 loop gives float64, ``K.unbroadcast`` of a vector to a vector of its own length) becomes one loop
+over the ``n`` elements, every intermediate a scalar; a value read after the run is written to an array of its
+own (as each statement made one before).
+
+Input: the statements of a generated function compiled whole by Numba (after the reverse pass: the primal and
+its adjoint), the shapes and dtypes of the array parameters, the scalar parameters' kinds. Output: the
+statements with the runs fused, and the argument dimensions the new code assumes (guards the caller checks).
+
+Which names hold such vectors is decided flow-insensitively (every definition of a name, in every branch and
+loop, must give the same vector length; a tape list's items are what is appended to it): float64 1-D
+arguments, rows ``A[i]`` of 2-D float64 arguments (and of copies of them), slices with bounds known from the
+shapes, copies, ``zeros_like``, ``concatenate`` of vectors, arithmetic of vectors and real scalars. A run
+may take with it, unchanged and moved before the loop, statements that do not read what the run computes
+(integer arithmetic, tape reads, views): a name such a statement binds that an earlier statement of the run
+read is renamed, and bound again after the loop. Appends of the run's values to a tape move after the loop.
+A name is never fused where it is written in place (``x[i] = v``, ``K.index_add``): only fresh arrays are made.
+"""
+from __future__ import annotations
+
+import ast
+
+from . import annotations as A
+from .astutil import ast_walk
+from .emit import pretty
+
+TOP = "top"
+_ARITH = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)
+# calls a hoisted statement may make (no effect on any array: the move before the loop changes nothing)
+_PURE_K = frozenset("index_arg copy zeros_like".split())
+_MIN_RUN = 2   # one statement is one loop either way (a loop written out compiles no faster than a ufunc's)
+
+
+def _is_vec(f):
+    return type(f) is tuple and f[0] == "v"
+
+
+def _is_scalar(f):
+    return type(f) is tuple and f[0] in ("s", "int")
+
+
+def _join(a, b):
+    if a is None:
+        return b
+    if b is None or a == b:
+        return a
+    if a == TOP or b == TOP:
+        return TOP
+    if _is_scalar(a) and _is_scalar(b):
+        return ("s", "f" if "f" in (a[1], b[1]) else "i")
+    return TOP
+
+
+def _k_call(e):
+    """``name`` of a call ``K.name(...)``, else None."""
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name) \
+            and e.func.value.id == "K" and not e.keywords:
+        return e.func.attr
+    return None
+
+
+def _np_call(e):
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name) \
+            and e.func.value.id == "np" and not e.keywords:
+        return e.func.attr
+    return None
+
+
+def _stores(node):
+    return {n.id for n in ast_walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
+
+
+def _loads(node):
+    return {n.id for n in ast_walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+class _Facts:
+    """name -> ("v", n) a float64 vector of length n, ("m", m, n) a float64 matrix, ("s", "f"|"i") a real
+    scalar, ("int", v) an integer known to be v; TOP: anything else. Lists: what their items are."""
+
+    def __init__(self, seeds, ufuncs):
+        self.f = dict(seeds)
+        self.lists: dict = {}
+        self.ufuncs = ufuncs   # K names that are NumPy ufuncs: name -> number of inputs (float64 -> float64)
+        self.changed = False
+        self.trusted = set()
+
+    def get(self, n):
+        return self.f.get(n)
+
+    def set(self, n, v):
+        new = _join(self.f.get(n), v)
+        if new != self.f.get(n):
+            self.f[n] = new
+            self.changed = True
+
+    def ev(self, e):
+        if isinstance(e, ast.Constant):
+            v = e.value
+            if isinstance(v, bool):
+                return TOP
+            if isinstance(v, int):
+                return ("int", v)
+            return ("s", "f") if isinstance(v, float) else TOP
+        if isinstance(e, ast.Name):
+            return self.f.get(e.id)
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd)):
+            v = self.ev(e.operand)
+            if type(v) is tuple and v[0] == "int":
+                return ("int", -v[1] if isinstance(e.op, ast.USub) else v[1])
+            return v if v is None or _is_vec(v) or _is_scalar(v) else TOP
+        if isinstance(e, ast.BinOp):
+            return self._binop(e.op, self.ev(e.left), self.ev(e.right))
+        k = _k_call(e)
+        if k is not None:
+            return self._kcall(k, e.args)
+        if _np_call(e) == "empty_like" and len(e.args) == 1:
+            v = self.ev(e.args[0])
+            return v if v is None or (type(v) is tuple and v[0] in ("v", "m")) else TOP
+        if isinstance(e, ast.Subscript):
+            return self._subscript(e)
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "len" and len(e.args) == 1:
+            return ("s", "i")
+        return TOP
+
+    def _binop(self, op, a, b):
+        if a == TOP or b == TOP:
+            return TOP
+        if a is None or b is None:
+            return None
+        if _is_scalar(a) and _is_scalar(b):
+            if a[0] == "int" and b[0] == "int" and isinstance(op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)):
+                x, y = a[1], b[1]
+                if isinstance(op, ast.FloorDiv):
+                    return ("int", x // y) if y else TOP
+                return ("int", x + y if isinstance(op, ast.Add) else x - y if isinstance(op, ast.Sub) else x * y)
+            if isinstance(op, ast.Div):
+                return ("s", "f")
+            if isinstance(op, _ARITH + (ast.FloorDiv, ast.Mod)):
+                return ("s", "f" if "f" in (a[1], b[1]) else "i")
+            return TOP
+        if not isinstance(op, _ARITH):
+            return TOP
+        if _is_vec(a) and (_is_scalar(b) or a == b):
+            return a
+        if _is_vec(b) and _is_scalar(a):
+            return b
+        return TOP
+
+    def _kcall(self, k, args):
+        vals = [self.ev(a) for a in args]
+        if any(v is None for v in vals) and k != "concatenate":
+            return None
+        n_in = self.ufuncs.get(k)
+        if n_in is not None and len(args) == n_in:
+            if n_in == 1:
+                v = vals[0]
+                return v if _is_vec(v) else ("s", "f") if _is_scalar(v) else TOP
+            r = self._binop(ast.Add(), vals[0], vals[1])
+            return ("s", "f") if _is_scalar(r) else r
+        if k == "unbroadcast" and len(args) == 2:
+            g, x = vals
+            if _is_vec(g) and g == x:
+                return g
+            if _is_scalar(g):
+                return g
+            return ("s", "f") if _is_scalar(x) and type(g) is tuple and g[0] in ("v", "m") else TOP
+        if k in ("copy", "zeros_like") and len(args) == 1:
+            v = vals[0]
+            return v if type(v) is tuple and v[0] in ("v", "m") else TOP
+        if k == "index_arg" and len(args) == 1:
+            return vals[0] if type(vals[0]) is tuple and vals[0][0] == "int" else ("s", "i")
+        if k in ("index_add", "index_put") and len(args) == 3:
+            v = vals[0]
+            return v if type(v) is tuple and v[0] in ("v", "m") else TOP
+        if k in ("sum", "mean") and len(args) == 1:
+            v = vals[0]
+            return ("s", "f") if type(v) is tuple and v[0] in ("v", "m", "s", "int") else TOP
+        if k == "unreduce" and len(args) == 4 and isinstance(args[2], ast.Constant) and args[2].value is None:
+            return vals[1] if vals[0] == ("s", "f") and type(vals[1]) is tuple and vals[1][0] in ("v", "m") else TOP
+        if k == "unconcatenate" and len(args) == 3 and isinstance(args[1], ast.Tuple) and \
+                isinstance(args[2], ast.Constant) and args[2].value == 0:
+            parts = [self.ev(a) for a in args[1].elts]
+            if any(p is None for p in parts):
+                return None
+            if _is_vec(vals[0]) and all(_is_vec(p) for p in parts) and sum(p[1] for p in parts) == vals[0][1]:
+                return ("seq", tuple(parts))
+            return TOP
+        if k == "concatenate" and len(args) == 1 and isinstance(args[0], ast.Tuple):
+            parts = [self.ev(a) for a in args[0].elts]
+            if any(p is None for p in parts):
+                return None
+            if parts and all(_is_vec(p) for p in parts):
+                return ("v", sum(p[1] for p in parts))
+            return TOP
+        return TOP
+
+    def _int(self, e):
+        if e is None:
+            return None, True
+        v = self.ev(e)
+        if type(v) is tuple and v[0] == "int":
+            return v[1], True
+        return None, False
+
+    def _subscript(self, e):
+        if isinstance(e.value, ast.Name) and e.value.id in self.lists:
+            return self.lists[e.value.id]
+        if isinstance(e.value, ast.Attribute) and e.value.attr == "shape":
+            base = self.ev(e.value.value)
+            k, ok = self._int(e.slice)
+            if base is None:
+                return None
+            if ok and k is not None and type(base) is tuple:
+                dims = (base[1],) if base[0] == "v" else base[1:] if base[0] == "m" else None
+                if dims is not None and -len(dims) <= k < len(dims):
+                    return ("int", dims[k])
+            return ("s", "i")
+        base = self.ev(e.value)
+        if base is None:
+            return None
+        if type(base) is tuple and base[0] == "seq":
+            k, ok = self._int(e.slice)
+            return base[1][k] if ok and k is not None and -len(base[1]) <= k < len(base[1]) else TOP
+        if not (type(base) is tuple and base[0] in ("v", "m")):
+            return TOP
+        sl = e.slice
+        if isinstance(sl, ast.Slice):
+            if base[0] != "v" or sl.step is not None:
+                return TOP
+            lo, ok1 = self._int(sl.lower)
+            hi, ok2 = self._int(sl.upper)
+            if not (ok1 and ok2):
+                return TOP
+            return ("v", len(range(base[1])[lo:hi]))
+        if isinstance(sl, ast.Tuple):
+            return TOP
+        i = self.ev(sl)
+        if i is None:
+            return None
+        if type(i) is tuple and (i[0] == "int" or i == ("s", "i")):
+            return ("s", "f") if base[0] == "v" else ("v", base[2])
+        return TOP
+
+    def stmt(self, s):
+        if isinstance(s, ast.Assign):
+            if len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+                n = s.targets[0].id
+                if isinstance(s.value, ast.List) and not s.value.elts and n in self.trusted:
+                    self.lists.setdefault(n, None)
+                    self.set(n, TOP)
+                    return
+                self.set(n, self.ev(s.value))
+                return
+            for t in s.targets:
+                if not isinstance(t, (ast.Subscript, ast.Attribute)):
+                    for n in _stores(t):
+                        self.set(n, TOP)
+            return
+        if isinstance(s, ast.AugAssign):
+            if isinstance(s.target, ast.Name):
+                self.set(s.target.id, self._binop(s.op, self.f.get(s.target.id), self.ev(s.value)))
+            return
+        if isinstance(s, ast.Expr):
+            c = s.value
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "append" \
+                    and isinstance(c.func.value, ast.Name) and c.func.value.id in self.lists and len(c.args) == 1:
+                ln = c.func.value.id
+                new = _join(self.lists[ln], self.ev(c.args[0]))
+                if new != self.lists[ln]:
+                    self.lists[ln] = new
+                    self.changed = True
+            return
+        if isinstance(s, ast.For):
+            it = s.iter
+            rng = isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+            for n in _stores(s.target):
+                self.set(n, ("s", "i") if rng and isinstance(s.target, ast.Name) else TOP)
+            self.block(s.body)
+            self.block(s.orelse)
+            return
+        if isinstance(s, (ast.If, ast.While)):
+            self.block(s.body)
+            self.block(s.orelse)
+            return
+        for n in _stores(s):   # anything else binding a name (with, try, comprehension): nothing known
+            self.set(n, TOP)
+
+    def block(self, stmts):
+        for s in stmts:
+            self.stmt(s)
+
+
+class _Run:
+    """One run being gathered: its fused statements, those moved before and after the loop."""
+
+    def __init__(self, n):
+        self.n = n
+        self.fused = []       # (target, value)
+        self.defined = set()  # names the fused statements bind
+        self.refs = set()     # names the fused statements read or bind
+        self.before = []      # statements moved before the loop (renamed)
+        self.after = []       # statements moved after the loop (tape appends)
+        self.rename = {}      # name -> the name a moved statement binds it as
+        self.lists = set()    # tape lists the moved statements use
+        self.end = None
+
+
+class _Fuser:
+    def __init__(self, fx, ufuncs, all_refs, in_place):
+        self.fx = fx
+        self.in_place = in_place
+        self.ufuncs = ufuncs
+        self.refs = all_refs   # name -> number of Name nodes reading or binding it in the whole function
+        self.taken = set(all_refs)
+        self.fused_runs = 0
+
+    def fresh(self, base):
+        """A name no statement of the function uses."""
+        name, k = base, 1
+        while name in self.taken:
+            k += 1
+            name = f"{base}_{k}"
+        self.taken.add(name)
+        return name
+
+    # -- what may be fused
+    def _leaf_ok(self, e, n):
+        if isinstance(e, ast.Constant):
+            return _is_scalar(self.fx.ev(e))
+        if isinstance(e, ast.Name):
+            f = self.fx.get(e.id)
+            return f == ("v", n) or _is_scalar(f)
+        return False
+
+    def _expr_ok(self, e, n):
+        if isinstance(e, (ast.Constant, ast.Name)):
+            return self._leaf_ok(e, n)
+        if isinstance(e, ast.BinOp):
+            return isinstance(e.op, _ARITH) and self._expr_ok(e.left, n) and self._expr_ok(e.right, n)
+        if isinstance(e, ast.UnaryOp):
+            return isinstance(e.op, (ast.USub, ast.UAdd)) and self._expr_ok(e.operand, n)
+        k = _k_call(e)
+        if k is not None and self.ufuncs.get(k) == len(e.args):
+            return all(self._expr_ok(a, n) for a in e.args)
+        if k == "unbroadcast" and len(e.args) == 2:
+            src = e.args[0]
+            if isinstance(src, ast.Name) and src.id in self.in_place:
+                return False   # the result is that array itself
+            return self.fx.ev(e) == ("v", n) and self._expr_ok(src, n)
+        return False
+
+    def fusible(self, s):
+        """The vector length of a statement that may be fused, else None."""
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)):
+            return None
+        if s.targets[0].id in self.in_place or isinstance(s.value, (ast.Name, ast.Constant)):
+            return None   # a copy of a name: nothing computed
+        f = self.fx.get(s.targets[0].id)
+        if not _is_vec(f) or self.fx.ev(s.value) != f:
+            return None
+        return f[1] if self._expr_ok(s.value, f[1]) else None
+
+    def _movable(self, s):
+        """A statement that may run before the loop: names, numbers, views and tape reads; no effect on arrays."""
+        if isinstance(s, ast.Assign):
+            if not all(isinstance(t, ast.Name) for t in s.targets):
+                return False
+            return self._pure(s.value)
+        if isinstance(s, ast.AugAssign):
+            return isinstance(s.target, ast.Name) and _is_scalar(self.fx.get(s.target.id)) and self._pure(s.value)
+        if isinstance(s, ast.If):
+            return self._pure(s.test) and all(self._movable(b) for b in s.body + s.orelse)
+        if isinstance(s, ast.Pass):
+            return True
+        return False
+
+    def _pure(self, e):
+        for node in ast_walk(e):
+            if isinstance(node, ast.Call):
+                k = _k_call(node)
+                if k in _PURE_K or (k is not None and k in self.ufuncs):
+                    continue
+                if _np_call(node) == "empty_like":
+                    continue
+                if isinstance(node.func, ast.Name) and node.func.id in ("slice", "len", "range"):
+                    continue
+                return False
+            if isinstance(node, (ast.Lambda, ast.NamedExpr, ast.Yield, ast.Await, ast.ListComp, ast.GeneratorExp,
+                                 ast.DictComp, ast.SetComp)):
+                return False
+        return True
+
+    def _append_of_run(self, s, run):
+        c = s.value if isinstance(s, ast.Expr) else None
+        if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "append" \
+                and isinstance(c.func.value, ast.Name) and len(c.args) == 1 and isinstance(c.args[0], ast.Name) \
+                and c.args[0].id in run.defined and c.func.value.id not in run.lists \
+                and c.func.value.id not in run.refs:
+            return c.func.value.id
+        return None
+
+    # -- gathering a run
+    def gather(self, stmts, i, n):
+        run = _Run(n)
+        j = i
+        after_refs = set()
+        state = None   # what the run is, as of its last fused statement or moved append
+        while j < len(stmts):
+            s = stmts[j]
+            if self.fusible(s) == n:
+                t = s.targets[0].id
+                if t in after_refs:
+                    break
+                s = self._reads_renamed(s, run)
+                run.fused.append((t, s))
+                run.defined.add(t)
+                run.refs |= _loads(s.value) | {t}
+                run.rename.pop(t, None)
+                j += 1
+                state = (j, len(run.before), dict(run.rename))
+                continue
+            lst = self._append_of_run(s, run)
+            if lst is not None:
+                run.after.append(s)
+                run.lists.add(lst)
+                after_refs.add(s.value.args[0].id)
+                j += 1
+                state = (j, len(run.before), dict(run.rename))
+                continue
+            if not self._movable(s):
+                break
+            reads, binds = _loads(s), _stores(s)
+            if (reads | binds) & (run.defined | run.lists) or binds & after_refs:
+                break
+            run.before.extend(self._renamed(s, binds & run.refs, run))
+            j += 1
+        if state is None:
+            return None
+        # statements after the last fused one (or moved append) stay where they were
+        run.end, nb, run.rename = state
+        del run.before[nb:]
+        return run
+
+    def _reads_renamed(self, s, run):
+        if not any(isinstance(nd, ast.Name) and nd.id in run.rename for nd in ast_walk(s.value)):
+            return s
+        s = _copy(s)
+        for node in ast_walk(s.value):
+            if isinstance(node, ast.Name) and node.id in run.rename:
+                node.id = run.rename[node.id]
+        return s
+
+    def _renamed(self, s, names, run):
+        """``s`` with the names it binds among ``names`` renamed (and every name it reads as currently renamed);
+        a name it may leave unbound keeps its value (``x2 = x`` first)."""
+        s = _copy(s)
+        for node in ast_walk(s):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in run.rename:
+                node.id = run.rename[node.id]
+        out = []
+        for nm in sorted(names):
+            new = self.fresh(f"{nm}_next")
+            cur = run.rename.get(nm, nm)
+            plain = isinstance(s, ast.Assign) and not (_loads(s) & {cur})
+            if not plain:
+                out.append(_at(ast.Assign(targets=[ast.Name(new, ast.Store())],
+                                                        value=ast.Name(cur, ast.Load())), s))
+            for node in ast_walk(s):
+                if isinstance(node, ast.Name) and node.id in (nm, cur):
+                    node.id = new
+            run.rename[nm] = new
+            self.fx.f[new] = self.fx.f.get(nm)
+        out.append(s)
+        return out
+
+    # -- the loop
+    def emit(self, run):
+        n = run.n
+        idx = "_fzj"
+        # every name the run binds read elsewhere: an array of its own
+        finals = {}
+        for k, (t, _s) in enumerate(run.fused):
+            finals[t] = k
+        inside = {}
+        for t, s in run.fused:
+            for node in ast_walk(s):
+                if isinstance(node, ast.Name):
+                    inside[node.id] = inside.get(node.id, 0) + 1
+        for s in run.after:
+            for node in ast_walk(s):
+                if isinstance(node, ast.Name):
+                    inside[node.id] = inside.get(node.id, 0) - 1
+        kept = {t for t in finals if self.refs.get(t, 0) > inside.get(t, 0)}
+        cur = {}          # fused name -> the scalar holding its element in the loop
+        # names the loop reads as arrays before (or without) binding them: their values are the old ones
+        read_first, seen = set(), set()
+        for t, s in run.fused:
+            read_first |= _loads(s.value) - seen
+            seen.add(t)
+        out_arrays = {t: (self.fresh(f"{t}_out") if t in read_first else t) for t in kept}
+        body = []
+
+        def tr(e):
+            if isinstance(e, ast.Constant):
+                return ast.Constant(e.value)
+            if isinstance(e, ast.Name):
+                if e.id in cur:
+                    return ast.Name(cur[e.id], ast.Load())
+                nm = e.id
+                if _is_vec(self.fx.get(e.id)):
+                    return ast.Subscript(value=ast.Name(nm, ast.Load()), slice=ast.Name(idx, ast.Load()),
+                                         ctx=ast.Load())
+                return ast.Name(nm, ast.Load())
+            if isinstance(e, ast.BinOp):
+                return ast.BinOp(left=tr(e.left), op=e.op, right=tr(e.right))
+            if isinstance(e, ast.UnaryOp):
+                return ast.UnaryOp(op=e.op, operand=tr(e.operand))
+            k = _k_call(e)
+            if k == "unbroadcast":
+                return tr(e.args[0])
+            return ast.Call(func=ast.Attribute(value=ast.Name("K", ast.Load()), attr=k, ctx=ast.Load()),
+                            args=[tr(a) for a in e.args], keywords=[])
+
+        for k, (t, s) in enumerate(run.fused):
+            value = tr(s.value)
+            sc = self.fresh(f"{t}_j")
+            body.append(_at(ast.Assign(targets=[ast.Name(sc, ast.Store())], value=value), s))
+            cur[t] = sc
+            if t in kept and finals[t] == k:
+                body.append(_at(ast.Assign(
+                    targets=[ast.Subscript(value=ast.Name(out_arrays[t], ast.Load()), slice=ast.Name(idx, ast.Load()),
+                                           ctx=ast.Store())],
+                    value=ast.Name(sc, ast.Load())), s))
+        first = run.fused[0][1]
+        pre = list(run.before)
+        for t in sorted(kept, key=lambda t: finals[t]):
+            pre.append(_at(ast.Assign(
+                targets=[ast.Name(out_arrays[t], ast.Store())],
+                value=ast.Call(func=ast.Attribute(value=ast.Name("np", ast.Load()), attr="empty", ctx=ast.Load()),
+                               args=[ast.Constant(n)], keywords=[])), first))
+        loop = _at(ast.For(target=ast.Name(idx, ast.Store()),
+                                         iter=ast.Call(func=ast.Name("range", ast.Load()), args=[ast.Constant(n)],
+                                                       keywords=[]),
+                                         body=body, orelse=[]), first,
+                   f"fused: {len(run.fused)} elementwise statements, one loop over {n} elements")
+        post = []
+        for t in sorted(kept, key=lambda t: finals[t]):
+            if out_arrays[t] == t:
+                continue
+            post.append(_at(ast.Assign(targets=[ast.Name(t, ast.Store())],
+                                                     value=ast.Name(out_arrays[t], ast.Load())), run.fused[finals[t]][1]))
+        for nm, new in run.rename.items():
+            post.append(_at(ast.Assign(targets=[ast.Name(nm, ast.Store())],
+                                                     value=ast.Name(new, ast.Load())), first))
+        post.extend(run.after)
+        return pre + [loop] + post
+
+
+    def block(self, stmts):
+        out = []
+        i = 0
+        while i < len(stmts):
+            s = stmts[i]
+            n = self.fusible(s)
+            run = self.gather(stmts, i, n) if n is not None else None
+            if run is not None and len(run.fused) >= _MIN_RUN:
+                out.extend(self.emit(run))
+                self.fused_runs += 1
+                i = run.end
+                continue
+            for field in ("body", "orelse"):
+                sub = getattr(s, field, None)
+                if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
+                    setattr(s, field, self.block(sub))
+            out.append(s)
+            i += 1
+        return out
+
+
+def _in_place(stmts):
+    """Names whose arrays the code writes in place: ``x[i] = v``, ``x += v``, ``K.index_add(x, ...)``."""
+    out = set()
+    for node in ast_walk(ast.Module(body=list(stmts), type_ignores=[])):
+        if isinstance(node, (ast.Assign, ast.AugAssign)):
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                while isinstance(t, (ast.Subscript, ast.Attribute)):
+                    t = t.value
+                    if isinstance(t, ast.Name):
+                        out.add(t.id)
+            if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                out.add(node.target.id)
+        k = _k_call(node)
+        if k is not None and k.startswith(("index_", "put", "copyto", "fill")) and node.args and \
+                isinstance(node.args[0], ast.Name) and k != "index_arg":
+            out.add(node.args[0].id)
+    return out
+
+
+def _lists_trusted(stmts):
+    """Lists bound to ``[]`` whose every other use is ``L.append(x)`` or ``L[i]``: their items are what is
+    appended."""
+    made, bad = set(), set()
+    ok_nodes = set()
+    for node in ast_walk(ast.Module(body=list(stmts), type_ignores=[])):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, ast.List) and not node.value.elts:
+            made.add(node.targets[0].id)
+            ok_nodes.add(id(node.targets[0]))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "append" \
+                and isinstance(node.func.value, ast.Name) and len(node.args) == 1:
+            ok_nodes.add(id(node.func.value))
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and isinstance(node.ctx, ast.Load):
+            ok_nodes.add(id(node.value))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" and \
+                len(node.args) == 1 and isinstance(node.args[0], ast.Name):
+            ok_nodes.add(id(node.args[0]))
+    for node in ast_walk(ast.Module(body=list(stmts), type_ignores=[])):
+        if isinstance(node, ast.Name) and node.id in made and id(node) not in ok_nodes:
+            bad.add(node.id)
+    return made - bad
+
+
+def fuse(stmts, params, shapes, param_kinds, ufuncs, cotangents=None, live=()):
+    """``stmts`` (a generated function's body, compiled whole) with runs of vector statements fused; returns
+    ``(stmts, guards)``, guards ``(parameter, axis, size)`` for each argument dimension the code assumes, or
+    None when nothing was fused. ``shapes``: parameter -> (shape, dtype) of the array arguments;
+    ``param_kinds``: parameter -> "f8"/"i" of scalar ones; ``cotangents``: cotangent parameter -> the output it is the cotangent of (a float64 scalar output's
+    is a float64 scalar); ``ufuncs``: K names that are NumPy ufuncs with float64 loops
+    (name -> number of inputs)."""
+    stmts = [pretty(s) for s in stmts]   # operator primitives as the operators they print as
+    seeds = {}
+    for p in params:
+        shape, dtype = shapes.get(p, (None, None))
+        if dtype == "<f8" and len(shape) == 1:
+            seeds[p] = ("v", shape[0])
+        elif dtype == "<f8" and len(shape) == 2:
+            seeds[p] = ("m", shape[0], shape[1])
+        elif p not in shapes and param_kinds.get(p) in ("f8", "i"):
+            seeds[p] = ("s", "i" if param_kinds.get(p) == "i" else "f")
+        else:
+            seeds[p] = TOP
+    mod = ast.Module(body=list(stmts), type_ignores=[])
+    bound = set()
+    for node in ast_walk(mod):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound.add(node.id)
+    refs: dict = {n: 1 for n in live}
+    for node in ast_walk(mod):
+        if isinstance(node, ast.Name):
+            refs[node.id] = refs.get(node.id, 0) + 1
+            if node.id not in bound and node.id not in seeds:
+                seeds[node.id] = TOP   # globals, K, np: nothing known
+    trusted = _lists_trusted(stmts)
+    fx = _analyse_lists(stmts, seeds, ufuncs, trusted)
+    if fx is None:
+        return None
+    scalar_g = {g for g, o in (cotangents or {}).items() if fx.get(o) == ("s", "f")}
+    if scalar_g:
+        seeds.update({g: ("s", "f") for g in scalar_g})
+        fx = _analyse_lists(stmts, seeds, ufuncs, trusted)
+        if fx is None:
+            return None
+    fu = _Fuser(fx, ufuncs, refs, _in_place(stmts))
+    new = fu.block(list(stmts))
+    if not fu.fused_runs:
+        return None
+    guards = sorted({(p, axis, size) for p, (shape, dtype) in shapes.items() if p in seeds and
+                     seeds[p] not in (TOP, None) and seeds[p][0] in ("v", "m")
+                     for axis, size in enumerate(shape)})
+    return new, guards
+
+
+def _analyse_lists(stmts, seeds, ufuncs, trusted):
+    fx = _Facts(seeds, ufuncs)
+    fx.trusted = trusted
+    for _ in range(30):
+        fx.changed = False
+        fx.block(stmts)
+        if not fx.changed:
+            return fx
+    return None
+
+
+def _at(new, old, comment=None):
+    """``new`` at ``old``'s place: its line, and the user's file and line it came from."""
+    ast.copy_location(new, old)
+    for ann in (A.FILE, A.SRC):
+        if A.has(old, ann):
+            A.put(new, ann, A.get(old, ann))
+    if comment:
+        A.put(new, A.COMMENT, comment)
+    return new
+
+
+def _copy(node):
+    import copy
+    return copy.deepcopy(node)
