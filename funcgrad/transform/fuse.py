@@ -90,6 +90,7 @@ class _Facts:
         self.ufuncs = ufuncs   # K names that are NumPy ufuncs: name -> number of inputs (float64 -> float64)
         self.changed = False
         self.trusted = set()
+        self.items: dict = {}   # scalar tapes (arrays grown by K.tape_reserve): what is stored in them
 
     def get(self, n):
         return self.f.get(n)
@@ -120,6 +121,15 @@ class _Facts:
         k = _k_call(e)
         if k is not None:
             return self._kcall(k, e.args)
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "empty" and \
+                isinstance(e.func.value, ast.Name) and e.func.value.id == "np" and len(e.args) == 1 and \
+                [k.arg for k in e.keywords] == ["dtype"] and isinstance(e.args[0], ast.Constant) and \
+                e.args[0].value == 0:
+            dt = e.keywords[0].value   # a scalar tape: np.empty(0, dtype=np.int64), grown by K.tape_reserve
+            if isinstance(dt, ast.Attribute) and isinstance(dt.value, ast.Name) and dt.value.id == "np" and \
+                    dt.attr in ("int64", "float64"):
+                return ("tape", "i" if dt.attr == "int64" else "f")
+            return TOP
         if _np_call(e) == "empty_like" and len(e.args) == 1:
             v = self.ev(e.args[0])
             return v if v is None or (type(v) is tuple and v[0] in ("v", "m")) else TOP
@@ -179,6 +189,8 @@ class _Facts:
         if k in ("index_add", "index_put") and len(args) == 3:
             v = vals[0]
             return v if type(v) is tuple and v[0] in ("v", "m") else TOP
+        if k == "tape_reserve" and len(args) == 2:
+            return vals[0] if type(vals[0]) is tuple and vals[0][0] == "tape" else TOP
         if k in ("sum", "mean") and len(args) == 1:
             v = vals[0]
             return ("s", "f") if type(v) is tuple and v[0] in ("v", "m", "s", "int") else TOP
@@ -225,6 +237,13 @@ class _Facts:
         base = self.ev(e.value)
         if base is None:
             return None
+        if type(base) is tuple and base[0] == "tape":
+            i = self.ev(e.slice)
+            if i is None:
+                return None
+            if not (type(i) is tuple and (i[0] == "int" or i == ("s", "i")) and isinstance(e.value, ast.Name)):
+                return TOP
+            return self.items.get(e.value.id)   # what was stored in it
         if type(base) is tuple and base[0] == "seq":
             k, ok = self._int(e.slice)
             return base[1][k] if ok and k is not None and -len(base[1]) <= k < len(base[1]) else TOP
@@ -259,6 +278,14 @@ class _Facts:
                 self.set(n, self.ev(s.value))
                 return
             for t in s.targets:
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and \
+                        type(self.f.get(t.value.id)) is tuple and self.f[t.value.id][0] == "tape":
+                    v = self.ev(s.value)
+                    v = v if v is None or _is_scalar(v) else TOP
+                    new = _join(self.items.get(t.value.id), v)
+                    if new != self.items.get(t.value.id):
+                        self.items[t.value.id] = new
+                        self.changed = True
                 if not isinstance(t, (ast.Subscript, ast.Attribute)):
                     for n in _stores(t):
                         self.set(n, TOP)
@@ -309,6 +336,8 @@ class _Run:
         self.after = []       # statements moved after the loop (tape appends)
         self.rename = {}      # name -> the name a moved statement binds it as
         self.lists = set()    # tape lists the moved statements use
+        self.written = set()  # arrays the loop adds into (K.index_add of a slice)
+        self.fresh = set()    # names a moved statement bound to a new array (zeros_like, copy)
         self.end = None
 
 
@@ -416,13 +445,22 @@ class _Fuser:
             s = stmts[j]
             if self.fusible(s) == n:
                 t = s.targets[0].id
-                if t in after_refs:
+                if t in after_refs or (_loads(s.value) | {t}) & run.written:
                     break
                 s = self._reads_renamed(s, run)
                 run.fused.append((t, s))
                 run.defined.add(t)
                 run.refs |= _loads(s.value) | {t}
                 run.rename.pop(t, None)
+                j += 1
+                state = (j, len(run.before), dict(run.rename))
+                continue
+            acc = self._slice_add(s, run)
+            if acc is not None:
+                s = self._reads_renamed(s, run)
+                run.fused.append((None, s))
+                run.written.add(acc)
+                run.refs |= _loads(s.value.args[1]) | _loads(s.value.args[2])
                 j += 1
                 state = (j, len(run.before), dict(run.rename))
                 continue
@@ -437,9 +475,13 @@ class _Fuser:
             if not self._movable(s):
                 break
             reads, binds = _loads(s), _stores(s)
-            if (reads | binds) & (run.defined | run.lists) or binds & after_refs:
+            if (reads | binds) & (run.defined | run.lists | run.written) or binds & after_refs:
                 break
             run.before.extend(self._renamed(s, binds & run.refs, run))
+            run.fresh -= binds | reads   # read by a moved statement: perhaps held by another name now
+            if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name) and \
+                    _k_call(s.value) in ("zeros_like", "copy") and s.targets[0].id not in run.rename:
+                run.fresh.add(s.targets[0].id)   # a new array no other name holds
             j += 1
         if state is None:
             return None
@@ -447,6 +489,33 @@ class _Fuser:
         run.end, nb, run.rename = state
         del run.before[nb:]
         return run
+
+    def _slice_add(self, s, run):
+        """The array ``T`` of ``T = K.index_add(T, slice(lo, hi, None), v)`` adding a vector of the run's length
+        into a slice of an array made in the run that nothing in the run reads (else None)."""
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)):
+            return None
+        e, T = s.value, s.targets[0].id
+        if _k_call(e) != "index_add" or len(e.args) != 3 or not isinstance(e.args[0], ast.Name) or \
+                e.args[0].id != T or T not in run.fresh or T in run.refs or T in run.defined:
+            return None
+        sl = e.args[1]
+        if not (isinstance(sl, ast.Call) and isinstance(sl.func, ast.Name) and sl.func.id == "slice" and
+                len(sl.args) == 3 and not sl.keywords and isinstance(sl.args[2], ast.Constant) and
+                sl.args[2].value is None):
+            return None
+        f = self.fx.get(T)
+        lo, ok1 = self.fx._int(None if isinstance(sl.args[0], ast.Constant) and sl.args[0].value is None
+                               else sl.args[0])
+        hi, ok2 = self.fx._int(sl.args[1])
+        if not (ok1 and ok2 and _is_vec(f) and hi is not None):
+            return None
+        lo = lo or 0
+        if not (0 <= lo and hi - lo == run.n and hi <= f[1]) or not self._expr_ok(e.args[2], run.n):
+            return None
+        if _loads(e.args[2]) & run.written or (_loads(sl) & (run.defined | run.written)):
+            return None
+        return T
 
     def _reads_renamed(self, s, run):
         if not any(isinstance(nd, ast.Name) and nd.id in run.rename for nd in ast_walk(s.value)):
@@ -487,7 +556,8 @@ class _Fuser:
         # every name the run binds read elsewhere: an array of its own
         finals = {}
         for k, (t, _s) in enumerate(run.fused):
-            finals[t] = k
+            if t is not None:
+                finals[t] = k
         inside = {}
         for t, s in run.fused:
             for node in ast_walk(s):
@@ -503,7 +573,8 @@ class _Fuser:
         read_first, seen = set(), set()
         for t, s in run.fused:
             read_first |= _loads(s.value) - seen
-            seen.add(t)
+            if t is not None:
+                seen.add(t)
         out_arrays = {t: (self.fresh(f"{t}_out") if t in read_first else t) for t in kept}
         body = []
 
@@ -529,6 +600,14 @@ class _Fuser:
                             args=[tr(a) for a in e.args], keywords=[])
 
         for k, (t, s) in enumerate(run.fused):
+            if t is None:   # T = K.index_add(T, slice(lo, hi, None), v): T[lo + j] += v[j]
+                T, lo, v = s.value.args[0].id, s.value.args[1].args[0], s.value.args[2]
+                at = ast.Name(idx, ast.Load()) if isinstance(lo, ast.Constant) and lo.value in (None, 0) else \
+                    ast.BinOp(left=_copy(lo), op=ast.Add(), right=ast.Name(idx, ast.Load()))
+                body.append(_at(ast.AugAssign(target=ast.Subscript(value=ast.Name(T, ast.Load()), slice=at,
+                                                                   ctx=ast.Store()),
+                                              op=ast.Add(), value=tr(v)), s))
+                continue
             value = tr(s.value)
             sc = self.fresh(f"{t}_j")
             body.append(_at(ast.Assign(targets=[ast.Name(sc, ast.Store())], value=value), s))
@@ -538,7 +617,7 @@ class _Fuser:
                     targets=[ast.Subscript(value=ast.Name(out_arrays[t], ast.Load()), slice=ast.Name(idx, ast.Load()),
                                            ctx=ast.Store())],
                     value=ast.Name(sc, ast.Load())), s))
-        first = run.fused[0][1]
+        first = next(s for t, s in run.fused if t is not None)
         pre = list(run.before)
         for t in sorted(kept, key=lambda t: finals[t]):
             pre.append(_at(ast.Assign(
@@ -585,7 +664,8 @@ class _Fuser:
 
 
 def _in_place(stmts):
-    """Names whose arrays the code writes in place: ``x[i] = v``, ``x += v``, ``K.index_add(x, ...)``."""
+    """Names whose arrays the code may write in place: ``x[i] = v``, ``x += v``, ``K.index_add(x, ...)``,
+    ``x.method(...)``."""
     out = set()
     for node in ast_walk(ast.Module(body=list(stmts), type_ignores=[])):
         if isinstance(node, (ast.Assign, ast.AugAssign)):
@@ -600,6 +680,10 @@ def _in_place(stmts):
         if k is not None and k.startswith(("index_", "put", "copyto", "fill")) and node.args and \
                 isinstance(node.args[0], ast.Name) and k != "index_arg":
             out.add(node.args[0].id)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                isinstance(node.func.value, ast.Name) and node.func.value.id not in ("K", "np") and \
+                node.func.attr != "append":
+            out.add(node.func.value.id)   # a method (x.sort(), x.fill(v)) may write its object
     return out
 
 
