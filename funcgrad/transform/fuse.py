@@ -27,7 +27,7 @@ from __future__ import annotations
 import ast
 
 from . import annotations as A
-from .astutil import ast_walk
+from .astutil import ast_walk, clone
 from .emit import pretty
 
 TOP = "top"
@@ -718,7 +718,6 @@ def fuse(stmts, params, shapes, param_kinds, ufuncs, cotangents=None, live=()):
     ``param_kinds``: parameter -> "f8"/"i" of scalar ones; ``cotangents``: cotangent parameter -> the output it is the cotangent of (a float64 scalar output's
     is a float64 scalar); ``ufuncs``: K names that are NumPy ufuncs with float64 loops
     (name -> number of inputs)."""
-    stmts = [pretty(s) for s in stmts]   # operator primitives as the operators they print as
     seeds = {}
     for p in params:
         shape, dtype = shapes.get(p, (None, None))
@@ -730,27 +729,24 @@ def fuse(stmts, params, shapes, param_kinds, ufuncs, cotangents=None, live=()):
             seeds[p] = ("s", "i" if param_kinds.get(p) == "i" else "f")
         else:
             seeds[p] = TOP
+    if not any(type(v) is tuple and v[0] in ("v", "m") for v in seeds.values()):
+        return None   # no float64 array argument: no vector of known length
+    links = {}
+    for g, o in (cotangents or {}).items():   # a float64 scalar output's cotangent is a float64 scalar
+        links[g] = o
+        seeds[g] = None
+    stmts = [pretty(s) for s in stmts]   # operator primitives as the operators they print as
     mod = ast.Module(body=list(stmts), type_ignores=[])
-    bound = set()
-    for node in ast_walk(mod):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            bound.add(node.id)
+    names = [node for node in ast_walk(mod) if isinstance(node, ast.Name)]
+    bound = {node.id for node in names if not isinstance(node.ctx, ast.Load)}
     refs: dict = {n: 1 for n in live}
-    for node in ast_walk(mod):
-        if isinstance(node, ast.Name):
-            refs[node.id] = refs.get(node.id, 0) + 1
-            if node.id not in bound and node.id not in seeds:
-                seeds[node.id] = TOP   # globals, K, np: nothing known
-    trusted = _lists_trusted(stmts)
-    fx = _analyse_lists(stmts, seeds, ufuncs, trusted)
+    for node in names:
+        refs[node.id] = refs.get(node.id, 0) + 1
+        if node.id not in bound and node.id not in seeds:
+            seeds[node.id] = TOP   # globals, K, np: nothing known
+    fx = _analyse_lists(stmts, seeds, ufuncs, _lists_trusted(stmts), links)
     if fx is None:
         return None
-    scalar_g = {g for g, o in (cotangents or {}).items() if fx.get(o) == ("s", "f")}
-    if scalar_g:
-        seeds.update({g: ("s", "f") for g in scalar_g})
-        fx = _analyse_lists(stmts, seeds, ufuncs, trusted)
-        if fx is None:
-            return None
     fu = _Fuser(fx, ufuncs, refs, _in_place(stmts))
     new = fu.block(list(stmts))
     if not fu.fused_runs:
@@ -761,11 +757,14 @@ def fuse(stmts, params, shapes, param_kinds, ufuncs, cotangents=None, live=()):
     return new, guards
 
 
-def _analyse_lists(stmts, seeds, ufuncs, trusted):
+def _analyse_lists(stmts, seeds, ufuncs, trusted, links):
     fx = _Facts(seeds, ufuncs)
     fx.trusted = trusted
     for _ in range(30):
         fx.changed = False
+        for g, o in links.items():
+            v = fx.get(o)
+            fx.set(g, v if v is None or v == ("s", "f") else TOP)
         fx.block(stmts)
         if not fx.changed:
             return fx
@@ -784,5 +783,4 @@ def _at(new, old, comment=None):
 
 
 def _copy(node):
-    import copy
-    return copy.deepcopy(node)
+    return clone(node)
