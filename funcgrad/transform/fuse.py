@@ -539,8 +539,7 @@ class _Fuser:
             cur = run.rename.get(nm, nm)
             plain = isinstance(s, ast.Assign) and not (_loads(s) & {cur})
             if not plain:
-                out.append(_at(ast.Assign(targets=[ast.Name(new, ast.Store())],
-                                                        value=ast.Name(cur, ast.Load())), s))
+                out.append(_at(ast.Assign(targets=[ast.Name(new, ast.Store())], value=ast.Name(cur, ast.Load())), s))
             for node in ast_walk(s):
                 if isinstance(node, ast.Name) and node.id in (nm, cur):
                     node.id = new
@@ -625,22 +624,19 @@ class _Fuser:
                 value=ast.Call(func=ast.Attribute(value=ast.Name("np", ast.Load()), attr="empty", ctx=ast.Load()),
                                args=[ast.Constant(n)], keywords=[])), first))
         loop = _at(ast.For(target=ast.Name(idx, ast.Store()),
-                                         iter=ast.Call(func=ast.Name("range", ast.Load()), args=[ast.Constant(n)],
-                                                       keywords=[]),
-                                         body=body, orelse=[]), first,
+                           iter=ast.Call(func=ast.Name("range", ast.Load()), args=[ast.Constant(n)], keywords=[]),
+                           body=body, orelse=[]), first,
                    f"fused: {len(run.fused)} elementwise statements, one loop over {n} elements")
         post = []
         for t in sorted(kept, key=lambda t: finals[t]):
             if out_arrays[t] == t:
                 continue
-            post.append(_at(ast.Assign(targets=[ast.Name(t, ast.Store())],
-                                                     value=ast.Name(out_arrays[t], ast.Load())), run.fused[finals[t]][1]))
+            post.append(_at(ast.Assign(targets=[ast.Name(t, ast.Store())], value=ast.Name(out_arrays[t], ast.Load())),
+                            run.fused[finals[t]][1]))
         for nm, new in run.rename.items():
-            post.append(_at(ast.Assign(targets=[ast.Name(nm, ast.Store())],
-                                                     value=ast.Name(new, ast.Load())), first))
+            post.append(_at(ast.Assign(targets=[ast.Name(nm, ast.Store())], value=ast.Name(new, ast.Load())), first))
         post.extend(run.after)
         return pre + [loop] + post
-
 
     def block(self, stmts):
         out = []
@@ -714,10 +710,13 @@ def _lists_trusted(stmts):
 def fuse(stmts, params, shapes, param_kinds, ufuncs, cotangents=None, live=()):
     """``stmts`` (a generated function's body, compiled whole) with runs of vector statements fused; returns
     ``(stmts, guards)``, guards ``(parameter, axis, size)`` for each argument dimension the code assumes, or
-    None when nothing was fused. ``shapes``: parameter -> (shape, dtype) of the array arguments;
-    ``param_kinds``: parameter -> "f8"/"i" of scalar ones; ``cotangents``: cotangent parameter -> the output it is the cotangent of (a float64 scalar output's
-    is a float64 scalar); ``ufuncs``: K names that are NumPy ufuncs with float64 loops
-    (name -> number of inputs)."""
+    None when nothing was fused.
+
+    ``params``: the function's parameters; ``shapes``: parameter -> (shape, dtype) of the array arguments;
+    ``param_kinds``: parameter -> "f8"/"i" of the scalar ones (rank 0); ``ufuncs``: K names that are NumPy
+    ufuncs with a float64 loop (name -> number of inputs); ``cotangents``: cotangent parameter -> the output it
+    is the cotangent of (a float64 scalar output's is a float64 scalar); ``live``: names read after
+    ``stmts`` (the returned values)."""
     seeds = {}
     for p in params:
         shape, dtype = shapes.get(p, (None, None))
