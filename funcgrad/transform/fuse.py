@@ -25,10 +25,11 @@ A name is never fused where it is written in place (``x[i] = v``, ``K.index_add`
 from __future__ import annotations
 
 import ast
+import copy
 
 from . import annotations as A
 from .astutil import ast_walk, clone
-from .emit import pretty
+from .emit import _BIN
 
 TOP = "top"
 _ARITH = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)
@@ -650,61 +651,84 @@ class _Fuser:
                 self.fused_runs += 1
                 i = run.end
                 continue
-            for field in ("body", "orelse"):
-                sub = getattr(s, field, None)
-                if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
-                    setattr(s, field, self.block(sub))
+            if isinstance(s, (ast.For, ast.While, ast.If)):
+                s = copy.copy(s)   # (statements not rewritten are the caller's own)
+                s.body, s.orelse = self.block(s.body), self.block(s.orelse)
             out.append(s)
             i += 1
         return out
 
 
-def _in_place(stmts):
-    """Names whose arrays the code may write in place: ``x[i] = v``, ``x += v``, ``K.index_add(x, ...)``,
-    ``x.method(...)``."""
-    out = set()
+def _operators(node):
+    """``node`` with operator primitives as the operators they print as (``K.add(a, b)`` -> ``a + b``); a node is
+    copied only where something under it changed (``emit.pretty`` copies every node)."""
+    fields, changed = {}, False
+    for name, value in ast.iter_fields(node):
+        if isinstance(value, ast.AST):
+            new = _operators(value)
+            changed |= new is not value
+            fields[name] = new
+        elif isinstance(value, list) and value and isinstance(value[0], ast.AST):
+            new = [_operators(v) if isinstance(v, ast.AST) else v for v in value]
+            changed |= any(x is not y for x, y in zip(new, value))
+            fields[name] = new
+    if isinstance(node, ast.Call):
+        prim = A.get(node, A.PRIM, None)
+        op = None if prim is None else prim.operator
+        args = fields.get("args", node.args)
+        if op == "[]" and len(args) == 2:
+            return ast.copy_location(ast.Subscript(value=args[0], slice=args[1], ctx=ast.Load()), node)
+        if op == "neg" and len(args) == 1:
+            return ast.copy_location(ast.UnaryOp(op=ast.USub(), operand=args[0]), node)
+        if op in _BIN and len(args) == 2 and not node.keywords:
+            return ast.copy_location(ast.BinOp(left=args[0], op=_BIN[op](), right=args[1]), node)
+    if not changed:
+        return node
+    new = copy.copy(node)   # (its annotations too)
+    for name, value in fields.items():
+        setattr(new, name, value)
+    return new
+
+
+def _scan(stmts):
+    """One walk: every Name node; the lists bound to ``[]`` whose every other use is ``L.append(x)``, ``L[i]``
+    or ``len(L)`` (their items are what is appended); the names whose arrays the code may write in place
+    (``x[i] = v``, ``x += v``, ``K.index_add(x, ...)``, ``x.method(...)``)."""
+    names, made, ok, in_place = [], set(), set(), set()
     for node in ast_walk(ast.Module(body=list(stmts), type_ignores=[])):
-        if isinstance(node, (ast.Assign, ast.AugAssign)):
-            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+        if isinstance(node, ast.Name):
+            names.append(node)
+        elif isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
                 while isinstance(t, (ast.Subscript, ast.Attribute)):
                     t = t.value
                     if isinstance(t, ast.Name):
-                        out.add(t.id)
+                        in_place.add(t.id)
             if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-                out.add(node.target.id)
-        k = _k_call(node)
-        if k is not None and k.startswith(("index_", "put", "copyto", "fill")) and node.args and \
-                isinstance(node.args[0], ast.Name) and k != "index_arg":
-            out.add(node.args[0].id)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                isinstance(node.func.value, ast.Name) and node.func.value.id not in ("K", "np") and \
-                node.func.attr != "append":
-            out.add(node.func.value.id)   # a method (x.sort(), x.fill(v)) may write its object
-    return out
-
-
-def _lists_trusted(stmts):
-    """Lists bound to ``[]`` whose every other use is ``L.append(x)`` or ``L[i]``: their items are what is
-    appended."""
-    made, bad = set(), set()
-    ok_nodes = set()
-    for node in ast_walk(ast.Module(body=list(stmts), type_ignores=[])):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                and isinstance(node.value, ast.List) and not node.value.elts:
-            made.add(node.targets[0].id)
-            ok_nodes.add(id(node.targets[0]))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "append" \
-                and isinstance(node.func.value, ast.Name) and len(node.args) == 1:
-            ok_nodes.add(id(node.func.value))
+                in_place.add(node.target.id)
+            if isinstance(node, ast.Assign) and len(targets) == 1 and isinstance(targets[0], ast.Name) and \
+                    isinstance(node.value, ast.List) and not node.value.elts:
+                made.add(targets[0].id)
+                ok.add(id(targets[0]))
         elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and isinstance(node.ctx, ast.Load):
-            ok_nodes.add(id(node.value))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" and \
-                len(node.args) == 1 and isinstance(node.args[0], ast.Name):
-            ok_nodes.add(id(node.args[0]))
-    for node in ast_walk(ast.Module(body=list(stmts), type_ignores=[])):
-        if isinstance(node, ast.Name) and node.id in made and id(node) not in ok_nodes:
-            bad.add(node.id)
-    return made - bad
+            ok.add(id(node.value))
+        elif isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+                if f.value.id == "K":
+                    if f.attr.startswith(("index_", "put", "copyto", "fill")) and f.attr != "index_arg" and \
+                            node.args and isinstance(node.args[0], ast.Name):
+                        in_place.add(node.args[0].id)
+                elif f.attr == "append" and len(node.args) == 1:
+                    ok.add(id(f.value))
+                elif f.value.id != "np":
+                    in_place.add(f.value.id)   # a method (x.sort(), x.fill(v)) may write its object
+            elif isinstance(f, ast.Name) and f.id == "len" and len(node.args) == 1 and \
+                    isinstance(node.args[0], ast.Name):
+                ok.add(id(node.args[0]))
+    bad = {n.id for n in names if n.id in made and id(n) not in ok}
+    return names, made - bad, in_place
 
 
 def fuse(stmts, params, shapes, param_kinds, ufuncs, cotangents=None, live=()):
@@ -734,19 +758,18 @@ def fuse(stmts, params, shapes, param_kinds, ufuncs, cotangents=None, live=()):
     for g, o in (cotangents or {}).items():   # a float64 scalar output's cotangent is a float64 scalar
         links[g] = o
         seeds[g] = None
-    stmts = [pretty(s) for s in stmts]   # operator primitives as the operators they print as
-    mod = ast.Module(body=list(stmts), type_ignores=[])
-    names = [node for node in ast_walk(mod) if isinstance(node, ast.Name)]
+    stmts = [_operators(s) for s in stmts]
+    names, trusted, in_place = _scan(stmts)
     bound = {node.id for node in names if not isinstance(node.ctx, ast.Load)}
     refs: dict = {n: 1 for n in live}
     for node in names:
         refs[node.id] = refs.get(node.id, 0) + 1
         if node.id not in bound and node.id not in seeds:
             seeds[node.id] = TOP   # globals, K, np: nothing known
-    fx = _analyse_lists(stmts, seeds, ufuncs, _lists_trusted(stmts), links)
+    fx = _analyse_lists(stmts, seeds, ufuncs, trusted, links)
     if fx is None:
         return None
-    fu = _Fuser(fx, ufuncs, refs, _in_place(stmts))
+    fu = _Fuser(fx, ufuncs, refs, in_place)
     new = fu.block(list(stmts))
     if not fu.fused_runs:
         return None
