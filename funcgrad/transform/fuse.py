@@ -30,6 +30,7 @@ import copy
 from . import annotations as A
 from .astutil import ast_walk, clone
 from .emit import _BIN
+from .naming import Namer
 
 TOP = "top"
 _ARITH = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)
@@ -348,17 +349,8 @@ class _Fuser:
         self.in_place = in_place
         self.ufuncs = ufuncs
         self.refs = all_refs   # name -> number of Name nodes reading or binding it in the whole function
-        self.taken = set(all_refs)
+        self.fresh = Namer(all_refs).fresh   # a name no statement of the function uses
         self.fused_runs = 0
-
-    def fresh(self, base):
-        """A name no statement of the function uses."""
-        name, k = base, 1
-        while name in self.taken:
-            k += 1
-            name = f"{base}_{k}"
-        self.taken.add(name)
-        return name
 
     # -- what may be fused
     def _leaf_ok(self, e, n):
