@@ -55,7 +55,7 @@ def test_compiled_code_fuses_the_cell_and_its_adjoint_into_loops():
     src = funcgrad.source(g, *_lstm_inputs())
     assert src.count(FUSED) >= 4, src
     # the forward cell: its gate arithmetic as one loop over the 24 elements of a gate
-    assert "one loop over 24 elements" in src
+    assert "one loop (24 elements at the first call)" in src
     # the tape of a fused value is still filled (the adjoint reads it) and read back
     assert "_tape_" in src
 
@@ -71,6 +71,22 @@ def test_code_fused_for_one_length_runs_other_lengths_right():
         np.testing.assert_allclose(v, lstm(*args), rtol=1e-12)
         for k in range(3):
             np.testing.assert_allclose(grads[k], numerical_vjp(lstm, args, k, 1.0, 1e-6), rtol=1e-5, atol=1e-7)
+    # the loops run over the lengths the arrays have: other lengths keep the fused code
+    assert FUSED in funcgrad.source(g)
+
+
+def test_arrays_of_equal_length_at_the_first_call_and_broadcast_later_run_the_code_for_any_shape():
+    rs = np.random.RandomState(8)
+    g = funcgrad.value_and_grad(broadcasts, argnums=(0, 1, 2), jit="njit")
+    x, a = rs.rand(20), rs.rand(20)
+    v, _ = g(x, 0.7, a)
+    np.testing.assert_allclose(v, broadcasts(x, 0.7, a), rtol=1e-12)
+    assert FUSED in funcgrad.source(g)
+    args = (rs.rand(20), 0.3, rs.rand(1))   # a now broadcasts: the loop cannot, the code for any shape runs
+    v, grads = g(*args)
+    np.testing.assert_allclose(v, broadcasts(*args), rtol=1e-12)
+    for k in range(3):
+        np.testing.assert_allclose(grads[k], numerical_vjp(broadcasts, args, k, 1.0, 1e-6), rtol=1e-5, atol=1e-7)
 
 
 def rebinds(x, y, k):

@@ -344,8 +344,9 @@ class _Run:
 
 
 class _Fuser:
-    def __init__(self, fx, ufuncs, all_refs, in_place):
+    def __init__(self, fx, ufuncs, all_refs, in_place, miss):
         self.fx = fx
+        self.miss = miss
         self.in_place = in_place
         self.ufuncs = ufuncs
         self.refs = all_refs   # name -> number of Name nodes reading or binding it in the whole function
@@ -561,6 +562,7 @@ class _Fuser:
                     inside[node.id] = inside.get(node.id, 0) - 1
         kept = {t for t in finals if self.refs.get(t, 0) > inside.get(t, 0)}
         cur = {}          # fused name -> the scalar holding its element in the loop
+        arrays_read = []  # the arrays the loop reads element by element, in order
         # names the loop reads as arrays before (or without) binding them: their values are the old ones
         read_first, seen = set(), set()
         for t, s in run.fused:
@@ -578,6 +580,8 @@ class _Fuser:
                     return ast.Name(cur[e.id], ast.Load())
                 nm = e.id
                 if _is_vec(self.fx.get(e.id)):
+                    if nm not in arrays_read:
+                        arrays_read.append(nm)
                     return ast.Subscript(value=ast.Name(nm, ast.Load()), slice=ast.Name(idx, ast.Load()),
                                          ctx=ast.Load())
                 return ast.Name(nm, ast.Load())
@@ -611,15 +615,34 @@ class _Fuser:
                     value=ast.Name(sc, ast.Load())), s))
         first = next(s for t, s in run.fused if t is not None)
         pre = list(run.before)
+        # the lengths are the first call's; another call's may differ: the loop runs over the length the arrays
+        # have, and arrays of unequal lengths (NumPy would broadcast) send the call to the code for any shape
+        length = self.fresh("_fzn")
+        pre.append(_at(ast.Assign(targets=[ast.Name(length, ast.Store())], value=_dim(arrays_read[0])), first))
+        tests = [ast.Compare(left=_dim(a), ops=[ast.NotEq()], comparators=[ast.Name(length, ast.Load())])
+                 for a in arrays_read[1:]]
+        for t, s in run.fused:
+            if t is None:   # T[lo:hi] += v: lo + n <= len(T)
+                T, lo, hi = s.value.args[0].id, s.value.args[1].args[0], s.value.args[1].args[1]
+                lo = ast.Constant(0) if isinstance(lo, ast.Constant) and lo.value is None else _copy(lo)
+                tests.append(ast.Compare(left=ast.BinOp(left=_copy(hi), op=ast.Sub(), right=lo), ops=[ast.NotEq()],
+                                         comparators=[ast.Name(length, ast.Load())]))
+                tests.append(ast.Compare(left=_copy(hi), ops=[ast.Gt()], comparators=[_dim(T)]))
+        if tests:
+            pre.append(_at(ast.If(test=tests[0] if len(tests) == 1 else ast.BoolOp(op=ast.Or(), values=tests),
+                                  body=[ast.Raise(exc=ast.Call(func=ast.Name("LookupError", ast.Load()),
+                                                               args=[ast.Constant(self.miss)], keywords=[]),
+                                                  cause=None)], orelse=[]), first))
         for t in sorted(kept, key=lambda t: finals[t]):
             pre.append(_at(ast.Assign(
                 targets=[ast.Name(out_arrays[t], ast.Store())],
                 value=ast.Call(func=ast.Attribute(value=ast.Name("np", ast.Load()), attr="empty", ctx=ast.Load()),
-                               args=[ast.Constant(n)], keywords=[])), first))
+                               args=[ast.Name(length, ast.Load())], keywords=[])), first))
         loop = _at(ast.For(target=ast.Name(idx, ast.Store()),
-                           iter=ast.Call(func=ast.Name("range", ast.Load()), args=[ast.Constant(n)], keywords=[]),
+                           iter=ast.Call(func=ast.Name("range", ast.Load()), args=[ast.Name(length, ast.Load())],
+                                         keywords=[]),
                            body=body, orelse=[]), first,
-                   f"fused: {len(run.fused)} elementwise statements, one loop over {n} elements")
+                   f"fused: {len(run.fused)} elementwise statements, one loop ({n} elements at the first call)")
         post = []
         for t in sorted(kept, key=lambda t: finals[t]):
             if out_arrays[t] == t:
@@ -723,10 +746,11 @@ def _scan(stmts):
     return names, made - bad, in_place
 
 
-def fuse(stmts, params, shapes, param_kinds, ufuncs, cotangents=None, live=()):
-    """``stmts`` (a generated function's body, compiled whole) with runs of vector statements fused; returns
-    ``(stmts, guards)``, guards ``(parameter, axis, size)`` for each argument dimension the code assumes, or
-    None when nothing was fused.
+def fuse(stmts, params, shapes, param_kinds, ufuncs, miss, cotangents=None, live=()):
+    """``stmts`` (a generated function's body, compiled whole) with runs of vector statements fused, or None
+    when nothing was fused. Each loop runs over the length its arrays have; where they differ (another call's
+    shapes, where NumPy would broadcast) it raises ``LookupError(miss)``: the caller runs the code for any
+    shape instead.
 
     ``params``: the function's parameters; ``shapes``: parameter -> (shape, dtype) of the array arguments;
     ``param_kinds``: parameter -> "f8"/"i" of the scalar ones (rank 0); ``ufuncs``: K names that are NumPy
@@ -761,14 +785,9 @@ def fuse(stmts, params, shapes, param_kinds, ufuncs, cotangents=None, live=()):
     fx = _analyse_lists(stmts, seeds, ufuncs, trusted, links)
     if fx is None:
         return None
-    fu = _Fuser(fx, ufuncs, refs, in_place)
+    fu = _Fuser(fx, ufuncs, refs, in_place, miss)
     new = fu.block(list(stmts))
-    if not fu.fused_runs:
-        return None
-    guards = sorted({(p, axis, size) for p, (shape, dtype) in shapes.items() if p in seeds and
-                     seeds[p] not in (TOP, None) and seeds[p][0] in ("v", "m")
-                     for axis, size in enumerate(shape)})
-    return new, guards
+    return new if fu.fused_runs else None
 
 
 def _analyse_lists(stmts, seeds, ufuncs, trusted, links):
@@ -783,6 +802,12 @@ def _analyse_lists(stmts, seeds, ufuncs, trusted, links):
         if not fx.changed:
             return fx
     return None
+
+
+def _dim(name):
+    """``name.shape[0]``"""
+    return ast.Subscript(value=ast.Attribute(value=ast.Name(name, ast.Load()), attr="shape", ctx=ast.Load()),
+                         slice=ast.Constant(0), ctx=ast.Load())
 
 
 def _at(new, old, comment=None):

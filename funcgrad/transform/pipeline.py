@@ -338,11 +338,12 @@ def build(fn, sig: Signature, backend, jit="auto", kind="vjp", allow_control_flo
         if _calls_flagged(_kernels_called(stmts), backend, "python_only"):
             return stmts, []   # run as Python: a loop over elements would be slower than NumPy's calls
         scalars = {p: k for p, k in (low.kinds or {}).items() if (low.ranks or {}).get(p) == 0}
-        got = fuse(stmts, fparams, leaf_shapes, scalars, _float_ufuncs(backend), cotangents, names_in(live))
+        got = fuse(stmts, fparams, leaf_shapes, scalars, _float_ufuncs(backend), SPECIALIZATION_MISS, cotangents,
+                   names_in(live))
         if got is None:
             return stmts, []
         fused.append(True)
-        return got[0], _guard_stmt(got[1], a)
+        return got, []
 
     def primal_module(fa, guard, line_map):
         ret = ast.Return(value=_returns(atoms))
