@@ -2,16 +2,18 @@
 
 Generated code is one operation per statement: ``t = -x``, ``u = K.exp(t)``, ``f = 1.0 / (1.0 + u)``. Compiled
 by Numba, each such statement is a NumPy ufunc loop of its own: a heap array, a loop, reference counts, and
-about 20 ms of compile time each (the LSTM's gradient has about 150). When the arguments' shapes are known (the
-first call's, guarded at run time, as for :mod:`.scalarize`), a run of consecutive statements over 1-D float64
-arrays of one known length ``n`` (arithmetic ``+ - * / **``, unary minus, one- and two-argument NumPy ufuncs
-whose float64 loop gives float64, ``K.unbroadcast`` of a vector to a vector of its own length) becomes one loop
-over the ``n`` elements, every intermediate a scalar; a value read after the run is written to an array of its
-own (as each statement made one before).
+about 20 ms of compile time each (the LSTM's gradient had about 150). The first call's shapes (as
+:mod:`.scalarize` reads them) show which statements work on 1-D float64 arrays of one length: a run of such
+consecutive statements (arithmetic ``+ - * / **``, unary minus, one- and two-argument NumPy ufuncs whose float64
+loop gives float64, ``K.unbroadcast`` of a vector to a vector of its own length) becomes one loop over the
+elements, every intermediate a scalar; a value read after the run is written to an array of its own (as each
+statement made one before). The shapes are evidence, not a promise: each loop runs over the length its arrays
+have when it starts, and arrays of unequal lengths there (another call's shapes, where NumPy would broadcast)
+raise the specialization miss, which runs the code for any shape instead.
 
 Input: the statements of a generated function compiled whole by Numba (after the reverse pass: the primal and
 its adjoint), the shapes and dtypes of the array parameters, the scalar parameters' kinds. Output: the
-statements with the runs fused, and the argument dimensions the new code assumes (guards the caller checks).
+statements with the runs fused.
 
 Which names hold such vectors is decided flow-insensitively (every definition of a name, in every branch and
 loop, must give the same vector length; a tape list's items are what is appended to it): float64 1-D
