@@ -30,7 +30,7 @@ import ast
 import copy
 
 from . import annotations as A
-from .astutil import ast_walk, clone
+from .astutil import ast_walk, clone, names_read
 from .emit import _BIN
 from .naming import Namer
 
@@ -80,20 +80,16 @@ def _stores(node):
     return {n.id for n in ast_walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
 
 
-def _loads(node):
-    return {n.id for n in ast_walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-
-
 class _Facts:
     """name -> ("v", n) a float64 vector of length n, ("m", m, n) a float64 matrix, ("s", "f"|"i") a real
     scalar, ("int", v) an integer known to be v; TOP: anything else. Lists: what their items are."""
 
-    def __init__(self, seeds, ufuncs):
+    def __init__(self, seeds, ufuncs, trusted):
         self.f = dict(seeds)
         self.lists: dict = {}
         self.ufuncs = ufuncs   # K names that are NumPy ufuncs: name -> number of inputs (float64 -> float64)
         self.changed = False
-        self.trusted = set()
+        self.trusted = trusted   # lists whose items are what is appended to them (see _scan)
         self.items: dict = {}   # scalar tapes (arrays grown by K.tape_reserve): what is stored in them
 
     def get(self, n):
@@ -441,12 +437,12 @@ class _Fuser:
             s = stmts[j]
             if self.fusible(s) == n:
                 t = s.targets[0].id
-                if t in after_refs or (_loads(s.value) | {t}) & run.written:
+                if t in after_refs or (names_read(s.value) | {t}) & run.written:
                     break
                 s = self._reads_renamed(s, run)
                 run.fused.append((t, s))
                 run.defined.add(t)
-                run.refs |= _loads(s.value) | {t}
+                run.refs |= names_read(s.value) | {t}
                 run.rename.pop(t, None)
                 j += 1
                 state = (j, len(run.before), dict(run.rename))
@@ -456,7 +452,7 @@ class _Fuser:
                 s = self._reads_renamed(s, run)
                 run.fused.append((None, s))
                 run.written.add(acc)
-                run.refs |= _loads(s.value.args[1]) | _loads(s.value.args[2])
+                run.refs |= names_read(s.value.args[1]) | names_read(s.value.args[2])
                 j += 1
                 state = (j, len(run.before), dict(run.rename))
                 continue
@@ -470,7 +466,7 @@ class _Fuser:
                 continue
             if not self._movable(s):
                 break
-            reads, binds = _loads(s), _stores(s)
+            reads, binds = names_read(s), _stores(s)
             if (reads | binds) & (run.defined | run.lists | run.written) or binds & after_refs:
                 break
             run.before.extend(self._renamed(s, binds & run.refs, run))
@@ -509,7 +505,7 @@ class _Fuser:
         lo = lo or 0
         if not (0 <= lo and hi - lo == run.n and hi <= f[1]) or not self._expr_ok(e.args[2], run.n):
             return None
-        if _loads(e.args[2]) & run.written or (_loads(sl) & (run.defined | run.written)):
+        if names_read(e.args[2]) & run.written or (names_read(sl) & (run.defined | run.written)):
             return None
         return T
 
@@ -533,7 +529,7 @@ class _Fuser:
         for nm in sorted(names):
             new = self.fresh(f"{nm}_next")
             cur = run.rename.get(nm, nm)
-            plain = isinstance(s, ast.Assign) and not (_loads(s) & {cur})
+            plain = isinstance(s, ast.Assign) and not (names_read(s) & {cur})
             if not plain:
                 out.append(_at(ast.Assign(targets=[ast.Name(new, ast.Store())], value=ast.Name(cur, ast.Load())), s))
             for node in ast_walk(s):
@@ -568,7 +564,7 @@ class _Fuser:
         # names the loop reads as arrays before (or without) binding them: their values are the old ones
         read_first, seen = set(), set()
         for t, s in run.fused:
-            read_first |= _loads(s.value) - seen
+            read_first |= names_read(s.value) - seen
             if t is not None:
                 seen.add(t)
         out_arrays = {t: (self.fresh(f"{t}_out") if t in read_first else t) for t in kept}
@@ -784,7 +780,7 @@ def fuse(stmts, params, shapes, param_kinds, ufuncs, miss, cotangents=None, live
         refs[node.id] = refs.get(node.id, 0) + 1
         if node.id not in bound and node.id not in seeds:
             seeds[node.id] = TOP   # globals, K, np: nothing known
-    fx = _analyse_lists(stmts, seeds, ufuncs, trusted, links)
+    fx = _analyse(stmts, seeds, ufuncs, trusted, links)
     if fx is None:
         return None
     fu = _Fuser(fx, ufuncs, refs, in_place, miss)
@@ -792,9 +788,10 @@ def fuse(stmts, params, shapes, param_kinds, ufuncs, miss, cotangents=None, live
     return new if fu.fused_runs else None
 
 
-def _analyse_lists(stmts, seeds, ufuncs, trusted, links):
-    fx = _Facts(seeds, ufuncs)
-    fx.trusted = trusted
+def _analyse(stmts, seeds, ufuncs, trusted, links):
+    """The facts of every name of ``stmts`` (a fixpoint; None if it takes over 30 rounds). ``links``: a cotangent
+    parameter -> its output (a float64 scalar output's cotangent is a float64 scalar)."""
+    fx = _Facts(seeds, ufuncs, trusted)
     for _ in range(30):
         fx.changed = False
         for g, o in links.items():
