@@ -9,9 +9,11 @@ reversed iteration, by the statements that computed it in the primal: the adjoin
 reads exactly the values iteration ``k`` computed, and nothing about them is stored.
 
 What may be recomputed (``plan``), for a loop ``L`` (not a checkpointed loop, nor one inside one; no
-``break``/``continue``/``return`` anywhere in it; where it writes an array in place, ``x[i] = v``, or calls
-something for its effect, only integer arithmetic of ints, sizes and shapes, which no such write changes:
-an LSTM's ``2 * i`` row indices):
+``break``/``continue``/``return`` anywhere in it; where it calls something for its effect, only integer
+arithmetic of ints, sizes and shapes, which nothing such a call does changes: an LSTM's ``2 * i`` row indices;
+where it writes an array in place, ``x[i] = v``, that integer arithmetic and the statements that read no name
+that may hold, or view, an array the function writes in place anywhere (``_written``): an LSTM's rows of its
+weights and its gates, not the rows of the state it writes):
 
 * a statement ``n = rhs`` of ``L``'s body (or of branches of it, replayed under the same condition; never of
   a nested loop) whose ``rhs`` is cheap: per element a few operations (arithmetic, comparisons, indexing,
@@ -113,20 +115,122 @@ def _path_count(stmts):
 
 
 def _eligible(loop):
-    """"all" when every cheap value of ``loop`` may be recomputed, "ints" when only its integer arithmetic may
-    (it writes arrays in place or calls something for its effect: an array it reads may have changed since),
+    """"all" when every cheap value of ``loop`` may be recomputed, "writes" when those that read no array the
+    function writes in place may (it writes arrays in place: an array it reads may have changed since), "ints"
+    when only its integer arithmetic may (it calls something for its effect, which might change any array),
     None when nothing may (it jumps out, or it is checkpointed)."""
     kind = "all"
     for n in ast_walk(ast.Module(body=loop.body, type_ignores=[])):
         if isinstance(n, (ast.Break, ast.Continue, ast.Return)):
             return None
-        if isinstance(n, ast.Assign) and not isinstance(n.targets[0], ast.Name):
-            kind = "ints"
+        if kind == "all" and (isinstance(n, ast.Assign) and not isinstance(n.targets[0], ast.Name) or
+                              isinstance(n, ast.AugAssign)):
+            kind = "writes"
         if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and not A.has(n, A.TRIPS):
             kind = "ints"   # a call for its effect (it might change an array the recomputed lines read)
         if isinstance(n, (ast.For, ast.While)) and A.get(n, A.CHECKPOINT, None) is not None:
             return None
     return kind if A.get(loop, A.CHECKPOINT, None) is None else None
+
+
+#: Calls whose result is a new array or a number, never memory of an argument (everything else may share it).
+_FRESH = CHEAP_ELEMENTWISE | frozenset("""sum mean max min prod cross copy concatenate stack hstack vstack where clip
+dot matmul inner outer zeros ones empty full zeros_like ones_like empty_like full_like array tape_reserve
+""".split())
+
+#: Kernels that write into their first argument.
+_WRITERS = frozenset("""index_put index_add index_sub put copyto fill place putmask put_along_axis""".split())
+
+
+def _call_name(e):
+    f = e.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+
+
+_MODULES = ("K", "np", "math")
+
+
+def _call_reads(e):
+    """The names a call reads, but for the module or function it calls (``K``, ``np``, ``range``)."""
+    out = set()
+    for a in [*e.args, *(k.value for k in e.keywords)]:
+        out |= _loads(a)
+    f = e.func
+    if isinstance(f, ast.Attribute) and not (isinstance(f.value, ast.Name) and f.value.id in _MODULES):
+        out |= _loads(f.value)
+    return out
+
+
+def _base(e):
+    while isinstance(e, (ast.Subscript, ast.Attribute, ast.Starred)):
+        e = e.value
+    return e.id if isinstance(e, ast.Name) else None
+
+
+def _written(fbody, ints):
+    """Every name that may hold, or view, an array some statement of the function writes in place (``x[i] = v``,
+    ``x += v``, a kernel or method writing into an argument, ``out=``). Conservative: names are joined into one
+    class by any binding that may share memory (a name, indexing, a call not known to allocate: ``_FRESH``), and a
+    class with a written name in it is written whole. ``ints`` (names that only ever hold ints) are left out."""
+    parent = {}
+
+    def find(a):
+        parent.setdefault(a, a)
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    def join(names):
+        names = [n for n in names if n is not None and n not in ints]   # (an int is never memory)
+        for a in names[1:]:
+            parent[find(a)] = find(names[0])
+
+    roots = set()
+
+    def shares(e):
+        """Names whose memory the value of ``e`` may share."""
+        if isinstance(e, ast.Name):
+            return {e.id}
+        if isinstance(e, (ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare)):
+            return set()
+        if isinstance(e, (ast.Subscript, ast.Attribute)):
+            return {_base(e)} - {None}
+        if isinstance(e, ast.Call):
+            name = _call_name(e)
+            if isinstance(e.func, ast.Name) and name in ("int", "float", "len", "bool", "abs") or \
+                    isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name) and \
+                    e.func.value.id in _MODULES and name in _FRESH:
+                return set()
+            return _call_reads(e)
+        return _loads(e)
+
+    for n in ast_walk(ast.Module(body=list(fbody), type_ignores=[])):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Name):
+                    join([t.id, *shares(n.value)])
+                elif isinstance(t, (ast.Tuple, ast.List)):
+                    join([*(x.id for x in ast_walk(t) if isinstance(x, ast.Name)), *_loads(n.value)])
+                else:
+                    roots.add(_base(t))
+        elif isinstance(n, ast.AugAssign):
+            roots.add(_base(n.target))
+        elif isinstance(n, ast.For) and not (isinstance(n.iter, ast.Call) and _call_name(n.iter) == "range"):
+            join([*(x.id for x in ast_walk(n.target) if isinstance(x, ast.Name)), *shares(n.iter)])
+        elif isinstance(n, ast.Call):
+            name = _call_name(n)
+            for k in n.keywords:
+                if k.arg == "out":
+                    roots.update(_loads(k.value))
+            if name in _WRITERS and n.args:
+                roots.update(_loads(n.args[0]))
+            if isinstance(n.func, ast.Attribute) and not (isinstance(n.func.value, ast.Name) and
+                                                          n.func.value.id in _MODULES):
+                roots.update(_loads(n.func.value))   # a method (append, fill, sort, ...): may write its object
+                join(list(_call_reads(n)))
+    written = {find(r) for r in roots if r is not None}
+    return ({a for a in list(parent) if find(a) in written} | {r for r in roots if r is not None}) - ints
 
 
 _SIZES = frozenset(["ndim", "size"])
@@ -198,17 +302,20 @@ def plan(body, ranks, special):
     """``{id(loop): candidate statements}`` for every loop of ``body`` with something to recompute: the
     recomputable statements of its body, copied, in order, inside copies of their branches."""
     plans = {}
-    ints = []   # (the function's int names: found once, when a loop first needs them)
+    ints, written = [], []   # (the function's int names and written arrays: found once, when a loop needs them)
 
     def visit(stmts):
         for s in stmts:
             if isinstance(s, (ast.For, ast.While)):
                 if A.get(s, A.CHECKPOINT, None) is None:   # (nor the loops inside a checkpointed one)
                     kind = _eligible(s)
-                    if kind == "ints" and not ints:
+                    if kind in ("ints", "writes") and not ints:
                         ints.append(_int_names(body))
+                    if kind == "writes" and not written:
+                        written.append(_written(body, ints[0]))
                     if kind:
-                        cand = _candidates(s, body, ranks, special, None if kind == "all" else ints[0])
+                        cand = _candidates(s, body, ranks, special, None if kind == "all" else ints[0],
+                                           written[0] if kind == "writes" else None)
                         if cand:
                             plans[id(s)] = cand
                     visit(s.body)
@@ -220,8 +327,9 @@ def plan(body, ranks, special):
     return plans
 
 
-def _candidates(loop, fbody, ranks, special, ints=None):
-    """The recomputable statements of ``loop`` (with ``ints``, only integer arithmetic over those names)."""
+def _candidates(loop, fbody, ranks, special, ints=None, written=None):
+    """The recomputable statements of ``loop`` (with ``ints``, only integer arithmetic over those names; with
+    ``written`` as well, cheap statements that read none of those names and bind none)."""
     in_loop = _bindings(loop.body, set())
     if isinstance(loop, ast.For):
         in_loop.add(loop.target.id)
@@ -263,6 +371,8 @@ def _candidates(loop, fbody, ranks, special, ints=None):
                 n = s.targets[0].id
                 if n in targets:
                     cheap = _cheap(s.value, ranks) if ints is None else (n in ints and _int_form(s.value, ints))
+                    if not cheap and written is not None:   # (a statement away from every array written in place)
+                        cheap = _cheap(s.value, ranks) and n not in written and not (reads & written)
                     if build and cheap and reads_ok(reads, defined):
                         out.append(clone(s))
                     else:
@@ -271,7 +381,8 @@ def _candidates(loop, fbody, ranks, special, ints=None):
             elif isinstance(s, ast.If):
                 reads = _loads(s.test)
                 carried.update(r for r in reads if r in in_loop and r not in defined)
-                sub = build and reads_ok(reads, defined) and (ints is None or _int_test(s.test, ints))
+                sub = build and reads_ok(reads, defined) and (ints is None or _int_test(s.test, ints) or
+                                                              written is not None and not (reads & written))
                 b, db = walk(s.body, defined, sub)
                 o, do = walk(s.orelse, defined, sub)
                 if b or o:
