@@ -106,6 +106,27 @@ def test_names_rebound_inside_a_run_are_read_as_the_code_reads_them(jit):
     assert FUSED in funcgrad.source(funcgrad.value_and_grad(rebinds, argnums=(0, 1), jit=jit), *args)
 
 
+def carried_to_the_next_iteration(x, n):
+    # a is read only by the next iteration's first line (not after the loop): its array must outlive the loop
+    a = x * 1.0
+    s = 0.0
+    for i in range(n):
+        b = a * 2.0 + x
+        a = np.sin(b) * 0.5
+        s = s + np.sum(b * b)
+    return s
+
+
+@pytest.mark.parametrize("jit", ["njit", "auto"])
+def test_a_value_read_only_by_the_next_iteration_is_kept(jit):
+    rs = np.random.RandomState(3)
+    args = (rs.rand(20), 4)
+    assert_value_and_gradient(carried_to_the_next_iteration, args, 0, jit=jit)
+    f = funcgrad.jit(carried_to_the_next_iteration)
+    np.testing.assert_allclose(f(*args), carried_to_the_next_iteration(*args), rtol=1e-13)
+    assert FUSED in funcgrad.source(f, *args)
+
+
 def written_in_place(x, w):
     total = 0.0
     for i in range(3):

@@ -162,3 +162,16 @@ def test_weight_rows_and_gates_are_recomputed_state_rows_taped():
         assert name not in tapes, name
     state_rows = re.findall(r"^\s*(\w+) = s\[\w+\]$", src, re.M)
     assert state_rows and all(r in tapes for r in state_rows)   # rows of the state written in place: taped
+
+
+def test_values_recomputed_in_the_reversed_loop_are_not_stored_by_the_forward_loop():
+    # the forward's fused loop keeps in arrays only what is read after it before being bound again: the
+    # sigmoid's exp is read again only by the reversed loop, after that loop computed it anew
+    rs = np.random.RandomState(1)
+    g = funcgrad.grad(_gates_from_weight_rows, argnums=(0, 1), mode="njit")
+    g(rs.uniform(-1, 1, (4, 6)) * 0.5, rs.uniform(-1, 1, (4, 3)), 2)
+    forward = funcgrad.source(g).split("# reversed:")[0]
+    exps = re.findall(r"^\s*(\w+)_j = K\.exp\(", forward, re.M)
+    assert exps
+    for name in exps:
+        assert f"{name}[_fzj] = " not in forward, name

@@ -6,8 +6,9 @@ about 20 ms of compile time each (the LSTM's gradient had about 150). The first 
 :mod:`.scalarize` reads them) show which statements work on 1-D float64 arrays of one length: a run of such
 consecutive statements (arithmetic ``+ - * / **``, unary minus, one- and two-argument NumPy ufuncs whose float64
 loop gives float64, ``K.unbroadcast`` of a vector to a vector of its own length) becomes one loop over the
-elements, every intermediate a scalar; a value read after the run is written to an array of its own (as each
-statement made one before). The shapes are evidence, not a promise: each loop runs over the length its arrays
+elements, every intermediate a scalar; a value read after the run before it is bound again (liveness over the
+whole function, loops to a fixpoint: a value the reversed loop computes again is not read back) is written to
+an array of its own (as each statement made one before). The shapes are evidence, not a promise: each loop runs over the length its arrays
 have when it starts, and arrays of unequal lengths there (another call's shapes, where NumPy would broadcast)
 raise the specialization miss, which runs the code for any shape instead.
 
@@ -339,11 +340,13 @@ class _Run:
         self.written = set()  # arrays the loop adds into (K.index_add of a slice)
         self.fresh = set()    # names a moved statement bound to a new array (zeros_like, copy)
         self.end = None
+        self.last = None      # the run's last statement (fused, or an append moved after the loop)
 
 
 class _Fuser:
-    def __init__(self, fx, ufuncs, all_refs, in_place, miss):
+    def __init__(self, fx, ufuncs, all_refs, in_place, miss, live_out):
         self.fx = fx
+        self.live_out = live_out   # id(statement) -> the names read after it before they are bound again
         self.miss = miss
         self.in_place = in_place
         self.ufuncs = ufuncs
@@ -479,6 +482,7 @@ class _Fuser:
             return None
         # statements after the last fused one (or moved append) stay where they were
         run.end, nb, run.rename = state
+        run.last = stmts[run.end - 1]
         del run.before[nb:]
         return run
 
@@ -544,21 +548,22 @@ class _Fuser:
     def emit(self, run):
         n = run.n
         idx = "_fzj"
-        # every name the run binds read elsewhere: an array of its own
+        # every name the run binds that is read after it (before it is bound again): an array of its own
         finals = {}
         for k, (t, _s) in enumerate(run.fused):
             if t is not None:
                 finals[t] = k
-        inside = {}
-        for t, s in run.fused:
-            for node in ast_walk(s):
-                if isinstance(node, ast.Name):
-                    inside[node.id] = inside.get(node.id, 0) + 1
-        for s in run.after:
-            for node in ast_walk(s):
-                if isinstance(node, ast.Name):
-                    inside[node.id] = inside.get(node.id, 0) - 1
-        kept = {t for t in finals if self.refs.get(t, 0) > inside.get(t, 0)}
+        after = self.live_out.get(id(run.last))
+        if after is None:   # (not a statement the liveness saw: every name read elsewhere is kept)
+            inside = {}
+            for t, s in run.fused:
+                for node in ast_walk(s):
+                    if isinstance(node, ast.Name):
+                        inside[node.id] = inside.get(node.id, 0) + 1
+            kept = {t for t in finals if self.refs.get(t, 0) > inside.get(t, 0)}
+        else:
+            appended = {n for s in run.after for n in names_read(s)}
+            kept = {t for t in finals if t in after or t in appended}
         cur = {}          # fused name -> the scalar holding its element in the loop
         arrays_read = []  # the arrays the loop reads element by element, in order
         # names the loop reads as arrays before (or without) binding them: their values are the old ones
@@ -783,9 +788,49 @@ def fuse(stmts, params, shapes, param_kinds, ufuncs, miss, cotangents=None, live
     fx = _analyse(stmts, seeds, ufuncs, trusted, links)
     if fx is None:
         return None
-    fu = _Fuser(fx, ufuncs, refs, in_place, miss)
+    live_out = {}
+    if not any(isinstance(node, _JUMPS) for node in ast_walk(ast.Module(body=list(stmts), type_ignores=[]))):
+        _live_in(stmts, set(live), live_out)   # (with jumps: every name read elsewhere is kept, as before)
+    fu = _Fuser(fx, ufuncs, refs, in_place, miss, live_out)
     new = fu.block(list(stmts))
     return new if fu.fused_runs else None
+
+
+#: Statements after which control does not simply go on to the next one (the liveness below does not model them).
+_JUMPS = (ast.Break, ast.Continue, ast.Return, ast.Try, ast.With, ast.FunctionDef, ast.Lambda, ast.AsyncFunctionDef)
+
+
+def _live_in(stmts, out, table):
+    """The names read by ``stmts`` before they bind them, or read after them (``out``) and not bound by them on
+    every path; ``table[id(s)]`` is set to what is live after each statement ``s`` (loops to a fixpoint)."""
+    live = set(out)
+    for s in reversed(stmts):
+        table[id(s)] = live
+        live = _stmt_live_in(s, live, table)
+    return live
+
+
+def _stmt_live_in(s, out, table):
+    if isinstance(s, (ast.For, ast.While)):
+        head = names_read(s.iter) if isinstance(s, ast.For) else names_read(s.test)
+        targets = _stores(s.target) if isinstance(s, ast.For) else set()
+        x = set(out) | (head if isinstance(s, ast.While) else set())
+        while True:   # live at the top of the loop: after it, or in the next iteration
+            body = _live_in(s.body, x, table)
+            new = set(out) | (body - targets) | (head if isinstance(s, ast.While) else set())
+            if s.orelse:
+                new |= _live_in(s.orelse, out, table)
+            if new <= x:
+                break
+            x |= new
+        return x | head
+    if isinstance(s, ast.If):
+        return names_read(s.test) | _live_in(s.body, out, table) | _live_in(s.orelse, out, table)
+    if isinstance(s, ast.Assign) and all(isinstance(t, ast.Name) for t in s.targets):
+        return (set(out) - {t.id for t in s.targets}) | names_read(s.value)
+    if isinstance(s, ast.AugAssign):
+        return set(out) | names_read(s) | _stores(s.target)
+    return set(out) | names_read(s)
 
 
 def _analyse(stmts, seeds, ufuncs, trusted, links):
