@@ -19,6 +19,7 @@ from funcgrad.ops.registry import registry
 from funcgrad.kernels import cpu as K
 from funcgrad.kernels import cpu_shape
 from funcgrad.testing import check_grads
+from tests.support import tagged_line
 
 rng = np.random.default_rng(0)
 X = rng.normal(size=(3, 4))
@@ -182,6 +183,13 @@ def f_full(x, c):
         np.sum(np.ones_like(x) * c)
 
 
+def f_full_like_shapes(x, c):
+    # a constant fill shaped like a differentiated array (no derivative through it); a differentiated fill
+    # cast to an integer array's dtype (piecewise constant: no derivative either); a float array made here
+    return np.sum(np.where(np.full_like(x, 0.5) * x > 0.1, np.full_like(x, 0.5) * x, x)) + \
+        np.sum(np.full_like(np.arange(4), c) * c) + np.sum(np.full_like(np.zeros(4), c) * x[0])
+
+
 def f_take(x):
     return (np.sum(np.take(x, np.array([0, 2, 2]), axis=1) ** 2) + np.sum(
         np.take_along_axis(x, np.array([[0, 3], [1, 1], [2, 0]]), 1) ** 2)
@@ -242,7 +250,8 @@ CASES = {
     "diag": (f_diag, (Z, V)), "diagonal_trace": (f_diagonal_trace, (T3, Z)), "tri": (f_tri, (Z, T3)),
     "kron": (f_kron, (X, Z)), "outer_inner": (f_outer_inner, (X, Y, V)),
     "dot_tensordot": (f_dot_tensordot, (X, Y, T3)), "einsum": (f_einsum, (X, Y, Z, T3)),
-    "array_of": (f_array_of, (1.5, 0.7, V)), "full": (f_full, (X, 0.3)), "take": (f_take, (X,)),
+    "array_of": (f_array_of, (1.5, 0.7, V)), "full": (f_full, (X, 0.3)),
+    "full_like_shapes": (f_full_like_shapes, (X, 2.7)), "take": (f_take, (X,)),
     "select": (f_select, (X,)), "gradient": (f_gradient, (X, V)), "diff_append": (f_diff_append, (X,)),
     "cross": (f_cross, (X, T3)), "loop": (f_loop, (X, V)),
     "put_along": (f_put_along, (X, V)), "casts": (f_casts, (X, V)),
@@ -661,3 +670,14 @@ def test_matches_autograd(name):
     got = funcgrad.grad(fn, argnums=tuple(range(len(args))) if len(args) > 1 else 0)(*args)
     for a, b in zip(got if len(args) > 1 else (got,), want if len(args) > 1 else (want,)):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def _full_like_of_unknown_dtype(x, c, n):
+    return np.sum(np.full_like(np.arange(n), c) * x[0])   # LINE: full_like
+
+
+def test_full_like_of_a_differentiated_fill_and_an_array_of_unknown_dtype_is_refused_at_the_line():
+    # np.arange(n)'s dtype is not known before it runs (an integer array: NumPy casts the fill to it)
+    with pytest.raises(funcgrad.UnsupportedSyntaxError, match="dtype of the array is not known") as e:
+        funcgrad.grad(_full_like_of_unknown_dtype, argnums=1)(X, 0.3, 4)
+    assert f"test_numpy_shape.py:{tagged_line(__file__, 'full_like')}" in str(e.value)

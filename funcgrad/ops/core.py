@@ -698,7 +698,7 @@ def untake_along(y, g, x, indices, axis=None):
 nondiff(np.ndarray.astype)   # x.astype(int): a cast to integers or booleans is piecewise constant
 nondiff(np.argmax, np.argmin, np.argsort, np.floor, np.ceil, np.round, np.around, np.rint, np.trunc, np.fix,
         np.isnan, np.isfinite, np.isinf, np.any, np.all, np.nonzero, np.shape, np.size, np.ndim, np.zeros_like,
-        np.ones_like, np.empty_like, np.count_nonzero, np.searchsorted, np.digitize, np.equal, np.not_equal,
+        np.ones_like, np.empty_like, np.full_like, np.count_nonzero, np.searchsorted, np.digitize, np.equal, np.not_equal,
         np.less, np.less_equal, np.greater, np.greater_equal, np.logical_and, np.logical_or, np.logical_not,
         np.logical_xor, np.heaviside, np.isclose, np.allclose, np.array_equal, np.floor_divide, np.signbit,
         np.argwhere, np.flatnonzero, math.floor, math.ceil, math.trunc, math.isnan, math.isinf, math.isfinite,

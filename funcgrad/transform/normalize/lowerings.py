@@ -49,6 +49,18 @@ class Lowering:
     def refuse(self, msg, hint=None):
         raise error(self.scope.parsed, self.node, f"{self.name}: {msg}", hint)
 
+    def dtype_kind(self, v):
+        """The NumPy dtype kind ("f", "i", "b", "c", ...) of value ``v`` where it is known now, else None."""
+        if isinstance(v, Static):
+            return np.asarray(v.obj).dtype.kind if isinstance(v.obj, (np.ndarray, np.generic, int, float, bool,
+                                                                       complex)) else None
+        sp = self.norm._spec_of(v.expr) if isinstance(v, Dyn) and not isinstance(v, Struct) else None
+        if not sp:
+            return _made_kind(v.expr, getattr(self.norm, "externals", {})) if isinstance(v, Dyn) else None
+        if sp[0] in ("a", "s"):
+            return np.dtype(sp[1]).kind
+        return {"f": "f", "i": "i", "b": "b", "c": "c"}.get(sp[0])
+
     def const(self, v, what, hint=None):
         """The Python object of a value known now (a constant or a container of constants, a captured int), else
         refuse."""
@@ -322,9 +334,47 @@ def _full(L, shape, fill_value, dtype=Static(None), order=Static("C"), like=Stat
     return L.prim(np.copy, L.prim(np.broadcast_to, fill_value, shape))
 
 
+#: NumPy's array constructors whose default dtype is float64.
+_FLOAT_MADE = frozenset(["zeros", "ones", "empty", "eye", "identity", "linspace", "logspace"])
+
+
+def _made_kind(e, externals):
+    """The dtype kind of ``np.zeros(...)``-like expression ``e`` (a call left to NumPy), from its ``dtype=`` or
+    NumPy's default, or None. ``externals``: the objects the generated code names (``dtype=int``)."""
+    if not (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name)
+            and e.func.value.id == "np"):
+        return None
+    dt = next((k.value for k in e.keywords if k.arg == "dtype"), None)
+    if dt is not None:
+        if isinstance(dt, ast.Constant) and isinstance(dt.value, str):
+            return np.dtype(dt.value).kind
+        if isinstance(dt, ast.Name) and dt.id in ("int", "float", "bool", "complex"):
+            return np.dtype(dt.id).kind
+        if isinstance(dt, ast.Name) and dt.id in externals:
+            try:
+                return np.dtype(externals[dt.id]).kind
+            except TypeError:
+                return None
+        if isinstance(dt, ast.Attribute) and isinstance(dt.value, ast.Name) and dt.value.id == "np" and \
+                isinstance(getattr(np, dt.attr, None), type):
+            return np.dtype(getattr(np, dt.attr)).kind
+        return None
+    if e.func.attr in _FLOAT_MADE:
+        return "f"
+    if e.func.attr == "arange" and e.args and all(isinstance(x, ast.Constant) for x in e.args):
+        return np.arange(*[x.value for x in e.args][:3]).dtype.kind
+    return None
+
+
 def _full_like(L, a, fill_value, dtype=Static(None), order=Static("K"), subok=Static(True), shape=Static(None)):
     if isinstance(fill_value, Static):
-        return NotImplemented
+        return NotImplemented   # a constant array shaped like ``a``: no derivative involved
+    kind = L.dtype_kind(a)
+    if kind in ("i", "u", "b") and isinstance(dtype, Static) and dtype.obj is None:
+        return NotImplemented   # the fill value cast to a's integers: piecewise constant, no derivative
+    if kind not in ("f", "c"):
+        L.refuse("the dtype of the array is not known here, and full_like gives the fill value that dtype",
+                 "give a float array, or write np.zeros_like(a, dtype=float) + fill_value")
     _no_extra(L, dtype=dtype, shape=shape)
     return L.prim(np.add, L.prim(np.zeros_like, a), fill_value)
 
