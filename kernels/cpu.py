@@ -1577,6 +1577,26 @@ def written(dx, idx):
     return piece
 
 
+@_register
+def written_cast(g, x):
+    """The cotangent ``g`` of a value written into array ``x`` (``x[idx] = v``), or zero where ``x`` holds integers
+    or booleans: the write casts the value to them, a piecewise constant."""
+    kind = x.dtype.kind if type(x) is _ndarray or isinstance(x, np.generic) else np.asarray(x).dtype.kind
+    if kind in "fc":
+        return g
+    return np.zeros_like(g) if isinstance(g, np.ndarray) else 0.0 * g
+
+
+@overload(written_cast)
+def _written_cast_ov(g, x):
+    dt = x.dtype if isinstance(x, types.Array) else x
+    if isinstance(dt, (types.Integer, types.Boolean)):
+        if isinstance(g, types.Array):
+            return lambda g, x: np.zeros_like(g)
+        return lambda g, x: 0.0 * g
+    return lambda g, x: g
+
+
 @overload(written)
 def _written_ov(dx, idx):
     parts = idx.types if isinstance(idx, types.BaseTuple) else (idx,)

@@ -882,6 +882,14 @@ def written(dx, idx):
     return multiply(piece, cuda.to_device(keep.reshape(pos.shape)))
 
 
+def written_cast(g, x):
+    """The cotangent ``g`` of a value written into array ``x``, or zero where ``x`` holds integers or booleans (the
+    write casts the value to them: a piecewise constant)."""
+    x = _operand(x)
+    kind = x.dtype.kind if isinstance(x, _DevArray) else np.asarray(x).dtype.kind
+    return g if kind in "fc" else zeros_like(g)
+
+
 def match_complex(g, x):
     """``g`` as the cotangent of ``x`` (real arrays only on the GPU: ``g`` itself)."""
     g, x = _operand(g), _operand(x)

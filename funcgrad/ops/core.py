@@ -327,6 +327,23 @@ def tie_weight(w, x, y, z):
     pass
 
 
+def _sample_written_cast(draw, dt, st, array, shapes):
+    sh = shapes(draw, 0)
+    into = array(draw, sh, dt)
+    if draw(st.booleans()):   # an integer array: the written value is cast, no derivative
+        into = np.round(np.real(into) * 3).astype(np.int64)
+    return (array(draw, sh, dt), into), {}
+
+
+@defvjp(None, sample=S.custom(_sample_written_cast))
+def written_cast(y, g, x):
+    """``g``, the derivative of a value written into array ``x`` (``x[i] = v``), or zero where ``x`` holds integers
+    or booleans: the write casts the value to them, a piecewise constant."""
+    d[x] = None   # read for its dtype only
+    d[g] = written_cast(d[y], x)
+    t[y] = written_cast(t[g], x)
+
+
 # a tie splits the cotangent evenly between the operands (autograd's convention; central differences agree)
 @defvjp(np.maximum, sample=S.binary(distinct=True), elementwise=True)
 def maximum(z, x, y):

@@ -111,6 +111,10 @@ class Forward(Activity):
             x = tgt.value.id
             if x in self.active:
                 val = ast.Name(self.tname(s.value.id), ast.Load()) if self.is_active(s.value) else ast.Constant(0.0)
+                if self.is_active(s.value):   # (a write into integers or booleans casts: no derivative)
+                    val = ast.Call(func=ast.Attribute(value=ast.Name("K", ast.Load()), attr="written_cast",
+                                                      ctx=ast.Load()), args=[val, ast.Name(x, ast.Load())], keywords=[])
+                    A.put(val, A.PRIM, by_name("written_cast"))
                 w = ast.Assign(targets=[ast.Subscript(value=ast.Name(self.tname(x), ast.Load()), slice=copy.deepcopy(tgt.slice),
                                                       ctx=ast.Store())], value=val)
                 out.append(ast.copy_location(w, s))

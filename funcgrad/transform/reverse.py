@@ -116,6 +116,11 @@ class Reverse(Activity):
         cotangents and the sweep's temporaries that may be)."""
         return expr_maybe_complex(e, self.cplx)
 
+    def float_array(self, x):
+        """Whether ``x`` is known to hold floats: a float parameter never bound again (else a write into it may
+        cast to integers, which the generated code checks when it runs)."""
+        return x not in self.nonssa and self.param_kinds.get(x) in ("f8", "f4")
+
     def kind_matched(self, contrib, target, mixed):
         """``contrib`` as the cotangent of ``target``: its real part for a real target, complex for a complex
         one (autograd's convention). Emitted only where either may be complex (``mixed``): real code is
@@ -243,6 +248,9 @@ class Reverse(Activity):
                 else:  # with a repeated index only the last write of an element survived
                     piece = ast.Call(func=_K("written"), args=[ast.Name(dx, ast.Load()), _index_value(idx)],
                                      keywords=[])
+                if not self.float_array(x):   # (a write into integers or booleans casts: no derivative)
+                    piece = ast.Call(func=_K("written_cast"), args=[piece, ast.Name(x, ast.Load())], keywords=[])
+                    A.put(piece, A.PRIM, by_name("written_cast"))
                 contrib = ast.Call(func=_K("unbroadcast"), args=[piece, s.value], keywords=[])
                 mixed = x in self.cplx or s.value.id in self.cplx
                 self.accumulate(s.value.id, self.kind_matched(contrib, s.value.id, mixed), out)
@@ -776,6 +784,7 @@ def reverse(fdef: ast.FunctionDef, diff_params, output_atoms, src_lookup, float_
     R = Reverse(src_lookup, float_params, int_params, namer)
     R.active = set(diff_params)
     R.vspace = vspace
+    R.param_kinds = dict(param_kinds or {})
     R.vspace_names = _copies_of({p for p in params if (param_kinds or {}).get(p) == "vs"}, fdef.body)
     # cotangent names, fixed up front in a set order (parameters first): readable and collision-free
     for n in list(params) + sorted(all_names - set(params) - RESERVED):
