@@ -38,7 +38,7 @@ from .naming import Namer
 TOP = "top"
 _ARITH = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)
 # calls a hoisted statement may make (no effect on any array: the move before the loop changes nothing)
-_PURE_K = frozenset("index_arg copy zeros_like".split())
+_PURE_K = frozenset("index_arg copy zeros_like written_cast".split())
 _MIN_RUN = 2   # one statement is one loop either way (a loop written out compiles no faster than a ufunc's)
 
 
@@ -182,6 +182,8 @@ class _Facts:
             if _is_scalar(g):
                 return g
             return ("s", "f") if _is_scalar(x) and type(g) is tuple and g[0] in ("v", "m") else TOP
+        if k == "written_cast" and len(args) == 2:   # (g itself where x holds float64s: x is a vector)
+            return vals[0] if type(vals[1]) is tuple and vals[1][0] in ("v", "m") else TOP
         if k in ("copy", "zeros_like") and len(args) == 1:
             v = vals[0]
             return v if type(v) is tuple and v[0] in ("v", "m") else TOP
