@@ -4,6 +4,8 @@ Code compiled whole is specialized on the first call's shapes: consecutive state
 of one known length become one loop over the elements (the generated source says ``# fused: ...``), with
 tape reads moved before the loop and tape appends after it. Each test checks the value and the gradient
 against Python and central differences, and reads the generated source to see whether a loop was made."""
+import re
+
 import numpy as np
 import pytest
 
@@ -87,6 +89,38 @@ def test_arrays_of_equal_length_at_the_first_call_and_broadcast_later_run_the_co
     np.testing.assert_allclose(v, broadcasts(*args), rtol=1e-12)
     for k in range(3):
         np.testing.assert_allclose(grads[k], numerical_vjp(broadcasts, args, k, 1.0, 1e-6), rtol=1e-5, atol=1e-7)
+
+
+def lstm_rows(params, state, seq):
+    # two layers writing their rows of the next state in place, as ADBench's LSTM does
+    s = state.copy()
+    total = 0.0
+    for t in range(seq.shape[0]):
+        x = seq[t]
+        nxt = np.empty_like(s)
+        for i in range(s.shape[0] // 2):
+            h, c = _cell(params[2 * i], params[2 * i + 1], s[2 * i], s[2 * i + 1], x)
+            nxt[2 * i] = h
+            nxt[2 * i + 1] = c
+            x = h
+        s = nxt
+        total = total + np.sum(x * seq[t])
+    return total
+
+
+def _lstm_rows_inputs(n=24, steps=3, seed=1):
+    rs = np.random.RandomState(seed)
+    return rs.rand(4, 4 * n) * 2 - 1, rs.rand(4, n) * 2 - 1, rs.rand(steps, n) * 2 - 1
+
+
+@pytest.mark.parametrize("jit", ["njit", "auto"])
+def test_a_cell_writing_rows_of_its_state_is_right_and_its_adjoint_fused(jit):
+    args = _lstm_rows_inputs()
+    assert_value_and_gradient(lstm_rows, args, (0, 1), jit=jit)
+    src = funcgrad.source(funcgrad.value_and_grad(lstm_rows, argnums=(0, 1), jit=jit), *args)
+    adjoint = src.split("# reversed:", 1)[1]
+    # the cell's adjoint reads the cotangents of the rows written (their lengths known): one long loop
+    assert max(int(n) for n in re.findall(r"# fused: (\d+) elementwise", adjoint)) >= 20, adjoint
 
 
 def rebinds(x, y, k):
