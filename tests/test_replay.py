@@ -93,26 +93,6 @@ def test_a_value_read_from_a_written_array_is_taped():
     assert not re.search(r"_tape_k(\[\w+\] = k|\.append\(k\))", src)   # (k = (2 * i + 1) % 3 is recomputed)
 
 
-def _gates_from_weight_rows(w, state, n):
-    # an LSTM-like layer loop: the state's rows are written in place; the weight rows and the gates computed
-    # from them are read from no written array, so the reversed loop may compute them again
-    s = state.copy()
-    total = 0.0
-    for t in range(n):
-        nxt = np.empty_like(s)
-        for i in range(s.shape[0] // 2):
-            b = s.shape[1]
-            wr = w[2 * i]
-            g = np.concatenate((s[2 * i], s[2 * i + 1])) * wr + w[2 * i + 1]
-            gate = 1.0 / (1.0 + np.exp(-g[0:b]))
-            ch = np.tanh(g[b:2 * b])
-            nxt[2 * i] = gate * ch
-            nxt[2 * i + 1] = s[2 * i + 1] * gate + ch
-        s = nxt
-        total = total + np.sum(s * s)
-    return total
-
-
 def _written_after_the_loop(x, n):
     # a is read in the loop and written after it: what reads a is taped
     a = x * 1.0
@@ -139,26 +119,22 @@ def _written_through_a_view(x, n):
 
 
 @pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
-def test_values_away_from_written_arrays_in_a_loop_writing_rows(kw):
-    rs = np.random.RandomState(1)
-    w = rs.uniform(-1, 1, (4, 6)) * 0.5
-    state = rs.uniform(-1, 1, (4, 3))
-    assert_value_and_gradient(_gates_from_weight_rows, (w, state, 3), (0, 1), **kw)
-
-
-@pytest.mark.parametrize("kw", MODES, ids=MODE_IDS)
 @pytest.mark.parametrize("f", [_written_after_the_loop, _written_through_a_view])
 def test_arrays_written_elsewhere_keep_their_readers_taped(f, kw):
     assert_value_and_gradient(f, (np.array([0.3, -0.2, 0.8]), 5), 0, **kw)
 
 
 def test_weight_rows_and_gates_are_recomputed_state_rows_taped():
+    # the state's rows are written in place; the weight rows and the gates computed from them are read from no
+    # written array, so the reversed loop computes them again
     rs = np.random.RandomState(1)
-    g = funcgrad.grad(_gates_from_weight_rows, argnums=(0, 1), mode="njit")
+    g = funcgrad.grad(_rows_in_place, argnums=(0, 1), mode="njit")
     g(rs.uniform(-1, 1, (4, 6)) * 0.5, rs.uniform(-1, 1, (4, 3)), 2)
     src = funcgrad.source(g)
     tapes = set(re.findall(r"^\s*_tape_(\w+) = \[\]", src, re.M))
-    for name in ("wr", "g", "gate", "ch"):   # read from the weights only: computed again, never stored
+    weight_rows = re.findall(r"^\s*(\w+) = w\[\w+\]$", src, re.M)
+    assert weight_rows
+    for name in weight_rows + ["g", "h"]:   # read from the weights only: computed again, never stored
         assert name not in tapes, name
     state_rows = re.findall(r"^\s*(\w+) = s\[\w+\]$", src, re.M)
     assert state_rows and all(r in tapes for r in state_rows)   # rows of the state written in place: taped
@@ -166,9 +142,9 @@ def test_weight_rows_and_gates_are_recomputed_state_rows_taped():
 
 def test_values_recomputed_in_the_reversed_loop_are_not_stored_by_the_forward_loop():
     # the forward's fused loop keeps in arrays only what is read after it before being bound again: the
-    # sigmoid's exp is read again only by the reversed loop, after that loop computed it anew
+    # gate's exp is read again only by the reversed loop, after that loop computed it anew
     rs = np.random.RandomState(1)
-    g = funcgrad.grad(_gates_from_weight_rows, argnums=(0, 1), mode="njit")
+    g = funcgrad.grad(_rows_in_place, argnums=(0, 1), mode="njit")
     g(rs.uniform(-1, 1, (4, 6)) * 0.5, rs.uniform(-1, 1, (4, 3)), 2)
     forward = funcgrad.source(g).split("# reversed:")[0]
     exps = re.findall(r"^\s*(\w+)_j = K\.exp\(", forward, re.M)
