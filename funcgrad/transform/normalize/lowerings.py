@@ -370,9 +370,10 @@ def _full_like(L, a, fill_value, dtype=Static(None), order=Static("K"), subok=St
     if isinstance(fill_value, Static):
         return NotImplemented   # a constant array shaped like ``a``: no derivative involved
     kind = L.dtype_kind(a)
-    if kind in ("i", "u", "b") and isinstance(dtype, Static) and dtype.obj is None:
-        return NotImplemented   # the fill value cast to a's integers: piecewise constant, no derivative
-    if kind not in ("f", "c"):
+    if kind in ("i", "u", "b"):
+        if isinstance(dtype, Static) and dtype.obj is None:
+            return NotImplemented   # the fill value cast to a's integers: piecewise constant, no derivative
+    elif kind not in ("f", "c"):
         L.refuse("the dtype of the array is not known here, and full_like gives the fill value that dtype",
                  "give a float array, or write np.zeros_like(a, dtype=float) + fill_value")
     _no_extra(L, dtype=dtype, shape=shape)
