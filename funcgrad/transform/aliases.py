@@ -101,7 +101,7 @@ class _Liveness:
         return live | _stmt_reads(s)
 
 
-def _call_name(e):
+def call_name(e):
     f = e.func
     return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
 
@@ -112,7 +112,7 @@ def may_share(e):
     counts as a view whatever the index."""
     if isinstance(e, ast.Name):
         return e.id
-    if isinstance(e, ast.Call) and e.args and isinstance(e.args[0], ast.Name) and _call_name(e) in VIEWS:
+    if isinstance(e, ast.Call) and e.args and isinstance(e.args[0], ast.Name) and call_name(e) in VIEWS:
         return e.args[0].id
     if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name) \
             and e.func.value.id not in ("K", "np", "math") and e.func.attr in VIEWS:
@@ -235,7 +235,7 @@ class _PointsTo:
 
     def shares(self, e, target):
         """The name whose memory ``target = e`` may share, or None when ``e`` makes a new array (or a number)."""
-        if isinstance(e, ast.Call) and _call_name(e) == "getitem" and e.args and isinstance(e.args[0], ast.Name) \
+        if isinstance(e, ast.Call) and call_name(e) == "getitem" and e.args and isinstance(e.args[0], ast.Name) \
                 and (self.ranks.get(target) == 0 or (len(e.args) > 1 and not self.basic_index(e.args[1], self.ranks))):
             return None   # an element, or advanced indexing: a copy
         return may_share(e)
@@ -287,7 +287,7 @@ def _view_kind(e):
     through (NumPy's result is a view whatever the memory layout), else None."""
     if not isinstance(e, ast.Call) or not e.args or not isinstance(e.args[0], ast.Name):
         return None
-    name = _call_name(e)
+    name = call_name(e)
     if name == "getitem" and len(e.args) == 2 and not e.keywords:
         return name
     if name == "transpose" and len(e.args) == 1 and all(k.arg == "axes" for k in e.keywords):

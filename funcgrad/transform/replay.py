@@ -38,6 +38,7 @@ import ast
 import copy
 
 from . import annotations as A
+from .aliases import call_name
 from .astutil import clone, names_read as _loads
 from .astutil import ast_walk
 
@@ -142,11 +143,6 @@ dot matmul inner outer zeros ones empty full zeros_like ones_like empty_like ful
 _WRITERS = frozenset("""index_put index_add index_sub put copyto fill place putmask put_along_axis""".split())
 
 
-def _call_name(e):
-    f = e.func
-    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
-
-
 _MODULES = ("K", "np", "math")
 
 
@@ -197,7 +193,7 @@ def _written(fbody, ints):
         if isinstance(e, (ast.Subscript, ast.Attribute)):
             return {_base(e)} - {None}
         if isinstance(e, ast.Call):
-            name = _call_name(e)
+            name = call_name(e)
             if isinstance(e.func, ast.Name) and name in ("int", "float", "len", "bool", "abs") or \
                     isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name) and \
                     e.func.value.id in _MODULES and name in _FRESH:
@@ -216,10 +212,10 @@ def _written(fbody, ints):
                     roots.add(_base(t))
         elif isinstance(n, ast.AugAssign):
             roots.add(_base(n.target))
-        elif isinstance(n, ast.For) and not (isinstance(n.iter, ast.Call) and _call_name(n.iter) == "range"):
+        elif isinstance(n, ast.For) and not (isinstance(n.iter, ast.Call) and call_name(n.iter) == "range"):
             join([*(x.id for x in ast_walk(n.target) if isinstance(x, ast.Name)), *shares(n.iter)])
         elif isinstance(n, ast.Call):
-            name = _call_name(n)
+            name = call_name(n)
             for k in n.keywords:
                 if k.arg == "out":
                     roots.update(_loads(k.value))
