@@ -30,6 +30,7 @@ from __future__ import annotations
 import builtins as _b
 import math
 import operator
+import sys
 import threading
 import weakref
 
@@ -40,9 +41,12 @@ from numba import config, cuda
 from ..errors import DeviceError as DeviceMismatchError
 from .base import is_device_array
 from . import cpu_nn as _cpu_nn
-from .cuda_launch import TIMING as _TIMING, current_context as _current_context, go as _go, timed as _timed
+from . import cuda_blas as _blas
+from .cuda_launch import LOCAL as _LOCAL, TIMING as _TIMING, current_context as _current_context, \
+    go as _go, host_read as _host_read, timed as _timed
 
 SIM = bool(config.ENABLE_CUDASIM)
+_THIS = sys.modules[__name__]
 
 if SIM:   # the simulator's device arrays
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray as _DevArray
@@ -171,6 +175,27 @@ def _from_cupy(c, shape=None):
     except Exception:   # noqa: BLE001
         _WRAP[0] = False
         return cuda.as_cuda_array(c.reshape(shape), sync=False)
+
+
+def address(a):
+    """The device address of ``a``'s first element (the simulator's: its host memory)."""
+    p = getattr(a, "device_ctypes_pointer", None)
+    if p is not None:
+        return p.value or 0
+    return a._ary.__array_interface__["data"][0]   # pragma: no cover - (simulator arrays)
+
+
+def _to_host(a):
+    """``a`` copied to a NumPy array (refused while a CUDA graph is recorded: the value does not exist yet)."""
+    _host_read()
+    return a.copy_to_host()
+
+
+def _to_device(a):
+    """The host array ``a`` copied to a new device array (refused while a CUDA graph is recorded: the copy would
+    happen once, into memory the graph does not own)."""
+    _host_read("a host array copied to the device")
+    return cuda.to_device(a)
 
 
 def _flat(a):
@@ -411,6 +436,7 @@ class Lazy:
         return transpose(self.value())
 
     def copy_to_host(self, *a, **k):
+        _host_read()
         return self.value().copy_to_host(*a, **k)
 
     @property
@@ -771,7 +797,7 @@ def _leading_blocks(shape, items, what):
     arrs = []
     for it in items:
         if is_device_array(it):
-            it = as_device(it).copy_to_host()
+            it = _to_host(as_device(it))
         a = np.asarray(it)
         if a.dtype == np.bool_:
             if len(items) != 1:
@@ -796,7 +822,7 @@ def _leading_blocks(shape, items, what):
             raise IndexError(f"index {int(a.max()) if a.max() >= n else int(a.min())} is out of bounds for axis "
                              f"{d} with size {n}")
         flat = flat * n + np.where(a < 0, a + n, a)
-    return cuda.to_device(np.ascontiguousarray(flat.ravel())), arrs[0].shape, tuple(shape[lead:])
+    return _to_device(np.ascontiguousarray(flat.ravel())), arrs[0].shape, tuple(shape[lead:])
 
 
 def _rows(kind, out, src, base, B, n):
@@ -822,7 +848,7 @@ def untake(g, x, idx):
         if not flat.size:
             return out
         gb = broadcast_to(g, pos.shape) if isinstance(g, _DevArray) else full(pos.shape, g, x.dtype)
-        return _rows("scatter", out, astype(gb, x.dtype), cuda.to_device(flat), 1, flat.size)
+        return _rows("scatter", out, astype(gb, x.dtype), _to_device(flat), 1, flat.size)
     base, ishape, block = _leading_blocks(tuple(x.shape), items, "indexing")
     out = full(tuple(x.shape), 0, x.dtype)
     gb = broadcast_to(g, ishape + block) if tuple(_shape(g)) != ishape + block else g
@@ -836,17 +862,26 @@ def index_add(out, idx, g):
     The positions are worked out on the host (an integer per element of ``out``)."""
     out, g = _operand(out), _operand(g)
     _before_write()
+    _writing(out)
     pos = _positions(out, idx)
     flat = np.ascontiguousarray(pos.ravel())
     if not flat.size:
         return out
     gb = broadcast_to(g, pos.shape) if isinstance(g, _DevArray) else full(pos.shape, g, out.dtype)
-    return _rows("scatter", out, astype(gb, out.dtype), cuda.to_device(flat), 1, flat.size)
+    return _rows("scatter", out, astype(gb, out.dtype), _to_device(flat), 1, flat.size)
+
+
+def _writing(out):
+    """Refuse, while a graph is recorded, an in-place write into an argument of the recorded function (replaying
+    it would write into the graph's copy of the argument, not into the caller's array)."""
+    rec = _LOCAL.recording
+    if rec is not None and address(out) in rec.input_ptrs:
+        _host_read("an in-place write into an argument")
 
 
 def _positions(out, idx):
     items = idx if isinstance(idx, tuple) else (idx,)
-    host = tuple(as_device(it).copy_to_host() if is_device_array(it) else it for it in items)
+    host = tuple(_to_host(as_device(it)) if is_device_array(it) else it for it in items)
     pos = np.arange(out.size, dtype=np.int64).reshape(tuple(out.shape))[host if isinstance(idx, tuple) else host[0]]
     return np.asarray(pos)
 
@@ -856,6 +891,7 @@ def index_put(out, idx, v):
     that names an element twice is refused (which write wins is NumPy's order, not a GPU's)."""
     out, v = _operand(out), _operand(v)
     _before_write()
+    _writing(out)
     pos = _positions(out, idx)
     flat = np.ascontiguousarray(pos.ravel())
     if not flat.size:
@@ -864,7 +900,7 @@ def index_put(out, idx, v):
         raise DeviceMismatchError("an assignment through an index that repeats an element is not available on the "
                                   "GPU backend (NumPy keeps the last write)")
     vb = broadcast_to(v, pos.shape) if isinstance(v, _DevArray) else full(pos.shape, v, out.dtype)
-    return _rows("put", out, astype(vb, out.dtype), cuda.to_device(flat), 1, flat.size)
+    return _rows("put", out, astype(vb, out.dtype), _to_device(flat), 1, flat.size)
 
 
 def written(dx, idx):
@@ -878,8 +914,8 @@ def written(dx, idx):
     _, first_from_end = np.unique(flat[::-1], return_index=True)
     keep = np.zeros(flat.size, dtype=dx.dtype)
     keep[flat.size - 1 - first_from_end] = 1
-    piece = _rows("gather", _empty(pos.shape, dx.dtype), dx, cuda.to_device(flat), 1, flat.size)
-    return multiply(piece, cuda.to_device(keep.reshape(pos.shape)))
+    piece = _rows("gather", _empty(pos.shape, dx.dtype), dx, _to_device(flat), 1, flat.size)
+    return multiply(piece, _to_device(keep.reshape(pos.shape)))
 
 
 def written_cast(g, x):
@@ -912,7 +948,7 @@ def getitem(x, idx):
         if _mixed(adv):   # integer arrays with slices: NumPy's positions, one per element of the result
             pos = _positions(x, idx)
             flat = np.ascontiguousarray(pos.ravel())
-            return _rows("gather", _empty(pos.shape, x.dtype), x, cuda.to_device(flat), 1, flat.size)
+            return _rows("gather", _empty(pos.shape, x.dtype), x, _to_device(flat), 1, flat.size)
         base, ishape, block = _leading_blocks(tuple(x.shape), adv, "indexing")
         out = _empty(ishape + block, x.dtype)
         return _rows("gather", out, x, base, _size(block), _size(ishape))
@@ -1066,6 +1102,11 @@ def _full_reduce(op, x, dt):
         fin = _empty((1,), acc_dt)
         _go(k, 1, _TPB, part, blocks, fin)
         part = fin
+    if _LOCAL.recording is not None:   # a graph is recorded: the value stays on the device (0-d), read after replay
+        r = part.reshape(())
+        if op == "mean":
+            r = true_divide(r, n) if n else full((), np.nan, acc_dt)
+        return astype(r, dt)
     v = part.copy_to_host()[0]
     if op == "mean":
         v = v / n if n else np.nan
@@ -1252,10 +1293,13 @@ def _gemm(a, b, ta=False, tb=False, tiled=False):
     cp = _cupy()
     LAUNCHES[0] += 1
     if cp is not None and dt.kind == "f" and not tiled:
-        A = cp.asarray(a)
-        B = cp.asarray(b)
         if _TIMING[0]:   # (the launch-timing diagnostic: cuBLAS's share)
             return _timed("cublas_gemm", lambda: _gemm(a, b, ta, tb, tiled))
+        C = _blas.gemm(_THIS, a, b, ta, tb, M, N, K, dt)   # cuBLAS called directly: recordable in a CUDA graph
+        if C is not None:
+            return C
+        A = cp.asarray(a)
+        B = cp.asarray(b)
         C = cp.matmul(A.T if ta else A, B.T if tb else B)
         # both libraries use the legacy default stream: ordered
         return _from_cupy(C) if C.flags.c_contiguous else cuda.as_cuda_array(C, sync=False)
@@ -1271,7 +1315,7 @@ def _gemm(a, b, ta=False, tb=False, tiled=False):
         with _LOCK:
             k = rec[dt] = _compile(rec["src"], "gemm_k", {"acc_t": numba.from_dtype(dt)})
     grid = ((N + _TILE - 1) // _TILE, (M + _TILE - 1) // _TILE)
-    k[grid, (_TILE, _TILE)](a, b, out, M, N, K)
+    _go(k, grid, (_TILE, _TILE), a, b, out, M, N, K)
     return out
 
 
@@ -1324,7 +1368,7 @@ def _bgemm(a, b, tiled=False):
         with _LOCK:
             k = _BGEMM[dt] = _compile(_BGEMM_SRC, "bgemm_k", {"acc_t": numba.from_dtype(dt)})
     grid = ((N + _TILE - 1) // _TILE, (M + _TILE - 1) // _TILE, Bn)
-    k[grid, (_TILE, _TILE, 1)](a, b, out, M, N, K)
+    _go(k, grid, (_TILE, _TILE, 1), a, b, out, M, N, K)
     return out
 
 
@@ -1669,6 +1713,10 @@ def _ce_run(kind, out, z, y, g, scale):
 
 
 def _check_labels(bad, name):
+    rec = _LOCAL.recording
+    if rec is not None:   # a graph is recorded: the flag is read after each replay
+        rec.checks.append((bad, IndexError, f"{name}: a label is out of range"))
+        return
     if bad.copy_to_host()[0]:
         raise IndexError(f"{name}: a label is out of range")
 
@@ -2196,7 +2244,7 @@ def binary_cross_entropy_with_logits_grad_target(g, logits, target, reduction="m
 
 def _label_rows(lp, labels, name):
     """(row indices, labels) as host int arrays, labels checked against the class count."""
-    y = as_device(labels).copy_to_host() if is_device_array(labels) else np.asarray(labels)
+    y = _to_host(as_device(labels)) if is_device_array(labels) else np.asarray(labels)
     N, C = tuple(lp.shape)
     if y.size and (y.min() < 0 or y.max() >= C):
         raise IndexError(f"{name}: label out of range")
@@ -2327,7 +2375,7 @@ def batch_norm_stats(x, running_mean, running_var, momentum=0.1):
 
 
 def _ids_on_host(ids, V, name):
-    h = as_device(ids).copy_to_host() if is_device_array(ids) else np.asarray(ids)
+    h = _to_host(as_device(ids)) if is_device_array(ids) else np.asarray(ids)
     if h.size and (h.min() < 0 or h.max() >= V):
         raise IndexError(f"{name}: id out of range")
     return h
@@ -2345,7 +2393,7 @@ def embedding_grad(dy, ids, table_shape):
     out = full((V, D), 0, dy.dtype)
     flat = np.ascontiguousarray(h.reshape(-1).astype(np.int64))
     if flat.size and D:
-        _rows("scatter", out, dy, cuda.to_device(flat), D, flat.size)
+        _rows("scatter", out, dy, _to_device(flat), D, flat.size)
     return out
 
 
@@ -2356,4 +2404,4 @@ def dropout(x, rate, seed):
     if not _is_arr(x):
         return _host_nn("dropout", x, rate, seed)
     mask = _cpu_nn.dropout(np.ones(tuple(x.shape), dtype=x.dtype), float(rate), int(seed))
-    return _operand(multiply(x, cuda.to_device(mask)))
+    return _operand(multiply(x, _to_device(mask)))

@@ -42,6 +42,12 @@ def _kernels():
     return _K[0]
 
 
+def _graphs():
+    """:mod:`funcgrad.kernels.cuda_graph` (loaded with the kernels, on first GPU use)."""
+    _kernels()
+    return importlib.import_module(__package__ + ".cuda_graph")
+
+
 class CUDABackend(Backend):
     name = "cuda"
     strategies = ("njit", "python", "nojit")
@@ -66,10 +72,15 @@ class CUDABackend(Backend):
         # host code launching kernels: every strategy runs the generated function as Python; its results
         # are computed before they leave it (elementwise work is fused lazily: funcgrad.kernels.cuda.Lazy)
         fn = super().compile(base_fn, "python", externals, cache=cache)
-        materialize = _kernels().materialize
+        K = _kernels()
+        materialize = K.materialize
+        graphs = _graphs().Graphs(fn, K)
+
+        def eager(args):
+            return materialize(fn(*args))
 
         def run(*args):   # (a lazy argument is computed once here, not again in every expression using it)
-            return materialize(fn(*materialize(args)))
+            return graphs(materialize(args), eager)
         run.__name__ = run.__qualname__ = base_fn.__name__
         run.__wrapped__ = fn
         return run
@@ -135,7 +146,8 @@ def device_put(tree, device="cuda"):
             return K.cuda.to_device(np.ascontiguousarray(x))
         return x
 
-    return tree_map(put, tree)
+    with _graphs().DEVICE_LOCK:   # (not while another thread records a CUDA graph: see funcgrad.kernels.cuda_graph)
+        return tree_map(put, tree)
 
 
 def device_get(tree):
@@ -145,4 +157,5 @@ def device_get(tree):
             return _kernels().as_device(x).copy_to_host()
         return x
 
-    return tree_map(get, tree)
+    with _graphs().DEVICE_LOCK:
+        return tree_map(get, tree)

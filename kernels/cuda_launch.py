@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 import warnings
 
 import numpy as np
@@ -28,6 +29,29 @@ _ENTRIES: dict = {}     # (kernel, argument key) -> (compiled kernel, packers), 
 _CONFIGS: dict = {}     # (grid, block) -> cuda.core LaunchConfig
 _RT: list = []          # [launch, LaunchConfig, config keyword, stream]: numba-cuda's own launch pieces
 STATS = {"fast": 0, "numba": 0}
+
+class _Local(threading.local):
+    """Per thread: while this thread records a CUDA graph (:mod:`funcgrad.kernels.cuda_graph`), the stream its
+    launches go to (a cuda.core stream for the fast path, a numba stream for numba's) and the recording; None
+    otherwise (launches go to the legacy default stream)."""
+    stream = None
+    nstream = None
+    stream_ptr = 0
+    recording = None
+
+
+LOCAL = _Local()
+
+
+class NotRecordable(Exception):
+    """Raised inside a recording by an operation that cannot be replayed from a CUDA graph (it reads a device
+    value on the host, or copies host data to the device): the call runs as it always does instead."""
+
+
+def host_read(what="a device value read on the host"):
+    """Refuse, while a graph is recorded, an operation that needs device data on the host now."""
+    if LOCAL.recording is not None:
+        raise NotRecordable(what)
 
 if not config.ENABLE_CUDASIM:
     from numba.cuda.cudadrv.devicearray import DeviceNDArray as _DevArray
@@ -134,7 +158,11 @@ def _numba_launch(k, grid, block, args):
     STATS["numba"] += 1
     with warnings.catch_warnings():   # numba's occupancy advice is about funcgrad's kernels, not the user's code
         warnings.simplefilter("ignore")
-        k[grid, block](*args)
+        ns = LOCAL.nstream
+        if ns is not None:   # recording a graph: on its stream
+            k[grid, block, ns](*args)
+        else:
+            k[grid, block](*args)
 
 
 def _learn(k, key, grid, block, args):
@@ -231,9 +259,11 @@ def _go(k, grid, block, args):
         fn = kfuncs.get(h)
         if fn is None:
             fn = kfuncs[h] = kern._codelibrary.get_cufunc().kernel
-        launch(stream, cfg, fn, *kargs)
+        launch(LOCAL.stream or stream, cfg, fn, *kargs)
         STATS["fast"] += 1
     except Exception as e:   # noqa: BLE001  (never worse than numba: switch the fast path off, launch again)
+        if LOCAL.recording is not None:   # (a launch a graph recording refused: the recording fails, not the path)
+            raise
         _ON[0] = False
         warnings.warn(f"funcgrad: the fast CUDA launch path failed ({type(e).__name__}: {e}); launching "
                       "through numba from now on", RuntimeWarning, stacklevel=2)
