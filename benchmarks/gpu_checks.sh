@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks, on a machine with an NVIDIA GPU, numba-cuda, CuPy, PyTorch and JAX already installed
-# (no network needed): tests/test_cuda.py on the hardware (FUNCGRAD_TEST_GPU=1, no simulator), then
-# benchmarks/gpu_step.py, then the two-rank data-parallel step on the GPU. funcgrad runs from a copy laid out as the installed package (kernels/ as
+# (no network needed): tests/test_cuda_graphs.py on the hardware (FUNCGRAD_TEST_GPU=1, no simulator), then
+# benchmarks/gpu_step.py, tests/test_cuda.py, then the two-rank data-parallel step on the GPU. funcgrad runs from a copy laid out as the installed package (kernels/ as
 # funcgrad/kernels), so no pip install is needed. Logs go to $OUT (or ./gpu-out).
 set -u
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
@@ -19,9 +19,13 @@ unset NUMBA_ENABLE_CUDASIM
 { nvidia-smi -L; $PY -c "import numba, numpy, cupy; from numba import cuda; print('numba', numba.__version__, 'numpy', numpy.__version__, 'cupy', cupy.__version__, 'numba.cuda', cuda.__file__)"; } 2>&1 | tee "$OUT/env.txt"
 # what launching one operation costs the host (the floor under a small model's step), then the step itself;
 # SIGINT at a deadline: pytest still prints what failed so far
+# the CUDA-graph tests first (quick, and what the benchmark's fastest rows rest on), then the benchmark, then
+# the kernel tests
+[ "${SKIP_TESTS:-0}" = 1 ] || FUNCGRAD_TEST_GPU=1 timeout -s INT ${GRAPH_TEST_TIMEOUT:-120} $PY -m pytest -q -rs -p no:cacheprovider \
+  --tb=short tests/test_cuda_graphs.py 2>&1 | tee "$OUT/graph_tests.txt" | tail -${TEST_TAIL:-40}
 [ "${SKIP_LAUNCH:-0}" = 1 ] || timeout ${LAUNCH_TIMEOUT:-60} $PY benchmarks/gpu_launch_overhead.py 2>&1 | tee "$OUT/launch.txt" | tail -20
 timeout -s INT ${BENCH_TIMEOUT:-240} $PY benchmarks/gpu_step.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt" | tail -${BENCH_TAIL:-40}
-[ "${SKIP_TESTS:-0}" = 1 ] || FUNCGRAD_TEST_GPU=1 timeout -s INT ${TEST_TIMEOUT:-300} $PY -m pytest -q -rs -p no:cacheprovider -n ${NPROC:-4} --tb=short \
+[ "${SKIP_TESTS:-0}" = 1 ] || [ "${SKIP_KERNEL_TESTS:-0}" = 1 ] || FUNCGRAD_TEST_GPU=1 timeout -s INT ${TEST_TIMEOUT:-300} $PY -m pytest -q -rs -p no:cacheprovider -n ${NPROC:-4} --tb=short \
   tests/test_cuda.py 2>&1 | tee "$OUT/tests.txt" | tail -${TEST_TAIL:-50}
 [ "${SKIP_DIST:-0}" = 1 ] && exit 0
 # two ranks sharing the GPU(s) (local_device: rank mod GPUs), when mpi4py and an mpiexec are there (carry the

@@ -53,22 +53,35 @@ def data(batch, d_in, d_out, seed=1):
     return x, y
 
 
-def funcgrad_step_fn(sizes, x, y, alloc=None):
+def sgd(params, grads):
+    return [(W - LR * gW, b - LR * gb) for (W, b), (gW, gb) in zip(params, grads)]
+
+
+def funcgrad_step_fn(sizes, x, y, alloc=None, graphs=True, jit_update=False):
+    """funcgrad's step: ``value_and_grad`` then SGD, either with K.add_scaled per parameter (one fused kernel
+    each) or as ``funcgrad.jit(sgd)`` (with graphs on, one more recorded graph); CUDA graphs on or off."""
     from funcgrad.kernels import cuda as K
+    from funcgrad.kernels import cuda_graph
     state = {"p": funcgrad.device_put(init(sizes))}
     dx, dy = funcgrad.device_put((x, y))
     vg = funcgrad.value_and_grad(loss)
+    upd = funcgrad.jit(sgd) if jit_update else None
 
     def step():
         if alloc:
             K.set_allocator(alloc)
+        cuda_graph.ENABLED[0] = graphs
         v, g = vg(state["p"], dx, dy)
-        state["p"] = K.materialize([(K.add_scaled(W, gW, -LR), K.add_scaled(b, gb, -LR))
-                                    for (W, b), (gW, gb) in zip(state["p"], g)])
+        if upd is not None:
+            state["p"] = upd(state["p"], g)
+        else:
+            state["p"] = K.materialize([(K.add_scaled(W, gW, -LR), K.add_scaled(b, gb, -LR))
+                                        for (W, b), (gW, gb) in zip(state["p"], g)])
         K.cuda.synchronize()
         return v
 
     def grads():
+        cuda_graph.ENABLED[0] = graphs
         return funcgrad.device_get(vg(funcgrad.device_put(init(sizes)), dx, dy)[1])
 
     return step, grads, K
@@ -153,6 +166,10 @@ def lenet_loss(p, x, labels):
     return nn.cross_entropy(h @ p["f3w"] + p["f3b"], labels)
 
 
+def lenet_sgd(p, g):
+    return {k: p[k] - LR * g[k] for k in p}
+
+
 def lenet_init(seed=0):
     rng = np.random.default_rng(seed)
     return {k: (np.zeros(s, np.float32) if k.endswith("b") else
@@ -172,15 +189,29 @@ def run_lenet(batch, rounds, block, simulate):
     if K._cupy() is not None:
         K.set_allocator("cupy")   # (the MLP runs before measured numba's allocator last)
 
+    from funcgrad.kernels import cuda_graph
+    g_state = {"p": funcgrad.device_put(lenet_init())}
+    upd = funcgrad.jit(lenet_sgd)
+
     def fg_step():
+        cuda_graph.ENABLED[0] = False
         _, g = vg(state["p"], dx, dl)
         state["p"] = K.materialize({k: K.add_scaled(v, g[k], -LR) for k, v in state["p"].items()})
+        K.cuda.synchronize()
+
+    def fg_graph_step():
+        cuda_graph.ENABLED[0] = True
+        _, g = vg(g_state["p"], dx, dl)
+        g_state["p"] = upd(g_state["p"], g)
         K.cuda.synchronize()
 
     first, launches = _first_and_launches(fg_step, K)
     if PROFILE[0]:
         _profile(fg_step, "LeNet-5 step")
-    fns, names = {"funcgrad": fg_step}, {"funcgrad": "funcgrad value_and_grad + SGD"}
+    fns, names = {"funcgrad": fg_step}, {"funcgrad": "funcgrad without graphs (s19's path)"}
+    if K._cupy() is not None:
+        _, g_launches = _first_and_launches(fg_graph_step, K)
+        fns["funcgrad-graphs"], names["funcgrad-graphs"] = fg_graph_step, "funcgrad, CUDA graphs, jit(sgd)"
     if not simulate:
         try:
             import torch
@@ -218,7 +249,10 @@ def run_lenet(batch, rounds, block, simulate):
     best = timed_blocks(fns, rounds, block)
     _table(f"LeNet-5 step, batch {batch}, float32; min over {rounds} rounds of the median of {block} steps",
            best, names)
-    print(f"funcgrad: {launches} kernel launches + cuBLAS calls per step; first step {first:.1f} s")
+    print(f"funcgrad without graphs: {_launch_text(launches)} per step; first step {first:.1f} s")
+    if "funcgrad-graphs" in fns:
+        print(f"funcgrad with graphs: {_launch_text(g_launches)} per step")
+    graph_report()
 
 
 PROFILE = [False]
@@ -255,13 +289,31 @@ def _profile(step, what, n=20):
 
 
 def _first_and_launches(step, K):
-    """(seconds of the first step: transform and kernel compiles, kernel launches of the second)."""
+    """(seconds of the first step: transform and kernel compiles; what the third step launched: kernels and
+    cuBLAS calls outside graphs, and graph replays). The second step records the graphs."""
+    from funcgrad.kernels import cuda_graph
     t0 = time.perf_counter()
     step()
     first = time.perf_counter() - t0
-    before = K.LAUNCHES[0]
     step()
-    return first, K.LAUNCHES[0] - before
+    before, replays = K.LAUNCHES[0], cuda_graph.STATS["replayed"]
+    step()
+    return first, (K.LAUNCHES[0] - before, cuda_graph.STATS["replayed"] - replays)
+
+
+def _launch_text(launches):
+    n, r = launches
+    return f"{n} kernel launches + cuBLAS calls" + (f" and {r} graph replays" if r else "")
+
+
+def graph_report():
+    from funcgrad.kernels import cuda_graph
+    st = cuda_graph.STATS
+    print(f"CUDA graphs so far: {st['recorded']} recorded, {st['replayed']} replays, {st['failed']} recordings failed")
+    for why, n in st["reasons"].items():
+        print(f"  failed {n}x: {why}")
+        if os.environ.get("FUNCGRAD_GRAPH_WHERE"):
+            print("    " + st["where"].get(why, "").replace("\n", "\n    "))
 
 
 def _table(title, best, names):
@@ -282,15 +334,20 @@ def timed_blocks(fns, rounds, block):
 def run(sizes, batch, rounds, block, simulate):
     x, y = data(batch, sizes[0], sizes[-1])
     from funcgrad.kernels import cuda as K
-    allocs = ["cupy", "numba"] if K._cupy() is not None else ["numba"]
-    fns, names = {}, {}
-    for alloc in allocs:   # CuPy's caching pool vs numba.cuda's own allocations, for the record
-        step, grads, _ = funcgrad_step_fn(sizes, x, y, alloc)
+    variants = [("graphs-jit", dict(graphs=True, jit_update=True), "funcgrad, CUDA graphs, jit(sgd)"),
+                ("graphs", dict(graphs=True), "funcgrad, CUDA graph + K.add_scaled SGD"),
+                ("eager", dict(graphs=False), "funcgrad without graphs (s19's path)")]
+    if K._cupy() is None:   # (graphs need CuPy)
+        variants = variants[2:]
+    fns, names, fg_launches = {}, {}, {}
+    for tag, how, text in variants:
+        step, grads, _ = funcgrad_step_fn(sizes, x, y, None, **how)
         first, launches = _first_and_launches(step, K)
-        fns[f"funcgrad-{alloc}"] = step
-        names[f"funcgrad-{alloc}"] = f"funcgrad value_and_grad + SGD ({alloc} alloc)"
-        if alloc == allocs[0]:
-            fg_grads, fg_first, fg_launches = grads, first, launches
+        fns[f"funcgrad-{tag}"] = step
+        names[f"funcgrad-{tag}"] = text
+        fg_launches[tag] = launches
+        if tag == variants[0][0]:
+            fg_grads, fg_first = grads, first
     if not simulate:
         try:
             t_step, t_grads, tv = torch_step_fn(sizes, x, y)
@@ -314,8 +371,10 @@ def run(sizes, batch, rounds, block, simulate):
     label = "-".join(map(str, sizes))
     _table(f"MLP step {label}, batch {batch}, float32; min over {rounds} rounds of the median of {block} steps",
            best, names)
-    print(f"funcgrad: {fg_launches} kernel launches + cuBLAS calls per step; first step (transform + kernel "
-          f"compiles) {fg_first:.1f} s")
+    for tag, launches in fg_launches.items():
+        print(f"funcgrad {tag}: {_launch_text(launches)} per step")
+    print(f"funcgrad: first step (transform + kernel compiles) {fg_first:.1f} s")
+    graph_report()
     return best
 
 
@@ -337,7 +396,7 @@ def main():
         if args.profile:
             PROFILE[0] = True
             x, y = data(128, 784, 10)
-            step = funcgrad_step_fn([784, 512, 512, 10], x, y)[0]
+            step = funcgrad_step_fn([784, 512, 512, 10], x, y, graphs=False)[0]
             step()
             _profile(step, "MLP step 784-512-512-10, batch 128")
         run([784, 512, 512, 10], 128, args.rounds, args.block, False)
