@@ -562,8 +562,9 @@ def _device_cotangent(c, o):
 def refuse_device_args(args, what):
     """A transform that runs on the host only (``what`` names it) refuses GPU arrays among ``args``, in words."""
     if any(is_device_array(x) for x in tree_flatten(tuple(args))[0]):
-        raise DeviceError(f"{what} of GPU arrays is not available on the GPU backend yet; grad, value_and_grad and "
-                          "vjp are. Copy the arguments to the host (funcgrad.device_get) for it.")
+        raise DeviceError(f"{what} of GPU arrays is not available on the GPU backend yet; grad, value_and_grad, "
+                          "vjp, jvp, linearize and hvp are. Copy the arguments to the host (funcgrad.device_get) "
+                          "for it.")
 
 
 def _check_one_place(args, names, flat, fname):

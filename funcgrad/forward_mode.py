@@ -22,8 +22,10 @@ import numpy as np
 from . import api as _api
 from . import custom as _custom
 from .api import _jit_disabled, _match, _Transformed, _user_facing
-from .errors import ArgumentTypeError, FuncgradError, NoDerivativeError, TreeStructureError, UnsupportedSyntaxError
-from .kernels.base import get_backend
+from .errors import (ArgumentTypeError, DeviceError, FuncgradError, NoDerivativeError, TreeStructureError,
+                     UnsupportedSyntaxError)
+from .kernels.base import get_backend, is_device_array
+from .kernels.cuda_backend import CUDA
 from .transform.fence import error
 from .transform.normalize.calls import _local_as_function, _value_tree
 from .transform.normalize.common import LocalFunction
@@ -43,7 +45,7 @@ class _JVP(_Transformed):
 
     def _build(self, sig, force_mode=None):
         policy = force_mode or ("nojit" if _jit_disabled() else self.policy)
-        return build(self.fn, sig, self.backend, policy, kind="jvp")
+        return build(self.fn, sig, self._backend_for(sig), policy, kind="jvp")
 
     @_user_facing
     def run(self, primals, tangents):
@@ -59,7 +61,6 @@ class _JVP(_Transformed):
                 out = self._fast_run(plan, primals, tangents)
                 if out is not _api._MISS:
                     return out
-        _api.refuse_device_args((primals, tangents), "forward mode (jvp, jacfwd, linearize, hvp, hessian)")
         _refuse_space_tangents(primals, tangents)
         self.argnums = _tangent_argnums(primals)
         built, single, nums, flat, trees, cap, key = self._lookup(primals)
@@ -78,7 +79,8 @@ class _JVP(_Transformed):
                 if np.shape(v) != np.shape(x):
                     raise ValueError(f"jvp: a tangent of shape {np.shape(v)} was given for argument {i}'s value "
                                      f"of shape {np.shape(x)}")
-                tleaves.append(_match(np.asarray(v, dtype=np.result_type(x)), x) if isinstance(x, np.ndarray)
+                tleaves.append(_device_tangent(v, x, i) if is_device_array(x) or is_device_array(v) else
+                               _match(np.asarray(v, dtype=np.result_type(x)), x) if isinstance(x, np.ndarray)
                                else float(v) if isinstance(x, float) else np.asarray(x).dtype.type(v))
         built, (outs, touts) = self._invoke(built, key, "fn", (*leaves, *cap, *tleaves), len(leaves))
         outs, touts = list(outs), list(touts)
@@ -117,6 +119,18 @@ class _JVP(_Transformed):
         if out is not None and not isinstance(out, (str, bool, int)):
             tout = _match(tout, out)
         return out, tout
+
+
+def _device_tangent(v, x, i):
+    """The tangent ``v`` of the GPU array ``x`` (argument ``i``): a GPU array of its dtype. A host array paired
+    with a GPU primal, or the other way round, is refused (funcgrad never copies between them on its own)."""
+    if not (is_device_array(x) and is_device_array(v)):
+        where, other = ("GPU", "host") if is_device_array(x) else ("host", "GPU")
+        raise DeviceError(f"jvp: argument {i} is a {where} array but its tangent is a {other} value; give the "
+                          f"tangent where the primal is (funcgrad.device_put / funcgrad.device_get)")
+    K = CUDA.namespace()
+    v = K.as_device(v)
+    return v if v.dtype == x.dtype else K.astype(v, x.dtype)
 
 
 def _refuse_space_tangents(primals, tangents, what="jvp"):
@@ -291,8 +305,24 @@ def linearize(fun, *primals, jit=True, backend=None, mode=None):
 
 def _zeros_like_tree(p):
     leaves, td = tree_flatten(p)
-    return tree_unflatten(td, [np.zeros(np.shape(v), dtype=np.result_type(v)) if isinstance(v, np.ndarray)
+    return tree_unflatten(td, [_device_zeros(v, v.dtype) if is_device_array(v) else
+                               np.zeros(np.shape(v), dtype=np.result_type(v)) if isinstance(v, np.ndarray)
                                else (0j if isinstance(v, complex) else 0.0) for v in leaves])
+
+
+def _device_zeros(v, dtype=np.float64):
+    """Zeros of the GPU array ``v``'s shape, on the GPU (a tangent or seed the caller did not give)."""
+    return CUDA.namespace().full(tuple(v.shape), 0, np.dtype(dtype))
+
+
+def _float_tangent(v):
+    """A tangent leaf as the second-order helpers pass it to the generated code: float64 (a GPU array stays
+    on the GPU), or a Python float."""
+    if is_device_array(v):
+        K = CUDA.namespace()
+        v = K.as_device(v)
+        return v if v.dtype == np.float64 else K.astype(v, np.float64)
+    return np.asarray(v, dtype=float) if np.ndim(v) else float(v)
 
 
 def j_is_scalar(a):
@@ -327,6 +357,13 @@ def _jvp_built(fun, primals, mode, jit, backend):
     return t, built, nums, flat, trees, cap, key
 
 
+def _readable(built):
+    """The generated Python function of ``built`` that funcgrad reads and transforms again: the GPU backend's
+    wrapper (which computes lazy arguments and results) unwrapped."""
+    fn = built.py_fn
+    return getattr(fn, "__wrapped__", fn)
+
+
 def _runtime_leaves(flat, key):
     """The leaves of the arguments (``flat``: per argument) that the generated code takes, as its signature
     ``key`` says: not those fixed into it (strings, None, and bools that are not differentiated)."""
@@ -356,7 +393,7 @@ class _SecondOrder:
         xs = [f"x{i}" for i in range(self.n)]
         ts = [f"tan{i}" for i in range(self.n_tan)]   # not t<n>: its adjoint d_t<n> is a temporary's adjoint's name
         caps = [f"_cap{i}" for i in range(len(cap))]
-        self.scope = {"_jvpfn": self.built.py_fn}
+        self.scope = {"_jvpfn": _readable(self.built)}
         self.scope.update({c: v for c, v in zip(caps, cap)})
         self.call = f"_jvpfn({', '.join(xs + caps + ts)})"
         self.xs, self.ts, self.caps = xs, ts, caps
@@ -410,7 +447,7 @@ def _so(fun, primals, mode, jit, backend, complex_ok=False):
 def _tangent_leaves(so, tangents):
     out = []
     for i in so.nums:
-        out.extend(np.asarray(v, dtype=float) if np.ndim(v) else float(v) for v in tree_flatten(tangents[i])[0])
+        out.extend(_float_tangent(v) for v in tree_flatten(tangents[i])[0])
     return out
 
 
@@ -451,7 +488,8 @@ def _require_scalar_output(so, primals, fun, what):
     seeding its tangent with 1 would silently give the Hessian of the outputs' sum."""
     ok = so.__dict__.get("_scalar_output")
     if ok is None:
-        tans = tuple(tree_unflatten(tree_flatten(a)[1], [np.zeros(np.shape(v)) if np.ndim(v) else 0.0
+        tans = tuple(tree_unflatten(tree_flatten(a)[1], [_device_zeros(v) if is_device_array(v) else
+                                                         np.zeros(np.shape(v)) if np.ndim(v) else 0.0
                                                          for v in tree_flatten(a)[0]]) for a in primals)
         y, _ = so.t.run(tuple(primals), tans)
         ys = tree_flatten(y)[0]
@@ -507,6 +545,7 @@ def hessian(fun, argnums=0, *, jit=True, backend=None, mode=None):
 
     @_user_facing
     def hess(*args):
+        _api.refuse_device_args(args, "hessian (a full matrix, one Hessian-vector product per element: hvp is)")
         nums = tuple(i + len(args) if i < 0 else i for i in nums_in)
         for i in nums:
             if not 0 <= i < len(args):
@@ -770,7 +809,7 @@ def _inline_jvp(nz, args, kwargs, scope, out, node):
             raise _refuse(scope, node, what, f"the tangent of argument {i} has {len(tl)} leaves but the primal has "
                                              f"{len(flat[i])}", "give each tangent its primal's structure")
         call.extend(tl)
-    res = nz.inline_function(built.py_fn, call, {}, out, node, scope)
+    res = nz.inline_function(_readable(built), call, {}, out, node, scope)
     outs, touts = res.values()
     return Struct("tuple", [_rebuild(built.out_tree, iter(outs.values())),
                             _rebuild(built.out_tree, iter(touts.values()))])
@@ -801,7 +840,7 @@ class _InlinePull:
             raise _refuse(scope, node, what, f"the cotangent has {len(cts)} leaves but the output has {n_out}",
                           "give the cotangent the output's structure")
         nz.refuse_ragged_tapes(self.built, scope, node)
-        res = nz.inline_function(self.built.py_fn, list(self.call) + cts, {}, out, node, scope)
+        res = nz.inline_function(_readable(self.built), list(self.call) + cts, {}, out, node, scope)
         _, grads = res.values()
         grads = grads.values()
         result, k = [], 0

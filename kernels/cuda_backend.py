@@ -74,13 +74,17 @@ class CUDABackend(Backend):
         fn = super().compile(base_fn, "python", externals, cache=cache)
         K = _kernels()
         materialize = K.materialize
-        graphs = _graphs().Graphs(fn, K)
+        if strategy == "nojit":   # jit=False, and the Python funcgrad reads back (second order): no CUDA graphs
+            def run(*args):   # (a lazy argument is computed once here, not again in every expression using it)
+                return materialize(fn(*materialize(args)))
+        else:
+            graphs = _graphs().Graphs(fn, K)
 
-        def eager(args):
-            return materialize(fn(*args))
+            def eager(args):
+                return materialize(fn(*args))
 
-        def run(*args):   # (a lazy argument is computed once here, not again in every expression using it)
-            return graphs(materialize(args), eager)
+            def run(*args):
+                return graphs(materialize(args), eager)
         run.__name__ = run.__qualname__ = base_fn.__name__
         run.__wrapped__ = fn
         return run

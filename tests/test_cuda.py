@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import funcgrad
-from funcgrad import nn
+from funcgrad import forward_mode, nn
 
 cuda = pytest.importorskip("numba.cuda", reason="numba.cuda (numba-cuda) is not installed")
 from funcgrad.kernels import cuda as K  # noqa: E402
@@ -660,18 +660,75 @@ def test_grad_through_integer_arrays_mixed_with_slices_on_the_device_equals_the_
     assert "K.getitem(x, (slice(None, None, None), cols))" in code
 
 
-def test_forward_mode_and_host_only_transforms_refuse_gpu_arrays_in_words():
+def test_full_jacobians_and_host_only_transforms_refuse_gpu_arrays_in_words():
     def f(x):
         return np.sum(np.tanh(x) ** 2)
 
     def g(x):
         return np.tanh(x) * 2.0
     x = put(sym(3))
-    for call in (lambda: funcgrad.jvp(f, (x,), (x,)), lambda: funcgrad.jacfwd(g)(x), lambda: funcgrad.jacrev(g)(x),
-                 lambda: funcgrad.hessian(f)(x), lambda: funcgrad.hvp(f, (x,), (x,)), lambda: funcgrad.linearize(f, x),
+    for call in (lambda: funcgrad.jacfwd(g)(x), lambda: funcgrad.jacrev(g)(x), lambda: funcgrad.hessian(f)(x),
                  lambda: funcgrad.testing.check_grads(f, (x,))):
         with pytest.raises(funcgrad.DeviceError, match="not available on the GPU backend yet"):
             call()
+
+
+def _fwd_f(x, W):
+    return np.sum(np.exp(np.tanh(x @ W)), axis=1)
+
+
+def _fwd_loss(params, x):
+    (W1, b1), (W2, b2) = params
+    h = nn.relu(x @ W1 + b1)
+    return np.mean(nn.logsumexp(h @ W2 + b2, axis=-1) ** 2)
+
+
+def test_jvp_and_linearize_on_the_device_equal_the_cpu():
+    x, W, v, vW = sym(3, 4), sym(4, 5), sym(3, 4), sym(4, 5)
+    y, t = funcgrad.jvp(_fwd_f, (x, W), (v, vW))
+    yd, td = funcgrad.jvp(_fwd_f, (put(x), put(W)), (put(v), put(vW)))
+    assert K.is_device_array(yd) and K.is_device_array(td)   # no round trip to the host
+    close(yd, y, atol=1e-12)
+    close(td, t, atol=1e-12)
+    # against central differences too
+    eps = 1e-6
+    fd = (_fwd_f(x + eps * v, W + eps * vW) - _fwd_f(x - eps * v, W - eps * vW)) / (2 * eps)
+    close(td, fd, rtol=1e-6, atol=1e-7)
+    y0, lin = funcgrad.linearize(_fwd_f, put(x), put(W))
+    close(y0, y, atol=1e-12)
+    close(lin(put(v), put(vW)), t, atol=1e-12)
+    # float32 arguments: float32 results, a float64 tangent is cast to the primal's dtype on the device
+    _, t32 = funcgrad.jvp(_fwd_f, (put(x.astype(np.float32)), put(W.astype(np.float32))), (put(v), put(vW)))
+    assert t32.dtype == np.float32
+    close(t32, t, rtol=1e-4, atol=1e-5)
+
+
+def test_jvp_refuses_a_tangent_on_the_other_side_in_words():
+    x = sym(3, 4)
+    with pytest.raises(funcgrad.DeviceError, match="argument 0 is a GPU array but its tangent is a host value"):
+        funcgrad.jvp(np.tanh, (put(x),), (x,))
+    with pytest.raises(funcgrad.DeviceError, match="argument 0 is a host array but its tangent is a GPU value"):
+        funcgrad.jvp(np.tanh, (x,), (put(x),))
+
+
+def test_hvp_and_second_order_on_the_device_equal_the_cpu():
+    rng = np.random.default_rng(5)
+    p = [(rng.standard_normal((4, 6)), rng.standard_normal(6)), (rng.standard_normal((6, 2)), rng.standard_normal(2))]
+    v = [(rng.standard_normal((4, 6)), rng.standard_normal(6)), (rng.standard_normal((6, 2)), rng.standard_normal(2))]
+    x = rng.standard_normal((5, 4))
+    ref = funcgrad.hvp(_fwd_loss, (p, x), (v, np.zeros_like(x)))
+    got = funcgrad.hvp(_fwd_loss, (put(p), put(x)), (put(v), put(np.zeros_like(x))))
+    for (a, b), (c, d) in zip(get(got[0]), ref[0]):
+        close(a, c, rtol=1e-10, atol=1e-12)
+        close(b, d, rtol=1e-10, atol=1e-12)
+    assert K.is_device_array(got[0][0][0])
+    # vjp of jvp, and jvp of jvp, of an array-valued function
+    xs, ws, vs, vws, cs = sym(3, 4), sym(4, 5), sym(3, 4), sym(4, 5), sym(3)
+    r = forward_mode.vjp_of_jvp(_fwd_f, (xs, ws), (vs, vws), [cs])
+    d = forward_mode.vjp_of_jvp(_fwd_f, (put(xs), put(ws)), (put(vs), put(vws)), [put(cs)])
+    for a, b in zip(d, r):
+        for u, w in zip(a, b):
+            close(u, w, rtol=1e-10, atol=1e-12)
 
 
 def test_grad_of_grad_on_the_device_equals_the_cpu():
