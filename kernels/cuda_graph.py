@@ -27,8 +27,9 @@ How a call of a compiled function is served (:class:`Graphs`, one per compiled f
 
 Graphs need CuPy (its memory pool, streams and graph API; cuBLAS runs through it already) and a real GPU; not the
 simulator, not the ``numba`` allocator, not the kernel-timing diagnostic. ``FUNCGRAD_CUDA_GRAPHS=0`` turns them
-off. A function keeps at most :data:`MAX_GRAPHS` recordings (the least recently used is dropped); each holds a
-copy of the arguments, the results and the pool the recording used.
+off. A function keeps at most :data:`MAX_GRAPHS` recordings (the least recently used is dropped) and records at
+most :data:`MAX_RECORDINGS` times; each recording holds a copy of the arguments, the results and the pool it
+used, and none is made that would hold more than half the GPU memory that is free.
 """
 from __future__ import annotations
 
@@ -46,6 +47,10 @@ from . import cuda_launch as _L
 MAX_GRAPHS = 4
 #: failed recordings of one key before it is left to run without a graph
 MAX_FAILURES = 2
+#: recordings made per compiled function, at most (a function called with ever new shapes or host numbers
+#: stops recording rather than record for every one); keys remembered per function, at most
+MAX_RECORDINGS = 16
+MAX_KEYS = 256
 #: why recordings failed, by reason (a diagnostic: benchmarks/gpu_step.py prints it), and counts of events
 STATS = {"recorded": 0, "replayed": 0, "failed": 0, "reasons": {}, "where": {}}
 #: graphs on (``FUNCGRAD_CUDA_GRAPHS=0`` starts with them off; a benchmark or test may flip ``ENABLED[0]``)
@@ -234,6 +239,12 @@ def _classify(K, leaves, warm_kinds):
     return outs, dev
 
 
+def too_big(held, free):
+    """Whether a recording holding ``held`` bytes (its arguments, results and pool) takes too much of the
+    ``free`` device memory: more than half (a graph keeps its memory for good; the program needs the rest)."""
+    return 2 * held > free
+
+
 def _record(K, fn, materialize, args):
     """Record ``fn(*args)`` as a graph (see the module's docstring); raises on any failure."""
     cp = K._cupy()
@@ -282,6 +293,9 @@ def _record(K, fn, materialize, args):
             # are cut from it); garbage (a failed recording's pool, say) is collected now, not in the capture
             reserve = 2 * (pool.total_bytes() - pool.used_bytes()) + (1 << 20)
             pool.free_all_blocks()
+            free = rt.memGetInfo()[0]
+            if too_big(pool.used_bytes() + reserve, free):
+                raise _L.NotRecordable("a recording would hold more than half the GPU memory that is free")
             block = pool.malloc(reserve)
             del block
             gc.collect()
@@ -323,6 +337,7 @@ class Graphs:
         self.fn, self.K = fn, K
         self.keys = OrderedDict()   # key -> number of calls without a graph, _Replay, or (_FAILED, failures)
         self.lock = threading.Lock()
+        self.recordings = 0
 
     def __call__(self, args, eager):
         K = self.K
@@ -340,6 +355,12 @@ class Graphs:
         if entry is None:
             with self.lock:
                 self.keys[key] = 1
+                if len(self.keys) > MAX_KEYS:   # forget the oldest keys without a graph
+                    for k in list(self.keys):
+                        if len(self.keys) <= MAX_KEYS // 2:
+                            break
+                        if not isinstance(self.keys[k], _Replay):
+                            del self.keys[k]
             return eager(args)   # the first call: compiles what the recording will launch
         if type(entry) is tuple:
             if entry[1] >= MAX_FAILURES:
@@ -347,6 +368,9 @@ class Graphs:
             failures = entry[1]
         else:
             failures = 0
+        if self.recordings >= MAX_RECORDINGS:
+            return eager(args)
+        self.recordings += 1
         try:
             rep = _record(K, self.fn, K.materialize, args)
         except Exception as e:   # noqa: BLE001  (whatever stops a recording, the call runs without one)

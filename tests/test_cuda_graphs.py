@@ -165,6 +165,34 @@ def test_at_most_max_graphs_recordings_are_kept(fake_recordings):
     assert graphs((x, 0.0), eager)[0] == "eager"                          # the least recent went
 
 
+def test_a_function_records_at_most_max_recordings_times(fake_recordings, monkeypatch):
+    made, _ = fake_recordings
+    monkeypatch.setattr(G, "MAX_GRAPHS", 100)
+    graphs, _, eager = _graphs()
+    x = put(np.ones(3))
+    for c in range(G.MAX_RECORDINGS + 5):   # (a host number that changes all the time: a new key each)
+        graphs((x, float(c)), eager)
+        graphs((x, float(c)), eager)
+    assert len(made) == G.MAX_RECORDINGS
+    assert graphs((x, 0.0), eager)[0] == "replayed"
+    assert graphs((x, float(G.MAX_RECORDINGS + 4)), eager)[0] == "eager"
+
+
+def test_keys_seen_once_are_forgotten_beyond_max_keys(fake_recordings):
+    graphs, _, eager = _graphs()
+    x = put(np.ones(3))
+    graphs((x, -1.0), eager)
+    graphs((x, -1.0), eager)   # (a graph: kept)
+    for c in range(G.MAX_KEYS * 3):
+        graphs((x, float(c)), eager)
+    assert len(graphs.keys) <= G.MAX_KEYS
+    assert graphs((x, -1.0), eager)[0] == "replayed"
+
+
+def test_a_recording_may_hold_at_most_half_the_free_memory():
+    assert not G.too_big(400, 1000) and G.too_big(600, 1000)
+
+
 def test_graphs_are_off_on_the_simulator_and_when_turned_off(monkeypatch):
     assert not G.enabled(K) or not K.SIM
     monkeypatch.setattr(G, "ENABLED", [False])
