@@ -28,11 +28,13 @@ copies between host and device behind the user's back.
 from __future__ import annotations
 
 import builtins as _b
+import hashlib
 import math
 import operator
 import sys
 import threading
 import weakref
+from collections import OrderedDict
 
 import numpy as np
 import numba
@@ -191,11 +193,45 @@ def _to_host(a):
     return a.copy_to_host()
 
 
+#: device copies of small host arrays the kernels made (index positions, masks), by device and content:
+#: a function indexing with the same constant indices copies them once, and a CUDA graph can be recorded
+#: around it (the recording keeps what it read alive). Read-only: no kernel writes into them.
+_DEV_CACHE: "OrderedDict" = OrderedDict()
+_DEV_CACHE_BYTES = [0]
+_DEV_CACHE_LOCK = threading.Lock()
+_CACHE_ONE = 4 << 20      # arrays larger than this are copied every time
+_CACHE_ALL = 64 << 20     # bytes held, at most (least recently used dropped first)
+
+
 def _to_device(a):
-    """The host array ``a`` copied to a new device array (refused while a CUDA graph is recorded: the copy would
-    happen once, into memory the graph does not own)."""
+    """The host array ``a`` on the device: a cached copy of the same content where there is one, else a new
+    copy (refused while a CUDA graph is recorded: the copy would happen once, into memory the graph does not
+    own; a cached copy is fine, and the recording keeps it)."""
+    a = np.ascontiguousarray(a)
+    rec = _LOCAL.recording
+    key = None
+    if a.nbytes <= _CACHE_ONE:
+        digest = hashlib.blake2b(a.view(np.uint8).reshape(-1) if a.size else b"", digest_size=16).digest()
+        key = (0 if SIM else _current_context()[0], a.dtype.str, a.shape, digest)
+        with _DEV_CACHE_LOCK:
+            hit = _DEV_CACHE.get(key)
+            if hit is not None:
+                _DEV_CACHE.move_to_end(key)
+        if hit is not None:
+            if rec is not None:
+                rec.keep.append(hit)
+            return hit
     _host_read("a host array copied to the device")
-    return cuda.to_device(a)
+    d = cuda.to_device(a)
+    if key is not None:
+        with _DEV_CACHE_LOCK:
+            if key not in _DEV_CACHE:
+                _DEV_CACHE[key] = d
+                _DEV_CACHE_BYTES[0] += a.nbytes
+                while _DEV_CACHE_BYTES[0] > _CACHE_ALL or len(_DEV_CACHE) > 1024:
+                    _, old = _DEV_CACHE.popitem(last=False)
+                    _DEV_CACHE_BYTES[0] -= old.size * old.dtype.itemsize
+    return d
 
 
 def _flat(a):

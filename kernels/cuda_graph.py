@@ -71,6 +71,7 @@ class Recording:
     def __init__(self, input_ptrs):
         self.input_ptrs = input_ptrs
         self.checks = []   # (device flag array, exception type, message): raise if the flag is set after a replay
+        self.keep = []     # device arrays the graph reads that it does not own (the kernels' cached copies)
 
 
 def _ptr(a):
@@ -327,7 +328,9 @@ def _record(K, fn, materialize, args):
             if gc_was:
                 gc.enable()
         stream.synchronize()
-    return _Replay(K, graph, pool, stream, inputs, outs, rebuild, list(rec.checks), table, host_table)
+    rep = _Replay(K, graph, pool, stream, inputs, outs, rebuild, list(rec.checks), table, host_table)
+    rep.keep = list(rec.keep)
+    return rep
 
 
 class Graphs:

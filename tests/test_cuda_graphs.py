@@ -59,16 +59,33 @@ def test_a_full_reduction_stays_on_the_device_while_recording():
 
 
 def test_host_reads_and_copies_to_the_device_are_refused_while_recording():
-    x = put(RNG.standard_normal((6, 3)))
-    idx = np.array([0, 2, 2, 5])
-    K.getitem(x, idx)   # (without a recording: the index goes to the device)
-    with _Recording():
+    xh = RNG.standard_normal((6, 3))
+    x = put(xh)
+    seen, new = np.array([0, 2, 2, 5]), np.array([1, 4, 3, 1])
+    K.getitem(x, seen)   # (without a recording: the index goes to the device, and its copy is kept)
+    with _Recording() as rec:
+        np.testing.assert_array_equal(get(K.getitem(x, seen)), xh[seen])   # the kept copy: no copy to the device
+        assert rec.keep   # (and the recording holds on to it)
         with pytest.raises(L.NotRecordable):
-            K.getitem(x, idx)
+            K.getitem(x, new)
         with pytest.raises(L.NotRecordable):
             K.add(x, 1.0).copy_to_host()
         with pytest.raises(L.NotRecordable):
-            K.getitem(x, put(idx))
+            K.getitem(x, put(seen))   # (a GPU index is read on the host)
+
+
+def test_host_arrays_copied_to_the_device_are_kept_by_content_not_by_object():
+    a = np.arange(7, dtype=np.int64)
+    d1 = K._to_device(a)
+    d2 = K._to_device(a.copy())
+    assert d1 is d2
+    b = a.copy()
+    b[3] = 99
+    d3 = K._to_device(b)
+    assert d3 is not d1 and get(d3)[3] == 99 and get(d1)[3] == 3
+    assert K._to_device(a.astype(np.int32)) is not d1   # (the dtype is part of the content)
+    big = np.zeros(K._CACHE_ONE // 8 + 1)
+    assert K._to_device(big) is not K._to_device(big)   # (large arrays are copied every time)
 
 
 def test_a_label_check_is_read_after_the_replay_while_recording():
@@ -85,11 +102,13 @@ def test_a_label_check_is_read_after_the_replay_while_recording():
 
 def test_an_in_place_write_into_an_argument_is_refused_while_recording():
     arg, own = put(np.zeros(5)), put(np.zeros(5))
+    K.index_put(own, np.array([1]), 2.0)   # (the positions are now kept on the device)
     with _Recording(inputs=[arg]):
         with pytest.raises(L.NotRecordable):
             K.index_put(arg, np.array([1]), 2.0)
-        with pytest.raises(L.NotRecordable):   # (and its index is copied to the device: refused either way)
-            K.index_put(own, np.array([1]), 2.0)
+        K.index_put(own, np.array([1]), 3.0)   # into an array of the function's own: recorded
+    np.testing.assert_array_equal(get(own), [0, 3, 0, 0, 0])
+    np.testing.assert_array_equal(get(arg), np.zeros(5))
 
 
 # ------------------------------------------------------------------------------------------------- when a call records
