@@ -344,8 +344,9 @@ class Graphs:
 
     def __call__(self, args, eager):
         K = self.K
-        if _L.LOCAL.recording is not None or not enabled(K):   # (a function called inside a recording runs inline)
-            return eager(args)
+        loc = _L.LOCAL
+        if loc.stream is not None or loc.recording is not None or not enabled(K):
+            return eager(args)   # (a function called inside another's recording, or its first run, runs inline)
         key = _key(args, K)
         if key is None:
             return eager(args)

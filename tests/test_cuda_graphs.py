@@ -208,6 +208,16 @@ def test_keys_seen_once_are_forgotten_beyond_max_keys(fake_recordings):
     assert graphs((x, -1.0), eager)[0] == "replayed"
 
 
+def test_a_function_called_while_another_records_runs_inline(fake_recordings, monkeypatch):
+    made, _ = fake_recordings
+    graphs, _, eager = _graphs()
+    x = put(np.ones(3))
+    monkeypatch.setattr(L.LOCAL, "stream", object())   # (another function's recording runs on its stream)
+    for _ in range(3):
+        assert graphs((x, 1.0), eager)[0] == "eager"
+    assert not made
+
+
 def test_a_recording_may_hold_at_most_half_the_free_memory():
     assert not G.too_big(400, 1000) and G.too_big(600, 1000)
 
