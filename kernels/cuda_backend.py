@@ -14,6 +14,7 @@ optional dependency: ``pip install funcgrad[cuda]``; the simulator,
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import os
@@ -40,6 +41,28 @@ def _kernels():
         except ImportError as e:   # pragma: no cover - numba brings numba.cuda, or numba-cuda replaces it
             raise DeviceError(f"the GPU backend needs numba-cuda (pip install 'funcgrad[cuda]'): {e}") from None
     return _K[0]
+
+
+_PURE_MODULES = ("numpy", "math", "cmath", "scipy", "funcgrad")
+_PURE_BUILTINS = {len, range, min, max, abs, float, int, bool, complex, sum, zip, enumerate, tuple, list, dict,
+                  isinstance, round, divmod, pow, map, sorted, reversed, any, all, slice, getattr, hasattr}
+
+
+def _replayable(externals):
+    """Whether generated code with these externals may be replayed as a CUDA graph: it calls nothing but NumPy,
+    SciPy, math and funcgrad's own functions (a replay runs the recorded kernels, not the Python around them:
+    a ``print`` or a logging call would run once, when recorded)."""
+    for v in externals.values():
+        if not callable(v) or v in _PURE_BUILTINS:
+            continue
+        if isinstance(v, type):
+            if issubclass(v, tuple) or dataclasses.is_dataclass(v):   # (a NamedTuple or dataclass of parameters)
+                continue
+            return False
+        mod = getattr(v, "__module__", None) or getattr(type(v), "__module__", "") or ""
+        if mod.split(".")[0] not in _PURE_MODULES:
+            return False
+    return True
 
 
 def _graphs():
@@ -74,9 +97,12 @@ class CUDABackend(Backend):
         fn = super().compile(base_fn, "python", externals, cache=cache)
         K = _kernels()
         materialize = K.materialize
-        if strategy == "nojit":   # jit=False, and the Python funcgrad reads back (second order): no CUDA graphs
+        if strategy == "nojit" or not _replayable(externals):
+            # jit=False, the Python funcgrad reads back (second order), and code calling something for its effect
+            # (print, logging, a helper funcgrad did not read) run without CUDA graphs: a replay runs no Python
             def run(*args):   # (a lazy argument is computed once here, not again in every expression using it)
                 return materialize(fn(*materialize(args)))
+            graphs = None
         else:
             graphs = _graphs().Graphs(fn, K)
 
@@ -87,6 +113,7 @@ class CUDABackend(Backend):
                 return graphs(materialize(args), eager)
         run.__name__ = run.__qualname__ = base_fn.__name__
         run.__wrapped__ = fn
+        run._fg_graphs = graphs
         return run
 
     def fingerprint(self):

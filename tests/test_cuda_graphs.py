@@ -218,6 +218,24 @@ def test_a_function_called_while_another_records_runs_inline(fake_recordings, mo
     assert not made
 
 
+def test_code_that_calls_something_for_its_effect_is_never_replayed():
+    import logging
+    from typing import NamedTuple
+
+    from funcgrad.kernels.cuda_backend import CUDA
+
+    class P(NamedTuple):
+        w: object
+
+    def fn(x):
+        return x
+    assert CUDA.compile(fn, "python", {})._fg_graphs is not None
+    assert CUDA.compile(fn, "python", {"_e0": np.tanh, "_e1": len, "_e2": P, "_e3": 2.0})._fg_graphs is not None
+    for effect in (print, logging.info, lambda v: v):   # (a replay runs no Python: print would run once)
+        assert CUDA.compile(fn, "python", {"_e0": effect})._fg_graphs is None
+    assert CUDA.compile(fn, "nojit", {})._fg_graphs is None   # (jit=False, and the code funcgrad reads back)
+
+
 def test_a_recording_may_hold_at_most_half_the_free_memory():
     assert not G.too_big(400, 1000) and G.too_big(600, 1000)
 
