@@ -34,7 +34,7 @@ from .custom import CustomFunction, custom_jvp, custom_vjp, is_user_vspace_value
 from .errors import (ArgumentTypeError, CompileError, DeviceError, FuncgradError, FuncgradWarning, NoDerivativeError,
                      REFUSAL_MARK, RunValueError, TransformError, TreeStructureError, UNSUPPORTED_MARK,
                      UnsupportedSyntaxError)
-from .kernels.base import get_backend, is_device_array
+from .kernels.base import FAST_DEVICE_TYPES as _FAST_DEVICE_TYPES, get_backend, is_device_array
 from .kernels import cpu_backend as _cpu_backend  # noqa: F401  registers the "cpu" backend
 from .kernels.cuda_backend import CUDA as _CUDA
 from .ops.registry import by_name, lookup
@@ -45,7 +45,7 @@ from .transform.normalize.common import _is_user_code
 from .transform.pipeline import GENERATED_LINES, SPECIALIZATION_MISS, Signature, build
 from .transform.specs import is_float_leaf, leaf_spec
 from .transform.values import ContentsOf, Static, Struct
-from .tree import tree_flatten, tree_flatten_with_path, tree_unflatten
+from .tree import _REGISTRY as _tree_registry, _dict_keys, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 __all__ = ["grad", "value_and_grad", "vjp", "jit", "custom_vjp", "custom_jvp", "stop_gradient", "source"]
 
@@ -920,11 +920,20 @@ class _ValueAndGrad(_Transformed):
     @_user_facing
     def __call__(self, *args, **kwargs):
         if not kwargs and self._fast:
-            plan = self._fast.get(_fast_key(args))
-            if plan is not None:
-                out = self._fast_call(plan, args)
-                if out is not _MISS:
-                    return out
+            fk = _fast_key(args)
+            if fk is not None:
+                plan = self._fast.get(fk)
+                if plan is not None:
+                    out = self._fast_call(plan, args, args)
+                    if out is not _MISS:
+                        return out
+            else:
+                tk = _fast_tree_key(args)
+                plan = self._fast.get(tk[0]) if tk is not None else None
+                if plan is not None:
+                    out = self._fast_call(plan, args, tk[1])
+                    if out is not _MISS:
+                        return out
         if kwargs or len(args) != self._n_params:
             args = self._bind(args, kwargs)
             kwargs = True   # bound: not a call the fast path can repeat
@@ -986,11 +995,21 @@ class _ValueAndGrad(_Transformed):
             result.append(tree_unflatten(trees[i], gl))
         g = result[0] if single else tuple(result)
         value = self._outputs(built, outs)
-        if not kwargs and not self.has_aux and self._by_arity is None and len(leaves) == len(args) and \
+        if not kwargs and not self.has_aux and self._by_arity is None and \
+                len(leaves) == sum(len(f) for f in flat) and \
                 not isinstance(built.out_tree, (Struct, Static)) and self.cache.get(key) is built:
-            fk = _fast_key(args)
-            if fk is not None:   # the next call with arrays and floats of these dtypes and ndims skips the above
-                self._fast[fk] = _FastPlan(built, key, tuple(nums), single, tuple(_seeds(built, n_out, built.seed_dtype)))
+            # the next call with arrays and floats of these dtypes and ndims (in containers of this structure)
+            # skips the above
+            seeds = tuple(_seeds(built, n_out, built.seed_dtype))
+            fk = _fast_key(args) if len(leaves) == len(args) else None
+            if fk is not None:
+                self._fast[fk] = _FastPlan(built, key, tuple(nums), single, seeds)
+            else:
+                tk = _fast_tree_key(args)
+                if tk is not None:
+                    self._fast[tk[0]] = _FastPlan(built, key, tuple(nums), single, seeds,
+                                                  tuple(trees[i] for i in nums),
+                                                  tuple(_leaf_offsets(flat)[i] for i in nums))
         if not self.return_value:
             return (g, value[1]) if self.has_aux else g
         if self.has_aux:
@@ -998,10 +1017,12 @@ class _ValueAndGrad(_Transformed):
         return value, g
 
 
-    def _fast_call(self, plan, args):
-        """A call whose every argument is an array or a float of a signature called before: the same checks
-        as the general path (captured values and fixed names unchanged, output still a scalar of the seed's
-        dtype), without flattening, binding or key building. ``_MISS`` sends the call down the general path."""
+    def _fast_call(self, plan, args, leaves):
+        """A call whose every argument is an array or a float (``leaves`` is ``args``), or whose arguments are
+        plain tuples, lists and dicts of them (``leaves``: their leaves in order), of a signature called before:
+        the same checks as the general path (captured values and fixed names unchanged, output still a scalar
+        of the seed's dtype), without binding, specs or key building. ``_MISS`` sends the call down the general
+        path."""
         built = plan.built
         if built.captured:
             cap = [g() for _, g in built.captured]
@@ -1011,7 +1032,7 @@ class _ValueAndGrad(_Transformed):
             cap = ()
         if built.static_checks and not _statics_unchanged(built.static_checks):
             return _MISS
-        got, (outs, grads) = self._invoke(built, plan.key, "fn", (*args, *cap, *plan.seeds), len(args))
+        got, (outs, grads) = self._invoke(built, plan.key, "fn", (*leaves, *cap, *plan.seeds), len(leaves))
         if got is not built:
             return _MISS
         main = outs[0]
@@ -1024,14 +1045,15 @@ class _ValueAndGrad(_Transformed):
             if np.asarray(main).dtype != built.seed_dtype or np.shape(main) != getattr(built, "seed_shape", ()):
                 return _MISS
         result = []
-        for g, i in zip(grads, plan.nums):
-            x = args[i]
-            tx = type(x)
-            if tx is float and type(g) is float:
-                pass
-            elif not (tx is np.ndarray and type(g) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape):
-                g = _match(g, x)
-            result.append(g)
+        if plan.trees is None:
+            for g, i in zip(grads, plan.nums):
+                result.append(_fast_match(g, args[i]))
+        else:   # (the gradient of argument i: its leaves' gradients, in its structure)
+            k = 0
+            for td, (lo, hi) in zip(plan.trees, plan.spans):
+                n = hi - lo
+                result.append(tree_unflatten(td, [_fast_match(g, x) for g, x in zip(grads[k:k + n], leaves[lo:hi])]))
+                k += n
         g = result[0] if plan.single else tuple(result)
         return (main, g) if self.return_value else g
 
@@ -1040,10 +1062,74 @@ _MISS = object()
 
 
 class _FastPlan:
-    __slots__ = ("built", "key", "nums", "single", "seeds")
+    __slots__ = ("built", "key", "nums", "single", "seeds", "trees", "spans")
 
-    def __init__(self, built, key, nums, single, seeds):
+    def __init__(self, built, key, nums, single, seeds, trees=None, spans=None):
         self.built, self.key, self.nums, self.single, self.seeds = built, key, nums, single, seeds
+        self.trees, self.spans = trees, spans   # (pytree arguments) differentiated ones' structures, leaf ranges
+
+
+def _fast_match(g, x):
+    """``_match(g, x)``, skipping the work where ``g`` already is of ``x``'s type, dtype and shape."""
+    tx = type(x)
+    if tx is float and type(g) is float:
+        return g
+    if tx is np.ndarray and type(g) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape:
+        return g
+    return _match(g, x)
+
+
+def _leaf_offsets(flat):
+    """Per argument, the range of its leaves among all arguments' leaves in order."""
+    out, k = [], 0
+    for leaves in flat:
+        out.append((k, k + len(leaves)))
+        k += len(leaves)
+    return out
+
+
+def _fast_tree_key(args):
+    """``(key, leaves)`` for a call whose arguments are arrays (NumPy or GPU), floats and ints in plain tuples,
+    lists and dicts (nested): the key holds the structure (container types, lengths, dict keys) and each
+    leaf's dtype and ndim, the leaves are in :func:`funcgrad.tree.tree_flatten`'s order; None for anything
+    else (other leaf or container types, a registered pytree node)."""
+    key, leaves = [], []
+    for a in args:
+        if not _fast_walk(a, key, leaves):
+            return None
+    return tuple(key), leaves
+
+
+def _fast_walk(x, key, leaves):
+    t = type(x)
+    if t is np.ndarray:
+        key.append((x.dtype, x.ndim))
+        leaves.append(x)
+        return True
+    if t is float or t is int:
+        key.append(t)
+        leaves.append(x)
+        return True
+    if t in _FAST_DEVICE_TYPES:
+        key.append(("gpu", x.dtype, len(x.shape)))
+        leaves.append(x)
+        return True
+    if t is list or t is tuple:
+        if t in _tree_registry:
+            return False
+        key.append((t, len(x)))
+        for c in x:
+            if not _fast_walk(c, key, leaves):
+                return False
+        return True
+    if t is dict and t not in _tree_registry:
+        ks = _dict_keys(x)
+        key.append((dict, tuple(ks)))
+        for k in ks:
+            if not _fast_walk(x[k], key, leaves):
+                return False
+        return True
+    return False
 
 
 def _fast_key(args):
@@ -1247,11 +1333,24 @@ class _Jit(_Transformed):
 
     @_user_facing
     def __call__(self, *args, **kwargs):
+        tk = None
+        if not kwargs and len(args) == self._n_params:
+            tk = _fast_tree_key(args)
+            plan = self._fast.get(tk[0]) if tk is not None and self._fast else None
+            if plan is not None:   # arrays, floats and ints in plain containers, of a signature called before
+                built, key = plan
+                cap = [g() for _, g in built.captured] if built.captured else ()
+                if (not cap or built.cap_specs == tuple(leaf_spec(c) for c in cap)) and \
+                        (not built.static_checks or _statics_unchanged(built.static_checks)):
+                    got, outs = self._invoke(built, key, "fn", (*tk[1], *cap), len(tk[1]))
+                    return self._outputs(got, list(outs))
         if kwargs or len(args) != self._n_params:
             args = self._bind(args, kwargs)
         built, single, nums, flat, trees, cap, key = self._lookup(args)
         leaves = self._runtime_leaves(flat, key)
         built, outs = self._invoke(built, key, "fn", (*leaves, *cap), len(leaves))
+        if tk is not None and self._by_arity is None and len(leaves) == len(tk[1]) and self.cache.get(key) is built:
+            self._fast[tk[0]] = (built, key)   # the next such call skips the above
         return self._outputs(built, list(outs))
 
 

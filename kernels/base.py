@@ -118,6 +118,11 @@ def backends() -> dict:
 _HOST_TYPES = (np.ndarray, float, int, bool, complex, str, type(None))
 
 
+#: exact types of GPU arrays the transforms' fast call path takes as leaves (the GPU backend adds numba's
+#: device array type when it loads)
+FAST_DEVICE_TYPES: set = set()
+
+
 def is_device_array(x) -> bool:
     """An array in GPU memory: a numba.cuda device array (also the simulator's) or any object exposing
     ``__cuda_array_interface__`` (CuPy arrays, torch CUDA tensors). Imports nothing."""

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import DeviceError
 from ..tree import tree_map
-from .base import Backend, is_device_array, register_backend
+from .base import FAST_DEVICE_TYPES, Backend, is_device_array, register_backend
 
 __all__ = ["CUDABackend", "CUDA", "devices", "device_put", "device_get"]
 
@@ -40,6 +40,7 @@ def _kernels():
             _K.append(importlib.import_module(__package__ + ".cuda"))
         except ImportError as e:   # pragma: no cover - numba brings numba.cuda, or numba-cuda replaces it
             raise DeviceError(f"the GPU backend needs numba-cuda (pip install 'funcgrad[cuda]'): {e}") from None
+        FAST_DEVICE_TYPES.add(_K[0]._DevArray)
     return _K[0]
 
 

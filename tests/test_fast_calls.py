@@ -140,3 +140,99 @@ def test_int_arguments_take_the_fast_path_only_where_they_are_run_time_values(kw
     for ax in [0, 1, 0, 1, 1]:
         expect = np.broadcast_to(2 * np.expand_dims(np.sum(x, axis=ax), ax), x.shape)
         np.testing.assert_allclose(gs(x, ax), expect, rtol=1e-13)
+
+
+# ------------------------------------------------------------------------------ containers of arrays (pytrees)
+def tree_loss(params, x):
+    (W1, b1), rest = params[0], params[1]
+    h = np.tanh(x @ W1 + b1)
+    return np.sum(h * rest["w"]) + rest["c"] * np.sum(x ** 2)
+
+
+def _tree_args(rng, n=3, d=4, dtype=np.float64, c=0.5):
+    params = [(rng.standard_normal((d, n)).astype(dtype), rng.standard_normal(n).astype(dtype)),
+              {"w": rng.standard_normal(n).astype(dtype), "c": c}]
+    return params, rng.standard_normal((5, d)).astype(dtype)
+
+
+def _tree_grad_ref(params, x, eps=1e-6):
+    """Central differences of tree_loss in every leaf of params."""
+    leaves, td = funcgrad.tree_flatten(params)
+    out = []
+    for k, leaf in enumerate(leaves):
+        if isinstance(leaf, float):
+            up = list(leaves); up[k] = leaf + eps
+            dn = list(leaves); dn[k] = leaf - eps
+            out.append((tree_loss(funcgrad.tree_unflatten(td, up), x) -
+                        tree_loss(funcgrad.tree_unflatten(td, dn), x)) / (2 * eps))
+            continue
+        g = np.zeros_like(leaf, dtype=np.float64)
+        for i in np.ndindex(leaf.shape):
+            up = [l.copy() if isinstance(l, np.ndarray) else l for l in leaves]
+            dn = [l.copy() if isinstance(l, np.ndarray) else l for l in leaves]
+            up[k][i] += eps
+            dn[k][i] -= eps
+            g[i] = (tree_loss(funcgrad.tree_unflatten(td, up), x) - tree_loss(funcgrad.tree_unflatten(td, dn), x)) / (2 * eps)
+        out.append(g)
+    return funcgrad.tree_unflatten(td, out)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=lambda k: str(k["jit"]))
+def test_repeated_calls_with_containers_of_arrays_are_right(kw):
+    rng = np.random.default_rng(4)
+    vg = funcgrad.value_and_grad(tree_loss, **kw)
+    calls = [_tree_args(rng), _tree_args(rng), _tree_args(rng, c=-2.0),   # the same signature: the fast path
+             _tree_args(rng, n=2),                                         # another shape
+             _tree_args(rng, dtype=np.float32),                           # another dtype
+             _tree_args(rng)]
+    for params, x in calls:
+        v, g = vg(params, x)
+        np.testing.assert_allclose(v, tree_loss(params, x), rtol=1e-5 if x.dtype == np.float32 else 1e-12)
+        ref = _tree_grad_ref(params, x) if x.dtype == np.float64 else None   # (float32: dtypes and shapes)
+        assert type(g) is list and type(g[0]) is tuple and type(g[1]) is dict and sorted(g[1]) == ["c", "w"]
+        assert g[0][0].dtype == x.dtype and g[0][0].shape == params[0][0].shape and type(g[1]["c"]) is float
+        if ref is not None:
+            np.testing.assert_allclose(g[0][0], ref[0][0], rtol=1e-6, atol=1e-8)
+            np.testing.assert_allclose(g[0][1], ref[0][1], rtol=1e-6, atol=1e-8)
+            np.testing.assert_allclose(g[1]["w"], ref[1]["w"], rtol=1e-6, atol=1e-8)
+            np.testing.assert_allclose(g[1]["c"], ref[1]["c"], rtol=1e-6, atol=1e-8)
+    assert vg._fast   # (the repeated calls took the fast path)
+
+
+def summed(xs, axis):
+    return np.sum(np.sum(xs[0] * xs[1], axis=axis) ** 2)
+
+
+@pytest.mark.parametrize("kw", MODES, ids=lambda k: str(k["jit"]))
+def test_an_int_or_bool_leaf_that_selects_code_is_seen_on_repeated_calls(kw):
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    g = funcgrad.grad(summed, **kw)
+    for axis in (0, 0, 1, 1, 0):   # an int used as an axis fixes code: never the plan of another value
+        got = g((a, b), axis)
+        s = np.sum(a * b, axis=axis, keepdims=True)
+        np.testing.assert_allclose(got[0], 2 * s * b, rtol=1e-12)
+        np.testing.assert_allclose(got[1], 2 * s * a, rtol=1e-12)
+
+    def flagged(xs, neg):
+        return np.sum(xs[0]) * (-1.0 if neg else 1.0)
+    gf = funcgrad.grad(flagged, **kw)
+    for neg in (False, False, True, True, False):
+        np.testing.assert_allclose(gf([a, b], neg)[0], np.full((3, 4), -1.0 if neg else 1.0))
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(strategy="kernels")], ids=["whole", "kernels"])
+def test_repeated_jit_calls_with_containers_are_right(kw):
+    def step(p, g, lr):
+        return {k: p[k] - lr * g[k] for k in p}, [np.sum(v) for v in g.values()]
+    js = funcgrad.jit(step, **kw)
+    rng = np.random.default_rng(6)
+    for shape, lr in [((3,), 0.1), ((3,), 0.1), ((3,), 0.5), ((2, 2), 0.1), ((3,), 0.1)]:
+        p = {"a": rng.standard_normal(shape), "b": rng.standard_normal(shape)}
+        g = {"a": rng.standard_normal(shape), "b": rng.standard_normal(shape)}
+        new, sums = js(p, g, lr)
+        assert type(new) is dict and type(sums) is list
+        for k in p:
+            np.testing.assert_allclose(new[k], p[k] - lr * g[k], rtol=1e-12)
+        np.testing.assert_allclose(sums, [np.sum(g["a"]), np.sum(g["b"])], rtol=1e-12)
+    assert js._fast
