@@ -6,7 +6,9 @@ Prints, from one run, microseconds per call of
   as Python over compiled kernels: no compile wait), jit="kernels";
 * the floor: a plain Python call of the function itself, and a hand-written ``@njit`` gradient (``2 * x``)
   called from Python (Numba's own dispatch);
-* JAX's ``jit(grad(f))`` when JAX is installed.
+* JAX's ``jit(grad(f))`` when JAX is installed;
+* the same for a loss whose parameters are a list of two ``(W, b)`` pairs (2x2), as a model keeps them: funcgrad's
+  fast path for containers of arrays, a plain call of that loss, JAX.
 
 Timed in alternating blocks (each contender runs ``--batches`` batches of ``--calls`` calls, then the next
 contender; repeated ``--rounds`` times); per contender the minimum over rounds of the block's median batch.
@@ -30,6 +32,12 @@ def hand_grad(x):
     return 2.0 * x
 
 
+def tree_loss(params, x):
+    """Parameters as a model keeps them: a list of (W, b) pairs (tiny: the arithmetic is nothing)."""
+    (W1, b1), (W2, b2) = params
+    return np.sum(np.tanh(x @ W1 + b1) @ W2 + b2)
+
+
 def contenders():
     x = np.array([0.5, -1.0, 2.0])
     out = {}
@@ -38,6 +46,13 @@ def contenders():
         np.testing.assert_allclose(g(x), 2.0 * x)
         out[f"funcgrad grad, jit={jit!r}"] = (lambda g=g: g(x))
     out["plain Python call of f"] = lambda: f(x)
+    rng = np.random.default_rng(0)
+    params = [(rng.standard_normal((2, 2)), rng.standard_normal(2)) for _ in range(2)]
+    xt = rng.standard_normal((1, 2))
+    gt = funcgrad.grad(tree_loss, jit="whole")
+    gt(params, xt)
+    out["funcgrad grad, params [(W, b)] x2"] = lambda: gt(params, xt)
+    out["plain call of that loss"] = lambda: tree_loss(params, xt)
     hand_grad(x)
     out["hand-written @njit gradient"] = lambda: hand_grad(x)
     try:
@@ -47,6 +62,10 @@ def contenders():
         xj = jax.numpy.asarray(x)
         jg(xj).block_until_ready()
         out["JAX jit(grad(f))"] = lambda: jg(xj).block_until_ready()
+        jt = jax.jit(jax.grad(lambda p, v: jax.numpy.sum(jax.numpy.tanh(v @ p[0][0] + p[0][1]) @ p[1][0] + p[1][1])))
+        pj, xtj = jax.tree_util.tree_map(jax.numpy.asarray, params), jax.numpy.asarray(xt)
+        jax.block_until_ready(jt(pj, xtj))
+        out["JAX jit(grad), params [(W, b)] x2"] = lambda: jax.block_until_ready(jt(pj, xtj))
     except ImportError:
         print("(JAX not installed: its row is left out)")
     return out
