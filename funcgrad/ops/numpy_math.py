@@ -26,7 +26,7 @@ import numpy as np
 import funcgrad.kernels.cpu as K
 from . import samples as S
 from .core import mask, tie_weight, unbroadcast, unreduce  # noqa: F401  (primitives the templates call)
-from .registry import d, defvjp, nondiff, t
+from .registry import d, define, defvjp, nondiff, t
 
 
 # --------------------------------------------------------------------- unary elementwise
@@ -532,3 +532,31 @@ def permute_like(r, h, x, y, axis=-1):
 
 # shape-only kernel helpers the templates call: a differentiated value flowing in contributes nothing
 nondiff(K.reduced_count)
+
+
+# ----------------------------------------------------------------------------- interp
+def _interp_check(x, xp, fp, left=None, right=None, period=None):
+    if period is not None:
+        return ("np.interp(period=...) is not supported in a differentiated function",
+                "map x into one period yourself first (np.mod), then call np.interp without period")
+    return None
+
+
+@define(np.interp, check=_interp_check)
+def _interp(x, xp, fp, left=None, right=None, period=None):
+    """NumPy's piecewise-linear interpolation over primitives: the segment of each ``x`` found by
+    ``searchsorted`` (piecewise constant), then ``fp[i] + w * (fp[i + 1] - fp[i])``. Differentiable in ``x``
+    (the segment's slope; zero outside ``xp``'s range), ``fp`` and ``xp`` (the knots of the segment), and in
+    ``left``/``right``. A repeated knot divides by nothing (the weight is 0 there)."""
+    n = np.shape(xp)[0]
+    last = max(n - 2, 0)
+    i = np.clip(np.searchsorted(xp, x, side="right") - 1, 0, last)
+    j = np.minimum(i + 1, n - 1)
+    x0 = xp[i]
+    f0 = fp[i]
+    gap = xp[j] - x0
+    w = np.where(gap > 0, (x - x0) / np.where(gap > 0, gap, 1.0), 0.0)
+    y = f0 + w * (fp[j] - f0)
+    lo = fp[0] if left is None else left
+    hi = fp[n - 1] if right is None else right
+    return np.where(x < xp[0], lo, np.where(x > xp[n - 1], hi, np.where(x == xp[n - 1], fp[n - 1], y)))
