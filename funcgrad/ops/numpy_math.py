@@ -26,7 +26,7 @@ import numpy as np
 import funcgrad.kernels.cpu as K
 from . import samples as S
 from .core import mask, tie_weight, unbroadcast, unreduce  # noqa: F401  (primitives the templates call)
-from .registry import d, define, defvjp, nondiff, t
+from .registry import RUNTIME, d, define, defvjp, nondiff, t
 
 
 # --------------------------------------------------------------------- unary elementwise
@@ -560,3 +560,57 @@ def _interp(x, xp, fp, left=None, right=None, period=None):
     lo = fp[0] if left is None else left
     hi = fp[n - 1] if right is None else right
     return np.where(x < xp[0], lo, np.where(x > xp[n - 1], hi, np.where(x == xp[n - 1], fp[n - 1], y)))
+
+
+# ----------------------------------------------------------------------------- quantile, percentile
+def _quantile_check(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *,
+                    weights=None, interpolation=None):
+    what = "np.quantile/np.percentile"
+    if method != "linear" or interpolation is not None:
+        return (f"{what} with method={method if interpolation is None else interpolation!r} is not supported in "
+                "a differentiated function; the default, method='linear', is", None)
+    if out is not None or weights is not None:
+        return (f"{what} with {'out=' if out is not None else 'weights='} is not supported in a differentiated "
+                "function", None)
+    if axis is RUNTIME or not (axis is None or isinstance(axis, int)):
+        return (f"{what} over several axes (or an axis known only when the function runs) is not supported in "
+                "a differentiated function", "reshape those axes into one first")
+    if axis is not None and (q is RUNTIME or np.ndim(q) != 0):
+        return (f"{what} of several quantiles along an axis is not supported in a differentiated function",
+                "call it once per quantile, or with axis=None")
+    return None
+
+
+@define(np.quantile, check=_quantile_check)
+def _quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False):
+    if np.any(np.asarray(q) < 0) or np.any(np.asarray(q) > 1):
+        raise ValueError("Quantiles must be in the range [0, 1]")
+    return _linear_quantile(a, np.asarray(q), axis, keepdims)
+
+
+@define(np.percentile, check=_quantile_check)
+def _percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False):
+    if np.any(np.asarray(q) < 0) or np.any(np.asarray(q) > 100):
+        raise ValueError("Percentiles must be in the range [0, 100]")
+    return _linear_quantile(a, np.asarray(q) / 100, axis, keepdims)
+
+
+def _linear_quantile(a, q, axis, keepdims):
+    """NumPy's 'linear' quantile over primitives: the sorted values (differentiable: sort routes each
+    cotangent back to its element) at the two ranks around ``q * (n - 1)``, weighted by its fraction
+    (piecewise linear in q too)."""
+    if axis is None:
+        s = np.sort(np.reshape(a, (-1,)))
+        ax = 0
+    else:
+        s = np.sort(a, axis=axis)
+        ax = axis
+    n = np.shape(s)[ax]
+    pos = q * (n - 1)
+    lo = np.minimum(np.floor(pos), n - 1).astype(np.int64)
+    hi = np.minimum(lo + 1, n - 1)
+    v0 = np.take(s, lo, axis=ax)
+    r = v0 + (pos - lo) * (np.take(s, hi, axis=ax) - v0)
+    if keepdims:
+        return np.expand_dims(r, ax) if axis is not None else np.reshape(r, np.shape(r) + (1,) * np.ndim(a))
+    return r
