@@ -47,6 +47,38 @@ _OPERATOR_CMPS = {operator.eq: ast.Eq, operator.ne: ast.NotEq, operator.lt: ast.
 
 
 
+_PYTHON_DTYPES = (int, float, bool, complex)
+#: NumPy functions taking a dtype as a positional argument, and its position
+_DTYPE_POSITION = {np.zeros: 1, np.ones: 1, np.empty: 1, np.full: 2, np.zeros_like: 1, np.ones_like: 1,
+                   np.empty_like: 1, np.full_like: 2, np.array: 1, np.asarray: 1, np.identity: 1, np.eye: 3,
+                   np.arange: 3}
+
+
+def _numpy_dtype_arguments(fn, args, kwargs):
+    """A Python type given as a NumPy function's dtype (``np.zeros(n, dtype=int)``) as the NumPy scalar type it
+    means (``np.int64`` here): the same array, and code Numba compiles (its NumPy functions take NumPy dtypes
+    only)."""
+    def convert(v):
+        if isinstance(v, Static) and any(v.obj is t for t in _PYTHON_DTYPES):
+            return Static(np.dtype(v.obj).type)
+        return v
+    if not getattr(fn, "__module__", None) or not str(getattr(fn, "__module__", "")).startswith("numpy"):
+        if not isinstance(fn, np.ufunc):
+            return args, kwargs
+    if "dtype" in kwargs:
+        new = convert(kwargs["dtype"])
+        if new is not kwargs["dtype"]:
+            kwargs = dict(kwargs)
+            kwargs["dtype"] = new
+    k = _DTYPE_POSITION.get(fn) if not isinstance(fn, np.ufunc) else None
+    if k is not None and len(args) > k:
+        new = convert(args[k])
+        if new is not args[k]:
+            args = list(args)
+            args[k] = new
+    return args, kwargs
+
+
 def _all_static(v):
     """A value known while transforming, containers of such values included (``argnums=(0, 1)``)."""
     return isinstance(v, Static) or (isinstance(v, Struct) and all(isinstance(x, Static) for x in _leaves(v)))
@@ -332,6 +364,7 @@ class Calls:
     def call_object(self, fn, args, kwargs, scope, out, node):
         P = scope.parsed
         fn = unwrap_kernel(fn)   # generated code read back, from a backend whose kernels wrap the CPU's
+        args, kwargs = _numpy_dtype_arguments(fn, args, kwargs)
         if getattr(fn, "__dict__", {}).get("_funcgrad_inline"):   # funcgrad.jvp/vjp inside: forward_mode inlines
             return fn._funcgrad_inline(self, args, kwargs, scope, out, node)
         fn = _AUTOGRAD_BUILTINS.get(fn, fn) if isinstance(fn, type) else fn  # funcgrad.builtins.tuple: tuple
