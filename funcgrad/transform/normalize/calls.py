@@ -79,6 +79,20 @@ def _numpy_dtype_arguments(fn, args, kwargs):
     return args, kwargs
 
 
+def _class_of_spec(sp):
+    """The class of a value of leaf spec ``sp`` (an argument's, or a primitive's result on arguments of known
+    specs): ``float`` for a Python float, ``np.float64`` for a NumPy scalar of that dtype, ``np.ndarray`` for an
+    array; None where the spec does not say."""
+    if not sp:
+        return None
+    kind = sp[0]
+    if kind == "a":
+        return np.ndarray
+    if kind in ("s", "e"):
+        return np.dtype(sp[1]).type
+    return {"f": float, "i": int, "b": bool, "c": complex}.get(kind)
+
+
 def _all_static(v):
     """A value known while transforming, containers of such values included (``argnums=(0, 1)``)."""
     return isinstance(v, Static) or (isinstance(v, Struct) and all(isinstance(x, Static) for x in _leaves(v)))
@@ -1087,6 +1101,8 @@ class Calls:
             # ndim is in the signature)
             rep = subject.cls if isinstance(subject, Obj) else {"dict": dict, "list": list, "tuple": tuple}.get(
                 subject.kind, subject.cls) if isinstance(subject, Struct) else np.ndarray if rank else None
+            if rep is None and isinstance(subject, Dyn):   # a number whose kind the signature fixes
+                rep = _class_of_spec(self._spec_of(subject.expr))
             if rep is not None:
                 if fn is type:
                     return Static(rep)
