@@ -20,6 +20,7 @@ replaced by its uncompiled Python (``FUNCGRAD_DISABLE_JIT=1`` / ``jit=False``).
 from __future__ import annotations
 
 import builtins as _builtins
+import math
 import operator as _operator
 import types as _pytypes
 
@@ -1911,3 +1912,50 @@ def python_namespace():
             continue
         setattr(ns, k, getattr(v, "py_func", v))
     return ns
+
+
+# --------------------------------------------------------------------------- scipy.special in nopython mode
+# erf, erfc, expit and logit have Numba implementations (math.erf / math.erfc and SciPy's own formulas for the
+# logistic ones), so code calling them compiles whole; SciPy's dtypes: a float32 array or number stays float32,
+# integers give float64. Complex arguments have none (jit="auto" runs such code as Python).
+def _erf_scalar(x):
+    return math.erf(x)
+
+
+def _erfc_scalar(x):
+    return math.erfc(x)
+
+
+def _expit_scalar(x):
+    return 1.0 / (1.0 + math.exp(-x))   # (scipy.special's expit: 1 / (1 + exp(-x)))
+
+
+def _logit_scalar(x):
+    return math.log(x / (1.0 - x))      # (scipy.special's logit: log(x / (1 - x)))
+
+
+def _special_overload(scalar):
+    f = njit(scalar, cache=True)
+
+    def ov(x):
+        if isinstance(x, types.Array) and isinstance(x.dtype, (types.Float, types.Integer, types.Boolean)):
+            f32 = x.dtype == types.float32
+
+            def impl(x):
+                out = np.empty(x.shape, np.float32 if f32 else np.float64)
+                flat_in = x.reshape(-1) if x.flags.c_contiguous else x.copy().reshape(-1)
+                flat_out = out.reshape(-1)
+                for i in range(flat_in.size):
+                    flat_out[i] = f(flat_in[i])
+                return out
+            return impl
+        if isinstance(x, types.Float) and x == types.float32:
+            return lambda x: np.float32(f(x))
+        if isinstance(x, (types.Float, types.Integer, types.Boolean)):
+            return lambda x: f(x)
+        return None
+    return ov
+
+
+for _fn, _scalar in ((erf, _erf_scalar), (erfc, _erfc_scalar), (expit, _expit_scalar), (logit, _logit_scalar)):
+    overload(_fn)(_special_overload(_scalar))

@@ -513,3 +513,22 @@ def test_second_derivatives(f, x):
     num = np.stack([(g(x + eps * e.reshape(x.shape)) - g(x - eps * e.reshape(x.shape))) / (2 * eps)
                     for e in np.eye(x.size)], axis=-1).reshape(x.shape + x.shape)
     np.testing.assert_allclose(H, num, rtol=1e-5, atol=1e-6)
+
+
+def _logistic_and_error_functions(x):
+    return np.sum(sp.erf(x) * sp.expit(2.0 * x) + sp.erfc(x) ** 2 + sp.logit(sp.expit(0.5 * x)))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_erf_erfc_expit_logit_compile_whole_as_python(dtype):
+    """Numba implementations (math.erf, math.erfc, SciPy's logistic formulas): jit="whole" compiles code calling
+    them (it refused it before) and gives Python mode's values, gradients and dtypes."""
+    x = np.array([0.3, -1.2, 2.5, -7.0, 6.0], dtype=dtype)
+    vw, gw = funcgrad.value_and_grad(_logistic_and_error_functions, jit="whole")(x)
+    vp, gp = funcgrad.value_and_grad(_logistic_and_error_functions, jit=False)(x)
+    tol = 1e-6 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(vw, vp, rtol=tol)
+    np.testing.assert_allclose(gw, gp, rtol=tol, atol=tol)
+    assert gw.dtype == dtype
+    gs = funcgrad.grad(_logistic_and_error_functions, jit="whole")(0.7)   # a number: Python's float
+    np.testing.assert_allclose(gs, funcgrad.grad(_logistic_and_error_functions, jit=False)(0.7), rtol=1e-13)

@@ -177,13 +177,13 @@ def betainc(y, a, b, x):
 
 
 # --------------------------------------------------------------------------- error functions
-@defvjp(None, sample=S.unary(), elementwise=True, python_only=True)
+@defvjp(None, sample=S.unary(), elementwise=True)
 def erf(y, x):
     d[x] = d[y] * 1.1283791670955126 * np.exp(-x * x)
     t[y] = t[x] * 1.1283791670955126 * np.exp(-x * x)
 
 
-@defvjp(None, sample=S.unary(), elementwise=True, python_only=True)
+@defvjp(None, sample=S.unary(), elementwise=True)
 def erfc(y, x):
     d[x] = -d[y] * 1.1283791670955126 * np.exp(-x * x)
     t[y] = -t[x] * 1.1283791670955126 * np.exp(-x * x)
@@ -202,13 +202,13 @@ def erfcinv(y, x):
 
 
 # --------------------------------------------------------------------------- logistic, logs, entropies
-@defvjp(None, sample=S.unary(), elementwise=True, python_only=True)
+@defvjp(None, sample=S.unary(), elementwise=True)
 def expit(y, x):
     d[x] = d[y] * y * (1 - y)
     t[y] = t[x] * y * (1 - y)
 
 
-@defvjp(None, sample=S.unary((0.05, 0.95)), elementwise=True, python_only=True)
+@defvjp(None, sample=S.unary((0.05, 0.95)), elementwise=True)
 def logit(y, x):
     d[x] = d[y] / (x * (1 - x))
     t[y] = t[x] / (x * (1 - x))
