@@ -1959,3 +1959,83 @@ def _special_overload(scalar):
 
 for _fn, _scalar in ((erf, _erf_scalar), (erfc, _erfc_scalar), (expit, _expit_scalar), (logit, _logit_scalar)):
     overload(_fn)(_special_overload(_scalar))
+
+
+# scipy.special.logsumexp(a, axis, keepdims) without b=: a Numba implementation with SciPy's handling of the
+# ends (the maximum, where not finite, is taken as 0: all -inf gives -inf, an inf gives inf, a nan nan), for
+# axis None or one axis and keepdims known when compiling; other forms still run as Python
+@njit(cache=True)
+def _scipy_lse3(x3):
+    O, n, I = x3.shape
+    out = np.empty((O, I), x3.dtype)
+    for o in range(O):
+        for k in range(I):
+            m = x3[o, 0, k] if n else -np.inf
+            for j in range(1, n):
+                v = x3[o, j, k]
+                if v > m or v != v:
+                    m = v
+                    if v != v:
+                        break
+            if not np.isfinite(m):
+                m = 0.0
+            s = 0.0
+            for j in range(n):
+                s += math.exp(x3[o, j, k] - m)
+            out[o, k] = math.log(s) + m
+    return out
+
+
+def _axis_set_one(shape, ax):
+    return tuple(1 if k == ax else s for k, s in enumerate(shape))
+
+
+if _cpu_nn is not None:
+    from numba.np.unsafe.ndarray import to_fixed_tuple as _to_fixed_tuple
+
+    @overload(_axis_set_one)
+    def _ov_axis_set_one(shape, ax):
+        m = len(shape)
+
+        def impl(shape, ax):
+            a = np.empty(m, np.int64)
+            for i in range(m):
+                a[i] = 1 if i == ax else shape[i]
+            return _to_fixed_tuple(a, m)
+        return impl
+
+    @overload(scipy_logsumexp, prefer_literal=True)
+    def _ov_scipy_logsumexp(a, axis=None, keepdims=False):
+        if not isinstance(a, types.Array) or not isinstance(a.dtype, (types.Float, types.Integer, types.Boolean)):
+            return None
+        if isinstance(keepdims, types.BooleanLiteral):
+            keep = keepdims.literal_value
+        elif isinstance(keepdims, (types.Omitted, bool)) or keepdims is False:
+            keep = bool(getattr(keepdims, "value", False))
+        else:
+            return None
+        odt = np.float32 if a.dtype == types.float32 else np.float64
+        nd = a.ndim
+        ones = (1,) * nd
+        axis3, drop = _cpu_nn._axis3, _cpu_nn._drop_axis
+        if axis is None or isinstance(axis, (types.NoneType, types.Omitted)):
+            if keep:
+                return lambda a, axis=None, keepdims=False: np.full(
+                    ones, _scipy_lse3(np.ascontiguousarray(a).reshape((1, a.size, 1)).astype(odt))[0, 0], odt)
+            return lambda a, axis=None, keepdims=False: _scipy_lse3(
+                np.ascontiguousarray(a).reshape((1, a.size, 1)).astype(odt))[0, 0]
+        if not isinstance(axis, types.Integer):
+            return None
+
+        def impl(a, axis=None, keepdims=False):
+            ax, O, n, I = axis3(a.shape, axis)
+            r = _scipy_lse3(np.ascontiguousarray(a).reshape((O, n, I)).astype(odt))
+            if keep:
+                return r.reshape(_axis_set_one(a.shape, ax))
+            return r.reshape(drop(a.shape, ax))
+        if nd == 1 and not keep:   # (one axis of a vector: a number, as SciPy returns)
+            def impl1(a, axis=None, keepdims=False):
+                axis3(a.shape, axis)
+                return _scipy_lse3(np.ascontiguousarray(a).reshape((1, a.size, 1)).astype(odt))[0, 0]
+            return impl1
+        return impl

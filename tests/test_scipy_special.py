@@ -532,3 +532,33 @@ def test_erf_erfc_expit_logit_compile_whole_as_python(dtype):
     assert gw.dtype == dtype
     gs = funcgrad.grad(_logistic_and_error_functions, jit="whole")(0.7)   # a number: Python's float
     np.testing.assert_allclose(gs, funcgrad.grad(_logistic_and_error_functions, jit=False)(0.7), rtol=1e-13)
+
+
+def _lse_forms(a):
+    return (sp.logsumexp(a) + np.sum(sp.logsumexp(a, axis=1) ** 2) + np.sum(sp.logsumexp(a, axis=0, keepdims=True) * a)
+            + np.sum(sp.logsumexp(a, keepdims=True)) + sp.logsumexp(a[0], axis=0)
+            + np.sum(sp.softmax(a, axis=1) * a) + np.sum(sp.log_softmax(a, axis=0)))
+
+
+def _lse_two_axes(a):
+    return np.sum(sp.logsumexp(a, axis=(0, 1)))
+
+
+def test_logsumexp_compiles_whole_for_one_axis_or_none():
+    """scipy.special.logsumexp without b= (and softmax/log_softmax, written over it) compiles whole for axis None
+    or one axis: the same values and gradients as Python mode, SciPy's values at the ends; two axes still run as
+    Python (refused by jit="whole" in words)."""
+    a = np.random.default_rng(3).standard_normal((3, 4))
+    vw, gw = funcgrad.value_and_grad(_lse_forms, jit="whole")(a)
+    vp, gp = funcgrad.value_and_grad(_lse_forms, jit=False)(a)
+    np.testing.assert_allclose(vw, vp, rtol=1e-13)
+    np.testing.assert_allclose(gw, gp, rtol=1e-12, atol=1e-14)
+    ends = np.array([[-np.inf, -np.inf], [np.inf, 1.0], [np.nan, 0.0]])
+    np.testing.assert_array_equal(funcgrad.jit(_lse_rows)(ends), sp.logsumexp(ends, axis=1))
+    with pytest.raises(funcgrad.CompileError, match="logsumexp"):
+        funcgrad.grad(_lse_two_axes, jit="whole")(a)
+    np.testing.assert_allclose(funcgrad.grad(_lse_two_axes)(a), funcgrad.grad(_lse_two_axes, jit=False)(a))
+
+
+def _lse_rows(v):
+    return sp.logsumexp(v, axis=1)

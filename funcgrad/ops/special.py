@@ -324,7 +324,7 @@ def yn(y, n, x):
 
 
 # --------------------------------------------------------------------------- logsumexp
-@defvjp(None, sample=S.reduction(), python_only=True)
+@defvjp(None, sample=S.reduction())
 def scipy_logsumexp(y, a, axis=None, keepdims=False):
     """``scipy.special.logsumexp(a, axis, keepdims=keepdims)``: ``axis`` None, an int or a tuple."""
     w = np.exp(a - unreduce(y, a, axis, keepdims))
