@@ -21,14 +21,7 @@ from funcgrad.kernels import cuda_launch as L  # noqa: E402
 
 ON_GPU = os.environ.get("FUNCGRAD_TEST_GPU") == "1"
 RNG = np.random.default_rng(0)
-
-
-def put(x):
-    return funcgrad.device_put(x)
-
-
-def get(x):
-    return funcgrad.device_get(x)
+put, get = funcgrad.device_put, funcgrad.device_get
 
 
 class _Recording:
