@@ -31,4 +31,4 @@ def make_inputs(seed=0, size="small"):
     return (params, sequences), {}
 
 
-PROGRAM = {"f": "hmm_log_likelihood", "argnums": (0,), "njit": False, "autograd": True}
+PROGRAM = {"f": "hmm_log_likelihood", "argnums": (0,), "njit": True, "autograd": True}

@@ -48,4 +48,4 @@ def make_inputs(seed=0, size="small"):
     return (params, X, y), {"L2_reg": 0.05}
 
 
-PROGRAM = {"f": "objective", "argnums": (0,), "njit": False, "autograd": True}
+PROGRAM = {"f": "objective", "argnums": (0,), "njit": True, "autograd": True}
