@@ -20,13 +20,13 @@ unset NUMBA_ENABLE_CUDASIM
 # what launching one operation costs the host (the floor under a small model's step), then the step itself;
 # SIGINT at a deadline: pytest still prints what failed so far
 # the CUDA-graph tests first (quick, and what the benchmark's fastest rows rest on), then the benchmark, then
-# the kernel tests
+# the kernel tests (KERNEL_TEST_K: a pytest -k selection of them, e.g. KERNEL_TEST_K='jvp or hvp')
 [ "${SKIP_TESTS:-0}" = 1 ] || FUNCGRAD_TEST_GPU=1 timeout -s INT ${GRAPH_TEST_TIMEOUT:-120} $PY -m pytest -q -rs -p no:cacheprovider \
   --tb=short tests/test_cuda_graphs.py 2>&1 | tee "$OUT/graph_tests.txt" | tail -${TEST_TAIL:-40}
 [ "${SKIP_LAUNCH:-0}" = 1 ] || timeout ${LAUNCH_TIMEOUT:-60} $PY benchmarks/gpu_launch_overhead.py 2>&1 | tee "$OUT/launch.txt" | tail -20
 timeout -s INT ${BENCH_TIMEOUT:-240} $PY benchmarks/gpu_step.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt" | tail -${BENCH_TAIL:-40}
 [ "${SKIP_TESTS:-0}" = 1 ] || [ "${SKIP_KERNEL_TESTS:-0}" = 1 ] || FUNCGRAD_TEST_GPU=1 timeout -s INT ${TEST_TIMEOUT:-300} $PY -m pytest -q -rs -p no:cacheprovider -n ${NPROC:-4} --tb=short \
-  tests/test_cuda.py ${KERNEL_TEST_ARGS:-} 2>&1 | tee "$OUT/tests.txt" | tail -${TEST_TAIL:-50}
+  tests/test_cuda.py ${KERNEL_TEST_K:+-k "$KERNEL_TEST_K"} 2>&1 | tee "$OUT/tests.txt" | tail -${TEST_TAIL:-50}
 [ "${SKIP_DIST:-0}" = 1 ] && exit 0
 # two ranks sharing the GPU(s) (local_device: rank mod GPUs), when mpi4py and an mpiexec are there (carry the
 # mpi4py and mpich wheels in .whl/: the machine has no network)
