@@ -922,18 +922,14 @@ class _ValueAndGrad(_Transformed):
         if not kwargs and self._fast:
             fk = _fast_key(args)
             if fk is not None:
-                plan = self._fast.get(fk)
-                if plan is not None:
-                    out = self._fast_call(plan, args, args)
-                    if out is not _MISS:
-                        return out
-            else:
+                plan, leaves = self._fast.get(fk), args
+            else:   # (containers of arrays: the plan by their structure, their leaves in order)
                 tk = _fast_tree_key(args)
-                plan = self._fast.get(tk[0]) if tk is not None else None
-                if plan is not None:
-                    out = self._fast_call(plan, args, tk[1])
-                    if out is not _MISS:
-                        return out
+                plan, leaves = (self._fast.get(tk[0]), tk[1]) if tk is not None else (None, None)
+            if plan is not None:
+                out = self._fast_call(plan, args, leaves)
+                if out is not _MISS:
+                    return out
         if kwargs or len(args) != self._n_params:
             args = self._bind(args, kwargs)
             kwargs = True   # bound: not a call the fast path can repeat
@@ -1007,9 +1003,9 @@ class _ValueAndGrad(_Transformed):
             else:
                 tk = _fast_tree_key(args)
                 if tk is not None:
+                    spans = _leaf_offsets(flat)
                     self._fast[tk[0]] = _FastPlan(built, key, tuple(nums), single, seeds,
-                                                  tuple(trees[i] for i in nums),
-                                                  tuple(_leaf_offsets(flat)[i] for i in nums))
+                                                  tuple(trees[i] for i in nums), tuple(spans[i] for i in nums))
         if not self.return_value:
             return (g, value[1]) if self.has_aux else g
         if self.has_aux:

@@ -2010,9 +2010,9 @@ if _cpu_nn is not None:
             return None
         if isinstance(keepdims, types.BooleanLiteral):
             keep = keepdims.literal_value
-        elif isinstance(keepdims, (types.Omitted, bool)) or keepdims is False:
+        elif keepdims is False or isinstance(keepdims, types.Omitted):   # (left out: its default, False)
             keep = bool(getattr(keepdims, "value", False))
-        else:
+        else:   # (a flag known only when the function runs: results of two ranks)
             return None
         odt = np.float32 if a.dtype == types.float32 else np.float64
         nd = a.ndim

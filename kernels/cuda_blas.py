@@ -96,9 +96,7 @@ def gemm(K, a, b, ta, tb, M, N, Kd, dt):
     """``op(a) @ op(b)`` (``M`` x ``N``, inner size ``Kd``) into a new C-contiguous array, or None (see above)."""
     if dt not in _ONE or not (K._is_c(a) and K._is_c(b)):
         return None
-    rec_stream = _L.LOCAL.stream
-    sp = 0 if rec_stream is None else int(_L.LOCAL.stream_ptr)
-    h = _handle(K, sp)
+    h = _handle(K, _L.LOCAL.stream_ptr)   # (0, the legacy default stream, unless a graph is being recorded)
     if h is None:
         return None
     out = K._empty((M, N), dt)

@@ -157,13 +157,14 @@ class _Replay:
     the caller's new array, the addresses read from a table on the device: a replay fills the table on the
     host (the arguments' and new results' addresses), copies it to the device and launches the graph."""
 
-    def __init__(self, K, graph, pool, stream, inputs, outs, rebuild, checks, table, host_table):
+    def __init__(self, K, graph, pool, stream, inputs, outs, rebuild, rec, table, host_table):
+        # (the pool holds the memory the graph reads and writes; the stream it was recorded on lives as long)
         self.K, self.graph, self.pool, self.stream = K, graph, pool, stream
         self.inputs = inputs      # [(argument position, buffer, bytes)]
         self.outs = outs          # [(kind, value)]: "dev" buffer, "host" (0-d buffer, type), "const" value
-        self.rebuild, self.checks = rebuild, checks
+        self.rebuild = rebuild
+        self.checks, self.keep = list(rec.checks), list(rec.keep)   # (see Recording)
         self.table, self.host_table = table, host_table   # device int64 table, its host image
-        self.n_in = len(inputs)
         self.lock = threading.Lock()
 
     def run(self, args):
@@ -280,7 +281,6 @@ def _record(K, fn, materialize, args):
             warm_kinds = [(type(v) is K._DevArray, v if type(v) is not K._DevArray else (v.shape, v.dtype))
                           for v in warm_leaves]
             del warm, warm_leaves
-            rec.checks.clear()
             n_in, n_out = len(inputs), sum(1 for d, _ in warm_kinds if d)
             host_table = np.zeros(3 * (n_in + n_out) + 3, np.int64)
             for e, (_, buf, nbytes) in enumerate(inputs):
@@ -309,9 +309,7 @@ def _record(K, fn, materialize, args):
                 out = materialize(fn(*call))
                 leaves = []
                 rebuild = _flatten(out, leaves)
-                outs, dev = _classify(K, leaves, warm_kinds)
-                if len(dev) != n_out:   # pragma: no cover - (_classify checked each result against the first run)
-                    raise _L.NotRecordable("the results differ between runs")
+                outs, dev = _classify(K, leaves, warm_kinds)   # (as many device results as the first run's)
                 for e, v in enumerate(dev):
                     host_table[3 * (n_in + e)], host_table[3 * (n_in + e) + 2] = _ptr(v), v.size * v.dtype.itemsize
                 _copies(cp, table_out, n_out, max([v.size * v.dtype.itemsize for v in dev], default=0))
@@ -328,9 +326,7 @@ def _record(K, fn, materialize, args):
             if gc_was:
                 gc.enable()
         stream.synchronize()
-    rep = _Replay(K, graph, pool, stream, inputs, outs, rebuild, list(rec.checks), table, host_table)
-    rep.keep = list(rec.keep)
-    return rep
+    return _Replay(K, graph, pool, stream, inputs, outs, rebuild, rec, table, host_table)
 
 
 class Graphs:

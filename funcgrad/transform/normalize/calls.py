@@ -62,15 +62,14 @@ def _numpy_dtype_arguments(fn, args, kwargs):
         if isinstance(v, Static) and any(v.obj is t for t in _PYTHON_DTYPES):
             return Static(np.dtype(v.obj).type)
         return v
-    if not getattr(fn, "__module__", None) or not str(getattr(fn, "__module__", "")).startswith("numpy"):
-        if not isinstance(fn, np.ufunc):
-            return args, kwargs
+    if not (isinstance(fn, np.ufunc) or str(getattr(fn, "__module__", None) or "").startswith("numpy")):
+        return args, kwargs
     if "dtype" in kwargs:
         new = convert(kwargs["dtype"])
         if new is not kwargs["dtype"]:
             kwargs = dict(kwargs)
             kwargs["dtype"] = new
-    k = _DTYPE_POSITION.get(fn) if not isinstance(fn, np.ufunc) else None
+    k = _DTYPE_POSITION.get(fn)
     if k is not None and len(args) > k:
         new = convert(args[k])
         if new is not args[k]:
