@@ -21,6 +21,10 @@ def interp_lr(x, xp, fp, lo, hi):
     return np.interp(x, xp, fp, left=lo, right=hi)
 
 
+def knots_as_lists(x):
+    return np.sum(np.interp(x, [-1.0, 0.0, 1.0], [0.0, 0.5, 2.0]) ** 2)
+
+
 def loss(x, xp, fp):
     return np.sum(np.sin(np.interp(x, xp, fp)) ** 2)
 
@@ -45,6 +49,11 @@ def test_values_are_numpys(jit):
         got = funcgrad.jvp(interp, (x, xp, fp), (np.zeros_like(x) if np.ndim(x) else 0.0, np.zeros_like(xp),
                                                  np.zeros_like(fp)), jit=jit)[0]
         np.testing.assert_allclose(got, np.interp(x, xp, fp), rtol=1e-6 if np.asarray(x).dtype == np.float32 else 1e-13)
+    v, g = funcgrad.value_and_grad(knots_as_lists, jit=jit)(X)   # (knots and values written as lists)
+    np.testing.assert_allclose(v, knots_as_lists(X), rtol=1e-13)
+    inside = (X > -1.0) & (X < 1.0)
+    np.testing.assert_allclose(g[inside], 2 * np.interp(X, [-1.0, 0.0, 1.0], [0.0, 0.5, 2.0])[inside] *
+                               np.where(X[inside] < 0, 0.5, 1.5), rtol=1e-12)
     got = funcgrad.value_and_grad(lambda x: np.sum(interp_lr(x, XP, FP, -1.5, 2.5)), jit=jit)(X)[0]
     np.testing.assert_allclose(got, np.sum(np.interp(X, XP, FP, left=-1.5, right=2.5)), rtol=1e-13)
 

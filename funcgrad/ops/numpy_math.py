@@ -548,6 +548,8 @@ def _interp(x, xp, fp, left=None, right=None, period=None):
     ``searchsorted`` (piecewise constant), then ``fp[i] + w * (fp[i + 1] - fp[i])``. Differentiable in ``x``
     (the segment's slope; zero outside ``xp``'s range), ``fp`` and ``xp`` (the knots of the segment), and in
     ``left``/``right``. A repeated knot divides by nothing (the weight is 0 there)."""
+    xp = np.asarray(xp)   # (knots and values written as lists)
+    fp = np.asarray(fp)
     n = np.shape(xp)[0]
     last = max(n - 2, 0)
     i = np.clip(np.searchsorted(xp, x, side="right") - 1, 0, last)
